@@ -1,0 +1,111 @@
+import type { Dispatcher } from 'undici';
+import { z } from 'zod';
+import { USER_AGENT } from '../version.ts';
+import { ValidationError } from './errors.ts';
+
+const LOOPBACK_HOSTS = new Set(['localhost', '[::1]', '::1']);
+
+/** Loopback hosts may use plain http (the simulator, a local proxy); everything else must use https. */
+export function isLoopbackHost(hostname: string): boolean {
+  return LOOPBACK_HOSTS.has(hostname) || /^127(?:\.\d{1,3}){3}$/.test(hostname) || hostname.endsWith('.localhost');
+}
+
+/** `{base_url}` as the contract defines it: ends with the version prefix `/api/v1`, https unless loopback. */
+export const baseUrlSchema = z
+  .string({ error: 'must be a URL string such as "https://api.example.com/api/v1"' })
+  .trim()
+  .transform((value, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      ctx.issues.push({ code: 'custom', input: value, message: 'is not a URL; expected e.g. "https://api.example.com/api/v1"' });
+      return z.NEVER;
+    }
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
+      ctx.issues.push({
+        code: 'custom',
+        input: value,
+        message: `must use https (plain http is allowed only for loopback hosts such as 127.0.0.1); got ${url.protocol}//${url.host}`,
+      });
+    }
+    if (url.username || url.password) {
+      ctx.issues.push({ code: 'custom', input: '', message: 'must not carry credentials; the key goes in WEBDATA_API_KEY' });
+    }
+    if (url.search || url.hash) {
+      ctx.issues.push({ code: 'custom', input: value, message: 'must not have a query string or fragment' });
+    }
+    const path = url.pathname.replace(/\/+$/, '');
+    if (!path.endsWith('/api/v1')) {
+      ctx.issues.push({
+        code: 'custom',
+        input: value,
+        message: `must end with the version prefix /api/v1 (e.g. "https://api.example.com/api/v1"); got path "${url.pathname}"`,
+      });
+    }
+    return `${url.origin}${path}`;
+  });
+
+const secret = (envName: string) =>
+  z
+    .string({ error: `must be a string (or set ${envName})` })
+    .refine((value) => value.trim().length > 0, { error: `must not be empty (or set ${envName})` })
+    .refine((value) => !/[\r\n\0]/.test(value), { error: 'must not contain line breaks or NUL characters' });
+
+const codeList = z.array(z.string().trim().toLowerCase().min(1), { error: 'must be a list of codes' });
+
+export const clientOptionsSchema = z.strictObject({
+  /** `{base_url}`, e.g. `https://api.example.com/api/v1`. Required: there is no default service. */
+  baseUrl: baseUrlSchema,
+  /** The `x-api-key`. Defaults to the environment's `WEBDATA_API_KEY`. */
+  apiKey: secret('WEBDATA_API_KEY').optional(),
+  /** A JWT, the contract's alternative to a key. Defaults to `WEBDATA_TOKEN`. */
+  token: secret('WEBDATA_TOKEN').optional(),
+  /** The header that carries the token. */
+  tokenHeader: z
+    .string()
+    .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, { error: 'must be an HTTP header name such as "authorization"' })
+    .default('authorization'),
+  /** The scheme before the token in that header; `null` sends the bare token. */
+  tokenScheme: z.string().nullable().default('Bearer'),
+  /** Time for the whole exchange, from sending to the last byte of the body. */
+  timeoutMs: z.int().positive({ error: 'must be a positive number of milliseconds' }).default(30_000),
+  userAgent: z.string().min(1).default(USER_AGENT),
+  /** Larger 2xx bodies are refused rather than buffered without bound. */
+  maxBodyBytes: z.int().positive().default(32 * 1024 * 1024),
+  /** Country codes the engine accepts beyond ISO 3166-1 alpha-2 (e.g. `xk`). */
+  extraCountries: codeList.default([]),
+  /** Language codes the engine accepts beyond ISO 639-1 tags (e.g. `iw`). */
+  extraLangs: codeList.default([]),
+  /** An undici dispatcher to send through; by default one that honours HTTPS_PROXY and NO_PROXY. */
+  dispatcher: z.custom<Dispatcher>((value) => typeof value === 'object' && value !== null && 'dispatch' in value, {
+    error: 'must be an undici Dispatcher',
+  }).optional(),
+});
+
+export type ClientOptions = z.input<typeof clientOptionsSchema>;
+export type ResolvedClientOptions = z.output<typeof clientOptionsSchema>;
+
+/**
+ * Validates options and fills the credentials from the environment. The key is never read from a file
+ * and never echoed in a message.
+ */
+export function resolveClientOptions(
+  options: ClientOptions,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): ResolvedClientOptions {
+  const input = { ...options };
+  if (input.apiKey === undefined && input.token === undefined) {
+    if (env.WEBDATA_API_KEY) input.apiKey = env.WEBDATA_API_KEY;
+    else if (env.WEBDATA_TOKEN) input.token = env.WEBDATA_TOKEN;
+  }
+  const result = clientOptionsSchema.safeParse(input);
+  if (!result.success) throw ValidationError.fromZod('Invalid client options', result.error);
+  const resolved = result.data;
+  if (resolved.apiKey === undefined && resolved.token === undefined) {
+    throw new ValidationError('Invalid client options', [
+      { path: 'apiKey', message: 'no credentials: set WEBDATA_API_KEY (or WEBDATA_TOKEN for a JWT), or pass apiKey' },
+    ]);
+  }
+  return resolved;
+}

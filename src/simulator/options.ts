@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+
+const rate = z.number().min(0).max(1);
+
+/** Which requests a fault rule applies to; every given field must match. */
+const matchSchema = z.strictObject({
+  path: z.string().optional(),
+  method: z.string().optional(),
+  /** Name of the key (see `keys[].name`). */
+  key: z.string().optional(),
+  q: z.string().optional(),
+  page: z.int().optional(),
+  country: z.string().optional(),
+  lang: z.string().optional(),
+});
+
+const ruleBase = {
+  match: matchSchema.default({}),
+  /** How many matching requests the rule applies to (then it is spent). */
+  times: z.int().positive().optional(),
+  /** Matching requests to let through before the rule applies. */
+  after: z.int().nonnegative().default(0),
+};
+
+/** A scripted fault: deterministic, for tests. */
+export const faultRuleSchema = z.discriminatedUnion('fault', [
+  z.strictObject({
+    ...ruleBase,
+    fault: z.literal('status'),
+    status: z.int().min(100).max(599),
+    body: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+    headers: z.record(z.string(), z.string()).default({}),
+  }),
+  /** Never answer: the connection stays open until the client gives up or the simulator closes. */
+  z.strictObject({ ...ruleBase, fault: z.literal('hang'), charged: z.boolean().default(false) }),
+  /** Destroy the connection. With `charged`, after debiting the credits: an ambiguous outcome. */
+  z.strictObject({ ...ruleBase, fault: z.literal('reset'), charged: z.boolean().default(false) }),
+  /** Answer 200 (and charge) with a body that breaks the contract. */
+  z.strictObject({
+    ...ruleBase,
+    fault: z.literal('malformed'),
+    form: z.enum(['truncated', 'not-json', 'no-data', 'html']).default('truncated'),
+  }),
+  z.strictObject({ ...ruleBase, fault: z.literal('redirect'), status: z.int().min(300).max(399).default(302), location: z.string().optional() }),
+  /** Answer normally after a delay. */
+  z.strictObject({ ...ruleBase, fault: z.literal('delay'), ms: z.int().nonnegative() }),
+  /** Send the status line and part of a 200 body, then stall: the client must time out while reading. */
+  z.strictObject({ ...ruleBase, fault: z.literal('stall-body') }),
+]);
+
+export type FaultRule = z.input<typeof faultRuleSchema>;
+export type ResolvedFaultRule = z.output<typeof faultRuleSchema>;
+
+export const keySchema = z
+  .strictObject({
+    /** Sent as `x-api-key`. */
+    key: z.string().min(1).optional(),
+    /** Sent as `Authorization: Bearer <token>`, the JWT alternative. */
+    token: z.string().min(1).optional(),
+    /** How stats and fault rules refer to the key (never the key itself). */
+    name: z.string().min(1),
+    /** Credit balance; `null` is unlimited. A request whose weight exceeds it gets a 402. */
+    credits: z.number().nonnegative().nullable().default(null),
+    /** Token bucket: sustained requests per second and burst size. `null` is unlimited. */
+    ratePerSecond: z.number().positive().nullable().default(null),
+    burst: z.int().positive().default(1),
+    /** Requests in flight at once; more get a 429. `null` is unlimited. */
+    maxConcurrent: z.int().positive().nullable().default(null),
+    /** A quota: at most `requests` accepted per window; beyond it a 429 whose Retry-After is the window's end. */
+    quota: z.strictObject({ requests: z.int().positive(), windowMs: z.int().positive() }).optional(),
+    /** Endpoint paths this key's plan includes; others get a 403. Default: all. */
+    endpoints: z.array(z.string()).optional(),
+    /** `suspended` answers 403 (billing), `revoked` answers 401. */
+    status: z.enum(['active', 'suspended', 'revoked']).default('active'),
+  })
+  .refine((k) => k.key !== undefined || k.token !== undefined, { error: 'needs a key or a token' });
+
+export type SimulatedKey = z.input<typeof keySchema>;
+export type ResolvedKey = z.output<typeof keySchema>;
+
+export const DEFAULT_WEIGHTS: Readonly<Record<string, number>> = {
+  '/searchengine/search': 1,
+  '/video/search': 2,
+  '/appstore/reviews': 1,
+  '/products/search': 3,
+};
+
+export const simulatorOptionsSchema = z.strictObject({
+  /** 0 picks a free port. */
+  port: z.int().min(0).max(65535).default(0),
+  host: z.string().default('127.0.0.1'),
+  /** Changes every generated result and the sequence of random faults. */
+  seed: z.int().default(1),
+  keys: z.array(keySchema).min(1).optional(),
+  /** Credits debited per 2xx, by endpoint path. */
+  weights: z.record(z.string(), z.number().nonnegative()).default({ ...DEFAULT_WEIGHTS }),
+  retryAfter: z.enum(['seconds', 'http-date', 'none']).default('seconds'),
+  /** Results per query (before the country's own additions); a fixed number, or by default 25 to 95 from the query's hash. */
+  resultsPerQuery: z.int().nonnegative().optional(),
+  /** What pages past the last one answer: empty (the usual) or the last page again (some engines do). */
+  pastEnd: z.enum(['empty', 'repeat-last']).default('empty'),
+  /** Item field names: one family for all, or `mixed` (each query gets one, as different engines would). */
+  shape: z.enum(['mixed', 'serp', 'bing', 'brave', 'tavily']).default('mixed'),
+  /** Share of items without a title. */
+  untitledRate: rate.default(0.06),
+  /** Largest `count` accepted; more is a 400. */
+  maxCount: z.int().positive().default(100),
+  /** Answer a request this many milliseconds late: a number, or a uniform range. */
+  latencyMs: z.union([z.number().nonnegative(), z.strictObject({ min: z.number().nonnegative(), max: z.number().nonnegative() })]).default(0),
+  /** Random faults, drawn in arrival order from the seed. */
+  faults: z
+    .strictObject({
+      serverErrorRate: rate.default(0),
+      hangRate: rate.default(0),
+      resetRate: rate.default(0),
+      malformedRate: rate.default(0),
+      redirectRate: rate.default(0),
+    })
+    .default({ serverErrorRate: 0, hangRate: 0, resetRate: 0, malformedRate: 0, redirectRate: 0 }),
+  /** Scripted faults, applied in order (the first that matches wins). */
+  rules: z.array(faultRuleSchema).default([]),
+  /** Entries kept in the request log (oldest dropped first). */
+  logLimit: z.int().nonnegative().default(100_000),
+  /** Milliseconds since an arbitrary origin; injectable so that rate-limit tests need no real waiting. */
+  clock: z.custom<() => number>((v) => typeof v === 'function').optional(),
+});
+
+export type SimulatorOptions = z.input<typeof simulatorOptionsSchema>;
+export type ResolvedSimulatorOptions = z.output<typeof simulatorOptionsSchema>;
+
+export function resolveSimulatorOptions(options: SimulatorOptions): ResolvedSimulatorOptions {
+  const result = simulatorOptionsSchema.safeParse(options);
+  if (!result.success) throw ValidationError.fromZod('Invalid simulator options', result.error);
+  return result.data;
+}
