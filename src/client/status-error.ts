@@ -13,12 +13,14 @@ import { parseRetryAfter } from './retry-after.ts';
 export interface FailedResponse extends WebDataErrorDetails {
   status: number;
   headers: Record<string, string | string[] | undefined>;
+  /** Applied to every header value kept in the error (a Location can carry anything). */
+  redact: (text: string) => string;
   now?: number;
 }
 
 /** Maps a response of status >= 300 to its error class, with a message that says what to do. */
 export function statusError(response: FailedResponse): WebDataError {
-  const { status, headers, ...details } = response;
+  const { status, headers, redact, now, ...details } = response;
   const at = `${details.method ?? 'GET'} ${details.path} → ${status}`;
   const context = describeContext(details);
   const notCharged = '(not charged)';
@@ -44,7 +46,7 @@ export function statusError(response: FailedResponse): WebDataError {
     );
   }
   if (status === 429) {
-    const retryAfterMs = parseRetryAfter(headers['retry-after'], response.now);
+    const retryAfterMs = parseRetryAfter(headers['retry-after'], now);
     const wait = retryAfterMs === undefined ? 'no usable Retry-After' : `Retry-After ${Math.ceil(retryAfterMs / 1000)} s`;
     return new RateLimitError(
       `${at} Too Many Requests: rate or quota limit exceeded (${wait}) ${notCharged}. Back off and reduce concurrency.${context}`,
@@ -57,7 +59,8 @@ export function statusError(response: FailedResponse): WebDataError {
       status,
     });
   }
-  const location = first(headers.location);
+  const raw = first(headers.location);
+  const location = raw === undefined ? undefined : redact(raw);
   const redirect = status >= 300 && status < 400;
   return new UnexpectedStatusError(
     redirect

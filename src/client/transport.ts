@@ -76,7 +76,8 @@ export async function exchange(options: TransportOptions, outgoing: Outgoing): P
   }
 
   const { statusCode: status, headers } = response;
-  const requestId = pickRequestId(headers);
+  const rawId = pickRequestId(headers);
+  const requestId = rawId === undefined ? undefined : options.redact(rawId);
 
   if (status >= 300) {
     const excerpt = await readAtMost(response.body, ERROR_EXCERPT_BYTES).catch(() => undefined);
@@ -84,6 +85,7 @@ export async function exchange(options: TransportOptions, outgoing: Outgoing): P
       ...details,
       status,
       headers,
+      redact: options.redact,
       requestId,
       body: excerpt && oneLine(options.redact(decode(excerpt.bytes)), excerpt.truncated),
     });

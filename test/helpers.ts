@@ -1,0 +1,22 @@
+import { createClient, type ClientOptions, type Simulator, type SimulatorOptions, startSimulator } from '../src/index.ts';
+
+export const TEST_KEY = 'test_key_5f1d2c9a8b7e6f5a4b3c2d1e';
+
+/** A simulator with one unlimited key named `main` unless keys are given. */
+export async function simulator(options: SimulatorOptions = {}): Promise<Simulator> {
+  return startSimulator({ keys: [{ key: TEST_KEY, name: 'main' }], ...options });
+}
+
+export function clientFor(sim: Simulator, options: Partial<ClientOptions> = {}) {
+  return createClient({ baseUrl: sim.url, apiKey: TEST_KEY, ...options });
+}
+
+/** Resolves to the rejection of a promise, failing the test when it fulfils. */
+export async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a rejection, but the promise fulfilled');
+}
