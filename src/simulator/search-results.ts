@@ -74,8 +74,10 @@ export function searchPage(query: SearchQuery, settings: ResultSettings): Record
   let start = (page - 1) * count;
   if (start >= list.length) {
     if (settings.pastEnd === 'empty' || list.length === 0) return [];
-    start = Math.floor((list.length - 1) / count) * count;
-  } else if (page > 1 && unit(settings.seed, query.q, query.country, query.lang, page, count, 'slide') < 0.25) {
+    // The last page again, exactly as it was served.
+    return searchPage({ ...query, page: Math.ceil(list.length / count) }, settings);
+  }
+  if (page > 1 && unit(settings.seed, query.q, query.country, query.lang, page, count, 'slide') < 0.25) {
     // Engines re-rank between requests: the last result of the previous page shows up again first.
     start -= 1;
   }
