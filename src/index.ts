@@ -20,3 +20,4 @@ export {
 } from './client/errors.ts';
 export { startSimulator, type Simulator, type SimulatorStats, type LogEntry, type SimulatorOptions, type SimulatedKey, type FaultRule, DEFAULT_WEIGHTS } from './simulator/index.ts';
 export { VERSION } from './version.ts';
+export * from './schedule/index.ts';

@@ -96,6 +96,11 @@ export const simulatorOptionsSchema = z.strictObject({
   /** Credits debited per 2xx, by endpoint path. */
   weights: z.record(z.string(), z.number().nonnegative()).default({ ...DEFAULT_WEIGHTS }),
   retryAfter: z.enum(['seconds', 'http-date', 'none']).default('seconds'),
+  /**
+   * Rate-limit headers describing a key's quota window, on every answer to that key: the IETF draft's structured
+   * `RateLimit`/`RateLimit-Policy` (`ietf`), its older separate fields (`ietf-legacy`), or `X-RateLimit-*`.
+   */
+  rateLimitHeaders: z.enum(['none', 'ietf', 'ietf-legacy', 'x-ratelimit']).default('none'),
   /** Results per query (before the country's own additions); a fixed number, or by default 25 to 95 from the query's hash. */
   resultsPerQuery: z.int().nonnegative().optional(),
   /** What pages past the last one answer: empty (the usual) or the last page again (some engines do). */

@@ -77,6 +77,19 @@ export class KeyAccount {
     return null;
   }
 
+  /** The quota window as rate-limit headers describe it, or nothing when the key has no quota. */
+  allowance(now: number): { limit: number; remaining: number; resetMs: number; windowMs: number } | undefined {
+    const { quota } = this.plan;
+    if (!quota) return undefined;
+    const fresh = now - this.windowStart >= quota.windowMs;
+    return {
+      limit: quota.requests,
+      remaining: fresh ? quota.requests : Math.max(0, quota.requests - this.windowCount),
+      resetMs: fresh ? quota.windowMs : this.windowStart + quota.windowMs - now,
+      windowMs: quota.windowMs,
+    };
+  }
+
   /** Ends an admitted request: its reservation is debited if it was answered with a 2xx, released otherwise. */
   settle(weight: number, charged: boolean): void {
     this.inFlight -= 1;

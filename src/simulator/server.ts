@@ -148,6 +148,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
 
     const weight = settings.weights[path] ?? 1;
     const refusal = account.admit(path, weight, clock());
+    for (const [name, value] of Object.entries(rateLimitHeaders(account))) res.setHeader(name, value);
     if (refusal) return reply(refusal.status, refusalBody(refusal), retryAfterHeader(refusal));
 
     let charged = false;
@@ -232,6 +233,22 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const l = settings.latencyMs;
     if (typeof l === 'number') return l;
     return l.min + Math.random() * Math.max(0, l.max - l.min);
+  }
+
+  function rateLimitHeaders(account: KeyAccount): Record<string, string> {
+    const allowance = settings.rateLimitHeaders === 'none' ? undefined : account.allowance(clock());
+    if (!allowance) return {};
+    const { limit, remaining } = allowance;
+    const reset = Math.max(0, Math.ceil(allowance.resetMs / 1000));
+    const window = Math.ceil(allowance.windowMs / 1000);
+    switch (settings.rateLimitHeaders) {
+      case 'ietf':
+        return { ratelimit: `"default";r=${remaining};t=${reset}`, 'ratelimit-policy': `"default";q=${limit};w=${window}` };
+      case 'ietf-legacy':
+        return { 'ratelimit-limit': String(limit), 'ratelimit-remaining': String(remaining), 'ratelimit-reset': String(reset), 'ratelimit-policy': `${limit};w=${window}` };
+      default:
+        return { 'x-ratelimit-limit': String(limit), 'x-ratelimit-remaining': String(remaining), 'x-ratelimit-reset': String(Math.ceil(Date.now() / 1000) + reset) };
+    }
   }
 
   function retryAfterHeader(refusal: Refusal): Record<string, string> {

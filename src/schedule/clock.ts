@@ -1,0 +1,102 @@
+import { setTimeout as delay } from 'node:timers/promises';
+
+/**
+ * Where the scheduler gets its time. Injectable so that tests can run pacing, backoff and rate limits in
+ * virtual time, deterministically, without waiting.
+ */
+export interface Clock {
+  /** Milliseconds since an arbitrary origin; never goes backwards. */
+  now(): number;
+  /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /**
+   * Virtual clocks only: keeps time from passing until the returned release is called. The scheduler holds the
+   * clock while a request is in flight, so that in virtual time the network is instant and a server sharing the
+   * clock sees requests at the times they were sent.
+   */
+  hold?(): () => void;
+}
+
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  sleep: async (ms, signal) => {
+    if (ms <= 0) {
+      signal?.throwIfAborted();
+      return;
+    }
+    await delay(ms, undefined, { signal });
+  },
+};
+
+export interface VirtualClock extends Clock {
+  /** Timers waiting, earliest first. */
+  readonly pending: number;
+}
+
+/**
+ * A clock in which time passes only through sleeps: each pending timer fires in order of its due time, one per
+ * turn of the event loop (so that I/O in between still runs), and `now()` jumps to it. Real I/O takes no
+ * virtual time, and none passes while the clock is held (see `Clock.hold`). Share one with the simulator (`startSimulator({ clock: clock.now })`) to test rate limits in
+ * virtual seconds that pass in real milliseconds.
+ */
+export function virtualClock(start = 0): VirtualClock {
+  let now = start;
+  let sequence = 0;
+  const timers: { at: number; seq: number; fire: () => void }[] = [];
+  let scheduled = false;
+  let holds = 0;
+
+  const drain = () => {
+    scheduled = false;
+    if (holds > 0) return;
+    timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
+    const next = timers.shift();
+    if (!next) return;
+    now = Math.max(now, next.at);
+    next.fire();
+    if (timers.length > 0) schedule();
+  };
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(drain);
+  };
+
+  return {
+    now: () => now,
+    get pending() {
+      return timers.length;
+    },
+    hold() {
+      holds += 1;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        holds -= 1;
+        if (holds === 0 && timers.length > 0) schedule();
+      };
+    },
+    sleep(ms, signal) {
+      signal?.throwIfAborted();
+      return new Promise<void>((resolve, reject) => {
+        const timer = {
+          at: now + Math.max(0, ms),
+          seq: sequence++,
+          fire: () => {
+            signal?.removeEventListener('abort', onAbort);
+            resolve();
+          },
+        };
+        const onAbort = () => {
+          const index = timers.indexOf(timer);
+          if (index !== -1) timers.splice(index, 1);
+          reject(signal?.reason);
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        timers.push(timer);
+        schedule();
+      });
+    },
+  };
+}

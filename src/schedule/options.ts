@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import type { Clock } from './clock.ts';
+
+const positive = (what: string) => z.number({ error: `must be a number (${what})` }).positive({ error: `must be greater than 0 (${what})` });
+const ms = (what: string) => z.int({ error: `must be a whole number of milliseconds (${what})` }).nonnegative();
+
+/** Requests per second, or a number of requests per interval (converted to the same even spacing). */
+export const rateSchema = z.union([
+  z.strictObject({ requestsPerSecond: positive('requests per second') }),
+  z.strictObject({ requests: z.int().positive(), intervalMs: z.int().positive() }),
+]);
+
+export const schedulerOptionsSchema = z.strictObject({
+  /** The plan's rate. Omitted: no pacing until the server's 429s or rate-limit headers teach one. */
+  rate: rateSchema.optional(),
+  /** Requests in flight at most. */
+  concurrency: z.int().positive({ error: 'must be a positive whole number' }).default(4),
+  /** 5xx, network errors, timeouts and malformed 2xx: attempts per request (the first included) and backoff. */
+  retry: z
+    .strictObject({
+      attempts: z.int().positive().default(5),
+      baseDelayMs: ms('first backoff').default(500),
+      maxDelayMs: ms('longest backoff').default(30_000),
+    })
+    .default({ attempts: 5, baseDelayMs: 500, maxDelayMs: 30_000 }),
+  /** 429s: their own budget per request, the pause, the quota threshold and the stall breaker. */
+  rateLimit: z
+    .strictObject({
+      retries: z.int().nonnegative().default(30),
+      baseDelayMs: ms('first pause without Retry-After').default(250),
+      maxDelayMs: ms('longest pause without Retry-After').default(60_000),
+      /** A Retry-After longer than this is a quota: the run stops resumably instead of waiting. */
+      maxRetryAfterMs: ms('longest Retry-After to wait for').default(5 * 60_000),
+      /** No success for this long while requests keep failing: the run stops. */
+      stallAfterMs: ms('time without success before giving up').default(5 * 60_000),
+    })
+    .default({ retries: 30, baseDelayMs: 250, maxDelayMs: 60_000, maxRetryAfterMs: 5 * 60_000, stallAfterMs: 5 * 60_000 }),
+  /** Learn the server's limit from 429s and rate-limit headers (on by default). */
+  adaptive: z.boolean().default(true),
+  /** Credits the run may spend in all, across resumes. */
+  budget: z.strictObject({ maxCredits: z.number().nonnegative() }).optional(),
+  /** Credits per request by endpoint path (default 1). */
+  credits: z
+    .strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}), defaultWeight: z.number().nonnegative().default(1) })
+    .default({ weights: {}, defaultWeight: 1 }),
+  /** Credits already counted by earlier invocations of the same run. */
+  spentBefore: z.number().nonnegative().default(0),
+  clock: z.custom<Clock>((v) => typeof v === 'object' && v !== null && 'now' in v && 'sleep' in v).optional(),
+  /** Source of jitter, in [0, 1). */
+  random: z.custom<() => number>((v) => typeof v === 'function').optional(),
+});
+
+export type SchedulerOptions = z.input<typeof schedulerOptionsSchema>;
+export type ResolvedSchedulerOptions = z.output<typeof schedulerOptionsSchema>;
+export type Rate = z.input<typeof rateSchema>;
+
+export function resolveSchedulerOptions(options: SchedulerOptions): ResolvedSchedulerOptions {
+  const result = schedulerOptionsSchema.safeParse(options);
+  if (!result.success) throw ValidationError.fromZod('Invalid scheduler options', result.error);
+  return result.data;
+}
+
+/** Requests per second of a rate setting (`Infinity` when none). */
+export function requestsPerSecond(rate: z.output<typeof rateSchema> | undefined): number {
+  if (!rate) return Number.POSITIVE_INFINITY;
+  return 'requestsPerSecond' in rate ? rate.requestsPerSecond : (rate.requests / rate.intervalMs) * 1000;
+}

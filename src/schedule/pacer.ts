@@ -1,0 +1,70 @@
+import type { Clock } from './clock.ts';
+
+export interface Pacer {
+  /** Requests per second now allowed (`Infinity`: no pacing). */
+  readonly rate: number;
+  setRate(requestsPerSecond: number): void;
+  /** No slot starts before `at` (clock time). */
+  pauseUntil(at: number): void;
+  readonly pausedUntil: number;
+  /** Waits for the next free slot and takes it; resolves to its time. */
+  acquire(signal?: AbortSignal): Promise<number>;
+}
+
+/**
+ * Spaces requests evenly at a rate that can change at run time. A fixed window that releases a whole second's
+ * quota at once earns mostly 429s from a leaky-bucket server; even spacing earns none. Each caller reserves a slot
+ * `1/rate` after the previous one; a rate change or a pause invalidates reservations not yet reached, and their
+ * holders reserve again under the new terms.
+ */
+export function createPacer(requestsPerSecond: number, clock: Clock): Pacer {
+  let rate = requestsPerSecond;
+  let interval = intervalOf(rate);
+  let lastGranted = Number.NEGATIVE_INFINITY;
+  let nextFree = Number.NEGATIVE_INFINITY;
+  let pausedUntil = Number.NEGATIVE_INFINITY;
+  let generation = 0;
+
+  const invalidate = () => {
+    generation += 1;
+    nextFree = lastGranted + interval;
+  };
+
+  return {
+    get rate() {
+      return rate;
+    },
+    get pausedUntil() {
+      return pausedUntil;
+    },
+    setRate(next) {
+      if (next === rate) return;
+      rate = next;
+      interval = intervalOf(next);
+      invalidate();
+    },
+    pauseUntil(at) {
+      if (at <= pausedUntil) return;
+      pausedUntil = at;
+      invalidate();
+    },
+    async acquire(signal) {
+      for (;;) {
+        signal?.throwIfAborted();
+        const now = clock.now();
+        const slot = Math.max(now, nextFree, pausedUntil);
+        nextFree = slot + interval;
+        const reservedIn = generation;
+        if (slot > now) await clock.sleep(slot - now, signal);
+        if (reservedIn === generation) {
+          lastGranted = Math.max(lastGranted, slot);
+          return slot;
+        }
+      }
+    },
+  };
+}
+
+function intervalOf(requestsPerSecond: number): number {
+  return Number.isFinite(requestsPerSecond) && requestsPerSecond > 0 ? 1000 / requestsPerSecond : 0;
+}

@@ -1,0 +1,378 @@
+import PQueue from 'p-queue';
+import type { WebDataError } from '../client/errors.ts';
+import { fullJitter } from './backoff.ts';
+import { classify, mayHaveBeenCharged, type StopReason } from './classify.ts';
+import { type Clock, systemClock } from './clock.ts';
+import { type Charge, createCreditMeter, type CreditSnapshot } from './credit-meter.ts';
+import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
+import { requestsPerSecond, resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
+import { createPacer } from './pacer.ts';
+import { readRateLimitHeaders } from './rate-limit-headers.ts';
+import { createRateController } from './rate-controller.ts';
+
+/** One request of a run: which series it belongs to and which endpoint it calls. */
+export interface Work {
+  /** Requests of a series run in order; series take turns. */
+  series: string;
+  /** Endpoint path, for credit weights and 403s. */
+  path: string;
+  /** Credits of this request; default: the weight configured for `path`. */
+  weight?: number;
+}
+
+type Headers = Record<string, string | string[] | undefined>;
+
+/** What `send` resolves to: the client's responses fit. */
+export interface Answered {
+  status?: number;
+  headers?: Headers;
+}
+
+export type Outcome<T> =
+  | { ok: true; value: T; attempts: number }
+  | { ok: false; kind: 'failed'; error: unknown; attempts: number }
+  | { ok: false; kind: 'stopped'; reason: StopReason; error?: unknown; resumeAt?: Date | undefined; attempts: number };
+
+/** Why the run stopped, when it did. */
+export interface StopInfo {
+  reason: StopReason;
+  message: string;
+  error?: unknown;
+  /** For a quota: when the server said to come back. */
+  resumeAt?: Date | undefined;
+}
+
+export type SchedulerEvent =
+  | { type: 'request'; series: string; path: string; attempt: number }
+  | { type: 'response'; series: string; path: string; status: number | string; latencyMs: number }
+  | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
+  | { type: 'pause'; ms: number; reason: 'rate_limited' | 'rate_limit_headers' }
+  | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers' }
+  | { type: 'stop'; reason: StopReason; message: string; path?: string | undefined };
+
+export interface SchedulerStats {
+  requests: { total: number; byStatus: Record<string, number>; inFlight: number };
+  /** Attempts sent again: after a 429, or a transient failure. */
+  retries: number;
+  rateLimited: number;
+  /** Time the queue spent paused for 429s and exhausted allowances. */
+  rateLimitedWaitMs: number;
+  rate: number;
+  concurrency: number;
+  credits: CreditSnapshot;
+}
+
+export interface Scheduler {
+  /** Sends one request under the rate, concurrency and budget, retrying as the outcome table says. Never rejects. */
+  request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>>;
+  /** Stops sending (waiting requests resolve as stopped); requests in flight settle and are kept: they are paid for. */
+  stop(reason?: StopReason, message?: string): void;
+  /** Stops and cancels requests in flight. */
+  abort(): void;
+  /** The run-wide stop, once there is one. */
+  readonly stopped: StopInfo | undefined;
+  /** Endpoints stopped by a 403, with the error. */
+  readonly forbidden: ReadonlyMap<string, unknown>;
+  /** Resolves once no request is waiting, in flight, or sleeping before a retry. */
+  onIdle(): Promise<void>;
+  stats(): SchedulerStats;
+  /** Subscribes to events (progress, logs); returns the unsubscribe function. */
+  on(listener: (event: SchedulerEvent) => void): () => void;
+}
+
+interface Task {
+  work: Required<Work>;
+  send: (signal: AbortSignal) => Promise<Answered>;
+  resolve: (outcome: Outcome<Answered>) => void;
+  attempts: number;
+  rateLimitedAttempts: number;
+}
+
+/**
+ * The one scheduler every request of a run goes through. p-queue provides concurrency (changeable at run time),
+ * pausing and, with a round-robin queue class, fairness between series; a pacer of ours spaces requests evenly at
+ * a rate that adapts to the server; a credit meter reserves each request's weight before it is sent.
+ */
+export function createScheduler(options: SchedulerOptions = {}): Scheduler {
+  const config = resolveSchedulerOptions(options);
+  const clock: Clock = config.clock ?? systemClock;
+  const random = config.random ?? Math.random;
+  const maxRate = requestsPerSecond(config.rate);
+  const meter = createCreditMeter({
+    budget: config.budget?.maxCredits,
+    weights: config.credits.weights,
+    defaultWeight: config.credits.defaultWeight,
+    spentBefore: config.spentBefore,
+  });
+  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency }, clock);
+  const pacer = createPacer(maxRate, clock);
+  const queue = new PQueue<RoundRobinQueue, FairOptions>({ concurrency: config.concurrency, queueClass: RoundRobinQueue });
+
+  // `halt` wakes whatever waits (the pacer, retry sleeps) when the run stops; `cancel` also aborts requests in flight.
+  const halt = new AbortController();
+  const cancel = new AbortController();
+  const listeners = new Set<(event: SchedulerEvent) => void>();
+  const forbidden = new Map<string, unknown>();
+  const idleWaiters: (() => void)[] = [];
+  let stopped: StopInfo | undefined;
+  let open = 0;
+  let inFlight = 0;
+  let consecutiveRateLimits = 0;
+  let lastSuccessAt = clock.now();
+  let pausedUntil = Number.NEGATIVE_INFINITY;
+  const counters = { total: 0, byStatus: {} as Record<string, number>, retries: 0, rateLimited: 0, rateLimitedWaitMs: 0 };
+
+  const emit = (event: SchedulerEvent) => {
+    for (const listener of listeners) listener(event);
+  };
+
+  const finish = (task: Task, outcome: Outcome<Answered>) => {
+    task.resolve(outcome);
+    open -= 1;
+    if (open === 0) for (const wake of idleWaiters.splice(0)) wake();
+  };
+
+  const stoppedOutcome = (task: Task): Outcome<Answered> | undefined => {
+    if (stopped) return { ok: false, kind: 'stopped', reason: stopped.reason, error: stopped.error, resumeAt: stopped.resumeAt, attempts: task.attempts };
+    if (forbidden.has(task.work.path)) {
+      return { ok: false, kind: 'stopped', reason: 'forbidden', error: forbidden.get(task.work.path), attempts: task.attempts };
+    }
+    return undefined;
+  };
+
+  const stopRun = (info: StopInfo) => {
+    if (stopped) return;
+    stopped = info;
+    emit({ type: 'stop', reason: info.reason, message: info.message });
+    halt.abort();
+    // Waiting tasks must drain to their stopped outcome, even from a queue paused for a 429.
+    queue.start();
+  };
+
+  const enqueue = (task: Task, front = false) => {
+    void queue.add(() => attempt(task), { series: task.work.series, front });
+  };
+
+  const applyRate = (reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers') => {
+    pacer.setRate(controller.rate);
+    queue.concurrency = controller.concurrency;
+    emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
+  };
+
+  const pauseFor = (ms: number, reason: 'rate_limited' | 'rate_limit_headers') => {
+    const now = clock.now();
+    const until = now + ms;
+    if (until <= pausedUntil) return;
+    counters.rateLimitedWaitMs += until - Math.max(now, pausedUntil);
+    pausedUntil = until;
+    pacer.pauseUntil(until);
+    queue.pause();
+    emit({ type: 'pause', ms, reason });
+    clock.sleep(ms, halt.signal).then(
+      () => {
+        if (clock.now() >= pausedUntil) queue.start();
+      },
+      () => undefined,
+    );
+  };
+
+  /** Proactive pacing from rate-limit headers: slow down (or wait for the reset) before the server says 429. */
+  const heed = (headers: Headers | undefined) => {
+    if (!headers || !config.adaptive) return;
+    const hint = readRateLimitHeaders(headers);
+    if (!hint) return;
+    const now = clock.now();
+    if (hint.policyRate !== undefined && hint.policyRate < controller.rate) {
+      if (controller.capUntil(hint.policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
+    }
+    // Requests still in flight will take from the same allowance.
+    const left = hint.remaining - inFlight;
+    if (left <= 0) {
+      pauseFor(hint.resetMs, 'rate_limit_headers');
+      return;
+    }
+    const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
+    if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
+  };
+
+  const count = (status: number | string) => {
+    const key = String(status);
+    counters.byStatus[key] = (counters.byStatus[key] ?? 0) + 1;
+  };
+
+  const stalled = () => clock.now() - lastSuccessAt > config.rateLimit.stallAfterMs;
+
+  const retryLater = (task: Task, delayMs: number) => {
+    counters.retries += 1;
+    if (delayMs <= 0) {
+      enqueue(task, true);
+      return;
+    }
+    clock.sleep(delayMs, halt.signal).then(
+      () => enqueue(task, true),
+      () => finish(task, stoppedOutcome(task) as Outcome<Answered>),
+    );
+  };
+
+  async function attempt(task: Task): Promise<void> {
+    const gated = stoppedOutcome(task);
+    if (gated) return finish(task, gated);
+    try {
+      await pacer.acquire(halt.signal);
+    } catch {
+      return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+    }
+    const late = stoppedOutcome(task);
+    if (late) return finish(task, late);
+
+    const { series, path, weight } = task.work;
+    if (!meter.reserve(weight)) {
+      // The budget cannot take this request: it is not sent, and its series stops.
+      return finish(task, { ok: false, kind: 'stopped', reason: 'budget', attempts: task.attempts });
+    }
+    const charge: Charge = { weight, path, series };
+    task.attempts += 1;
+    counters.total += 1;
+    inFlight += 1;
+    emit({ type: 'request', series, path, attempt: task.attempts });
+    const sentAt = clock.now();
+    const release = clock.hold?.();
+    let answer: Answered;
+    try {
+      answer = await task.send(cancel.signal);
+    } catch (error) {
+      release?.();
+      inFlight -= 1;
+      if (mayHaveBeenCharged(error)) meter.uncertain(charge);
+      else meter.release(charge);
+      return failed(task, error, sentAt);
+    }
+    release?.();
+    inFlight -= 1;
+    meter.commit(charge);
+    const status = answer.status ?? 200;
+    count(status);
+    emit({ type: 'response', series, path, status, latencyMs: clock.now() - sentAt });
+    lastSuccessAt = clock.now();
+    consecutiveRateLimits = 0;
+    if (config.adaptive && controller.onSuccess(sentAt, clock.now() - sentAt)) applyRate('sustained_success');
+    // A cap from rate-limit headers may have expired since the pacer last heard.
+    else if (pacer.rate !== controller.rate) pacer.setRate(controller.rate);
+    heed(answer.headers);
+    return finish(task, { ok: true, value: answer, attempts: task.attempts });
+  }
+
+  function failed(task: Task, error: unknown, sentAt: number): void {
+    const { series, path } = task.work;
+    const status = (error as Partial<WebDataError>).status ?? (error as Partial<WebDataError>).kind ?? 'error';
+    count(status);
+    emit({ type: 'response', series, path, status, latencyMs: clock.now() - sentAt });
+    const disposition = classify(error);
+    const failure: Outcome<Answered> = { ok: false, kind: 'failed', error, attempts: task.attempts };
+
+    switch (disposition.action) {
+      case 'rate_limited': {
+        counters.rateLimited += 1;
+        const retryAfter = disposition.retryAfterMs;
+        if (retryAfter !== undefined && retryAfter > config.rateLimit.maxRetryAfterMs) {
+          const resumeAt = new Date(Date.now() + retryAfter);
+          stopRun({
+            reason: 'quota',
+            error,
+            resumeAt,
+            message: `the server asked to wait ${Math.ceil(retryAfter / 1000)} s (a quota, not a burst): stopped; resume after ${resumeAt.toISOString()}`,
+          });
+          return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+        }
+        if (stalled()) {
+          stopRun({ reason: 'stall', error, message: `nothing succeeded for ${config.rateLimit.stallAfterMs} ms while the server kept answering 429` });
+          return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+        }
+        task.rateLimitedAttempts += 1;
+        if (task.rateLimitedAttempts > config.rateLimit.retries) return finish(task, failure);
+        consecutiveRateLimits += 1;
+        const backoff = fullJitter(consecutiveRateLimits, config.rateLimit.baseDelayMs, config.rateLimit.maxDelayMs, random);
+        const pause = Math.max(retryAfter ?? 0, backoff);
+        if (config.adaptive && controller.onRateLimited(sentAt)) applyRate('rate_limited');
+        if (pause > 0) pauseFor(pause, 'rate_limited');
+        emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: pause });
+        return retryLater(task, 0);
+      }
+      case 'retry': {
+        if (task.attempts >= config.retry.attempts) return finish(task, failure);
+        if (stalled()) {
+          stopRun({ reason: 'stall', error, message: `nothing succeeded for ${config.rateLimit.stallAfterMs} ms; last error: ${(error as Error).message}` });
+          return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+        }
+        const delay = fullJitter(task.attempts, config.retry.baseDelayMs, config.retry.maxDelayMs, random);
+        emit({ type: 'retry', series, path, reason: 'transient', attempt: task.attempts, delayMs: delay });
+        return retryLater(task, delay);
+      }
+      case 'stop_run':
+        stopRun({
+          reason: disposition.reason,
+          error,
+          message:
+            disposition.reason === 'unauthorized'
+              ? 'the API key was refused (401): nothing else can succeed'
+              : 'payment required (402): credits or billing; nothing else can succeed',
+        });
+        return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+      case 'stop_endpoint':
+        if (!forbidden.has(path)) {
+          forbidden.set(path, error);
+          emit({ type: 'stop', reason: 'forbidden', path, message: `403 on ${path}: every series of this endpoint stops` });
+        }
+        return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+      case 'aborted':
+        return finish(task, { ok: false, kind: 'stopped', reason: 'aborted', error, attempts: task.attempts });
+      case 'fail':
+        return finish(task, failure);
+    }
+  }
+
+  return {
+    request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>> {
+      return new Promise<Outcome<T>>((resolve) => {
+        const task: Task = {
+          work: { series: work.series, path: work.path, weight: work.weight ?? meter.weightOf(work.path) },
+          send,
+          resolve: resolve as (outcome: Outcome<Answered>) => void,
+          attempts: 0,
+          rateLimitedAttempts: 0,
+        };
+        open += 1;
+        enqueue(task);
+      });
+    },
+    stop(reason = 'interrupted', message = 'stopped on request: nothing new is sent; requests in flight settle') {
+      stopRun({ reason, message });
+    },
+    abort() {
+      stopRun({ reason: 'aborted', message: 'aborted: requests in flight were cancelled' });
+      cancel.abort();
+    },
+    get stopped() {
+      return stopped;
+    },
+    forbidden,
+    onIdle() {
+      return open === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
+    },
+    stats() {
+      return {
+        requests: { total: counters.total, byStatus: { ...counters.byStatus }, inFlight },
+        retries: counters.retries,
+        rateLimited: counters.rateLimited,
+        rateLimitedWaitMs: counters.rateLimitedWaitMs,
+        rate: controller.rate,
+        concurrency: queue.concurrency,
+        credits: meter.snapshot(),
+      };
+    },
+    on(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}
