@@ -1,0 +1,40 @@
+import type { Series } from './page.ts';
+
+/** What every stage gets besides its pages. */
+export interface RunContext {
+  readonly runId: string;
+  readonly pipeline: string;
+  /** Aborts when the run is aborted (not when it merely stops): cancel long work with it. */
+  readonly signal: AbortSignal;
+  /**
+   * A stage's state for one series, kept while the series runs and released when it ends. The runner commits it
+   * with the page whose processing changed it, so it must be plain JSON data (records, arrays, numbers, strings).
+   */
+  seriesState<T extends object>(stage: string, series: Series, init: () => T): T;
+}
+
+/** The runner's side of `seriesState`: an in-memory map per series, released when the series ends. */
+export function seriesStates() {
+  const bySeries = new Map<string, Map<string, object>>();
+  return {
+    get<T extends object>(stage: string, series: Series, init: () => T): T {
+      let states = bySeries.get(series.id);
+      if (!states) {
+        states = new Map();
+        bySeries.set(series.id, states);
+      }
+      let state = states.get(stage) as T | undefined;
+      if (state === undefined) {
+        state = init();
+        states.set(stage, state);
+      }
+      return state;
+    },
+    release(seriesId: string): void {
+      bySeries.delete(seriesId);
+    },
+    get size(): number {
+      return bySeries.size;
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+
+/**
+ * One connection per database file within a run, so that the state store and a SQLite sink on the same file
+ * share it (and can commit in one transaction).
+ */
+export function databaseRegistry() {
+  const open = new Map<string, Database.Database>();
+  return {
+    get(path: string): Database.Database {
+      const file = resolve(path);
+      let db = open.get(file);
+      if (!db) {
+        mkdirSync(dirname(file), { recursive: true });
+        db = new Database(file);
+        db.pragma('journal_mode = WAL');
+        // WAL with synchronous=NORMAL survives a killed process; power loss is out of scope (DESIGN §4).
+        db.pragma('synchronous = NORMAL');
+        db.pragma('busy_timeout = 5000');
+        open.set(file, db);
+      }
+      return db;
+    },
+    closeAll(): void {
+      for (const db of open.values()) if (db.open) db.close();
+      open.clear();
+    },
+  };
+}

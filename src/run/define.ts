@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import type { Stage } from '../pipeline/compose.ts';
+import type { Sink } from '../sinks/sink.ts';
+import type { Source } from '../sources/source.ts';
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+
+export const pipelineSchema = z.strictObject({
+  /** Identifies the pipeline across runs: its history, its lease, its state. */
+  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, { error: 'must be 1–100 letters, digits, ".", "_" or "-", starting with a letter or digit' }),
+  /** Where the API is. The key is never read from a pipeline: it comes from WEBDATA_API_KEY. */
+  api: z
+    .strictObject({
+      baseUrl: z.string().optional(),
+      timeoutMs: z.int().positive().optional(),
+      userAgent: z.string().min(1).optional(),
+      extraCountries: z.array(z.string()).optional(),
+      extraLangs: z.array(z.string()).optional(),
+    })
+    .default({}),
+  source: z.custom<Source>((v) => isObject(v) && typeof v.plan === 'function' && typeof v.pages === 'function', {
+    error: 'must be a source such as searchPages({ queries: [...] })',
+  }),
+  stages: z.array(z.custom<Stage>((v) => typeof v === 'function', { error: 'must be a stage: a function (pages, ctx) => AsyncIterable of pages' })).default([]),
+  sinks: z
+    .array(
+      z.custom<Sink>((v) => isObject(v) && typeof v.open === 'function' && typeof v.write === 'function' && typeof v.close === 'function', {
+        error: 'must be a sink such as toSqlite({ path }) or toCsv({ path })',
+      }),
+    )
+    .min(1, { error: 'needs at least one sink: toSqlite({ path }), toCsv({ path }), …' }),
+  /** The plan's rate limit and how many requests may be in flight at once. */
+  rate: z
+    .strictObject({
+      requestsPerSecond: z.number().positive().optional(),
+      requests: z.int().positive().optional(),
+      intervalMs: z.int().positive().optional(),
+      concurrency: z.int().positive().default(4),
+    })
+    .refine((r) => (r.requests === undefined) === (r.intervalMs === undefined), { error: 'requests and intervalMs go together' })
+    .refine((r) => !(r.requestsPerSecond !== undefined && r.requests !== undefined), { error: 'give requestsPerSecond or requests per intervalMs, not both' })
+    .default({ concurrency: 4 }),
+  /** The most credits the run may spend, across all its resumes. */
+  budget: z.strictObject({ maxCredits: z.number().nonnegative() }).optional(),
+  /** Credits per request by endpoint path (the contract shows none; default 1). */
+  credits: z.strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}) }).default({ weights: {} }),
+  retry: z.strictObject({ attempts: z.int().positive().optional(), baseDelayMs: z.int().nonnegative().optional(), maxDelayMs: z.int().nonnegative().optional() }).optional(),
+  /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink. */
+  state: z.strictObject({ path: z.string().min(1).optional() }).default({}),
+});
+
+export type PipelineDefinition = z.input<typeof pipelineSchema>;
+export type Pipeline = z.output<typeof pipelineSchema>;
+
+/** Validates a pipeline definition (every problem named by its field) and returns it ready to run. */
+export function definePipeline(definition: PipelineDefinition): Pipeline {
+  const parsed = pipelineSchema.safeParse(definition);
+  if (!parsed.success) throw ValidationError.fromZod(`Invalid pipeline${typeof definition?.name === 'string' ? ` "${definition.name}"` : ''}`, parsed.error);
+  return parsed.data;
+}

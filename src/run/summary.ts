@@ -1,0 +1,42 @@
+import { z } from 'zod';
+
+export const RUN_STATUSES = ['completed', 'budget', 'failed_series', 'stopped', 'interrupted'] as const;
+
+const counts = z.record(z.string(), z.int());
+
+/** What a run did: returned by `run()`, stored in the `runs` table, printed by the command line. */
+export const runSummarySchema = z.object({
+  runId: z.string(),
+  pipeline: z.string(),
+  /**
+   * `completed`: every series ended by a stop rule; `budget`: some stopped on the budget; `failed_series`: some
+   * failed; `stopped`: 401, 402/403, a quota or a stall (see `reason`); `interrupted`: a signal.
+   */
+  status: z.enum(RUN_STATUSES),
+  reason: z.string().optional(),
+  message: z.string().optional(),
+  /** For a quota: when to resume. */
+  resumeAt: z.string().optional(),
+  requests: z.object({ total: z.int(), byStatus: counts }),
+  retries: z.int(),
+  rateLimitedWaitMs: z.number(),
+  credits: z.object({ spent: z.number(), uncertain: z.number(), budget: z.number().nullable(), byEndpoint: z.record(z.string(), z.number()) }),
+  pages: z.object({ fetched: z.int() }),
+  items: z.object({ served: z.int(), written: z.int(), duplicates: z.int() }),
+  series: z.object({
+    total: z.int(),
+    /** Ended by their own stop rules. */
+    completed: z.int(),
+    failed: z.int(),
+    /** Reason → count, for the others: budget, forbidden, or the run's stop (unauthorized, quota, interrupted…). */
+    stopped: counts,
+    /** Reason → count, for every series that ended: empty, short, max_pages, repeat, no_new, budget, failed, forbidden. */
+    byReason: counts,
+  }),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+  durationMs: z.number(),
+});
+
+export type RunSummary = z.infer<typeof runSummarySchema>;
+export type RunStatus = RunSummary['status'];

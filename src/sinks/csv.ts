@@ -1,0 +1,89 @@
+import { closeSync, fstatSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { stringify } from 'csv-stringify/sync';
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
+import { columnName, csvValue } from './columns.ts';
+import type { Sink } from './sink.ts';
+
+const BOM = '\uFEFF';
+
+export const csvSinkOptionsSchema = z.strictObject({
+  path: z.string().min(1, { error: 'must be a file path such as "data/results.csv"' }),
+  /** Columns, in order. Default: the normalized item's, without `raw` (the item's JSON stays in SQLite and JSONL). */
+  columns: z.array(columnName).min(1).optional(),
+  /** Start a new file with a UTF-8 byte-order mark (for Excel). */
+  bom: z.boolean().default(false),
+  /**
+   * Prefix cells that begin with = + - @ tab or carriage return with a quote, so that spreadsheets do not run them
+   * as formulas (CSV injection). On by default; off for byte-exact data.
+   */
+  escapeFormulas: z.boolean().default(true),
+  delimiter: z.string().length(1, { error: 'must be one character' }).default(','),
+});
+
+export type CsvSinkOptions = z.input<typeof csvSinkOptionsSchema>;
+
+export const DEFAULT_CSV_COLUMNS: readonly string[] = NORMALIZED_COLUMNS.filter((c) => c !== 'raw');
+
+/**
+ * Rows into a CSV file (RFC 4180: CRLF line ends, fields quoted when needed) with explicit columns, so that a
+ * missing title on the first row cannot drop the column. Each page is written synchronously; an existing file is
+ * appended to only if its header is the one this sink writes.
+ */
+export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
+  const parsed = csvSinkOptionsSchema.safeParse(options);
+  if (!parsed.success) throw ValidationError.fromZod('Invalid CSV sink', parsed.error, 'csv');
+  const config = parsed.data;
+  const columns = config.columns ?? DEFAULT_CSV_COLUMNS;
+  const path = resolve(config.path);
+  const format = { delimiter: config.delimiter, escape_formulas: config.escapeFormulas, record_delimiter: 'windows' as const, header: false };
+  const header = stringify([columns], { ...format, escape_formulas: false });
+  let fd: number | undefined;
+
+  return {
+    kind: 'csv',
+    path,
+    open() {
+      mkdirSync(dirname(path), { recursive: true });
+      fd = openSync(path, 'a+');
+      const size = fstatSync(fd).size;
+      if (size === 0) {
+        writeSync(fd, (config.bom ? BOM : '') + header);
+        return;
+      }
+      const existing = readHeader(fd);
+      if (existing !== header) {
+        closeSync(fd);
+        fd = undefined;
+        throw new ValidationError(`${path} already holds other columns`, [
+          {
+            path: 'csv.columns',
+            message: `its header is ${JSON.stringify(existing.trimEnd())}, this pipeline writes ${JSON.stringify(header.trimEnd())}: use another file, or the same columns`,
+          },
+        ]);
+      }
+    },
+    write(page) {
+      if (fd === undefined) throw new Error(`the CSV sink ${path} was not opened`);
+      if (page.items.length === 0) return;
+      const rows = page.items.map((item) => columns.map((column) => csvValue(item[column])));
+      writeSync(fd, stringify(rows, format));
+    },
+    close() {
+      if (fd !== undefined) closeSync(fd);
+      fd = undefined;
+    },
+  };
+}
+
+/** The first record of the file, with its line end, without a byte-order mark. */
+function readHeader(fd: number): string {
+  const buffer = Buffer.alloc(64 * 1024);
+  const length = readSync(fd, buffer, 0, buffer.length, 0);
+  let text = buffer.subarray(0, length).toString('utf8');
+  if (text.startsWith(BOM)) text = text.slice(1);
+  const end = text.indexOf('\n');
+  return end === -1 ? text : text.slice(0, end + 1);
+}

@@ -1,0 +1,81 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import type { Page } from '../pipeline/page.ts';
+import { RESERVED_TABLES } from '../state/store.ts';
+import { columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
+import type { Sink, SinkContext } from './sink.ts';
+
+/** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
+export const RESULTS_SCHEMA_VERSION = 1;
+
+export const sqliteSinkOptionsSchema = z.strictObject({
+  path: z.string().min(1, { error: 'must be a file path such as "data/results.sqlite"' }),
+  table: columnName
+    .refine((name) => !RESERVED_TABLES.has(name.toLowerCase()), { error: `must not be one of the state tables (${[...RESERVED_TABLES].join(', ')})` })
+    .default('results'),
+  /** Columns, in order (default: the normalized item's). */
+  columns: z.array(columnName).min(1).optional(),
+});
+
+export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
+
+/**
+ * Rows into a SQLite table: WAL, one prepared insert, one transaction per page, explicit columns, indexes on
+ * (query, country, lang) and dedupe_key.
+ */
+export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
+  const parsed = sqliteSinkOptionsSchema.safeParse(options);
+  if (!parsed.success) throw ValidationError.fromZod('Invalid SQLite sink', parsed.error, 'sqlite');
+  const { table } = parsed.data;
+  const columns = parsed.data.columns ?? DEFAULT_COLUMNS;
+  const path = resolve(parsed.data.path);
+  let insertPage: ((page: Page<Record<string, unknown>>) => void) | undefined;
+
+  return {
+    kind: 'sqlite',
+    path,
+    table,
+    open(ctx: SinkContext) {
+      mkdirSync(dirname(path), { recursive: true });
+      const db = ctx.database(path);
+      prepareTable(db, table, columns);
+      const insert = db.prepare(`INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
+      insertPage = db.transaction((page: Page<Record<string, unknown>>) => {
+        for (const item of page.items) insert.run(columns.map((column) => sqlValue(item[column])));
+      });
+    },
+    write(page) {
+      if (!insertPage) throw new Error(`the SQLite sink ${path} was not opened`);
+      insertPage(page);
+    },
+    close() {
+      insertPage = undefined;
+    },
+  };
+}
+
+function prepareTable(db: Database.Database, table: string, columns: readonly string[]): void {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (version > RESULTS_SCHEMA_VERSION) {
+    throw new Error(`${db.name} was written by a newer webdata-etl (schema ${version}; this one knows ${RESULTS_SCHEMA_VERSION}): upgrade webdata-etl`);
+  }
+  const existing = (db.pragma(`table_info("${table}")`) as { name: string }[]).map((c) => c.name);
+  if (existing.length > 0) {
+    const missing = columns.filter((c) => !existing.includes(c));
+    if (missing.length > 0) {
+      throw new ValidationError(`The table "${table}" in ${db.name} has other columns`, [
+        { path: 'sqlite.table', message: `it lacks ${missing.join(', ')} (it has ${existing.join(', ')}): use another table or file, or the same columns` },
+      ]);
+    }
+  }
+  db.exec(`CREATE TABLE IF NOT EXISTS "${table}" (${columns.map((c) => `"${c}" ${sqlType(c)}`.trim()).join(', ')})`);
+  if (columns.includes('query') && columns.includes('country') && columns.includes('lang')) {
+    db.exec(`CREATE INDEX IF NOT EXISTS "${table}_series" ON "${table}" (query, country, lang)`);
+  }
+  if (columns.includes('dedupe_key')) db.exec(`CREATE INDEX IF NOT EXISTS "${table}_dedupe_key" ON "${table}" (dedupe_key)`);
+  if (columns.includes('run_id')) db.exec(`CREATE INDEX IF NOT EXISTS "${table}_run" ON "${table}" (run_id)`);
+  if (version < RESULTS_SCHEMA_VERSION) db.pragma(`user_version = ${RESULTS_SCHEMA_VERSION}`);
+}

@@ -1,0 +1,214 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { SEARCH_PATH } from '../client/client.ts';
+import { checkCountry, checkLang } from '../client/codes.ts';
+import { ValidationError } from '../client/errors.ts';
+import { toJson } from '../stages/json.ts';
+import type { Page, Series } from '../pipeline/page.ts';
+import { pageKey } from '../pipeline/page.ts';
+import { createChannel } from './channel.ts';
+import type { SeriesEnd, Source, SourceContext, SourcePlan } from './source.ts';
+
+export const DEFAULT_MAX_PAGES = 5;
+export const DEFAULT_COUNT = 10;
+
+const codes = z.array(z.string().trim().toLowerCase()).default([]);
+
+export const searchPagesOptionsSchema = z
+  .strictObject({
+    /** Search queries; blank ones and repeats are dropped (and reported in the plan). */
+    queries: z.array(z.string({ error: 'must be a list of query strings' })).min(1, { error: 'must hold at least one query' }),
+    /** ISO 3166-1 alpha-2 codes; none: one series per query without a country. */
+    countries: codes,
+    /** Language codes; none: no `lang` sent. */
+    langs: codes,
+    /** Pages per series at the most (always bounded). */
+    maxPages: z.int().positive().max(1000).default(DEFAULT_MAX_PAGES),
+    /** Results per page sent as `count`; `null` sends none (and disables the short-page rule). */
+    count: z.int().positive().nullable().default(DEFAULT_COUNT),
+    firstPage: z.int().positive().default(1),
+    /** Stop a series at a page shorter than `count` (saves a paid request per series; off for engines with variable page sizes). */
+    stopOnShortPage: z.boolean().default(true),
+    /** Stop a series after this many pages in a row with nothing new after dedupe. */
+    stopAfterNoNew: z.int().positive().optional(),
+    /** Codes the engine accepts beyond ISO (see the client's options of the same names). */
+    extraCountries: codes,
+    extraLangs: codes,
+  })
+  .superRefine((options, ctx) => {
+    const allow = { extraCountries: options.extraCountries, extraLangs: options.extraLangs };
+    options.countries.forEach((code, i) => {
+      const problem = checkCountry(code, allow);
+      if (problem) ctx.addIssue({ code: 'custom', path: ['countries', i], message: problem });
+    });
+    options.langs.forEach((code, i) => {
+      const problem = checkLang(code, allow);
+      if (problem) ctx.addIssue({ code: 'custom', path: ['langs', i], message: problem });
+    });
+  });
+
+export type SearchPagesOptions = z.input<typeof searchPagesOptionsSchema>;
+
+/**
+ * The search source: queries × countries × langs, each series paged in order from `firstPage` until the first stop
+ * rule of DESIGN §3. Parameters are validated here, before any request.
+ */
+export function searchPages(options: SearchPagesOptions): Source & { readonly dropped: { blank: number; duplicate: number } } {
+  const parsed = searchPagesOptionsSchema.safeParse(options);
+  if (!parsed.success) throw ValidationError.fromZod('Invalid search source', parsed.error, 'search');
+  const config = parsed.data;
+  const { queries, dropped } = uniqueQueries(config.queries);
+  if (queries.length === 0) {
+    throw new ValidationError('Invalid search source', [{ path: 'search.queries', message: 'every query is blank' }]);
+  }
+  const countries = config.countries.length > 0 ? [...new Set(config.countries)] : [''];
+  const langs = config.langs.length > 0 ? [...new Set(config.langs)] : [''];
+
+  function* series(): Generator<Series> {
+    for (const query of queries) {
+      for (const country of countries) {
+        for (const lang of langs) {
+          yield { id: `search|${query}|${country}|${lang}`, endpoint: SEARCH_PATH, query, country, lang };
+        }
+      }
+    }
+  }
+
+  const plan = (): SourcePlan => ({
+    endpoint: SEARCH_PATH,
+    seriesCount: queries.length * countries.length * langs.length,
+    maxPages: config.maxPages,
+    fingerprint: { endpoint: SEARCH_PATH, queries, countries, langs, maxPages: config.maxPages, count: config.count, firstPage: config.firstPage },
+    series,
+  });
+
+  return {
+    dropped,
+    plan,
+    pages: (ctx) => fetchAll(series(), ctx, (one, context, push) => pageSeries(one, context, config, push)),
+  };
+}
+
+/** Blank queries and repeats go; the first spelling of each query stays. */
+function uniqueQueries(raw: readonly string[]) {
+  const seen = new Set<string>();
+  const queries: string[] = [];
+  const dropped = { blank: 0, duplicate: 0 };
+  for (const query of raw) {
+    const q = query.normalize('NFC').trim();
+    if (q === '') dropped.blank += 1;
+    else if (seen.has(q)) dropped.duplicate += 1;
+    else {
+      seen.add(q);
+      queries.push(q);
+    }
+  }
+  return { queries, dropped };
+}
+
+type Config = z.output<typeof searchPagesOptionsSchema>;
+
+/**
+ * Runs series concurrently (a bounded number at a time, so that a million queries are not a million pending
+ * promises) and yields their pages as they arrive, through a bounded channel (backpressure).
+ */
+export async function* fetchAll(
+  all: Iterator<Series>,
+  ctx: SourceContext,
+  run: (series: Series, ctx: SourceContext, push: (page: Page) => Promise<void>) => Promise<SeriesEnd>,
+): AsyncGenerator<Page> {
+  const concurrency = ctx.scheduler.stats().concurrency;
+  const channel = createChannel<Page>(Math.max(4, concurrency * 2));
+  const maxActive = Math.max(8, concurrency * 4);
+  let active = 0;
+  let exhausted = false;
+  let failure: { error: unknown } | undefined;
+
+  const startMore = () => {
+    while (!failure && active < maxActive && !exhausted) {
+      const next = all.next();
+      if (next.done) {
+        exhausted = true;
+        break;
+      }
+      const series = next.value;
+      active += 1;
+      run(series, ctx, (page) => channel.push(page))
+        .then(
+          (end) => ctx.seriesEnded(series, end),
+          (error: unknown) => {
+            // A page could not be handed on (the consumer went away) or the source itself broke.
+            failure ??= { error };
+            channel.cancel(error);
+          },
+        )
+        .finally(() => {
+          active -= 1;
+          startMore();
+          if (active === 0 && (exhausted || failure)) channel.close();
+        });
+    }
+    if (active === 0) channel.close();
+  };
+
+  startMore();
+  yield* channel;
+}
+
+/** Pages one search series in order until a stop rule, the budget, a failure, or the run's stop. */
+async function pageSeries(series: Series, ctx: SourceContext, config: Config, push: (page: Page) => Promise<void>): Promise<SeriesEnd> {
+  let previous: string | undefined;
+  let noNew = 0;
+  let fetched = 0;
+  for (let number = config.firstPage; ; number++) {
+    const outcome = await ctx.scheduler.request({ series: series.id, path: SEARCH_PATH }, (signal) =>
+      ctx.client.search(
+        {
+          q: series.query,
+          page: number,
+          ...(config.count === null ? {} : { count: config.count }),
+          ...(series.country ? { country: series.country } : {}),
+          ...(series.lang ? { lang: series.lang } : {}),
+        },
+        { signal },
+      ),
+    );
+    if (!outcome.ok) {
+      if (outcome.kind === 'failed') return { reason: 'failed', pages: fetched, error: outcome.error };
+      if (outcome.reason === 'budget' || outcome.reason === 'forbidden') return { reason: outcome.reason, pages: fetched, error: outcome.error };
+      return { reason: 'stopped', stop: outcome.reason, pages: fetched, error: outcome.error };
+    }
+    fetched += 1;
+    const response = outcome.value;
+    const page: Page = {
+      key: pageKey(series, number),
+      series,
+      number,
+      items: response.data,
+      meta: {
+        status: response.status,
+        requestId: response.requestId,
+        fetchedAt: new Date().toISOString(),
+        latencyMs: Math.round(response.durationMs),
+        bytes: response.bytes,
+        served: response.data.length,
+      },
+    };
+    // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
+    const outcomeOfStages = config.stopAfterNoNew === undefined ? undefined : ctx.processed(page);
+    // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
+    await push(page);
+
+    if (page.items.length === 0) return { reason: 'empty', pages: fetched };
+    const digest = createHash('sha1').update(toJson(page.items)).digest('base64');
+    if (digest === previous) return { reason: 'repeat', pages: fetched };
+    previous = digest;
+    if (config.stopOnShortPage && config.count !== null && page.items.length < config.count) return { reason: 'short', pages: fetched };
+    if (outcomeOfStages && config.stopAfterNoNew !== undefined) {
+      const { new: fresh } = await outcomeOfStages;
+      noNew = fresh === 0 ? noNew + 1 : 0;
+      if (noNew >= config.stopAfterNoNew) return { reason: 'no_new', pages: fetched };
+    }
+    if (fetched >= config.maxPages) return { reason: 'max_pages', pages: fetched };
+  }
+}

@@ -1,0 +1,91 @@
+import type { Item } from '../client/client.ts';
+import type { Stage } from '../pipeline/compose.ts';
+import type { Page } from '../pipeline/page.ts';
+import { canonicalUrl, domainOf } from './canonical-url.ts';
+import { toJson } from './json.ts';
+import type { NormalizedItem } from './normalized-item.ts';
+
+/** Where each field may be found, first match wins: the names real search APIs use (see the corpus). */
+export interface FieldAliases {
+  url: readonly string[];
+  title: readonly string[];
+  snippet: readonly string[];
+}
+
+export const DEFAULT_ALIASES: FieldAliases = {
+  url: ['url', 'link', 'href'],
+  title: ['title', 'name'],
+  snippet: ['snippet', 'description', 'content'],
+};
+
+interface RankState {
+  next: number;
+  /** dedupe key → rank, for the series' distinct items so far. */
+  ranks: Record<string, number>;
+}
+
+/**
+ * Maps each served item to the normalized row of DESIGN §5. Nothing is dropped: a missing title is `null`;
+ * text is NFC-normalized and trimmed; `raw` keeps the item as received.
+ */
+export function normalize(options: { aliases?: Partial<FieldAliases> } = {}): Stage<Item, NormalizedItem> {
+  const aliases = { ...DEFAULT_ALIASES, ...options.aliases };
+  return async function* normalizeStage(pages, ctx) {
+    for await (const page of pages) {
+      const state = ctx.seriesState<RankState>('normalize', page.series, () => ({ next: 1, ranks: Object.create(null) }));
+      yield { ...page, items: page.items.map((item, index) => normalizeItem(item, index, page, ctx.runId, state, aliases)) };
+    }
+  };
+}
+
+function normalizeItem(item: Item, index: number, page: Page, runId: string, state: RankState, aliases: FieldAliases): NormalizedItem {
+  const url = text(pick(item, aliases.url));
+  const key = url === null ? null : canonicalUrl(url);
+  let rank: number;
+  if (key === null) {
+    rank = state.next++;
+  } else {
+    rank = state.ranks[key] ?? state.next;
+    if (rank === state.next) {
+      state.ranks[key] = rank;
+      state.next += 1;
+    }
+  }
+  return {
+    run_id: runId,
+    query: page.series.query,
+    country: page.series.country,
+    lang: page.series.lang,
+    page: page.number,
+    position: index + 1,
+    rank,
+    title: text(pick(item, aliases.title)),
+    url,
+    domain: url === null ? null : domainOf(url),
+    snippet: text(pick(item, aliases.snippet)),
+    dedupe_key: key,
+    fetched_at: page.meta.fetchedAt,
+    raw: toJson(item),
+  };
+}
+
+function pick(item: Item, names: readonly string[]): unknown {
+  for (const name of names) {
+    if (Object.hasOwn(item, name) && item[name] !== undefined && item[name] !== null) return item[name];
+  }
+  return undefined;
+}
+
+/**
+ * Text for a column: strings as they are, numbers and booleans as their text (an API that sends a number where a
+ * string belongs loses nothing); objects and arrays are not text (they stay in `raw`). NFC, trimmed, with NUL
+ * characters removed and lone surrogates replaced, so that every store and tool can take it. Empty is null.
+ */
+export function text(value: unknown): string | null {
+  let out: string;
+  if (typeof value === 'string') out = value;
+  else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') out = String(value);
+  else return null;
+  out = out.toWellFormed().replaceAll('\0', '').normalize('NFC').trim();
+  return out === '' ? null : out;
+}

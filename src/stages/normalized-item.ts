@@ -1,0 +1,37 @@
+import { z } from 'zod';
+
+/**
+ * The normalized search item (DESIGN §5): one row per item served, in SQLite and CSV. The schema is the single
+ * definition of the columns: their names, order and nullability.
+ */
+export const normalizedItemSchema = z.object({
+  run_id: z.string(),
+  query: z.string(),
+  /** '' when no country was sent. */
+  country: z.string(),
+  /** '' when no language was sent. */
+  lang: z.string(),
+  /** The page number as requested. */
+  page: z.int(),
+  /** 1-based index of the item on its page, as served. */
+  position: z.int(),
+  /** 1-based order of first appearance among the series' distinct items: a repeat keeps its first rank. */
+  rank: z.int(),
+  title: z.string().nullable(),
+  /** As served. */
+  url: z.string().nullable(),
+  /** The URL's host, lower-cased. */
+  domain: z.string().nullable(),
+  snippet: z.string().nullable(),
+  /** The canonical URL (or the configured key); null when the item has none, and then it is never merged. */
+  dedupe_key: z.string().nullable(),
+  /** When the page was answered (ISO 8601, UTC). */
+  fetched_at: z.string(),
+  /** The item exactly as received, as JSON. */
+  raw: z.string(),
+});
+
+export type NormalizedItem = z.infer<typeof normalizedItemSchema>;
+
+/** Column names in order. */
+export const NORMALIZED_COLUMNS = Object.keys(normalizedItemSchema.shape) as (keyof NormalizedItem)[];
