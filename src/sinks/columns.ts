@@ -31,3 +31,13 @@ export function csvValue(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
   return toJson(value);
 }
+
+/**
+ * With the default columns a sink takes normalized items; a raw item would otherwise become a row of NULLs (CSV)
+ * or a NOT NULL failure (SQLite). Checks the first item of a page.
+ */
+export function checkNormalized(item: Record<string, unknown> | undefined, sink: string): void {
+  if (item !== undefined && item.run_id === undefined) {
+    throw new Error(`${sink} writes normalized items by default, and got a raw one: add normalize() to the stages, or give the sink its own columns`);
+  }
+}

@@ -4,7 +4,7 @@ import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
-import { columnName, csvValue } from './columns.ts';
+import { checkNormalized, columnName, csvValue } from './columns.ts';
 import type { Sink } from './sink.ts';
 
 const BOM = '\uFEFF';
@@ -68,6 +68,7 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
     write(page) {
       if (fd === undefined) throw new Error(`the CSV sink ${path} was not opened`);
       if (page.items.length === 0) return;
+      if (!config.columns) checkNormalized(page.items[0], `The CSV sink ${path}`);
       const rows = page.items.map((item) => columns.map((column) => csvValue(item[column])));
       writeSync(fd, stringify(rows, format));
     },

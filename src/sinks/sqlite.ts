@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/store.ts';
-import { columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
+import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
@@ -49,6 +49,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     },
     write(page) {
       if (!insertPage) throw new Error(`the SQLite sink ${path} was not opened`);
+      if (!parsed.data.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
       insertPage(page);
     },
     close() {
