@@ -13,7 +13,10 @@ export interface RunContext {
   seriesState<T extends object>(stage: string, series: Series, init: () => T): T;
 }
 
-/** The runner's side of `seriesState`: an in-memory map per series, released when the series ends. */
+/**
+ * The runner's side of `seriesState`: an in-memory map per series, serialized into the page's commit, restored on
+ * resume, released when the series ends.
+ */
 export function seriesStates() {
   const bySeries = new Map<string, Map<string, object>>();
   return {
@@ -30,6 +33,15 @@ export function seriesStates() {
       }
       return state;
     },
+    /** The series' states as JSON (null when it has none). */
+    serialize(seriesId: string): string | null {
+      const states = bySeries.get(seriesId);
+      return states && states.size > 0 ? JSON.stringify(Object.fromEntries(states)) : null;
+    },
+    /** Puts back what an earlier invocation committed. */
+    restore(seriesId: string, saved: Record<string, object>): void {
+      bySeries.set(seriesId, new Map(Object.entries(saved).map(([stage, state]) => [stage, restoreRecord(state)])));
+    },
     release(seriesId: string): void {
       bySeries.delete(seriesId);
     },
@@ -37,4 +49,14 @@ export function seriesStates() {
       return bySeries.size;
     },
   };
+}
+
+export type SeriesStates = ReturnType<typeof seriesStates>;
+
+/** JSON.parse gives records with Object.prototype; stages key them by arbitrary text ("__proto__" included). */
+function restoreRecord(value: object): object {
+  if (Array.isArray(value) || value === null || typeof value !== 'object') return value;
+  const out = Object.create(null) as Record<string, unknown>;
+  for (const [key, inner] of Object.entries(value)) out[key] = inner !== null && typeof inner === 'object' ? restoreRecord(inner) : inner;
+  return out;
 }

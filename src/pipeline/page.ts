@@ -27,6 +27,12 @@ export interface PageMeta {
   served: number;
   /** Set by dedupe: items new to its scope, and duplicates removed. */
   dedupe?: { new: number; duplicates: number };
+  /** Set by the source: a digest of the items as served (to tell a repeated page). */
+  digest?: string;
+  /** Set by the source when this page ends its series by one of its own rules (empty, short, repeat, max_pages). */
+  end?: 'empty' | 'short' | 'repeat' | 'max_pages';
+  /** Set by the source: end the series after this many pages in a row with nothing new after the stages. */
+  noNewLimit?: number;
 }
 
 /**

@@ -46,8 +46,14 @@ export const pipelineSchema = z.strictObject({
   /** Credits per request by endpoint path (the contract shows none; default 1). */
   credits: z.strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}) }).default({ weights: {} }),
   retry: z.strictObject({ attempts: z.int().positive().optional(), baseDelayMs: z.int().nonnegative().optional(), maxDelayMs: z.int().nonnegative().optional() }).optional(),
-  /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink. */
-  state: z.strictObject({ path: z.string().min(1).optional() }).default({}),
+  state: z
+    .strictObject({
+      /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink. */
+      path: z.string().min(1).optional(),
+      /** `prune` drops a journal entry once every sink holds its page; `keep` keeps them all (with the raw answers). */
+      journal: z.enum(['prune', 'keep']).default('prune'),
+    })
+    .default({ journal: 'prune' }),
 });
 
 export type PipelineDefinition = z.input<typeof pipelineSchema>;

@@ -2,21 +2,24 @@ import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { type Client, createClient } from '../client/client.ts';
 import { ValidationError } from '../client/errors.ts';
-import { seriesStates } from '../pipeline/context.ts';
 import { throughStages } from '../pipeline/compose.ts';
-import type { Page, Series } from '../pipeline/page.ts';
+import { seriesStates } from '../pipeline/context.ts';
 import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type SchedulerEvent } from '../schedule/scheduler.ts';
 import type { Sink } from '../sinks/sink.ts';
-import { type SeriesEnd, type SourceContext } from '../sources/source.ts';
+import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
 import { toJson } from '../stages/json.ts';
+import { sinkCheckpoints } from '../state/checkpoints.ts';
+import { acquireLease } from '../state/lease.ts';
 import { openStateStore } from '../state/store.ts';
+import { createCommitter } from './commit.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from './define.ts';
+import { decide, type LifecycleOptions } from './lifecycle.ts';
 import { summarize } from './summarize.ts';
 import type { RunSummary } from './summary.ts';
 
-export interface RunOptions {
+export interface RunOptions extends LifecycleOptions {
   /** Overrides WEBDATA_BASE_URL and the pipeline's `api.baseUrl`. */
   baseUrl?: string | undefined;
   /** Overrides WEBDATA_API_KEY (programmatic use; pipeline files never carry a key). */
@@ -24,8 +27,10 @@ export interface RunOptions {
   token?: string | undefined;
   /** Where WEBDATA_* variables are read; default `process.env`. */
   env?: Readonly<Record<string, string | undefined>> | undefined;
-  /** Aborting it stops the run gracefully: nothing new is sent, answers in flight are committed. */
+  /** Stops the run gracefully: nothing new is sent, answers in flight are committed, the run can be resumed. */
   signal?: AbortSignal | undefined;
+  /** Aborts the run: requests in flight are cancelled (what was committed stays). */
+  abortSignal?: AbortSignal | undefined;
   /** Progress: scheduler events, and one event per page committed and per series ended. */
   onEvent?: ((event: RunEvent) => void) | undefined;
   clock?: Clock | undefined;
@@ -35,13 +40,14 @@ export interface RunOptions {
 
 export type RunEvent =
   | SchedulerEvent
-  | { type: 'start'; runId: string; pipeline: string; series: number; maxPages: number }
+  | { type: 'start'; runId: string; pipeline: string; series: number; maxPages: number; resumed: boolean; replayed: number }
   | { type: 'page'; key: string; series: string; number: number; items: number; served: number }
   | { type: 'series'; series: string; reason: string; pages: number };
 
 /**
- * Runs a pipeline from start to finish: plan → scheduler → stages → sinks, one page at a time through the stages,
- * every page written to every sink. Resolves to the run's summary, which is also stored in the `runs` table.
+ * Runs a pipeline: plan → scheduler → stages → sinks, one page at a time through the stages, each page committed
+ * once and delivered once to every sink. An interrupted run of the same pipeline is resumed where it stopped.
+ * Resolves to the run's summary, which is also stored in the `runs` table.
  */
 export async function run(definition: PipelineDefinition | Pipeline, options: RunOptions = {}): Promise<RunSummary> {
   const pipeline = definePipeline(definition);
@@ -50,130 +56,151 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   const client = options.client ?? buildClient(pipeline, options, env);
   const ownClient = options.client === undefined;
   const emit = options.onEvent ?? (() => undefined);
-
-  const scheduler = createScheduler({
-    rate: pipeline.rate.requestsPerSecond
-      ? { requestsPerSecond: pipeline.rate.requestsPerSecond }
-      : pipeline.rate.requests && pipeline.rate.intervalMs
-        ? { requests: pipeline.rate.requests, intervalMs: pipeline.rate.intervalMs }
-        : undefined,
-    concurrency: pipeline.rate.concurrency,
-    budget: pipeline.budget,
-    credits: { weights: pipeline.credits.weights },
-    ...(pipeline.retry ? { retry: pipeline.retry } : {}),
-    ...(options.clock ? { clock: options.clock } : {}),
-  });
-  scheduler.on(emit);
-
   const databases = databaseRegistry();
   const sinks = pipeline.sinks as Sink<unknown>[];
   const opened: Sink<unknown>[] = [];
-  const runId = newRunId();
-  const startedAt = new Date();
-  let store: ReturnType<typeof openStateStore>;
+  let lease: { release(): void } | undefined;
+
   try {
-    store = openStateStore(databases.get(statePath(pipeline)));
+    const store = openStateStore(databases.get(statePath(pipeline)));
+    lease = acquireLease(store.db, pipeline.name);
+    const planPrint = fingerprint(plan.fingerprint);
+    const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget?.maxCredits ?? null, options);
+
+    const sinkContext = { pipeline: pipeline.name, database: databases.get, stateCheckpoints: sinkCheckpoints(store.db), currentSeq: store.currentSeq() };
+    const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
     for (const sink of sinks) {
-      await sink.open({ runId, pipeline: pipeline.name, database: databases.get });
+      await sink.open({ ...sinkContext, runId });
       opened.push(sink);
     }
-  } catch (error) {
-    await closeAll(opened, databases, ownClient ? client : undefined);
-    throw error;
-  }
-  store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: fingerprint(plan.fingerprint) });
-  emit({ type: 'start', runId, pipeline: pipeline.name, series: plan.seriesCount, maxPages: plan.maxPages });
-
-  const onAbort = () => scheduler.stop('interrupted', 'interrupted by a signal: nothing new is sent; answers in flight are committed');
-  options.signal?.addEventListener('abort', onAbort, { once: true });
-  if (options.signal?.aborted) onAbort();
-
-  const states = seriesStates();
-  const abort = new AbortController();
-  const waiting = new Map<string, (result: { new: number }) => void>();
-  const ends = new Map<string, SeriesEnd>();
-  const processed = new Map<string, number>();
-  const totals = { pages: 0, served: 0, written: 0, duplicates: 0 };
-
-  /** A series' stage state can go once the series has ended and all its pages have come out of the stages. */
-  const releaseIfDone = (seriesId: string) => {
-    const end = ends.get(seriesId);
-    if (end && (processed.get(seriesId) ?? 0) >= end.pages) {
-      states.release(seriesId);
-      processed.delete(seriesId);
+    if (decision.mode === 'new' && decision.abandon) {
+      // --fresh: the unfinished run's partial rows go; its spend stays on record (it was paid).
+      const starts = store.sinkStarts(decision.abandon.runId);
+      for (const sink of opened) await sink.discard?.(decision.abandon.runId, starts.get(sink.id) ?? { seq: 0, bytes: null });
+      store.abandonRun(decision.abandon.runId, new Date().toISOString());
     }
-  };
 
-  const ctx: SourceContext = {
-    runId,
-    pipeline: pipeline.name,
-    signal: abort.signal,
-    seriesState: (stage, series, init) => states.get(stage, series, init),
-    client,
-    scheduler,
-    processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
-    seriesEnded(series: Series, end: SeriesEnd) {
-      ends.set(series.id, end);
-      store.recordSeries(runId, {
-        seriesId: series.id,
-        endpoint: series.endpoint,
-        query: series.query,
-        country: series.country,
-        lang: series.lang,
-        status: end.reason === 'stopped' ? 'stopped' : 'ended',
-        reason: end.reason === 'stopped' ? end.stop : end.reason,
-        pages: end.pages,
-        error: end.error instanceof Error ? end.error.message : end.error === undefined ? null : String(end.error),
+    const invocationStart = new Date();
+    const previous = decision.mode === 'resume' ? decision.run : undefined;
+    if (previous) store.reopenRun(runId, decision.budget);
+    else {
+      store.startRun({ runId, pipeline: pipeline.name, startedAt: invocationStart.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget: decision.budget });
+    }
+    for (const sink of opened) store.recordSinkStart(runId, sink.id, sink.held?.() ?? store.currentSeq(), sink.committedBytes?.() ?? null);
+
+    const states = seriesStates();
+    const keepJournal = pipeline.state.journal === 'keep';
+    const committer = createCommitter({ store, runId, sinks: opened, states, keepJournal });
+    const replayed = await committer.replay();
+
+    const scheduler = createScheduler({
+      rate: pipeline.rate.requestsPerSecond
+        ? { requestsPerSecond: pipeline.rate.requestsPerSecond }
+        : pipeline.rate.requests && pipeline.rate.intervalMs
+          ? { requests: pipeline.rate.requests, intervalMs: pipeline.rate.intervalMs }
+          : undefined,
+      concurrency: pipeline.rate.concurrency,
+      ...(decision.budget === null ? {} : { budget: { maxCredits: decision.budget } }),
+      // The budget caps the run across all its invocations.
+      spentBefore: previous ? store.spendOf(runId).spent : 0,
+      credits: { weights: pipeline.credits.weights },
+      ...(pipeline.retry ? { retry: pipeline.retry } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
+    scheduler.on(emit);
+    scheduler.on((event) => {
+      if (event.type !== 'response') return;
+      committer.spend({
+        runId,
+        at: new Date().toISOString(),
+        seriesId: event.series,
+        path: event.path,
+        attempt: event.attempt,
+        status: String(event.status),
+        credits: event.credits,
+        uncertain: event.uncertain,
+        latencyMs: Math.round(event.latencyMs),
       });
-      emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });
-      releaseIfDone(series.id);
-    },
-  };
+    });
+    emit({ type: 'start', runId, pipeline: pipeline.name, series: plan.seriesCount, maxPages: plan.maxPages, resumed: previous !== undefined, replayed });
 
-  let failure: unknown;
-  try {
-    for await (const page of throughStages<unknown>(pipeline.source.pages(ctx), pipeline.stages, ctx)) {
-      for (const sink of sinks) await sink.write(page as Page<unknown>);
-      totals.pages += 1;
-      totals.served += page.meta.served;
-      totals.written += page.items.length;
-      totals.duplicates += page.meta.dedupe?.duplicates ?? 0;
-      const seriesId = page.series.id;
-      processed.set(seriesId, (processed.get(seriesId) ?? 0) + 1);
-      waiting.get(page.key)?.({ new: page.meta.dedupe?.new ?? page.items.length });
-      waiting.delete(page.key);
-      emit({ type: 'page', key: page.key, series: seriesId, number: page.number, items: page.items.length, served: page.meta.served });
-      releaseIfDone(seriesId);
+    const stop = () => scheduler.stop('interrupted', 'interrupted by a signal: nothing new is sent; answers in flight are committed');
+    const abortNow = () => scheduler.abort();
+    options.signal?.addEventListener('abort', stop, { once: true });
+    options.abortSignal?.addEventListener('abort', abortNow, { once: true });
+    if (options.signal?.aborted) stop();
+    if (options.abortSignal?.aborted) abortNow();
+
+    const abort = new AbortController();
+    const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
+    const retryFailed = decision.mode === 'resume' && decision.retryFailed;
+    const ctx: SourceContext = {
+      runId,
+      pipeline: pipeline.name,
+      signal: abort.signal,
+      seriesState: (stage, series, init) => states.get(stage, series, init),
+      client,
+      scheduler,
+      progress(series) {
+        if (!previous) return undefined;
+        const progress = store.progress(runId, series.id);
+        if (!progress) return undefined;
+        const reason = progress.reason as SeriesEndReason | null;
+        if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) return { done: true };
+        if (progress.state) states.restore(series.id, progress.state);
+        committer.resumeSeries(series.id, progress.noNew);
+        return { done: false, nextPage: progress.nextPage ?? undefined, pages: progress.pages, digest: progress.digest ?? undefined };
+      },
+      processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
+      seriesEnded(series, end) {
+        committer.seriesEnded(series, end);
+        emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });
+      },
+    };
+
+    let failure: unknown;
+    try {
+      for await (const page of throughStages<unknown>(pipeline.source.pages(ctx), pipeline.stages, ctx)) {
+        const result = await committer.commit(page);
+        waiting.get(page.key)?.(result);
+        waiting.delete(page.key);
+        emit({ type: 'page', key: page.key, series: page.series.id, number: page.number, items: page.items.length, served: page.meta.served });
+      }
+    } catch (error) {
+      failure = error;
+      // Cancel what is in flight: it could not be committed anyway.
+      abort.abort(error);
+      scheduler.abort();
+    } finally {
+      options.signal?.removeEventListener('abort', stop);
+      options.abortSignal?.removeEventListener('abort', abortNow);
     }
-  } catch (error) {
-    failure = error;
-    // Cancel what is in flight: the run cannot commit it anyway.
-    abort.abort(error);
-    scheduler.abort();
-  } finally {
-    options.signal?.removeEventListener('abort', onAbort);
-  }
-  await scheduler.onIdle();
+    await scheduler.onIdle();
+    committer.flush();
 
-  const finishedAt = new Date();
-  const summary = summarize({
-    runId,
-    pipeline: pipeline.name,
-    seriesTotal: plan.seriesCount,
-    ends,
-    scheduler,
-    totals,
-    startedAt,
-    finishedAt,
-  });
-  try {
-    if (failure === undefined) store.finishRun(runId, summary.status, finishedAt.toISOString(), summary);
-    else store.finishRun(runId, 'interrupted', finishedAt.toISOString(), summary, failure instanceof Error ? failure.message : String(failure));
+    const finishedAt = new Date();
+    const summary = summarize({
+      store,
+      runId,
+      pipeline: pipeline.name,
+      seriesTotal: plan.seriesCount,
+      stop: scheduler.stopped,
+      budget: decision.budget,
+      rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
+      startedAt: previous?.startedAt ?? invocationStart.toISOString(),
+      finishedAt: finishedAt.toISOString(),
+      durationMs: finishedAt.getTime() - invocationStart.getTime() + Number(previous?.summary?.durationMs ?? 0),
+    });
+    if (failure === undefined) store.finishRun(runId, summary.status, summary.finishedAt, summary);
+    else store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
+    if (failure !== undefined) throw failure;
+    return summary;
   } finally {
-    await closeAll(opened, databases, ownClient ? client : undefined);
+    lease?.release();
+    for (const sink of opened) await sink.close();
+    databases.closeAll();
+    if (ownClient) await client.close();
   }
-  if (failure !== undefined) throw failure;
-  return summary;
 }
 
 function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Record<string, string | undefined>>): Client {
@@ -211,10 +238,4 @@ function newRunId(): string {
 
 function fingerprint(plan: Record<string, unknown>): string {
   return createHash('sha256').update(toJson(plan)).digest('hex').slice(0, 32);
-}
-
-async function closeAll(sinks: readonly Sink<unknown>[], databases: ReturnType<typeof databaseRegistry>, client: Client | undefined) {
-  for (const sink of sinks) await sink.close();
-  databases.closeAll();
-  await client?.close();
 }

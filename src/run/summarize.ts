@@ -1,43 +1,51 @@
-import type { Scheduler } from '../schedule/scheduler.ts';
-import { COMPLETE_REASONS, type SeriesEnd } from '../sources/source.ts';
+import type { StopInfo } from '../schedule/scheduler.ts';
+import { COMPLETE_REASONS, type SeriesEndReason } from '../sources/source.ts';
+import type { StateStore } from '../state/store.ts';
 import type { RunStatus, RunSummary } from './summary.ts';
 
 export interface RunFacts {
+  store: StateStore;
   runId: string;
   pipeline: string;
   seriesTotal: number;
-  ends: ReadonlyMap<string, SeriesEnd>;
-  scheduler: Scheduler;
-  totals: { pages: number; served: number; written: number; duplicates: number };
-  startedAt: Date;
-  finishedAt: Date;
+  /** This invocation's run-wide stop, if any. */
+  stop: StopInfo | undefined;
+  budget: number | null;
+  rateLimitedWaitMs: number;
+  startedAt: string;
+  finishedAt: string;
+  durationMs: number;
 }
 
-/** The summary of a run from what it did: statuses by the precedence of DESIGN §4. */
+/**
+ * The summary of a run across all its invocations, from the state store (series, spend ledger), with the status
+ * by the precedence of DESIGN §4.
+ */
 export function summarize(facts: RunFacts): RunSummary {
-  const { scheduler, ends } = facts;
-  const stats = scheduler.stats();
-  const stop = scheduler.stopped;
+  const { store, runId, stop } = facts;
   const byReason: Record<string, number> = {};
   const stopped: Record<string, number> = {};
-  let completed = 0;
-  let failed = 0;
-  const add = (counts: Record<string, number>, key: string, n = 1) => {
+  const add = (counts: Record<string, number>, key: string, n: number) => {
     counts[key] = (counts[key] ?? 0) + n;
   };
-  for (const end of ends.values()) {
-    if (end.reason === 'stopped') {
-      add(stopped, end.stop);
-      continue;
+  const runStop = stop?.reason ?? 'interrupted';
+  let completed = 0;
+  let failed = 0;
+  let reached = 0;
+  for (const { status, reason, n } of store.seriesEnds(runId)) {
+    reached += n;
+    if (status === 'ended' && reason) {
+      add(byReason, reason, n);
+      if (COMPLETE_REASONS.has(reason as SeriesEndReason)) completed += n;
+      else if (reason === 'failed') failed += n;
+      else add(stopped, reason, n);
+    } else {
+      // Stopped with the run, or under way when it stopped.
+      add(stopped, status === 'stopped' && reason ? reason : runStop, n);
     }
-    add(byReason, end.reason);
-    if (COMPLETE_REASONS.has(end.reason)) completed += 1;
-    else if (end.reason === 'failed') failed += 1;
-    else add(stopped, end.reason);
   }
-  // Series the run never reached (it stopped first) count as stopped with the run.
-  const unreached = facts.seriesTotal - ends.size;
-  if (unreached > 0) add(stopped, stop?.reason ?? 'interrupted', unreached);
+  // Series the run never reached count as stopped with it.
+  if (facts.seriesTotal > reached) add(stopped, runStop, facts.seriesTotal - reached);
 
   let status: RunStatus;
   let reason: string | undefined;
@@ -52,23 +60,25 @@ export function summarize(facts: RunFacts): RunSummary {
   else if (byReason.budget) status = 'budget';
   else status = 'completed';
 
-  const { credits } = stats;
+  const spend = store.spendOf(runId);
+  const totals = store.seriesTotals(runId);
+  const message = stop?.message ?? (reason === 'forbidden' ? 'a 403 stopped every series of an endpoint: check the plan and its endpoints' : undefined);
   return {
-    runId: facts.runId,
+    runId,
     pipeline: facts.pipeline,
     status,
-    ...(reason ? { reason } : stop ? { reason: stop.reason } : {}),
-    ...(stop ? { message: stop.message } : reason === 'forbidden' ? { message: 'a 403 stopped every series of an endpoint: check the plan' } : {}),
+    ...(reason ?? stop ? { reason: reason ?? stop?.reason } : {}),
+    ...(message ? { message } : {}),
     ...(stop?.resumeAt ? { resumeAt: stop.resumeAt.toISOString() } : {}),
-    requests: { total: stats.requests.total, byStatus: stats.requests.byStatus },
-    retries: stats.retries,
-    rateLimitedWaitMs: Math.round(stats.rateLimitedWaitMs),
-    credits: { spent: credits.spent, uncertain: credits.uncertain, budget: credits.budget, byEndpoint: credits.byEndpoint },
-    pages: { fetched: facts.totals.pages },
-    items: { served: facts.totals.served, written: facts.totals.written, duplicates: facts.totals.duplicates },
+    requests: { total: spend.requests, byStatus: spend.byStatus },
+    retries: spend.retries,
+    rateLimitedWaitMs: Math.round(facts.rateLimitedWaitMs),
+    credits: { spent: spend.spent, uncertain: spend.uncertain, budget: facts.budget, byEndpoint: spend.byEndpoint },
+    pages: { fetched: totals.pages },
+    items: { served: totals.served, written: totals.written, duplicates: totals.duplicates },
     series: { total: facts.seriesTotal, completed, failed, stopped, byReason },
-    startedAt: facts.startedAt.toISOString(),
-    finishedAt: facts.finishedAt.toISOString(),
-    durationMs: facts.finishedAt.getTime() - facts.startedAt.getTime(),
+    startedAt: facts.startedAt,
+    finishedAt: facts.finishedAt,
+    durationMs: facts.durationMs,
   };
 }

@@ -44,7 +44,18 @@ export interface StopInfo {
 
 export type SchedulerEvent =
   | { type: 'request'; series: string; path: string; attempt: number }
-  | { type: 'response'; series: string; path: string; status: number | string; latencyMs: number }
+  | {
+      type: 'response';
+      series: string;
+      path: string;
+      attempt: number;
+      status: number | string;
+      latencyMs: number;
+      /** Credits counted for this attempt: its weight when charged (or possibly charged), else 0. */
+      credits: number;
+      /** Counted as spent without certainty: a timeout or reset after sending, a malformed 2xx. */
+      uncertain: boolean;
+    }
   | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
   | { type: 'pause'; ms: number; reason: 'rate_limited' | 'rate_limit_headers' }
   | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers' }
@@ -243,16 +254,17 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     } catch (error) {
       release?.();
       inFlight -= 1;
-      if (mayHaveBeenCharged(error)) meter.uncertain(charge);
+      const uncertain = mayHaveBeenCharged(error);
+      if (uncertain) meter.uncertain(charge);
       else meter.release(charge);
-      return failed(task, error, sentAt);
+      return failed(task, error, sentAt, uncertain ? weight : 0);
     }
     release?.();
     inFlight -= 1;
     meter.commit(charge);
     const status = answer.status ?? 200;
     count(status);
-    emit({ type: 'response', series, path, status, latencyMs: clock.now() - sentAt });
+    emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: clock.now() - sentAt, credits: weight, uncertain: false });
     lastSuccessAt = clock.now();
     consecutiveRateLimits = 0;
     if (config.adaptive && controller.onSuccess(sentAt, clock.now() - sentAt)) applyRate('sustained_success');
@@ -262,11 +274,11 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     return finish(task, { ok: true, value: answer, attempts: task.attempts });
   }
 
-  function failed(task: Task, error: unknown, sentAt: number): void {
+  function failed(task: Task, error: unknown, sentAt: number, credits: number): void {
     const { series, path } = task.work;
     const status = (error as Partial<WebDataError>).status ?? (error as Partial<WebDataError>).kind ?? 'error';
     count(status);
-    emit({ type: 'response', series, path, status, latencyMs: clock.now() - sentAt });
+    emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: clock.now() - sentAt, credits, uncertain: credits > 0 });
     const disposition = classify(error);
     const failure: Outcome<Answered> = { ok: false, kind: 'failed', error, attempts: task.attempts };
 

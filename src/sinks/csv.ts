@@ -1,11 +1,13 @@
-import { closeSync, fstatSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
+import { crashPoint } from '../run/crash-points.ts';
+import type { SinkCheckpoints } from '../state/checkpoints.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
 import { checkNormalized, columnName, csvValue } from './columns.ts';
-import type { Sink } from './sink.ts';
+import type { Sink, SinkContext } from './sink.ts';
 
 const BOM = '\uFEFF';
 
@@ -29,8 +31,9 @@ export const DEFAULT_CSV_COLUMNS: readonly string[] = NORMALIZED_COLUMNS.filter(
 
 /**
  * Rows into a CSV file (RFC 4180: CRLF line ends, fields quoted when needed) with explicit columns, so that a
- * missing title on the first row cannot drop the column. Each page is written synchronously; an existing file is
- * appended to only if its header is the one this sink writes.
+ * missing title on the first row cannot drop the column. Each page is written synchronously, then the file's
+ * committed length is checkpointed; on the next open a longer file is cut back to it (a crash between the two),
+ * so that no row is written twice and the header and BOM never repeat.
  */
 export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   const parsed = csvSinkOptionsSchema.safeParse(options);
@@ -38,43 +41,90 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   const config = parsed.data;
   const columns = config.columns ?? DEFAULT_CSV_COLUMNS;
   const path = resolve(config.path);
+  const id = `csv:${path}`;
   const format = { delimiter: config.delimiter, escape_formulas: config.escapeFormulas, record_delimiter: 'windows' as const, header: false };
   const header = stringify([columns], { ...format, escape_formulas: false });
-  let fd: number | undefined;
+  let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
+  let bytes = 0;
+  let held = 0;
+
+  const ready = () => {
+    if (!file) throw new Error(`the CSV sink ${path} was not opened`);
+    return file;
+  };
+  const append = (fd: number, text: string) => {
+    const buffer = Buffer.from(text, 'utf8');
+    let written = 0;
+    while (written < buffer.length) written += writeSync(fd, buffer, written);
+    bytes += buffer.length;
+  };
 
   return {
     kind: 'csv',
     path,
-    open() {
+    id,
+    open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
-      fd = openSync(path, 'a+');
-      const size = fstatSync(fd).size;
-      if (size === 0) {
-        writeSync(fd, (config.bom ? BOM : '') + header);
-        return;
-      }
-      const existing = readHeader(fd);
-      if (existing !== header) {
+      const fd = openSync(path, 'a+');
+      try {
+        const checkpoint = ctx.stateCheckpoints.get(id);
+        let size = fstatSync(fd).size;
+        held = checkpoint?.seq ?? ctx.currentSeq;
+        if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
+          if (size < checkpoint.bytes) {
+            throw new Error(
+              `${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl. ` +
+                'Move it aside to start a new file.',
+            );
+          }
+          // Bytes past the checkpoint were written but never committed (a crash in between): they go.
+          if (size > checkpoint.bytes) ftruncateSync(fd, checkpoint.bytes);
+          size = checkpoint.bytes;
+        }
+        bytes = size;
+        if (size === 0) {
+          append(fd, (config.bom ? BOM : '') + header);
+        } else {
+          const existing = readHeader(fd);
+          if (existing !== header) {
+            throw new ValidationError(`${path} already holds other columns`, [
+              {
+                path: 'csv.columns',
+                message: `its header is ${JSON.stringify(existing.trimEnd())}, this pipeline writes ${JSON.stringify(header.trimEnd())}: use another file, or the same columns`,
+              },
+            ]);
+          }
+        }
+        ctx.stateCheckpoints.set(id, { seq: held, bytes });
+        file = { fd, checkpoints: ctx.stateCheckpoints };
+      } catch (error) {
         closeSync(fd);
-        fd = undefined;
-        throw new ValidationError(`${path} already holds other columns`, [
-          {
-            path: 'csv.columns',
-            message: `its header is ${JSON.stringify(existing.trimEnd())}, this pipeline writes ${JSON.stringify(header.trimEnd())}: use another file, or the same columns`,
-          },
-        ]);
+        throw error;
       }
     },
-    write(page) {
-      if (fd === undefined) throw new Error(`the CSV sink ${path} was not opened`);
-      if (page.items.length === 0) return;
-      if (!config.columns) checkNormalized(page.items[0], `The CSV sink ${path}`);
-      const rows = page.items.map((item) => columns.map((column) => csvValue(item[column])));
-      writeSync(fd, stringify(rows, format));
+    held: () => held,
+    committedBytes: () => bytes,
+    write(page, seq) {
+      const { fd, checkpoints } = ready();
+      if (page.items.length > 0) {
+        if (!config.columns) checkNormalized(page.items[0], `The CSV sink ${path}`);
+        append(fd, stringify(page.items.map((item) => columns.map((column) => csvValue(item[column]))), format));
+        crashPoint('file-before-checkpoint');
+      }
+      checkpoints.set(id, { seq, bytes });
+      held = seq;
+    },
+    discard(_runId, since) {
+      const { fd, checkpoints } = ready();
+      if (since.bytes !== null && since.bytes < bytes) {
+        ftruncateSync(fd, since.bytes);
+        bytes = since.bytes;
+        checkpoints.set(id, { seq: held, bytes });
+      }
     },
     close() {
-      if (fd !== undefined) closeSync(fd);
-      fd = undefined;
+      if (file) closeSync(file.fd);
+      file = undefined;
     },
   };
 }

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { Page } from '../pipeline/page.ts';
+import type { SinkCheckpoints } from '../state/checkpoints.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 
 /** What a sink gets when the run opens it. */
@@ -8,18 +9,32 @@ export interface SinkContext {
   readonly pipeline: string;
   /** One connection per database file within a run, shared with the state store so that they can commit together. */
   database(path: string): Database.Database;
+  /** Checkpoints kept in the state store, for sinks that are not databases (files). */
+  readonly stateCheckpoints: SinkCheckpoints;
+  /** The journal's sequence number now: a sink seen for the first time holds everything up to it. */
+  readonly currentSeq: number;
 }
 
 /**
- * Where pages go. A sink writes each page it is given once, in one commit (a transaction, or a synchronous write),
- * so that a page is either wholly in it or not at all. Sinks are plug-ins: anything with these methods is one.
+ * Where pages go. A sink writes each page once, in one commit (a transaction, or a synchronous write), and records
+ * in that commit (or right after it, for files) the journal sequence number of the last page it holds. After a
+ * crash the runner re-delivers, from the journal, the committed pages a sink lacks: exactly once per sink.
+ * Sinks are plug-ins: anything with these methods is one (without `held`, a sink is written at least once).
  */
 export interface Sink<I = NormalizedItem> {
   /** e.g. `sqlite`, `csv`. */
   readonly kind: string;
   /** The file written, resolved. */
   readonly path: string;
+  /** Stable identity across runs: kind, file (and table). */
+  readonly id: string;
   open(ctx: SinkContext): void | Promise<void>;
-  write(page: Page<I>): void | Promise<void>;
+  /** The sequence number of the last journal page this sink holds (valid after `open`). */
+  held?(): number;
+  write(page: Page<I>, seq: number): void | Promise<void>;
+  /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */
+  committedBytes?(): number | null;
+  /** Takes back what an abandoned run wrote: its rows, or the file's bytes after `since.bytes`. */
+  discard?(runId: string, since: { seq: number; bytes: number | null }): void | Promise<void>;
   close(): void | Promise<void>;
 }

@@ -6,6 +6,7 @@ import { ValidationError } from '../client/errors.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/store.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
+import { sinkCheckpoints } from '../state/checkpoints.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
@@ -23,8 +24,8 @@ export const sqliteSinkOptionsSchema = z.strictObject({
 export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
 
 /**
- * Rows into a SQLite table: WAL, one prepared insert, one transaction per page, explicit columns, indexes on
- * (query, country, lang) and dedupe_key.
+ * Rows into a SQLite table: WAL, one prepared insert, one transaction per page (with the sink's checkpoint),
+ * explicit columns, indexes on (query, country, lang), dedupe_key and run_id.
  */
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
   const parsed = sqliteSinkOptionsSchema.safeParse(options);
@@ -32,28 +33,52 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   const { table } = parsed.data;
   const columns = parsed.data.columns ?? DEFAULT_COLUMNS;
   const path = resolve(parsed.data.path);
-  let insertPage: ((page: Page<Record<string, unknown>>) => void) | undefined;
+  const id = `sqlite:${path}#${table}`;
+  let opened: { db: Database.Database; insertPage: (page: Page<Record<string, unknown>>, seq: number) => void } | undefined;
+  let held = 0;
+
+  const ready = () => {
+    if (!opened) throw new Error(`the SQLite sink ${path} was not opened`);
+    return opened;
+  };
 
   return {
     kind: 'sqlite',
     path,
+    id,
     table,
     open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
       const db = ctx.database(path);
       prepareTable(db, table, columns);
+      const checkpoints = sinkCheckpoints(db);
+      const existing = checkpoints.get(id);
+      if (existing) held = existing.seq;
+      else {
+        // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
+        held = ctx.currentSeq;
+        checkpoints.set(id, { seq: held, bytes: null });
+      }
       const insert = db.prepare(`INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
-      insertPage = db.transaction((page: Page<Record<string, unknown>>) => {
+      // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
+      const insertPage = db.transaction((page: Page<Record<string, unknown>>, seq: number) => {
         for (const item of page.items) insert.run(columns.map((column) => sqlValue(item[column])));
+        checkpoints.set(id, { seq, bytes: null });
       });
+      opened = { db, insertPage };
     },
-    write(page) {
-      if (!insertPage) throw new Error(`the SQLite sink ${path} was not opened`);
+    held: () => held,
+    write(page, seq) {
+      const { insertPage } = ready();
       if (!parsed.data.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
-      insertPage(page);
+      insertPage(page, seq);
+      held = seq;
+    },
+    discard(runId) {
+      if (columns.includes('run_id')) ready().db.prepare(`DELETE FROM "${table}" WHERE run_id = ?`).run(runId);
     },
     close() {
-      insertPage = undefined;
+      opened = undefined;
     },
   };
 }

@@ -7,7 +7,10 @@ import { toJson } from '../stages/json.ts';
 import type { Page, Series } from '../pipeline/page.ts';
 import { pageKey } from '../pipeline/page.ts';
 import { createChannel } from './channel.ts';
-import type { SeriesEnd, Source, SourceContext, SourcePlan } from './source.ts';
+import type { SeriesEnd, SeriesResume, Source, SourceContext, SourcePlan } from './source.ts';
+
+/** Where a series resumes (undefined: from its first page). */
+type Resumed = Exclude<SeriesResume, { done: true }> | undefined;
 
 export const DEFAULT_MAX_PAGES = 5;
 export const DEFAULT_COUNT = 10;
@@ -85,7 +88,7 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
   return {
     dropped,
     plan,
-    pages: (ctx) => fetchAll(series(), ctx, (one, context, push) => pageSeries(one, context, config, push)),
+    pages: (ctx) => fetchAll(series(), ctx, (one, resume, context, push) => pageSeries(one, resume, context, config, push)),
   };
 }
 
@@ -115,7 +118,7 @@ type Config = z.output<typeof searchPagesOptionsSchema>;
 export async function* fetchAll(
   all: Iterator<Series>,
   ctx: SourceContext,
-  run: (series: Series, ctx: SourceContext, push: (page: Page) => Promise<void>) => Promise<SeriesEnd>,
+  run: (series: Series, resume: Resumed, ctx: SourceContext, push: (page: Page) => Promise<void>) => Promise<SeriesEnd>,
 ): AsyncGenerator<Page> {
   const concurrency = ctx.scheduler.stats().concurrency;
   const channel = createChannel<Page>(Math.max(4, concurrency * 2));
@@ -132,8 +135,11 @@ export async function* fetchAll(
         break;
       }
       const series = next.value;
+      const resume = ctx.progress(series);
+      // Ended in an earlier invocation of this run: nothing to do.
+      if (resume?.done) continue;
       active += 1;
-      run(series, ctx, (page) => channel.push(page))
+      run(series, resume, ctx, (page) => channel.push(page))
         .then(
           (end) => ctx.seriesEnded(series, end),
           (error: unknown) => {
@@ -156,11 +162,11 @@ export async function* fetchAll(
 }
 
 /** Pages one search series in order until a stop rule, the budget, a failure, or the run's stop. */
-async function pageSeries(series: Series, ctx: SourceContext, config: Config, push: (page: Page) => Promise<void>): Promise<SeriesEnd> {
-  let previous: string | undefined;
-  let noNew = 0;
-  let fetched = 0;
-  for (let number = config.firstPage; ; number++) {
+async function pageSeries(series: Series, resume: Resumed, ctx: SourceContext, config: Config, push: (page: Page) => Promise<void>): Promise<SeriesEnd> {
+  let previous = resume?.digest;
+  let fetched = resume?.pages ?? 0;
+  let pushed = 0;
+  for (let number = resume?.nextPage ?? config.firstPage; ; number++) {
     const outcome = await ctx.scheduler.request({ series: series.id, path: SEARCH_PATH }, (signal) =>
       ctx.client.search(
         {
@@ -174,12 +180,26 @@ async function pageSeries(series: Series, ctx: SourceContext, config: Config, pu
       ),
     );
     if (!outcome.ok) {
-      if (outcome.kind === 'failed') return { reason: 'failed', pages: fetched, error: outcome.error };
-      if (outcome.reason === 'budget' || outcome.reason === 'forbidden') return { reason: outcome.reason, pages: fetched, error: outcome.error };
-      return { reason: 'stopped', stop: outcome.reason, pages: fetched, error: outcome.error };
+      if (outcome.kind === 'failed') return { reason: 'failed', pages: pushed, error: outcome.error };
+      if (outcome.reason === 'budget' || outcome.reason === 'forbidden') return { reason: outcome.reason, pages: pushed, error: outcome.error };
+      return { reason: 'stopped', stop: outcome.reason, pages: pushed, error: outcome.error };
     }
     fetched += 1;
+    pushed += 1;
     const response = outcome.value;
+    const digest = createHash('sha1').update(toJson(response.data)).digest('base64');
+    // The rules that need only the page as served, decided now so that the end commits with the page.
+    const end =
+      response.data.length === 0
+        ? 'empty'
+        : digest === previous
+          ? 'repeat'
+          : config.stopOnShortPage && config.count !== null && response.data.length < config.count
+            ? 'short'
+            : fetched >= config.maxPages
+              ? 'max_pages'
+              : undefined;
+    previous = digest;
     const page: Page = {
       key: pageKey(series, number),
       series,
@@ -192,23 +212,19 @@ async function pageSeries(series: Series, ctx: SourceContext, config: Config, pu
         latencyMs: Math.round(response.durationMs),
         bytes: response.bytes,
         served: response.data.length,
+        digest,
+        ...(end ? { end } : {}),
+        ...(config.stopAfterNoNew === undefined ? {} : { noNewLimit: config.stopAfterNoNew }),
       },
     };
     // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
-    const outcomeOfStages = config.stopAfterNoNew === undefined ? undefined : ctx.processed(page);
+    const afterStages = !end && config.stopAfterNoNew !== undefined ? ctx.processed(page) : undefined;
     // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
     await push(page);
-
-    if (page.items.length === 0) return { reason: 'empty', pages: fetched };
-    const digest = createHash('sha1').update(toJson(page.items)).digest('base64');
-    if (digest === previous) return { reason: 'repeat', pages: fetched };
-    previous = digest;
-    if (config.stopOnShortPage && config.count !== null && page.items.length < config.count) return { reason: 'short', pages: fetched };
-    if (outcomeOfStages && config.stopAfterNoNew !== undefined) {
-      const { new: fresh } = await outcomeOfStages;
-      noNew = fresh === 0 ? noNew + 1 : 0;
-      if (noNew >= config.stopAfterNoNew) return { reason: 'no_new', pages: fetched };
+    if (end) return { reason: end, pages: pushed };
+    if (afterStages) {
+      const result = await afterStages;
+      if (result.end) return { reason: result.end, pages: pushed };
     }
-    if (fetched >= config.maxPages) return { reason: 'max_pages', pages: fetched };
   }
 }

@@ -8,20 +8,40 @@ import type { StopReason } from '../schedule/classify.ts';
 export type SeriesEndReason = 'empty' | 'short' | 'max_pages' | 'repeat' | 'no_new' | 'budget' | 'failed' | 'forbidden';
 export const COMPLETE_REASONS: ReadonlySet<SeriesEndReason> = new Set(['empty', 'short', 'max_pages', 'repeat', 'no_new']);
 
+/** How a series ended in this invocation; `pages` counts the pages it handed on in this invocation. */
 export type SeriesEnd =
   | { reason: SeriesEndReason; pages: number; error?: unknown }
   /** The run stopped (401, 402, quota, stall, a signal) before the series ended: it can be resumed. */
   | { reason: 'stopped'; stop: StopReason; pages: number; error?: unknown };
 
+/** Where an earlier invocation of the same run left a series. */
+export type SeriesResume =
+  | { done: true }
+  | {
+      done: false;
+      /** The next page to request (undefined: the first). */
+      nextPage: number | undefined;
+      /** Pages already committed (they count towards maxPages). */
+      pages: number;
+      /** Digest of the last committed page (the repeat rule). */
+      digest: string | undefined;
+    };
+
 /** What a source is given to fetch with. */
 export interface SourceContext extends RunContext {
   readonly client: Client;
   readonly scheduler: Scheduler;
+  /** When resuming a run: where the series stands (undefined: start it from its first page). */
+  progress(series: Series): SeriesResume | undefined;
   /**
-   * Resolves once the page has passed every stage, with the number of its items that were new after dedupe.
-   * Call it before handing the page on.
+   * Resolves once the page has passed every stage and is committed, with the number of its items that were new
+   * after dedupe and, when the page ended its series (the no_new rule), why. Call it before handing the page on.
    */
-  processed(page: Page): Promise<{ new: number }>;
+  processed(page: Page): Promise<{ new: number; end?: SeriesEndReason | undefined }>;
+  /**
+   * A series ended. Ends that come with a page (empty, short, repeat, max_pages, no_new) are carried by the
+   * page (`page.meta.end`) and committed with it; this records the others, once the series' pages are committed.
+   */
   seriesEnded(series: Series, end: SeriesEnd): void;
 }
 

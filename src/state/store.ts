@@ -1,10 +1,24 @@
 import type Database from 'better-sqlite3';
 
 /** Tables the state store owns; a results table may not take these names. */
-export const RESERVED_TABLES: ReadonlySet<string> = new Set(['webdata_meta', 'runs', 'series', 'pages', 'spend', 'sink_checkpoints', 'dedupe_keys', 'sightings', 'lease']);
+export const RESERVED_TABLES: ReadonlySet<string> = new Set([
+  'webdata_meta',
+  'runs',
+  'series',
+  'pages',
+  'spend',
+  'sink_checkpoints',
+  'run_sinks',
+  'dedupe_keys',
+  'sightings',
+  'lease',
+]);
 
 /** Bumped when the state tables change. */
 export const STATE_SCHEMA_VERSION = 1;
+
+/** Run statuses that mean "not finished": the next invocation resumes them by default. */
+export const UNFINISHED = new Set(['running', 'interrupted', 'stopped']);
 
 export interface RunRecord {
   runId: string;
@@ -13,31 +27,68 @@ export interface RunRecord {
   startedAt: string;
   finishedAt: string | null;
   fingerprint: string;
-  summary: unknown;
+  /** The data the fingerprint was taken of, to say what changed. */
+  plan: Record<string, unknown>;
+  budget: number | null;
+  summary: Record<string, unknown> | null;
+  error: string | null;
+  invocations: number;
+}
+
+/** Where a series stands: what the next invocation needs to go on exactly where it stopped. */
+export interface SeriesProgress {
+  seriesId: string;
+  /** `active`: under way or not reached; `ended`: by a rule, the budget, a failure or a 403; `stopped`: with the run. */
+  status: 'active' | 'ended' | 'stopped';
+  reason: string | null;
+  nextPage: number | null;
+  pages: number;
+  /** Digest of the last committed page's items (the repeat rule). */
+  digest: string | null;
+  /** Pages in a row with nothing new (the no_new rule). */
+  noNew: number;
+  /** Stage states, as committed with the series' last page. */
+  state: Record<string, object> | null;
   error: string | null;
 }
 
-export interface SeriesRecord {
+export interface SeriesIdentity {
   seriesId: string;
   endpoint: string;
   query: string;
   country: string;
   lang: string;
-  /** `ended` by its own rule, a failure, the budget or a 403; `stopped` with the run (resumable). */
-  status: 'ended' | 'stopped';
-  reason: string;
-  pages: number;
-  error: string | null;
+}
+
+/** One journal entry: a committed page as the sinks get it. */
+export interface JournalEntry {
+  seq: number;
+  runId: string;
+  pageKey: string;
+  seriesId: string;
+  number: number;
+  meta: Record<string, unknown>;
+  output: unknown[];
+}
+
+export interface SpendRow {
+  runId: string;
+  at: string;
+  seriesId: string;
+  path: string;
+  attempt: number;
+  status: string;
+  credits: number;
+  uncertain: boolean;
+  latencyMs: number;
 }
 
 /**
- * The run-state store (DESIGN §4): one SQLite database per pipeline, the SQLite sink's own when there is one.
- * It records runs and how each series ended; `runs` and the analytics views read it. The interface is the seam
- * for another store (PostgreSQL) later.
+ * The run-state store (DESIGN §4): one SQLite database per pipeline, the SQLite sink's own when there is one, so
+ * that a page's rows and its state commit in one transaction. It holds runs, series progress and stage state, the
+ * page journal, the spend ledger and the lease. The interface is the seam for another store (PostgreSQL) later.
  */
 export function openStateStore(db: Database.Database) {
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
   db.exec(`
     CREATE TABLE IF NOT EXISTS webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS runs (
@@ -47,8 +98,11 @@ export function openStateStore(db: Database.Database) {
       started_at TEXT NOT NULL,
       finished_at TEXT,
       fingerprint TEXT NOT NULL,
+      plan TEXT NOT NULL,
+      budget REAL,
       summary TEXT,
-      error TEXT
+      error TEXT,
+      invocations INTEGER NOT NULL DEFAULT 1
     );
     CREATE INDEX IF NOT EXISTS runs_pipeline ON runs (pipeline, started_at);
     CREATE TABLE IF NOT EXISTS series (
@@ -59,10 +113,50 @@ export function openStateStore(db: Database.Database) {
       country TEXT NOT NULL,
       lang TEXT NOT NULL,
       status TEXT NOT NULL,
-      reason TEXT NOT NULL,
-      pages INTEGER NOT NULL,
+      reason TEXT,
+      next_page INTEGER,
+      pages INTEGER NOT NULL DEFAULT 0,
+      items_served INTEGER NOT NULL DEFAULT 0,
+      items_written INTEGER NOT NULL DEFAULT 0,
+      duplicates INTEGER NOT NULL DEFAULT 0,
+      digest TEXT,
+      no_new INTEGER NOT NULL DEFAULT 0,
+      state TEXT,
       error TEXT,
       PRIMARY KEY (run_id, series_id)
+    );
+    CREATE TABLE IF NOT EXISTS pages (
+      seq INTEGER PRIMARY KEY,
+      run_id TEXT NOT NULL,
+      page_key TEXT NOT NULL,
+      series_id TEXT NOT NULL,
+      number INTEGER NOT NULL,
+      meta TEXT NOT NULL,
+      output TEXT NOT NULL,
+      -- The items as served: kept only when the journal is kept (retention), as an archive of raw answers.
+      raw TEXT,
+      committed_at TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS pages_run ON pages (run_id, seq);
+    CREATE TABLE IF NOT EXISTS spend (
+      id INTEGER PRIMARY KEY,
+      run_id TEXT NOT NULL,
+      at TEXT NOT NULL,
+      series_id TEXT NOT NULL,
+      path TEXT NOT NULL,
+      attempt INTEGER NOT NULL,
+      status TEXT NOT NULL,
+      credits REAL NOT NULL,
+      uncertain INTEGER NOT NULL,
+      latency_ms REAL NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS spend_run ON spend (run_id);
+    CREATE TABLE IF NOT EXISTS run_sinks (
+      run_id TEXT NOT NULL,
+      sink_id TEXT NOT NULL,
+      start_seq INTEGER NOT NULL,
+      start_bytes INTEGER,
+      PRIMARY KEY (run_id, sink_id)
     );
   `);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
@@ -70,39 +164,178 @@ export function openStateStore(db: Database.Database) {
   else if (Number(version) > STATE_SCHEMA_VERSION) {
     throw new Error(`${db.name} holds state written by a newer webdata-etl (schema ${version}); upgrade webdata-etl`);
   }
+  db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
 
-  const insertRun = db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint) VALUES (?, ?, 'running', ?, ?)`);
-  const updateRun = db.prepare(`UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE run_id = ?`);
-  const upsertSeries = db.prepare(`
-    INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, pages, error)
-    VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @pages, @error)
-    ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, pages = excluded.pages, error = excluded.error`);
-  const selectRuns = db.prepare(`SELECT run_id, pipeline, status, started_at, finished_at, fingerprint, summary, error FROM runs WHERE pipeline = ? ORDER BY started_at`);
+  const statements = {
+    insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES (?, ?, 'running', ?, ?, ?, ?)`),
+    reopenRun: db.prepare(`UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, budget = ?, invocations = invocations + 1 WHERE run_id = ?`),
+    finishRun: db.prepare(`UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE run_id = ?`),
+    latestRun: db.prepare(`SELECT * FROM runs WHERE pipeline = ? AND status <> 'abandoned' ORDER BY started_at DESC, rowid DESC LIMIT 1`),
+    runsOf: db.prepare(`SELECT * FROM runs WHERE pipeline = ? ORDER BY started_at, rowid`),
+    nextSeq: db.prepare(`UPDATE webdata_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq' RETURNING CAST(value AS INTEGER) AS seq`).pluck(),
+    currentSeq: db.prepare(`SELECT CAST(value AS INTEGER) FROM webdata_meta WHERE key = 'seq'`).pluck(),
+    progress: db.prepare(`SELECT * FROM series WHERE run_id = ? AND series_id = ?`),
+    commitSeries: db.prepare(`
+      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, state)
+      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, 1, @served, @written, @duplicates, @digest, @noNew, @state)
+      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
+        pages = pages + 1, items_served = items_served + excluded.items_served, items_written = items_written + excluded.items_written,
+        duplicates = duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, state = excluded.state, error = NULL`),
+    endSeries: db.prepare(`
+      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error)
+      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, @error)
+      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error`),
+    seriesTotals: db.prepare(`
+      SELECT COALESCE(SUM(pages), 0) AS pages, COALESCE(SUM(items_served), 0) AS served, COALESCE(SUM(items_written), 0) AS written,
+             COALESCE(SUM(duplicates), 0) AS duplicates FROM series WHERE run_id = ?`),
+    seriesEnds: db.prepare(`SELECT status, reason, COUNT(*) AS n FROM series WHERE run_id = ? GROUP BY status, reason`),
+    insertPage: db.prepare(`INSERT INTO pages (seq, run_id, page_key, series_id, number, meta, output, raw, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    journalAfter: db.prepare(`SELECT * FROM pages WHERE seq > ? ORDER BY seq`),
+    prune: db.prepare(`DELETE FROM pages WHERE seq <= ?`),
+    dropRunPages: db.prepare(`DELETE FROM pages WHERE run_id = ?`),
+    dropRunSeries: db.prepare(`DELETE FROM series WHERE run_id = ?`),
+    markAbandoned: db.prepare(`UPDATE runs SET status = 'abandoned', finished_at = ? WHERE run_id = ?`),
+    insertSpend: db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
+    spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
+    spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
+    runSinkStart: db.prepare(`INSERT OR IGNORE INTO run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES (?, ?, ?, ?)`),
+    runSinks: db.prepare(`SELECT sink_id, start_seq, start_bytes FROM run_sinks WHERE run_id = ?`),
+  };
 
   return {
     db,
-    startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string }): void {
-      insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint);
+    path: db.name,
+
+    startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void {
+      statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget);
+    },
+    reopenRun(runId: string, budget: number | null): void {
+      statements.reopenRun.run(budget, runId);
     },
     finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): void {
-      updateRun.run(status, finishedAt, summary === undefined ? null : JSON.stringify(summary), error ?? null, runId);
+      statements.finishRun.run(status, finishedAt, summary === undefined ? null : JSON.stringify(summary), error ?? null, runId);
     },
-    recordSeries(runId: string, record: SeriesRecord): void {
-      upsertSeries.run({ runId, ...record });
+    latestRun(pipeline: string): RunRecord | undefined {
+      const row = statements.latestRun.get(pipeline) as Record<string, unknown> | undefined;
+      return row && toRunRecord(row);
     },
     runs(pipeline: string): RunRecord[] {
-      return (selectRuns.all(pipeline) as Record<string, string | null>[]).map((row) => ({
-        runId: row.run_id as string,
-        pipeline: row.pipeline as string,
-        status: row.status as string,
-        startedAt: row.started_at as string,
-        finishedAt: row.finished_at ?? null,
-        fingerprint: row.fingerprint as string,
-        summary: row.summary ? JSON.parse(row.summary) : null,
-        error: row.error ?? null,
-      }));
+      return (statements.runsOf.all(pipeline) as Record<string, unknown>[]).map(toRunRecord);
+    },
+    /** Abandons an unfinished run (`--fresh`): its journal and series go; its spend stays (it was paid). */
+    abandonRun(runId: string, at: string): void {
+      db.transaction(() => {
+        statements.dropRunPages.run(runId);
+        statements.dropRunSeries.run(runId);
+        statements.markAbandoned.run(at, runId);
+      })();
+    },
+
+    /** The next journal sequence number (call inside the page's transaction). */
+    nextSeq(): number {
+      return statements.nextSeq.get() as number;
+    },
+    currentSeq(): number {
+      return statements.currentSeq.get() as number;
+    },
+
+    progress(runId: string, seriesId: string): SeriesProgress | undefined {
+      const row = statements.progress.get(runId, seriesId) as Record<string, unknown> | undefined;
+      if (!row) return undefined;
+      return {
+        seriesId,
+        status: row.status as SeriesProgress['status'],
+        reason: (row.reason as string | null) ?? null,
+        nextPage: (row.next_page as number | null) ?? null,
+        pages: row.pages as number,
+        digest: (row.digest as string | null) ?? null,
+        noNew: row.no_new as number,
+        state: row.state ? (JSON.parse(row.state as string) as Record<string, object>) : null,
+        error: (row.error as string | null) ?? null,
+      };
+    },
+    /** A page's effect on its series, committed with the page. */
+    commitSeries(runId: string, series: SeriesIdentity, page: {
+      status: 'active' | 'ended';
+      reason: string | null;
+      nextPage: number;
+      served: number;
+      written: number;
+      duplicates: number;
+      digest: string;
+      noNew: number;
+      state: string | null;
+    }): void {
+      statements.commitSeries.run({ runId, ...series, ...page });
+    },
+    /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
+    endSeries(runId: string, series: SeriesIdentity, end: { status: 'ended' | 'stopped'; reason: string; nextPage: number | null; error: string | null }): void {
+      statements.endSeries.run({ runId, ...series, ...end });
+    },
+    seriesTotals(runId: string): { pages: number; served: number; written: number; duplicates: number } {
+      return statements.seriesTotals.get(runId) as { pages: number; served: number; written: number; duplicates: number };
+    },
+    seriesEnds(runId: string): { status: string; reason: string | null; n: number }[] {
+      return statements.seriesEnds.all(runId) as { status: string; reason: string | null; n: number }[];
+    },
+
+    journal(entry: Omit<JournalEntry, 'meta' | 'output'> & { meta: string; output: string; raw: string | null }): void {
+      statements.insertPage.run(entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw, new Date().toISOString());
+    },
+    *journalAfter(seq: number): Generator<JournalEntry> {
+      for (const row of statements.journalAfter.iterate(seq) as Iterable<Record<string, unknown>>) {
+        yield {
+          seq: row.seq as number,
+          runId: row.run_id as string,
+          pageKey: row.page_key as string,
+          seriesId: row.series_id as string,
+          number: row.number as number,
+          meta: JSON.parse(row.meta as string) as Record<string, unknown>,
+          output: JSON.parse(row.output as string) as unknown[],
+        };
+      }
+    },
+    /** Journal entries every sink holds are no longer needed (unless the journal is kept). */
+    prune(heldByAll: number): void {
+      statements.prune.run(heldByAll);
+    },
+
+    spend(row: SpendRow): void {
+      statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs);
+    },
+    spendOf(runId: string) {
+      const totals = statements.spendOf.get(runId) as { spent: number; uncertain: number; requests: number; retries: number };
+      const byStatus = Object.fromEntries((statements.spendByStatus.all(runId) as { status: string; n: number }[]).map((r) => [r.status, r.n]));
+      const byEndpoint = Object.fromEntries((statements.spendByPath.all(runId) as { path: string; credits: number }[]).map((r) => [r.path, r.credits]));
+      return { ...totals, byStatus, byEndpoint };
+    },
+
+    /** Where a sink stood when a run began, so that an abandoned run's output can be taken back. */
+    recordSinkStart(runId: string, sinkId: string, seq: number, bytes: number | null): void {
+      statements.runSinkStart.run(runId, sinkId, seq, bytes);
+    },
+    sinkStarts(runId: string): Map<string, { seq: number; bytes: number | null }> {
+      const rows = statements.runSinks.all(runId) as { sink_id: string; start_seq: number; start_bytes: number | null }[];
+      return new Map(rows.map((r) => [r.sink_id, { seq: r.start_seq, bytes: r.start_bytes }]));
     },
   };
 }
 
 export type StateStore = ReturnType<typeof openStateStore>;
+
+function toRunRecord(row: Record<string, unknown>): RunRecord {
+  return {
+    runId: row.run_id as string,
+    pipeline: row.pipeline as string,
+    status: row.status as string,
+    startedAt: row.started_at as string,
+    finishedAt: (row.finished_at as string | null) ?? null,
+    fingerprint: row.fingerprint as string,
+    plan: JSON.parse(row.plan as string) as Record<string, unknown>,
+    budget: (row.budget as number | null) ?? null,
+    summary: row.summary ? (JSON.parse(row.summary as string) as Record<string, unknown>) : null,
+    error: (row.error as string | null) ?? null,
+    invocations: row.invocations as number,
+  };
+}

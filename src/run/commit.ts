@@ -1,0 +1,155 @@
+import type { Page, Series } from '../pipeline/page.ts';
+import type { Sink } from '../sinks/sink.ts';
+import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sources/source.ts';
+import { toJson } from '../stages/json.ts';
+import type { SeriesIdentity, SpendRow, StateStore } from '../state/store.ts';
+import { crashPoint } from './crash-points.ts';
+import type { SeriesStates } from '../pipeline/context.ts';
+
+export interface CommitterOptions {
+  store: StateStore;
+  runId: string;
+  sinks: readonly Sink<unknown>[];
+  states: SeriesStates;
+  /** Keep journal entries (with the raw answers) after every sink holds them. */
+  keepJournal: boolean;
+}
+
+/**
+ * Exactly once, page by page (DESIGN §4). A page that came out of the stages commits in one transaction of the
+ * state store: its series' progress and stage state, the spend of its request, its journal entry, and the rows of
+ * every SQLite sink in the same file. Sinks elsewhere then take the committed page and record that they hold it.
+ * After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or
+ * sending a request.
+ */
+export function createCommitter({ store, runId, sinks, states, keepJournal }: CommitterOptions) {
+  // SQLite sinks in the state store's own file commit inside the page's transaction; the others after it.
+  const inside = sinks.filter((sink) => sink.kind === 'sqlite' && sink.path === store.path);
+  const after = sinks.filter((sink) => !inside.includes(sink));
+  const needsJournal = keepJournal || after.some((sink) => sink.held !== undefined);
+  const replayable = sinks.filter((sink) => sink.held !== undefined);
+  const noNew = new Map<string, number>();
+  const committed = new Map<string, number>();
+  const pendingEnds = new Map<string, { series: Series; end: SeriesEnd }>();
+  const ledger: SpendRow[] = [];
+
+  const writeEnd = (series: Series, end: SeriesEnd) => {
+    store.endSeries(runId, identity(series), {
+      status: end.reason === 'stopped' ? 'stopped' : 'ended',
+      reason: end.reason === 'stopped' ? end.stop : end.reason,
+      nextPage: null,
+      error: end.error === undefined ? null : end.error instanceof Error ? end.error.message : String(end.error),
+    });
+  };
+
+  /** Once a series has ended and every page it handed on is committed: record a pageless end, free its state. */
+  const settle = (seriesId: string) => {
+    const pending = pendingEnds.get(seriesId);
+    if (pending && (committed.get(seriesId) ?? 0) >= pending.end.pages) {
+      pendingEnds.delete(seriesId);
+      if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) writeEnd(pending.series, pending.end);
+      states.release(seriesId);
+      committed.delete(seriesId);
+      noNew.delete(seriesId);
+    }
+  };
+
+  const prune = () => {
+    if (keepJournal || replayable.length === 0) return;
+    store.prune(Math.min(...replayable.map((sink) => (sink.held as () => number)())));
+  };
+
+  return {
+    /** A series resumes with the no-new streak it had. */
+    resumeSeries(seriesId: string, streak: number): void {
+      noNew.set(seriesId, streak);
+    },
+
+    /** Spend of a request: written at once, or, for a 2xx, with the next page's transaction. */
+    spend(row: SpendRow): void {
+      if (/^2\d\d$/.test(row.status)) ledger.push(row);
+      else store.spend(row);
+    },
+
+    /** Commits a page that came out of the stages; returns what the source needs for its no_new rule. */
+    async commit(page: Page<unknown>): Promise<{ new: number; end?: SeriesEndReason }> {
+      const id = page.series.id;
+      const fresh = page.meta.dedupe?.new ?? page.items.length;
+      const streak = fresh === 0 ? (noNew.get(id) ?? 0) + 1 : 0;
+      noNew.set(id, streak);
+      const end: SeriesEndReason | undefined =
+        page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
+      let seq = 0;
+      store.db.transaction(() => {
+        seq = store.nextSeq();
+        for (const row of ledger.splice(0)) store.spend(row);
+        store.commitSeries(runId, identity(page.series), {
+          status: end ? 'ended' : 'active',
+          reason: end ?? null,
+          nextPage: page.number + 1,
+          served: page.meta.served,
+          written: page.items.length,
+          duplicates: page.meta.dedupe?.duplicates ?? 0,
+          digest: page.meta.digest ?? '',
+          noNew: streak,
+          state: states.serialize(id),
+        });
+        if (needsJournal) {
+          store.journal({
+            seq,
+            runId,
+            pageKey: page.key,
+            seriesId: id,
+            number: page.number,
+            meta: toJson({ ...page.meta, series: page.series }),
+            output: toJson(page.items),
+            raw: null,
+          });
+        }
+        for (const sink of inside) sink.write(page, seq);
+        crashPoint('page-transaction');
+      })();
+      crashPoint('after-commit');
+      for (const [index, sink] of after.entries()) {
+        if (index > 0 || inside.length > 0) crashPoint('between-sinks');
+        await sink.write(page, seq);
+      }
+      prune();
+      committed.set(id, (committed.get(id) ?? 0) + 1);
+      settle(id);
+      return end ? { new: fresh, end } : { new: fresh };
+    },
+
+    /** A series ended: ends carried by a page are already committed; the others are written once its pages are. */
+    seriesEnded(series: Series, end: SeriesEnd): void {
+      pendingEnds.set(series.id, { series, end });
+      settle(series.id);
+    },
+
+    /** Re-delivers to each sink the committed pages it lacks (after a crash between a commit and a sink). */
+    async replay(): Promise<number> {
+      let delivered = 0;
+      for (const sink of replayable) {
+        const held = (sink.held as () => number)();
+        for (const entry of store.journalAfter(held)) {
+          const { series, ...meta } = entry.meta as unknown as { series: Series } & Page['meta'];
+          await sink.write({ key: entry.pageKey, series, number: entry.number, items: entry.output, meta }, entry.seq);
+          delivered += 1;
+        }
+      }
+      prune();
+      return delivered;
+    },
+
+    /** Spend rows of answers whose pages never committed (the run ended first): still paid, still recorded. */
+    flush(): void {
+      if (ledger.length > 0) store.db.transaction(() => ledger.splice(0).forEach((row) => store.spend(row)))();
+    },
+  };
+}
+
+export type Committer = ReturnType<typeof createCommitter>;
+
+function identity(series: Series): SeriesIdentity {
+  return { seriesId: series.id, endpoint: series.endpoint, query: series.query, country: series.country, lang: series.lang };
+}

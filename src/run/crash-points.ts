@@ -1,0 +1,24 @@
+/**
+ * Places where a test can kill the process to prove that nothing committed is lost and nothing is paid twice:
+ * `WEBDATA_CRASH_AT=<point>[:<n>]` sends SIGKILL to this process the n-th time (default the first) it reaches
+ * the point. Unset (always, outside tests), a crash point costs one comparison.
+ */
+export type CrashPoint =
+  /** Inside the page's transaction, after its rows were written, before the commit. */
+  | 'page-transaction'
+  /** After a file sink's synchronous write, before its checkpoint. */
+  | 'file-before-checkpoint'
+  /** After one sink committed a page, before the next sink got it. */
+  | 'between-sinks'
+  /** After a page's state committed, before any sink outside its transaction got it. */
+  | 'after-commit';
+
+const setting = process.env.WEBDATA_CRASH_AT;
+const [target, countText] = setting ? setting.split(':') : [];
+let remaining = countText ? Number(countText) : 1;
+
+export function crashPoint(point: CrashPoint): void {
+  if (target !== point) return;
+  remaining -= 1;
+  if (remaining === 0) process.kill(process.pid, 'SIGKILL');
+}

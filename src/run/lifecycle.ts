@@ -1,0 +1,97 @@
+import { type RunRecord, UNFINISHED } from '../state/store.ts';
+
+export interface LifecycleOptions {
+  /** Abandon an unfinished run (its partial rows go) and start a new one. Finished runs are never touched. */
+  fresh?: boolean | undefined;
+  /** Continue a finished run that stopped on its budget, or retry its failed series. */
+  resume?: boolean | undefined;
+  /** With `resume`: the run's new total credit cap. */
+  budget?: number | undefined;
+}
+
+export type Decision =
+  | { mode: 'new'; abandon?: RunRecord | undefined; budget: number | null }
+  | { mode: 'resume'; run: RunRecord; retryFailed: boolean; budget: number | null };
+
+/** Why a run cannot start as asked; the message says what to do. */
+export class RunLifecycleError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RunLifecycleError';
+  }
+}
+
+/**
+ * What this invocation does (DESIGN §4): an interrupted run resumes by default; a finished run makes the next
+ * invocation a new run; `resume` continues a finished run stopped by its budget (with a new cap) or retries its
+ * failed series; `fresh` abandons an unfinished run. Resuming a different plan is refused.
+ */
+export function decide(
+  latest: RunRecord | undefined,
+  plan: { fingerprint: string; data: Record<string, unknown> },
+  pipelineBudget: number | null,
+  options: LifecycleOptions,
+): Decision {
+  if (options.fresh && options.resume) throw new RunLifecycleError('--fresh and --resume contradict each other: choose one');
+  const unfinished = latest !== undefined && UNFINISHED.has(latest.status);
+
+  if (options.fresh) return { mode: 'new', abandon: unfinished ? latest : undefined, budget: options.budget ?? pipelineBudget };
+
+  if (unfinished) {
+    checkSamePlan(latest, plan);
+    // The budget caps the run across all its resumes; a new cap may be given.
+    return { mode: 'resume', run: latest, retryFailed: options.resume === true, budget: options.budget ?? latest.budget ?? pipelineBudget };
+  }
+
+  if (!options.resume) return { mode: 'new', budget: options.budget ?? pipelineBudget };
+
+  if (!latest) throw new RunLifecycleError('nothing to resume: this pipeline has no runs yet (run it without --resume)');
+  checkSamePlan(latest, plan);
+  if (latest.status === 'budget') {
+    const spent = Number((latest.summary?.credits as { spent?: number } | undefined)?.spent ?? 0);
+    const budget = options.budget ?? latest.budget ?? pipelineBudget;
+    if (budget !== null && budget <= spent) {
+      throw new RunLifecycleError(
+        `run ${latest.runId} stopped on its budget after spending ${spent} credits of ${budget}: resume it with a larger total cap (--budget N, N > ${spent})`,
+      );
+    }
+    return { mode: 'resume', run: latest, retryFailed: true, budget };
+  }
+  if (latest.status === 'failed_series') return { mode: 'resume', run: latest, retryFailed: true, budget: options.budget ?? latest.budget ?? pipelineBudget };
+  throw new RunLifecycleError(
+    `nothing to resume: the last run (${latest.runId}) ${latest.status === 'completed' ? 'completed' : `ended as ${latest.status}`}; run without --resume to start a new run`,
+  );
+}
+
+function checkSamePlan(run: RunRecord, plan: { fingerprint: string; data: Record<string, unknown> }): void {
+  if (run.fingerprint === plan.fingerprint) return;
+  throw new RunLifecycleError(
+    `run ${run.runId} was started with a different plan, so it cannot be resumed: ${describeChange(run.plan, plan.data)}. ` +
+      'Restore the previous plan to resume it, or run with --fresh to abandon it (its partial rows go) and start a new run.',
+  );
+}
+
+/** "queries: added "x", removed "y"; maxPages: 3 → 5". */
+export function describeChange(before: Record<string, unknown>, after: Record<string, unknown>): string {
+  const changes: string[] = [];
+  for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    const a = before[key];
+    const b = after[key];
+    if (JSON.stringify(a) === JSON.stringify(b)) continue;
+    if (Array.isArray(a) && Array.isArray(b)) {
+      const was = new Set(a.map((v) => JSON.stringify(v)));
+      const now = new Set(b.map((v) => JSON.stringify(v)));
+      const added = [...now].filter((v) => !was.has(v));
+      const removed = [...was].filter((v) => !now.has(v));
+      const parts = [added.length ? `added ${clip(added)}` : '', removed.length ? `removed ${clip(removed)}` : ''].filter(Boolean);
+      changes.push(`${key}: ${parts.join(', ') || 'reordered'}`);
+    } else {
+      changes.push(`${key}: ${JSON.stringify(a) ?? 'none'} → ${JSON.stringify(b) ?? 'none'}`);
+    }
+  }
+  return changes.join('; ') || 'the plan changed';
+}
+
+function clip(values: string[]): string {
+  return values.length > 5 ? `${values.slice(0, 5).join(', ')} and ${values.length - 5} more` : values.join(', ');
+}
