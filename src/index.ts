@@ -37,3 +37,7 @@ export { toCsv, type CsvSinkOptions, DEFAULT_CSV_COLUMNS } from './sinks/csv.ts'
 export { definePipeline, pipelineSchema, type Pipeline, type PipelineDefinition } from './run/define.ts';
 export { run, type RunOptions, type RunEvent } from './run/run.ts';
 export { runSummarySchema, type RunSummary, type RunStatus } from './run/summary.ts';
+export { stopOnSignals } from './run/signals.ts';
+export { RunLifecycleError, type LifecycleOptions } from './run/lifecycle.ts';
+export { LeaseHeldError } from './state/lease.ts';
+export { statePath } from './run/run.ts';

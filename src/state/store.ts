@@ -190,7 +190,7 @@ export function openStateStore(db: Database.Database) {
              COALESCE(SUM(duplicates), 0) AS duplicates FROM series WHERE run_id = ?`),
     seriesEnds: db.prepare(`SELECT status, reason, COUNT(*) AS n FROM series WHERE run_id = ? GROUP BY status, reason`),
     insertPage: db.prepare(`INSERT INTO pages (seq, run_id, page_key, series_id, number, meta, output, raw, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    journalAfter: db.prepare(`SELECT * FROM pages WHERE seq > ? ORDER BY seq`),
+    journalAfter: db.prepare(`SELECT * FROM pages WHERE seq > ? ORDER BY seq LIMIT 256`),
     prune: db.prepare(`DELETE FROM pages WHERE seq <= ?`),
     dropRunPages: db.prepare(`DELETE FROM pages WHERE run_id = ?`),
     dropRunSeries: db.prepare(`DELETE FROM series WHERE run_id = ?`),
@@ -283,17 +283,24 @@ export function openStateStore(db: Database.Database) {
     journal(entry: Omit<JournalEntry, 'meta' | 'output'> & { meta: string; output: string; raw: string | null }): void {
       statements.insertPage.run(entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw, new Date().toISOString());
     },
+    /** Journal entries after `seq`, in order. Read in batches: a sink may write to this connection in between. */
     *journalAfter(seq: number): Generator<JournalEntry> {
-      for (const row of statements.journalAfter.iterate(seq) as Iterable<Record<string, unknown>>) {
-        yield {
-          seq: row.seq as number,
-          runId: row.run_id as string,
-          pageKey: row.page_key as string,
-          seriesId: row.series_id as string,
-          number: row.number as number,
-          meta: JSON.parse(row.meta as string) as Record<string, unknown>,
-          output: JSON.parse(row.output as string) as unknown[],
-        };
+      let after = seq;
+      for (;;) {
+        const rows = statements.journalAfter.all(after) as Record<string, unknown>[];
+        if (rows.length === 0) return;
+        for (const row of rows) {
+          after = row.seq as number;
+          yield {
+            seq: after,
+            runId: row.run_id as string,
+            pageKey: row.page_key as string,
+            seriesId: row.series_id as string,
+            number: row.number as number,
+            meta: JSON.parse(row.meta as string) as Record<string, unknown>,
+            output: JSON.parse(row.output as string) as unknown[],
+          };
+        }
       }
     },
     /** Journal entries every sink holds are no longer needed (unless the journal is kept). */
