@@ -27,9 +27,9 @@ export function pipe<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: r
  * that went in, and no stage takes a page before the previous one came out. A page that never reached the
  * sinks would be paid for again on resume, and state a stage changed could not be tied to its page.
  */
-export async function* throughStages<O = unknown>(pages: AsyncIterable<Page>, stages: readonly Stage[], ctx: RunContext): AsyncGenerator<Page<O>> {
-  let inside: Page | undefined;
-  async function* gate(): AsyncGenerator<Page> {
+export async function* throughStages<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: readonly Stage[], ctx: RunContext): AsyncGenerator<Page<O>> {
+  let inside: Page<unknown> | undefined;
+  async function* gate(): AsyncGenerator<Page<unknown>> {
     for await (const page of pages) {
       if (inside) {
         throw new StageContractError(
