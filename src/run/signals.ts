@@ -3,7 +3,11 @@
  * the run can be resumed); a second one aborts (requests in flight are cancelled). Returns the two signals to pass
  * to `run()` and a function that removes the handlers.
  */
-export function stopOnSignals(log: (message: string) => void = (m) => process.stderr.write(`${m}\n`)) {
+export function stopOnSignals(log: (message: string) => void = (m) => process.stderr.write(`${m}\n`)): {
+  signal: AbortSignal;
+  abortSignal: AbortSignal;
+  dispose(): void;
+} {
   const stop = new AbortController();
   const abort = new AbortController();
   const handler = (signal: NodeJS.Signals) => {

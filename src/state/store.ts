@@ -204,7 +204,7 @@ export function openStateStore(db: Database.Database) {
   };
 
   return {
-    db,
+    db: db as Database.Database,
     path: db.name,
 
     startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void {
