@@ -1,0 +1,149 @@
+// nginx as the rate limiter: a leaky bucket written by someone else, so the scheduler is measured against a limit
+// it was not developed alongside (the simulator's token bucket and the scheduler share authors and assumptions).
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+
+export const NGINX_BINARY = '/usr/sbin/nginx';
+
+export interface NginxLimiter {
+  /** `{base_url}` through nginx. */
+  readonly url: string;
+  /** Statuses nginx sent, from its access log: the server's own count, independent of the scheduler's. */
+  statusCounts(): Promise<Record<string, number>>;
+  close(): Promise<void>;
+}
+
+export interface NginxOptions {
+  /** `http://127.0.0.1:<port>` of the upstream (the simulator, unlimited). */
+  upstreamPort: number;
+  ratePerSecond: number;
+  burst: number;
+}
+
+export function nginxAvailable(): boolean {
+  return existsSync(NGINX_BINARY);
+}
+
+export async function nginxVersion(): Promise<string | undefined> {
+  if (!nginxAvailable()) return undefined;
+  // nginx prints its version on stderr.
+  const { stderr } = await promisify(execFile)(NGINX_BINARY, ['-v']);
+  return stderr.trim().replace(/^nginx version:\s*/, '');
+}
+
+/** A port that was free a moment ago; nginx cannot take port 0 and tell us which one it got. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('could not find a free port');
+  return address.port;
+}
+
+function config(dir: string, port: number, options: NginxOptions): string {
+  const temp = (name: string) => join(dir, name);
+  // $server_name is the key, so server_name must be set: nginx does not account requests with an empty key.
+  // The upstream keepalive timeout stays under Node's 5 s server default, so nginx never reuses a socket the
+  // simulator is closing (which would show up as 502s that have nothing to do with the scheduler).
+  return `daemon off;
+master_process on;
+worker_processes 1;
+pid ${temp('nginx.pid')};
+error_log ${temp('error.log')} warn;
+events { worker_connections 1024; }
+http {
+  log_format status '$status';
+  access_log ${temp('access.log')} status;
+  client_body_temp_path ${temp('client_body')};
+  proxy_temp_path ${temp('proxy')};
+  fastcgi_temp_path ${temp('fastcgi')};
+  uwsgi_temp_path ${temp('uwsgi')};
+  scgi_temp_path ${temp('scgi')};
+  limit_req_zone $server_name zone=api:1m rate=${options.ratePerSecond}r/s;
+  upstream simulator {
+    server 127.0.0.1:${options.upstreamPort};
+    keepalive 64;
+    keepalive_timeout 4s;
+  }
+  server {
+    listen 127.0.0.1:${port};
+    server_name bench-api;
+    location = /__ready { access_log off; return 204; }
+    location / {
+      limit_req zone=api burst=${options.burst} nodelay;
+      limit_req_status 429;
+      proxy_pass http://simulator;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffers 16 16k;
+    }
+  }
+}
+`;
+}
+
+export async function startNginx(options: NginxOptions): Promise<NginxLimiter> {
+  const dir = await mkdtemp(join(tmpdir(), 'webdata-bench-nginx-'));
+  // Run as root, nginx hands its workers to an unprivileged user, which must be able to reach the temp paths.
+  await chmod(dir, 0o755);
+  const port = await freePort();
+  const file = join(dir, 'nginx.conf');
+  await writeFile(file, config(dir, port, options));
+  const child: ChildProcess = spawn(NGINX_BINARY, ['-p', dir, '-c', file, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let running = true;
+  void exited.then(() => (running = false));
+
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    if (!running) {
+      const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
+      await rm(dir, { recursive: true, force: true });
+      throw new Error(`nginx exited at start: ${stderr}${log}`);
+    }
+    try {
+      const response = await fetch(`${base}/__ready`);
+      if (response.status === 204) break;
+    } catch {
+      // Not listening yet.
+    }
+    if (performance.now() > deadline) {
+      child.kill('SIGTERM');
+      throw new Error(`nginx did not answer within 10 s: ${stderr}`);
+    }
+    await sleep(50);
+  }
+
+  return {
+    url: `${base}/api/v1`,
+    async statusCounts() {
+      const text = await readFile(join(dir, 'access.log'), 'utf8').catch(() => '');
+      const counts: Record<string, number> = {};
+      for (const line of text.split('\n')) if (line.trim() !== '') counts[line.trim()] = (counts[line.trim()] ?? 0) + 1;
+      return counts;
+    },
+    async close() {
+      if (running) {
+        // SIGQUIT lets the worker finish what it is serving; SIGTERM if it lingers.
+        child.kill('SIGQUIT');
+        const timer = setTimeout(() => child.kill('SIGTERM'), 5000);
+        await exited;
+        clearTimeout(timer);
+      }
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

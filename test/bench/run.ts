@@ -1,0 +1,78 @@
+// `npm run bench [-- --quick]`: the scheduler against rate-limited and faulty servers, on the real clock.
+// Figures go to stdout as one JSON object (so that runs can be compared by a script); progress goes to stderr.
+import { cpus, totalmem } from 'node:os';
+import { nginxAvailable, nginxVersion, NGINX_BINARY } from './nginx.ts';
+import { scenarioBudget, scenarioRateAboveLimit, scenarioRateAtLimit, scenarioServerErrors } from './scenarios.ts';
+
+const quick = process.argv.includes('--quick');
+const windowMs = quick ? 8_000 : 30_000;
+
+/** Indented JSON, but with arrays of plain values on one line: per-second series stay readable. */
+function compactJson(value: unknown): string {
+  return JSON.stringify(value, null, 2).replace(/\[\s*\n([^[\]{}]*?)\n\s*\]/g, (_, inner: string) => `[${inner.split('\n').map((line) => line.trim()).join(' ')}]`);
+}
+
+const machine = () => {
+  const list = cpus();
+  return {
+    cpu: list[0]?.model ?? 'unknown',
+    cpus: list.length,
+    totalMemoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    platform: `${process.platform}-${process.arch}`,
+  };
+};
+
+const started = new Date();
+const withNginx = nginxAvailable();
+const skipped = { skipped: true, note: `${NGINX_BINARY} not found: nginx scenarios skipped` };
+
+const a_simulator = await scenarioRateAtLimit('simulator', windowMs);
+const a_nginx = withNginx ? await scenarioRateAtLimit('nginx', windowMs) : skipped;
+const b_simulator = await scenarioRateAboveLimit('simulator', windowMs);
+const b_nginx = withNginx ? await scenarioRateAboveLimit('nginx', windowMs) : skipped;
+const c_simulator = await scenarioServerErrors();
+const d_simulator = await scenarioBudget();
+
+type Measured = { achievedOverServerLimit: number | null; share429: number | null };
+const measured = (s: Measured | typeof skipped): s is Measured => !('skipped' in s);
+
+// Goals are reported beside the figures, never enforced: the exit code says only whether the benchmark ran.
+const goals: { scenario: string; goal: string; value: unknown; met: boolean }[] = [];
+for (const [name, scenario, minRatio, max429] of [
+  ['a_simulator', a_simulator, 0.98, 0.01],
+  ['a_nginx', a_nginx, 0.98, 0.01],
+  ['b_simulator', b_simulator, 0.95, 0.02],
+  ['b_nginx', b_nginx, 0.95, 0.02],
+] as const) {
+  if (!measured(scenario)) continue;
+  const achieved = scenario.achievedOverServerLimit ?? 0;
+  const limited = scenario.share429 ?? 1;
+  goals.push({ scenario: name, goal: `achieved / server limit >= ${minRatio}`, value: achieved, met: achieved >= minRatio });
+  goals.push({ scenario: name, goal: `429 share <= ${max429 * 100} %`, value: limited, met: limited <= max429 });
+}
+goals.push({
+  scenario: 'c_simulator',
+  goal: 'every planned page fetched; credits spent = pages fetched = credits debited',
+  value: { planned: c_simulator.work.planned, fetched: c_simulator.fetched, spent: c_simulator.creditsSpent, debited: c_simulator.creditsDebitedBySimulator },
+  met: c_simulator.allFetched && c_simulator.spentEqualsFetched && c_simulator.spentEqualsDebited,
+});
+goals.push({
+  scenario: 'd_simulator',
+  goal: 'credits spent / min(budget, pages) = 1.0, never above the budget (scheduler and simulator)',
+  value: { spentOverNeeded: d_simulator.spentOverNeeded, debitedOverNeeded: d_simulator.debitedOverNeeded, maxSpentPlusReservedSeen: d_simulator.maxSpentPlusReservedSeen },
+  met: d_simulator.spentOverNeeded === 1 && d_simulator.debitedOverNeeded === 1 && d_simulator.neverAboveBudget,
+});
+
+const report = {
+  benchmark: 'webdata-etl scheduler',
+  date: started.toISOString(),
+  node: process.version,
+  machine: machine(),
+  nginx: withNginx ? { binary: NGINX_BINARY, version: await nginxVersion() } : { binary: null, note: skipped.note },
+  mode: quick ? 'quick' : 'full',
+  windowSeconds: windowMs / 1000,
+  durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
+  goals,
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator },
+};
+process.stdout.write(`${compactJson(report)}\n`);

@@ -1,0 +1,90 @@
+// The two kinds of rate-limited server a scenario can run against, behind one shape, so that each scenario is
+// written once and the limiter is the only thing that changes.
+import { randomBytes } from 'node:crypto';
+import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/index.ts';
+import { startNginx } from './nginx.ts';
+
+export type ServerKind = 'simulator' | 'nginx';
+
+export interface Target {
+  kind: ServerKind;
+  /** `{base_url}` the client talks to. */
+  url: string;
+  apiKey: string;
+  /** The simulator behind it (the limiter itself, or the upstream of nginx): it counts credits debited. */
+  sim: Simulator;
+  /** What the limiter itself says it answered, by status (its own count, not the scheduler's). */
+  serverStatuses(): Promise<Record<string, number>>;
+  limiter: { algorithm: string; ratePerSecond: number | null; burst: number | null; retryAfter: string };
+  close(): Promise<void>;
+}
+
+export interface LimitedOptions {
+  ratePerSecond: number;
+  burst: number;
+  latencyMs: number;
+  /** Simulator only (nginx sends none): whether 429s carry Retry-After. */
+  retryAfter: 'seconds' | 'none';
+}
+
+/** A fresh key per run, so that nothing in a report could be mistaken for a real credential. */
+const benchKey = () => `bench_${randomBytes(12).toString('hex')}`;
+
+export async function limitedTarget(kind: ServerKind, options: LimitedOptions): Promise<Target> {
+  const apiKey = benchKey();
+  if (kind === 'simulator') {
+    const sim = await startSimulator({
+      latencyMs: options.latencyMs,
+      retryAfter: options.retryAfter,
+      keys: [{ key: apiKey, name: 'main', ratePerSecond: options.ratePerSecond, burst: options.burst }],
+    });
+    return {
+      kind,
+      url: sim.url,
+      apiKey,
+      sim,
+      serverStatuses: async () => sim.stats().byStatus,
+      limiter: {
+        algorithm: 'simulator token bucket',
+        ratePerSecond: options.ratePerSecond,
+        burst: options.burst,
+        retryAfter: options.retryAfter === 'none' ? 'none' : 'seconds (rounded up, at least 1)',
+      },
+      close: () => sim.close(),
+    };
+  }
+  const sim = await startSimulator({ latencyMs: options.latencyMs, keys: [{ key: apiKey, name: 'main' }] });
+  try {
+    const nginx = await startNginx({ upstreamPort: sim.port, ratePerSecond: options.ratePerSecond, burst: options.burst });
+    return {
+      kind,
+      url: nginx.url,
+      apiKey,
+      sim,
+      serverStatuses: () => nginx.statusCounts(),
+      limiter: { algorithm: 'nginx limit_req (leaky bucket, nodelay)', ratePerSecond: options.ratePerSecond, burst: options.burst, retryAfter: 'none' },
+      close: async () => {
+        await nginx.close();
+        await sim.close();
+      },
+    };
+  } catch (error) {
+    await sim.close();
+    throw error;
+  }
+}
+
+/** An unlimited key: for scenarios about faults and budgets, where the rate limit would only blur the figures. */
+export async function unlimitedTarget(options: Pick<SimulatorOptions, 'latencyMs' | 'faults' | 'seed'>): Promise<Target> {
+  const apiKey = benchKey();
+  const sim = await startSimulator({ ...options, keys: [{ key: apiKey, name: 'main' }] });
+  return {
+    kind: 'simulator',
+    url: sim.url,
+    apiKey,
+    sim,
+    serverStatuses: async () => sim.stats().byStatus,
+    limiter: { algorithm: 'none', ratePerSecond: null, burst: null, retryAfter: 'n/a' },
+    close: () => sim.close(),
+  };
+}
