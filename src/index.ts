@@ -41,3 +41,6 @@ export { stopOnSignals } from './run/signals.ts';
 export { RunLifecycleError, type LifecycleOptions } from './run/lifecycle.ts';
 export { LeaseHeldError } from './state/lease.ts';
 export { statePath } from './run/run.ts';
+export { runFromCommandLine } from './cli/run-command.ts';
+export { EXIT, exitCodeFor } from './cli/exit-codes.ts';
+export { pipelineFromConfig, jsonConfigSchema, type JsonConfig } from './config/json-config.ts';

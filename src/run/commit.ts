@@ -39,6 +39,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal }: Co
       reason: end.reason === 'stopped' ? end.stop : end.reason,
       nextPage: null,
       error: end.error === undefined ? null : end.error instanceof Error ? end.error.message : String(end.error),
+      errorKind: end.error === undefined ? null : ((end.error as { kind?: string }).kind ?? 'error'),
     });
   };
 

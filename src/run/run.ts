@@ -40,8 +40,8 @@ export interface RunOptions extends LifecycleOptions {
 
 export type RunEvent =
   | SchedulerEvent
-  | { type: 'start'; runId: string; pipeline: string; series: number; maxPages: number; resumed: boolean; replayed: number }
-  | { type: 'page'; key: string; series: string; number: number; items: number; served: number }
+  | { type: 'start'; runId: string; pipeline: string; series: number; maxPages: number; budget: number | null; spentBefore: number; resumed: boolean; replayed: number }
+  | { type: 'page'; key: string; series: string; number: number; items: number; served: number; duplicates: number }
   | { type: 'series'; series: string; reason: string; pages: number };
 
 /**
@@ -93,6 +93,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     const committer = createCommitter({ store, runId, sinks: opened, states, keepJournal });
     const replayed = await committer.replay();
 
+    const spentBefore = previous ? store.spendOf(runId).spent : 0;
     const scheduler = createScheduler({
       rate: pipeline.rate.requestsPerSecond
         ? { requestsPerSecond: pipeline.rate.requestsPerSecond }
@@ -102,7 +103,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       concurrency: pipeline.rate.concurrency,
       ...(decision.budget === null ? {} : { budget: { maxCredits: decision.budget } }),
       // The budget caps the run across all its invocations.
-      spentBefore: previous ? store.spendOf(runId).spent : 0,
+      spentBefore,
       credits: { weights: pipeline.credits.weights },
       ...(pipeline.retry ? { retry: pipeline.retry } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
@@ -122,7 +123,17 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
         latencyMs: Math.round(event.latencyMs),
       });
     });
-    emit({ type: 'start', runId, pipeline: pipeline.name, series: plan.seriesCount, maxPages: plan.maxPages, resumed: previous !== undefined, replayed });
+    emit({
+      type: 'start',
+      runId,
+      pipeline: pipeline.name,
+      series: plan.seriesCount,
+      maxPages: plan.maxPages,
+      budget: decision.budget,
+      spentBefore,
+      resumed: previous !== undefined,
+      replayed,
+    });
 
     const stop = () => scheduler.stop('interrupted', 'interrupted by a signal: nothing new is sent; answers in flight are committed');
     const abortNow = () => scheduler.abort();
@@ -164,7 +175,15 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
         const result = await committer.commit(page);
         waiting.get(page.key)?.(result);
         waiting.delete(page.key);
-        emit({ type: 'page', key: page.key, series: page.series.id, number: page.number, items: page.items.length, served: page.meta.served });
+        emit({
+          type: 'page',
+          key: page.key,
+          series: page.series.id,
+          number: page.number,
+          items: page.items.length,
+          served: page.meta.served,
+          duplicates: page.meta.dedupe?.duplicates ?? 0,
+        });
       }
     } catch (error) {
       failure = error;

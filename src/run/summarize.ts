@@ -76,7 +76,7 @@ export function summarize(facts: RunFacts): RunSummary {
     credits: { spent: spend.spent, uncertain: spend.uncertain, budget: facts.budget, byEndpoint: spend.byEndpoint },
     pages: { fetched: totals.pages },
     items: { served: totals.served, written: totals.written, duplicates: totals.duplicates },
-    series: { total: facts.seriesTotal, completed, failed, stopped, byReason },
+    series: { total: facts.seriesTotal, completed, failed, failedBy: store.failedKinds(runId), stopped, byReason },
     startedAt: facts.startedAt,
     finishedAt: facts.finishedAt,
     durationMs: facts.durationMs,

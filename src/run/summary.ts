@@ -28,6 +28,8 @@ export const runSummarySchema = z.object({
     /** Ended by their own stop rules. */
     completed: z.int(),
     failed: z.int(),
+    /** Failed series by the class of their last error: bad_request, rate_limited (the 429 retry budget spent), server, … */
+    failedBy: counts,
     /** Reason → count, for the others: budget, forbidden, or the run's stop (unauthorized, quota, interrupted…). */
     stopped: counts,
     /** Reason → count, for every series that ended: empty, short, max_pages, repeat, no_new, budget, failed, forbidden. */

@@ -123,6 +123,8 @@ export function openStateStore(db: Database.Database) {
       no_new INTEGER NOT NULL DEFAULT 0,
       state TEXT,
       error TEXT,
+      -- The class of the failure (bad_request, rate_limited, server, …) when the series failed.
+      error_kind TEXT,
       PRIMARY KEY (run_id, series_id)
     );
     CREATE TABLE IF NOT EXISTS pages (
@@ -182,13 +184,14 @@ export function openStateStore(db: Database.Database) {
         pages = pages + 1, items_served = items_served + excluded.items_served, items_written = items_written + excluded.items_written,
         duplicates = duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, state = excluded.state, error = NULL`),
     endSeries: db.prepare(`
-      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error)
-      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, @error)
-      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error`),
+      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
+      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, @error, @errorKind)
+      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind`),
     seriesTotals: db.prepare(`
       SELECT COALESCE(SUM(pages), 0) AS pages, COALESCE(SUM(items_served), 0) AS served, COALESCE(SUM(items_written), 0) AS written,
              COALESCE(SUM(duplicates), 0) AS duplicates FROM series WHERE run_id = ?`),
     seriesEnds: db.prepare(`SELECT status, reason, COUNT(*) AS n FROM series WHERE run_id = ? GROUP BY status, reason`),
+    failedKinds: db.prepare(`SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*) AS n FROM series WHERE run_id = ? AND status = 'ended' AND reason = 'failed' GROUP BY kind`),
     insertPage: db.prepare(`INSERT INTO pages (seq, run_id, page_key, series_id, number, meta, output, raw, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     journalAfter: db.prepare(`SELECT * FROM pages WHERE seq > ? ORDER BY seq LIMIT 256`),
     prune: db.prepare(`DELETE FROM pages WHERE seq <= ?`),
@@ -270,7 +273,11 @@ export function openStateStore(db: Database.Database) {
       statements.commitSeries.run({ runId, ...series, ...page });
     },
     /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
-    endSeries(runId: string, series: SeriesIdentity, end: { status: 'ended' | 'stopped'; reason: string; nextPage: number | null; error: string | null }): void {
+    endSeries(
+      runId: string,
+      series: SeriesIdentity,
+      end: { status: 'ended' | 'stopped'; reason: string; nextPage: number | null; error: string | null; errorKind: string | null },
+    ): void {
       statements.endSeries.run({ runId, ...series, ...end });
     },
     seriesTotals(runId: string): { pages: number; served: number; written: number; duplicates: number } {
@@ -278,6 +285,10 @@ export function openStateStore(db: Database.Database) {
     },
     seriesEnds(runId: string): { status: string; reason: string | null; n: number }[] {
       return statements.seriesEnds.all(runId) as { status: string; reason: string | null; n: number }[];
+    },
+    /** Failed series by the class of their last error. */
+    failedKinds(runId: string): Record<string, number> {
+      return Object.fromEntries((statements.failedKinds.all(runId) as { kind: string; n: number }[]).map((r) => [r.kind, r.n]));
     },
 
     journal(entry: Omit<JournalEntry, 'meta' | 'output'> & { meta: string; output: string; raw: string | null }): void {

@@ -1,0 +1,48 @@
+import { parseArgs } from 'node:util';
+import { estimate } from '../schedule/estimate.ts';
+import { EXIT } from './exit-codes.ts';
+import { loadPipeline } from './load-pipeline.ts';
+import { UsageError } from './usage-error.ts';
+
+export const estimateHelp = `Usage: webdata-etl estimate <pipeline.ts|pipeline.json> [--json]
+
+Prints the worst case of a pipeline before anything is spent: series, pages per series, requests and credits,
+and whether the worst case fits the budget. Sends nothing, opens no output.
+
+Options:
+  --json       print the estimate as JSON
+  -h, --help   show this help
+`;
+
+export async function estimateCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  if (values.help) {
+    process.stdout.write(estimateHelp);
+    return EXIT.ok;
+  }
+  const [file] = positionals;
+  if (!file || positionals.length > 1) throw new UsageError('estimate takes one pipeline file: webdata-etl estimate pipelines/rank-tracking.ts');
+  const pipeline = await loadPipeline(file);
+  const plan = pipeline.source.plan();
+  function* units() {
+    for (let i = 0; i < plan.seriesCount; i++) yield { path: plan.endpoint, maxRequests: plan.maxPages };
+  }
+  const worst = estimate(units(), { weights: pipeline.credits.weights, budget: pipeline.budget?.maxCredits ?? null });
+  const dropped = (pipeline.source as { dropped?: { blank: number; duplicate: number } }).dropped;
+  const result = { pipeline: pipeline.name, endpoint: plan.endpoint, series: plan.seriesCount, maxPagesPerSeries: plan.maxPages, ...worst, ...(dropped ? { droppedQueries: dropped } : {}) };
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return EXIT.ok;
+  }
+  const lines = [
+    `pipeline: ${result.pipeline}`,
+    `series: ${result.series}`,
+    `pages per series: at most ${result.maxPagesPerSeries}`,
+    `requests (worst case): ${result.requests}`,
+    `credits (worst case): ${result.credits}`,
+    `budget: ${result.budget === null ? 'none' : `${result.budget} (${result.withinBudget ? 'the worst case fits' : 'the worst case does not fit: the run will stop on its budget'})`}`,
+  ];
+  if (dropped && (dropped.blank || dropped.duplicate)) lines.push(`queries dropped: ${dropped.duplicate} duplicate, ${dropped.blank} blank`);
+  process.stdout.write(`${lines.join('\n')}\n`);
+  return EXIT.ok;
+}

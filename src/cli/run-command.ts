@@ -1,0 +1,140 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { Pipeline, PipelineDefinition } from '../run/define.ts';
+import { run } from '../run/run.ts';
+import { stopOnSignals } from '../run/signals.ts';
+import type { RunSummary } from '../run/summary.ts';
+import { startSimulator } from '../simulator/server.ts';
+import { EXIT, exitCodeFor } from './exit-codes.ts';
+import { loadPipeline } from './load-pipeline.ts';
+import { type ProgressMode, progressReporter } from './progress.ts';
+import { UsageError } from './usage-error.ts';
+
+const OPTIONS_HELP = `Options:
+  --fresh                abandon an unfinished run (its partial rows go) and start a new one
+  --resume               continue a finished run that stopped on its budget (with --budget) or retry its failed series
+  --budget <credits>     the most credits the run may spend in all; with --resume, the run's new total cap
+  --base-url <url>       the API's {base_url} (overrides WEBDATA_BASE_URL and the pipeline's api.baseUrl)
+  --simulator            run against a built-in simulator started for this run (no account, no network)
+  --summary-json <file>  also write the run's summary to this file
+  --quiet                no progress or summary on stderr (errors still)
+  --log-format <format>  text (default: a live line on a terminal, plain lines otherwise) or json
+  -h, --help             show this help
+
+The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file.
+An interrupted run resumes when the same command runs again. Ctrl-C once stops (resumable), twice aborts.
+The summary goes to stdout as JSON; progress and logs go to stderr.
+
+Exit codes: 0 finished (completed or budget), 2 invalid configuration or usage, 3 authentication failed (401),
+4 plan, permission, credits or quota (402, 403, a quota-length 429), 5 finished with failed series,
+75 try again later (stall, 429 retry budget spent, another run holds the lease), 130 interrupted, 1 unexpected.
+`;
+
+export const runHelp = `Usage: webdata-etl run <pipeline.ts|pipeline.js|pipeline.json> [options]
+
+Runs a pipeline: a module whose default export is definePipeline({ … }), or a JSON config.
+
+${OPTIONS_HELP}`;
+
+export const pipelineFileHelp = `Usage: node <pipeline.ts> [options]
+
+${OPTIONS_HELP}`;
+
+const flags = {
+  fresh: { type: 'boolean' },
+  resume: { type: 'boolean' },
+  budget: { type: 'string' },
+  'base-url': { type: 'string' },
+  simulator: { type: 'boolean' },
+  'summary-json': { type: 'string' },
+  quiet: { type: 'boolean' },
+  'log-format': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Flags = ReturnType<typeof parseFlags>['values'];
+
+function parseFlags(args: string[], positionals: boolean) {
+  return parseArgs({ args, options: flags, strict: true, allowPositionals: positionals });
+}
+
+/** `webdata-etl run <file>`. Resolves to the exit code. */
+export async function runCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(args, true);
+  if (values.help) {
+    process.stdout.write(runHelp);
+    return EXIT.ok;
+  }
+  const [file, ...extra] = positionals;
+  if (!file) throw new UsageError('run needs a pipeline file: webdata-etl run pipelines/rank-tracking.ts (see --help)');
+  if (extra.length > 0) throw new UsageError(`run takes one pipeline file; unexpected: ${extra.join(' ')}`);
+  return execute(await loadPipeline(file), values);
+}
+
+/**
+ * For pipeline files: `if (import.meta.main) await runFromCommandLine(pipeline)` makes `node pipelines/x.ts` take
+ * the same flags as `webdata-etl run`. Sets `process.exitCode`; resolves to it.
+ */
+export async function runFromCommandLine(pipeline: Pipeline | PipelineDefinition, argv: string[] = process.argv.slice(2)): Promise<number> {
+  let code: number;
+  try {
+    const { values } = parseFlags(argv, false);
+    if (values.help) {
+      process.stdout.write(pipelineFileHelp);
+      code = EXIT.ok;
+    } else code = await execute(pipeline, values);
+  } catch (error) {
+    process.stderr.write(`webdata-etl: ${error instanceof Error ? error.message : String(error)}\n`);
+    code = exitCodeFor({ error });
+  }
+  process.exitCode = code;
+  return code;
+}
+
+async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags): Promise<number> {
+  const budget = values.budget === undefined ? undefined : Number(values.budget);
+  if (budget !== undefined && !(Number.isFinite(budget) && budget >= 0)) throw new UsageError(`--budget must be a number of credits (0 or more); got "${values.budget}"`);
+  const format = values['log-format'] ?? 'text';
+  if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
+  if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
+
+  const mode: ProgressMode = values.quiet ? 'quiet' : format === 'json' ? 'json' : process.stderr.isTTY ? 'tty' : 'plain';
+  const reporter = progressReporter({ mode, color: process.stderr.isTTY === true && !process.env.NO_COLOR });
+  const signals = stopOnSignals((message) => reporter.log(message));
+  // An explicit choice, never a fallback: the simulator runs only when asked for.
+  const sim = values.simulator
+    ? await startSimulator({ latencyMs: { min: 20, max: 80 }, keys: [{ key: `sim_${crypto.randomUUID()}`, name: 'cli', ratePerSecond: 10, burst: 5, credits: 100_000 }] })
+    : undefined;
+  if (sim) reporter.log(`simulator at ${sim.url}`);
+  let summary: RunSummary | undefined;
+  let failure: unknown;
+  try {
+    summary = await run(pipeline, {
+      ...(sim ? { baseUrl: sim.url, apiKey: sim.apiKey } : values['base-url'] ? { baseUrl: values['base-url'] } : {}),
+      signal: signals.signal,
+      abortSignal: signals.abortSignal,
+      fresh: values.fresh,
+      resume: values.resume,
+      budget,
+      onEvent: reporter.onEvent,
+    });
+  } catch (error) {
+    failure = error;
+  } finally {
+    signals.dispose();
+    await sim?.close();
+  }
+  reporter.finish(summary, failure);
+  if (failure !== undefined) {
+    process.stderr.write(`webdata-etl: ${failure instanceof Error ? failure.message : String(failure)}\n`);
+    return exitCodeFor({ error: failure });
+  }
+  const text = `${JSON.stringify(summary, null, 2)}\n`;
+  process.stdout.write(text);
+  if (values['summary-json']) {
+    mkdirSync(dirname(values['summary-json']), { recursive: true });
+    writeFileSync(values['summary-json'], text);
+  }
+  return exitCodeFor({ summary });
+}

@@ -1,0 +1,105 @@
+import { existsSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { statePath } from '../run/run.ts';
+import type { RunSummary } from '../run/summary.ts';
+import { EXIT } from './exit-codes.ts';
+import { loadPipeline } from './load-pipeline.ts';
+import { UsageError } from './usage-error.ts';
+
+export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite> [--json]
+
+Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, and why it stopped.
+Given a pipeline file, reads its state store; given a database, lists every pipeline's runs in it.
+
+Options:
+  --json       one JSON object per run
+  -h, --help   show this help
+`;
+
+interface RunRow {
+  run_id: string;
+  pipeline: string;
+  status: string;
+  started_at: string;
+  finished_at: string | null;
+  budget: number | null;
+  summary: string | null;
+  error: string | null;
+  invocations: number;
+}
+
+export async function runsCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  if (values.help) {
+    process.stdout.write(runsHelp);
+    return EXIT.ok;
+  }
+  const [file] = positionals;
+  if (!file || positionals.length > 1) throw new UsageError('runs takes one pipeline file or state database: webdata-etl runs pipelines/rank-tracking.ts');
+  let path = file;
+  let pipeline: string | undefined;
+  if (!/\.(sqlite|sqlite3|db)$/i.test(file)) {
+    const loaded = await loadPipeline(file);
+    path = statePath(loaded);
+    pipeline = loaded.name;
+  }
+  if (!existsSync(path)) {
+    process.stderr.write(`no runs yet (${path} does not exist)\n`);
+    return EXIT.ok;
+  }
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  let rows: RunRow[];
+  try {
+    const hasRuns = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'`).get();
+    rows = hasRuns
+      ? (db.prepare(`SELECT * FROM runs ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, rowid`).all(...(pipeline ? [pipeline] : [])) as RunRow[])
+      : [];
+  } finally {
+    db.close();
+  }
+  const runs = rows.map((row) => {
+    // Summaries of interrupted invocations may be partial: read every field as optional.
+    const summary = row.summary ? (JSON.parse(row.summary) as Partial<RunSummary>) : undefined;
+    return {
+      runId: row.run_id,
+      pipeline: row.pipeline,
+      status: row.status,
+      reason: summary?.reason,
+      startedAt: row.started_at,
+      finishedAt: row.finished_at,
+      invocations: row.invocations,
+      durationMs: summary?.durationMs,
+      requests: summary?.requests?.total,
+      credits: { spent: summary?.credits?.spent, uncertain: summary?.credits?.uncertain, budget: row.budget },
+      rows: summary?.items?.written,
+      series: summary?.series,
+      error: row.error,
+    };
+  });
+  if (values.json) {
+    for (const run of runs) process.stdout.write(`${JSON.stringify(run)}\n`);
+    return EXIT.ok;
+  }
+  if (runs.length === 0) {
+    process.stderr.write('no runs yet\n');
+    return EXIT.ok;
+  }
+  const table = [['run', 'pipeline', 'status', 'started', 'requests', 'credits', 'rows', 'series', 'note']];
+  for (const run of runs) {
+    table.push([
+      run.runId,
+      run.pipeline,
+      run.reason ? `${run.status} (${run.reason})` : run.status,
+      run.startedAt.replace('T', ' ').slice(0, 19),
+      String(run.requests ?? ''),
+      run.credits.spent === undefined ? '' : `${run.credits.spent}${run.credits.budget === null ? '' : `/${run.credits.budget}`}`,
+      String(run.rows ?? ''),
+      run.series ? `${run.series.completed}/${run.series.total}${run.series.failed ? ` (${run.series.failed} failed)` : ''}` : '',
+      run.error ?? (run.invocations > 1 ? `${run.invocations} invocations` : ''),
+    ]);
+  }
+  const widths = (table[0] as string[]).map((_, i) => Math.max(...table.map((r) => (r[i] as string).length)));
+  for (const row of table) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd()}\n`);
+  return EXIT.ok;
+}

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import { type PipelineDefinition, pipelineSchema } from '../run/define.ts';
+import { csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
+import { sqliteSinkOptionsSchema, toSqlite } from '../sinks/sqlite.ts';
+import { searchPagesOptionsSchema, searchPages } from '../sources/search-pages.ts';
+import { dedupe } from '../stages/dedupe.ts';
+import { normalize } from '../stages/normalize.ts';
+
+const sinkConfigSchema = z.discriminatedUnion('type', [sqliteSinkOptionsSchema.extend({ type: z.literal('sqlite') }), csvSinkOptionsSchema.extend({ type: z.literal('csv') })], {
+  error: 'must be a sink: { "type": "sqlite", "path": … } or { "type": "csv", "path": … }',
+});
+
+const shape = pipelineSchema.shape;
+
+/**
+ * A pipeline as JSON, for people who would rather not write code: the same fields as `definePipeline`, with the
+ * source, stages and sinks described instead of built. Relative paths are relative to the working directory.
+ */
+export const jsonConfigSchema = z.strictObject({
+  $schema: z.string().optional(),
+  name: shape.name,
+  api: shape.api,
+  /** The search source: `searchPages` options. Search items are always normalized. */
+  search: searchPagesOptionsSchema,
+  rate: shape.rate,
+  budget: shape.budget,
+  credits: shape.credits,
+  retry: shape.retry,
+  state: shape.state,
+  /** Drop items already seen in the series (by canonical URL, or by a list of fields). Absent: no dedupe. */
+  dedupe: z
+    .strictObject({
+      key: z.union([z.literal('url'), z.array(z.string().min(1)).min(1)], { error: 'must be "url" or a list of field names' }).default('url'),
+      scope: z.literal('series', { error: 'must be "series"' }).default('series'),
+    })
+    .optional(),
+  sinks: z.array(sinkConfigSchema).min(1, { error: 'needs at least one sink, e.g. [{ "type": "sqlite", "path": "data/results.sqlite" }]' }),
+});
+
+export type JsonConfig = z.input<typeof jsonConfigSchema>;
+
+const SECRET_FIELD = /key|token|secret|password|auth/i;
+
+/**
+ * Builds a pipeline from a parsed JSON config, validating every field first (each problem named by its path and
+ * what would be valid). A key in the file is refused: keys come from WEBDATA_API_KEY, never from a pipeline.
+ */
+export function pipelineFromConfig(config: unknown): PipelineDefinition {
+  const api = (config as { api?: unknown } | null)?.api;
+  if (api !== null && typeof api === 'object') {
+    const secrets = Object.keys(api).filter((field) => SECRET_FIELD.test(field));
+    if (secrets.length > 0) {
+      throw new ValidationError('Invalid pipeline config', [
+        { path: `api.${secrets[0]}`, message: 'the API key is never read from a pipeline file: set WEBDATA_API_KEY (or WEBDATA_TOKEN) in the environment' },
+      ]);
+    }
+  }
+  const parsed = jsonConfigSchema.safeParse(config);
+  if (!parsed.success) throw ValidationError.fromZod('Invalid pipeline config', parsed.error);
+  const { search, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = parsed.data;
+  return {
+    ...rest,
+    source: searchPages(search),
+    stages: dedupeOptions ? [normalize(), dedupe(dedupeOptions)] : [normalize()],
+    sinks: sinks.map(({ type, ...options }) => (type === 'sqlite' ? toSqlite(options) : toCsv(options))),
+  };
+}
