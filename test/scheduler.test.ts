@@ -116,6 +116,21 @@ describe('429: pause, slow down, retry', () => {
     expect(last?.rate).toBeLessThan(6);
   });
 
+  it('resumes after a pause even when timers fire a little before the clock reaches their end', async () => {
+    // Real timers can wake up to a millisecond early against performance.now(); a queue restarted only when
+    // now() >= pausedUntil stayed paused for good.
+    const inner = virtualClock(1_000_000);
+    const early = { now: inner.now, hold: inner.hold, sleep: (ms: number, signal?: AbortSignal) => inner.sleep(ms > 1 ? ms - 0.5 : ms, signal) };
+    await using sim = await simulator({ clock: inner.now });
+    await using client = clientFor(sim);
+    const scheduler = createScheduler({ clock: early, random: () => 0.5, concurrency: 2 });
+    sim.inject({ fault: 'status', status: 429, times: 3 });
+    const outcomes = await Promise.all(
+      ['a', 'b', 'c', 'd'].map((q) => scheduler.request({ series: q, path: '/searchengine/search' }, (signal) => client.search({ q }, { signal }))),
+    );
+    expect(outcomes.every((o) => o.ok)).toBe(true);
+  });
+
   it('gives up on a request after its own 429 budget', async () => {
     await using t = await setup({}, { concurrency: 1, rateLimit: { retries: 2, baseDelayMs: 10 } });
     t.sim.inject({ fault: 'status', status: 429, headers: { 'retry-after': '1' } });

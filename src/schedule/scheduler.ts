@@ -131,6 +131,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   let consecutiveRateLimits = 0;
   let lastSuccessAt = clock.now();
   let pausedUntil = Number.NEGATIVE_INFINITY;
+  let pauses = 0;
   const counters = { total: 0, byStatus: {} as Record<string, number>, retries: 0, rateLimited: 0, rateLimitedWaitMs: 0 };
 
   const emit = (event: SchedulerEvent) => {
@@ -176,12 +177,15 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     if (until <= pausedUntil) return;
     counters.rateLimitedWaitMs += until - Math.max(now, pausedUntil);
     pausedUntil = until;
+    const pause = ++pauses;
     pacer.pauseUntil(until);
     queue.pause();
     emit({ type: 'pause', ms, reason });
+    // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
+    // clock reaches their end, and a queue left paused would never start again.
     clock.sleep(ms, halt.signal).then(
       () => {
-        if (clock.now() >= pausedUntil) queue.start();
+        if (pause === pauses) queue.start();
       },
       () => undefined,
     );
