@@ -27,6 +27,7 @@ export const jsonConfigSchema = z.strictObject({
   budget: shape.budget,
   credits: shape.credits,
   retry: shape.retry,
+  rateLimit: shape.rateLimit,
   state: shape.state,
   /** Drop items already seen in the series (by canonical URL, or by a list of fields). Absent: no dedupe. */
   dedupe: z

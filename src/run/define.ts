@@ -45,7 +45,18 @@ export const pipelineSchema = z.strictObject({
   budget: z.strictObject({ maxCredits: z.number().nonnegative() }).optional(),
   /** Credits per request by endpoint path (the contract shows none; default 1). */
   credits: z.strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}) }).default({ weights: {} }),
+  /** 5xx, network errors, timeouts: attempts per request and backoff (see the scheduler). */
   retry: z.strictObject({ attempts: z.int().positive().optional(), baseDelayMs: z.int().nonnegative().optional(), maxDelayMs: z.int().nonnegative().optional() }).optional(),
+  /** 429s: retries per request, pauses without Retry-After, the quota threshold and the stall breaker (see the scheduler). */
+  rateLimit: z
+    .strictObject({
+      retries: z.int().nonnegative().optional(),
+      baseDelayMs: z.int().nonnegative().optional(),
+      maxDelayMs: z.int().nonnegative().optional(),
+      maxRetryAfterMs: z.int().nonnegative().optional(),
+      stallAfterMs: z.int().nonnegative().optional(),
+    })
+    .optional(),
   state: z
     .strictObject({
       /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink. */

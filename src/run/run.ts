@@ -106,6 +106,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       spentBefore,
       credits: { weights: pipeline.credits.weights },
       ...(pipeline.retry ? { retry: pipeline.retry } : {}),
+      ...(pipeline.rateLimit ? { rateLimit: pipeline.rateLimit } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     });
     scheduler.on(emit);

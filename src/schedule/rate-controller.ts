@@ -2,10 +2,11 @@
  * Adapts the sending rate and concurrency to what the server accepts.
  *
  * Plain AIMD halves on a 429 and creeps back, so it spends much of a run below the server's limit. This
- * controller also learns the limit: while a server rejects, the requests it does accept arrive at its own rate,
- * so the accepted rate over the last few seconds estimates the limit. A 429 sets the rate just under that
- * estimate (the "ceiling"); sustained success climbs back quickly towards the ceiling, then probes slowly past it,
- * in case the limit rose. It never goes above the configured rate or concurrency.
+ * controller brackets the limit instead: the highest rate that held without a 429 ("good") and the lowest that
+ * earned one ("bad"). A 429 right after a raise sends it back to the good rate; sustained success bisects towards
+ * the bad one, then probes slowly past it, in case the limit rose. While a server rejects a fair share of what is
+ * sent, the requests it accepts arrive at its own rate, so their rate estimates the limit directly (the
+ * "ceiling"). It never goes above the configured rate or concurrency.
  */
 export interface RateController {
   readonly rate: number;
@@ -42,27 +43,45 @@ export function createRateController(options: RateControllerOptions, clock: { no
 
   let rate = maxRate;
   let concurrency = maxConcurrency;
+  /** The highest rate that held for a sustained period without a 429. */
+  let good: number | undefined;
+  /** The lowest rate that earned a 429 (the limit is below it). */
+  let bad: number | undefined;
   let ceiling: number | undefined;
   let lastChangeAt = clock.now();
   let lastCutAt = Number.NEGATIVE_INFINITY;
   let latency: number | undefined;
   let cap: { rate: number; until: number } | undefined;
-  // Send times of accepted requests and of every attempt, newest last, bounded.
+  // Send times of accepted and of rejected requests, newest last, bounded.
   const accepted: number[] = [];
-  const sent: number[] = [];
+  const rejected: number[] = [];
 
   const push = (list: number[], at: number) => {
     list.push(at);
     if (list.length > SAMPLE_LIMIT) list.splice(0, list.length - SAMPLE_LIMIT);
   };
+  const since = (list: number[], from: number) => list.filter((t) => t >= from).length;
 
-  /** Requests per second among `list` over the window ending at `now`, when there is enough to go on. */
-  const rateOf = (list: number[], now: number): number | undefined => {
+  /**
+   * The server's limit, learned from what it accepted over the window, but only while it was rejecting a fair
+   * share of what was sent (saturated): otherwise the accepted rate is merely our own rate.
+   */
+  const saturatedRate = (now: number): number | undefined => {
     const from = now - windowMs;
-    const recent = list.filter((t) => t >= from);
-    if (recent.length < 5) return undefined;
-    const span = now - Math.max(from, recent[0] as number);
-    return span >= 500 ? (recent.length / span) * 1000 : undefined;
+    const ok = since(accepted, from);
+    const refused = since(rejected, from);
+    const first = Math.min(accepted.find((t) => t >= from) ?? now, rejected.find((t) => t >= from) ?? now);
+    const span = now - first;
+    if (ok < 5 || span < 1000 || refused / (ok + refused) < 0.05) return undefined;
+    return (ok / span) * 1000;
+  };
+
+  /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
+  const sendingRate = (now: number): number | undefined => {
+    const from = now - windowMs;
+    const all = [...accepted, ...rejected].filter((t) => t >= from);
+    const span = now - Math.min(...all);
+    return all.length >= 2 && span >= 100 ? (all.length / span) * 1000 : undefined;
   };
 
   const neededConcurrency = () => (latency === undefined || !Number.isFinite(rate) ? 1 : Math.ceil((rate * latency * 2) / 1000) + 1);
@@ -81,13 +100,25 @@ export function createRateController(options: RateControllerOptions, clock: { no
     onSuccess(sentAt, latencyMs) {
       const now = clock.now();
       push(accepted, sentAt);
-      push(sent, sentAt);
       latency = latency === undefined ? latencyMs : latency * 0.8 + latencyMs * 0.2;
-      if (now - lastChangeAt < increaseEveryMs || (rate >= maxRate && concurrency >= maxConcurrency)) return false;
+      // Near the lowest rate that failed, success must last longer before it counts: a server's burst allowance
+      // hides a rate slightly above its limit for a few seconds.
+      const near = bad !== undefined && rate >= bad * 0.95;
+      if (now - lastChangeAt < (near ? increaseEveryMs * 5 : increaseEveryMs) || (rate >= maxRate && concurrency >= maxConcurrency)) return false;
       lastChangeAt = now;
-      const target = ceiling === undefined ? maxRate : ceiling * 0.97;
-      // Far below the ceiling: close half the gap at once. At or past it: probe upwards by 2%.
-      const next = rate < target ? rate + Math.max((target - rate) / 2, rate * 0.02) : rate * 1.02;
+      good = Math.max(good ?? 0, rate);
+      let next: number;
+      if (bad === undefined) {
+        // No limit seen yet: close half the gap to the configured rate.
+        next = rate + Math.max((maxRate - rate) / 2, rate * 0.02);
+      } else if (rate < bad * 0.95) {
+        // Far below the lowest rate that failed: halve the gap (a bisection between good and bad).
+        next = rate + Math.max((bad * 0.97 - rate) / 2, rate * 0.02);
+      } else {
+        // Close to it: probe upwards slowly, in case the limit rose.
+        next = rate * 1.01;
+        bad = Math.max(bad, next);
+      }
       rate = Math.min(maxRate, next);
       concurrency = Math.min(maxConcurrency, concurrency + 1);
       return true;
@@ -95,18 +126,26 @@ export function createRateController(options: RateControllerOptions, clock: { no
 
     onRateLimited(sentAt) {
       const now = clock.now();
-      push(sent, sentAt);
+      push(rejected, sentAt);
       // Requests sent before the last cut were paced under the old rate: their 429s are already answered.
       if (sentAt < lastCutAt) return false;
-      const acceptedRate = rateOf(accepted, now);
-      if (acceptedRate !== undefined) {
-        ceiling = acceptedRate;
-        rate = Math.min(rate, acceptedRate) * 0.9;
+      // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
+      const at = Number.isFinite(rate) ? rate : (sendingRate(now) ?? 10);
+      bad = Math.min(bad ?? at, at);
+      const learned = saturatedRate(now);
+      if (learned !== undefined) ceiling = learned;
+      if (good !== undefined && good < at) {
+        // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
+        // former (the accepted rate is no guide here: it still includes the server's burst allowance).
+        rate = good * 0.98;
       } else {
-        const sentRate = rateOf(sent, now);
-        rate = Math.min(rate, sentRate ?? rate) * 0.5;
-        if (!Number.isFinite(rate)) rate = 1;
+        // At a rate that used to hold, or with nothing known yet: the limit is lower than we thought. Trust what the
+        // server accepted while saturated; else step down a little if a rate ever held, or halve at the start.
+        const held = good !== undefined;
+        good = undefined;
+        rate = learned !== undefined ? Math.min(learned * 0.97, at * 0.9) : held ? at * 0.9 : at * 0.5;
       }
+      if (!Number.isFinite(rate)) rate = 1;
       rate = Math.max(minRate, Math.min(maxRate, rate));
       concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), neededConcurrency())));
       lastCutAt = now;

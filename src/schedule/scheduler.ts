@@ -22,6 +22,8 @@ export interface Work {
 
 type Headers = Record<string, string | string[] | undefined>;
 
+const PACING_MARGIN = 0.99;
+
 /** What `send` resolves to: the client's responses fit. */
 export interface Answered {
   status?: number;
@@ -116,7 +118,10 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     spentBefore: config.spentBefore,
   });
   const controller = createRateController({ maxRate, maxConcurrency: config.concurrency }, clock);
-  const pacer = createPacer(maxRate, clock);
+  // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
+  // inside one interval of a leaky bucket set exactly at the plan's rate.
+  const paced = (rate: number) => rate * PACING_MARGIN;
+  const pacer = createPacer(paced(maxRate), clock);
   const queue = new PQueue<RoundRobinQueue, FairOptions>({ concurrency: config.concurrency, queueClass: RoundRobinQueue });
 
   // `halt` wakes whatever waits (the pacer, retry sleeps) when the run stops; `cancel` also aborts requests in flight.
@@ -166,7 +171,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   };
 
   const applyRate = (reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers') => {
-    pacer.setRate(controller.rate);
+    pacer.setRate(paced(controller.rate));
     queue.concurrency = controller.concurrency;
     emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
   };
@@ -273,7 +278,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     consecutiveRateLimits = 0;
     if (config.adaptive && controller.onSuccess(sentAt, clock.now() - sentAt)) applyRate('sustained_success');
     // A cap from rate-limit headers may have expired since the pacer last heard.
-    else if (pacer.rate !== controller.rate) pacer.setRate(controller.rate);
+    else if (pacer.rate !== paced(controller.rate)) pacer.setRate(paced(controller.rate));
     heed(answer.headers);
     return finish(task, { ok: true, value: answer, attempts: task.attempts });
   }

@@ -1,0 +1,281 @@
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { simulator, TEST_KEY } from './helpers.ts';
+import { sqliteRows, workdir } from './pipeline-helpers.ts';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const CLI = join(ROOT, 'src/cli/main.ts');
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** The CLI as a user runs it: a child process, in a directory of its own, with the environment given. */
+function cli(args: string[], options: { cwd: string; env?: Record<string, string>; onStderr?: (text: string, kill: (signal: NodeJS.Signals) => void) => void }) {
+  const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, WEBDATA_TOKEN: _t, WEBDATA_CRASH_AT: _c, ...inherited } = process.env;
+  const child = spawn(process.execPath, ['--conditions=webdata-etl:source', CLI, ...args], {
+    cwd: options.cwd,
+    env: { ...inherited, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  const sent = new Set<NodeJS.Signals>();
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+    options.onStderr?.(stderr, (signal) => {
+      // Once per signal: a second SIGINT would mean "abort", and one after exit would kill the bare process.
+      if (sent.has(signal)) return;
+      sent.add(signal);
+      child.kill(signal);
+    });
+  });
+  return new Promise<Result>((done) => child.on('exit', (code) => done({ code, stdout, stderr })));
+}
+
+function config(dir: string, overrides: Record<string, unknown> = {}, search: Record<string, unknown> = {}) {
+  const file = join(dir, `pipeline-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(
+    file,
+    JSON.stringify({
+      name: 'cli-test',
+      search: { queries: ['espresso', 'kettle'], countries: ['us', 'gb'], maxPages: 2, ...search },
+      dedupe: { key: 'url' },
+      sinks: [
+        { type: 'sqlite', path: 'out/results.sqlite' },
+        { type: 'csv', path: 'out/results.csv' },
+      ],
+      ...overrides,
+    }),
+  );
+  return file;
+}
+
+const envFor = (url: string, key = TEST_KEY) => ({ WEBDATA_BASE_URL: url, WEBDATA_API_KEY: key });
+
+describe('webdata-etl run', () => {
+  it('0: runs a JSON config to the end; the summary on stdout and in --summary-json matches the simulator', async () => {
+    await using sim = await simulator({ seed: 3 });
+    using dir = workdir();
+    const result = await cli(['run', config(dir.dir), '--summary-json', 'out/summary.json'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(0);
+    const summary = JSON.parse(result.stdout);
+    expect(summary).toMatchObject({ status: 'completed', pipeline: 'cli-test', pages: { fetched: 8 } });
+    expect(JSON.parse(readFileSync(dir.path('out/summary.json'), 'utf8'))).toEqual(summary);
+    const stats = sim.stats();
+    expect(summary.requests.total).toBe(stats.requests);
+    expect(summary.requests.byStatus).toEqual(stats.byStatus);
+    expect(summary.credits.spent).toBe(stats.credits.main?.debited);
+    expect(sqliteRows(dir.path('out/results.sqlite'), 'SELECT COUNT(*) AS n FROM results')).toEqual([{ n: summary.items.written }]);
+    // Progress and the human summary go to stderr; the key never shows.
+    expect(result.stderr).toContain('cli-test: completed');
+    expect(result.stderr + result.stdout).not.toContain(TEST_KEY);
+  });
+
+  it('2: a bad field is reported by its path, before any request', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const bad = config(dir.dir, { rate: { requestsPerSecond: -1 } }, { countries: ['us', 'uk'], maxPages: 0 });
+    const result = await cli(['run', bad], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('search.countries.1: "uk" is not an ISO 3166-1 alpha-2 country code; did you mean "gb"?');
+    expect(result.stderr).toContain('search.maxPages');
+    expect(result.stderr).toContain('rate.requestsPerSecond');
+    expect(result.stderr).not.toContain('    at ');
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('2: a key in the pipeline file is refused; a missing base URL is an error, never a fallback', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const withKey = await cli(['run', config(dir.dir, { api: { baseUrl: sim.url, apiKey: 'nope' } })], { cwd: dir.dir, env: { WEBDATA_API_KEY: TEST_KEY } });
+    expect(withKey.code).toBe(2);
+    expect(withKey.stderr).toContain('api.apiKey: the API key is never read from a pipeline file');
+    const noUrl = await cli(['run', config(dir.dir)], { cwd: dir.dir, env: { WEBDATA_API_KEY: TEST_KEY } });
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toContain('api.baseUrl: set WEBDATA_BASE_URL');
+    const usage = await cli(['run'], { cwd: dir.dir });
+    expect(usage.code).toBe(2);
+    const unknown = await cli(['run', config(dir.dir), '--bogus'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(unknown.code).toBe(2);
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('flags win over the environment, which wins over the file', async () => {
+    await using fileSim = await simulator();
+    await using envSim = await simulator();
+    await using flagSim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir, { api: { baseUrl: fileSim.url } }, { queries: ['x'], countries: ['us'], maxPages: 1 });
+    expect((await cli(['run', file], { cwd: dir.dir, env: { WEBDATA_API_KEY: TEST_KEY } })).code).toBe(0);
+    expect((await cli(['run', file], { cwd: dir.dir, env: envFor(envSim.url) })).code).toBe(0);
+    expect((await cli(['run', file, '--base-url', flagSim.url], { cwd: dir.dir, env: envFor(envSim.url) })).code).toBe(0);
+    expect([fileSim.stats().requests, envSim.stats().requests, flagSim.stats().requests]).toEqual([1, 1, 1]);
+  });
+
+  it('3: a refused key', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const result = await cli(['run', config(dir.dir)], { cwd: dir.dir, env: envFor(sim.url, 'wrong_key_1234567') });
+    expect(result.code).toBe(3);
+    expect(JSON.parse(result.stdout)).toMatchObject({ status: 'stopped', reason: 'unauthorized' });
+  });
+
+  it('4: credits, a forbidden endpoint, a quota', async () => {
+    using dir = workdir();
+    for (const plan of [{ credits: 0 }, { endpoints: ['/video/search'] }, { quota: { requests: 1, windowMs: 86_400_000 } }]) {
+      await using sim = await simulator({ keys: [{ key: TEST_KEY, name: 'main', ...plan }] });
+      const result = await cli(['run', config(dir.dir), '--fresh'], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(result.code).toBe(4);
+      expect(['payment_required', 'forbidden', 'quota']).toContain(JSON.parse(result.stdout).reason);
+    }
+  });
+
+  it('5: finished with failed series', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    sim.inject({ fault: 'status', status: 400, match: { q: 'kettle' } });
+    const result = await cli(['run', config(dir.dir)], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(5);
+    expect(JSON.parse(result.stdout)).toMatchObject({ status: 'failed_series', series: { failed: 2, failedBy: { bad_request: 2 } } });
+  });
+
+  it('75: the 429 retry budget spent, and a stall', async () => {
+    await using sim = await simulator({ retryAfter: 'none' });
+    using dir = workdir();
+    sim.inject({ fault: 'status', status: 429 });
+    const spent = config(dir.dir, { rateLimit: { retries: 2, baseDelayMs: 1, maxDelayMs: 5 } }, { queries: ['x'], countries: ['us'] });
+    const result = await cli(['run', spent], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(75);
+    expect(JSON.parse(result.stdout).series.failedBy).toEqual({ rate_limited: 1 });
+
+    const stalled = config(dir.dir, { name: 'stalled', rateLimit: { retries: 1000, baseDelayMs: 20, maxDelayMs: 20, stallAfterMs: 200 } }, { queries: ['y'], countries: ['us'] });
+    const stall = await cli(['run', stalled], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(stall.code).toBe(75);
+    expect(JSON.parse(stall.stdout)).toMatchObject({ status: 'stopped', reason: 'stall' });
+  });
+
+  it('75: another run of the pipeline holds the lease', async () => {
+    await using sim = await simulator({ latencyMs: 300 });
+    using dir = workdir();
+    const file = config(dir.dir);
+    let release: () => void = () => undefined;
+    const started = new Promise<void>((resolveStarted) => {
+      release = resolveStarted;
+    });
+    const first = cli(['run', file], { cwd: dir.dir, env: envFor(sim.url), onStderr: (text) => text.includes(': run ') && release() });
+    await started;
+    const second = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(second.code).toBe(75);
+    expect(second.stderr).toContain('is already running');
+    expect((await first).code).toBe(0);
+  });
+
+  it('130: interrupted by Ctrl-C, then resumed by the same command; resume after SIGKILL too', async () => {
+    await using sim = await simulator({ latencyMs: 60 });
+    using dir = workdir();
+    const file = config(dir.dir, {}, { queries: ['a', 'b', 'c', 'd'], maxPages: 3 });
+    const interrupted = await cli(['run', file, '--log-format', 'json'], {
+      cwd: dir.dir,
+      env: envFor(sim.url),
+      onStderr: (text, kill) => (text.match(/"event":"series"/g)?.length ?? 0) >= 1 && kill('SIGINT'),
+    });
+    expect(interrupted.code).toBe(130);
+    expect(JSON.parse(interrupted.stdout).status).toBe('interrupted');
+    const killed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url), onStderr: (text, kill) => text.includes('resuming run') && kill('SIGKILL') });
+    expect(killed.code).toBe(null);
+    const resumed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(resumed.code).toBe(0);
+    expect(resumed.stderr).toContain('resuming run');
+    const summary = JSON.parse(resumed.stdout);
+    expect(summary.runId).toBe(JSON.parse(interrupted.stdout).runId);
+    expect(summary.status).toBe('completed');
+    expect(sim.stats().byStatus['200']).toBeLessThanOrEqual(summary.pages.fetched + 4);
+  });
+
+  it('1: anything unexpected, with a message and no stack trace', async () => {
+    using dir = workdir();
+    const broken = join(dir.dir, 'broken.ts');
+    writeFileSync(broken, "throw new Error('this pipeline file is broken');\n");
+    const result = await cli(['run', broken], { cwd: dir.dir, env: envFor('http://127.0.0.1:9/api/v1') });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('this pipeline file is broken');
+  });
+});
+
+describe('estimate, runs, help, version', () => {
+  it('estimate prints the worst case and sends nothing', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir, { budget: { maxCredits: 5 } }, { queries: ['a', 'b', 'a', ' '], maxPages: 3 });
+    const text = await cli(['estimate', file], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain('requests (worst case): 12');
+    expect(text.stdout).toContain('does not fit');
+    expect(text.stdout).toContain('queries dropped: 1 duplicate, 1 blank');
+    const json = JSON.parse((await cli(['estimate', file, '--json'], { cwd: dir.dir, env: envFor(sim.url) })).stdout);
+    expect(json).toMatchObject({ series: 4, maxPagesPerSeries: 3, requests: 12, credits: 12, budget: 5, withinBudget: false });
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('runs lists the history of a pipeline, from its file or its database', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir, {}, { queries: ['x'], countries: ['us'], maxPages: 1 });
+    await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    const table = await cli(['runs', file], { cwd: dir.dir });
+    expect(table.code).toBe(0);
+    expect(table.stdout.trim().split('\n')).toHaveLength(3);
+    expect(table.stdout).toContain('completed');
+    const json = (await cli(['runs', 'out/results.sqlite', '--json'], { cwd: dir.dir })).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(json).toHaveLength(2);
+    expect(json[0]).toMatchObject({ pipeline: 'cli-test', status: 'completed', requests: 1, rows: expect.any(Number) });
+  });
+
+  it('--help for every command, --version, and an unknown command', async () => {
+    using dir = workdir();
+    for (const command of ['run', 'estimate', 'runs', 'simulate']) {
+      const help = await cli([command, '--help'], { cwd: dir.dir });
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain(`Usage: webdata-etl ${command}`);
+    }
+    const main = await cli(['--help'], { cwd: dir.dir });
+    expect(main.stdout).toContain('Exit codes');
+    expect((await cli(['--version'], { cwd: dir.dir })).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+    const unknown = await cli(['frobnicate'], { cwd: dir.dir });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('unknown command "frobnicate"');
+  });
+});
+
+describe('pipeline files', () => {
+  it('node pipelines/rank-tracking.ts runs as a user would run it, importing the built package', async () => {
+    using dir = workdir();
+    const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, ...inherited } = process.env;
+    const child = spawn(process.execPath, [join(ROOT, 'pipelines/rank-tracking.ts'), '--simulator', '--quiet'], { cwd: dir.dir, env: inherited, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    const code = await new Promise((done) => child.on('exit', done));
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ pipeline: 'rank-tracking', status: 'completed' });
+    expect(sqliteRows(dir.path('data/rank.sqlite'), 'SELECT COUNT(*) AS n FROM results')[0]?.n).toBeGreaterThan(0);
+    expect(readFileSync(dir.path('data/rank.csv'), 'utf8').startsWith('run_id,query,')).toBe(true);
+  });
+
+  it('the JSON example config validates', async () => {
+    using dir = workdir();
+    const result = await cli(['estimate', join(ROOT, 'pipelines/rank-tracking.json')], { cwd: dir.dir });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('series: 4');
+  });
+});
