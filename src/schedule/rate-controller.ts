@@ -103,8 +103,11 @@ export function createRateController(options: RateControllerOptions, clock: { no
       latency = latency === undefined ? latencyMs : latency * 0.8 + latencyMs * 0.2;
       // Near the lowest rate that failed, success must last longer before it counts: a server's burst allowance
       // hides a rate slightly above its limit for a few seconds.
+      // The first raise after a cut waits a little longer too, for the same reason: the rate we fell back to may
+      // itself be a little too high, and only a few seconds tell.
       const near = bad !== undefined && rate >= bad * 0.95;
-      if (now - lastChangeAt < (near ? increaseEveryMs * 5 : increaseEveryMs) || (rate >= maxRate && concurrency >= maxConcurrency)) return false;
+      const settle = near ? increaseEveryMs * 5 : lastChangeAt === lastCutAt ? increaseEveryMs * 3 : increaseEveryMs;
+      if (now - lastChangeAt < settle || (rate >= maxRate && concurrency >= maxConcurrency)) return false;
       lastChangeAt = now;
       good = Math.max(good ?? 0, rate);
       let next: number;
