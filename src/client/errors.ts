@@ -176,6 +176,16 @@ export class ValidationError extends Error {
     this.issues = issues;
   }
 
+  /**
+   * Parses `input` with `schema`, or throws a ValidationError naming every bad field (under `pathPrefix`).
+   * The one way every options object of the library is checked.
+   */
+  static parse<S extends z.ZodType>(schema: S, input: unknown, subject: string, pathPrefix = ''): z.output<S> {
+    const result = schema.safeParse(input);
+    if (!result.success) throw ValidationError.fromZod(subject, result.error, pathPrefix);
+    return result.data;
+  }
+
   /** Builds one from a zod error, keeping zod's messages (ours name what is valid; zod's never echo the value). */
   static fromZod(subject: string, error: z.ZodError, pathPrefix = ''): ValidationError {
     return new ValidationError(

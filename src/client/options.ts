@@ -99,9 +99,7 @@ export function resolveClientOptions(
     if (env.WEBDATA_API_KEY) input.apiKey = env.WEBDATA_API_KEY;
     else if (env.WEBDATA_TOKEN) input.token = env.WEBDATA_TOKEN;
   }
-  const result = clientOptionsSchema.safeParse(input);
-  if (!result.success) throw ValidationError.fromZod('Invalid client options', result.error);
-  const resolved = result.data;
+  const resolved = ValidationError.parse(clientOptionsSchema, input, 'Invalid client options');
   if (resolved.apiKey === undefined && resolved.token === undefined) {
     throw new ValidationError('Invalid client options', [
       { path: 'apiKey', message: 'no credentials: set WEBDATA_API_KEY (or WEBDATA_TOKEN for a JWT), or pass apiKey' },

@@ -42,7 +42,5 @@ export type ValidSearchParams = z.output<typeof defaultSchema>;
 
 export function parseSearchParams(params: unknown, allow: CodeAllowance = {}): ValidSearchParams {
   const schema = allow.extraCountries?.length || allow.extraLangs?.length ? searchParamsSchema(allow) : defaultSchema;
-  const result = schema.safeParse(params);
-  if (!result.success) throw ValidationError.fromZod('Invalid search parameters (nothing was sent)', result.error);
-  return result.data;
+  return ValidationError.parse(schema, params, 'Invalid search parameters (nothing was sent)');
 }

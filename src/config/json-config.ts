@@ -57,9 +57,7 @@ export function pipelineFromConfig(config: unknown): PipelineDefinition {
       ]);
     }
   }
-  const parsed = jsonConfigSchema.safeParse(config);
-  if (!parsed.success) throw ValidationError.fromZod('Invalid pipeline config', parsed.error);
-  const { search, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = parsed.data;
+  const { search, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = ValidationError.parse(jsonConfigSchema, config, 'Invalid pipeline config');
   return {
     ...rest,
     source: searchPages(search),

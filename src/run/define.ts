@@ -72,7 +72,5 @@ export type Pipeline = z.output<typeof pipelineSchema>;
 
 /** Validates a pipeline definition (every problem named by its field) and returns it ready to run. */
 export function definePipeline(definition: PipelineDefinition): Pipeline {
-  const parsed = pipelineSchema.safeParse(definition);
-  if (!parsed.success) throw ValidationError.fromZod(`Invalid pipeline${typeof definition?.name === 'string' ? ` "${definition.name}"` : ''}`, parsed.error);
-  return parsed.data;
+  return ValidationError.parse(pipelineSchema, definition, `Invalid pipeline${typeof definition?.name === 'string' ? ` "${definition.name}"` : ''}`);
 }

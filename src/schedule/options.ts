@@ -56,9 +56,7 @@ export type ResolvedSchedulerOptions = z.output<typeof schedulerOptionsSchema>;
 export type Rate = z.input<typeof rateSchema>;
 
 export function resolveSchedulerOptions(options: SchedulerOptions): ResolvedSchedulerOptions {
-  const result = schedulerOptionsSchema.safeParse(options);
-  if (!result.success) throw ValidationError.fromZod('Invalid scheduler options', result.error);
-  return result.data;
+  return ValidationError.parse(schedulerOptionsSchema, options, 'Invalid scheduler options');
 }
 
 /** Requests per second of a rate setting (`Infinity` when none). */

@@ -135,7 +135,5 @@ export type SimulatorOptions = z.input<typeof simulatorOptionsSchema>;
 export type ResolvedSimulatorOptions = z.output<typeof simulatorOptionsSchema>;
 
 export function resolveSimulatorOptions(options: SimulatorOptions): ResolvedSimulatorOptions {
-  const result = simulatorOptionsSchema.safeParse(options);
-  if (!result.success) throw ValidationError.fromZod('Invalid simulator options', result.error);
-  return result.data;
+  return ValidationError.parse(simulatorOptionsSchema, options, 'Invalid simulator options');
 }

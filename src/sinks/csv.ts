@@ -36,9 +36,7 @@ export const DEFAULT_CSV_COLUMNS: readonly string[] = NORMALIZED_COLUMNS.filter(
  * so that no row is written twice and the header and BOM never repeat.
  */
 export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
-  const parsed = csvSinkOptionsSchema.safeParse(options);
-  if (!parsed.success) throw ValidationError.fromZod('Invalid CSV sink', parsed.error, 'csv');
-  const config = parsed.data;
+  const config = ValidationError.parse(csvSinkOptionsSchema, options, 'Invalid CSV sink', 'csv');
   const columns = config.columns ?? DEFAULT_CSV_COLUMNS;
   const path = resolve(config.path);
   const id = `csv:${path}`;

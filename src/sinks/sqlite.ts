@@ -28,11 +28,10 @@ export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
  * explicit columns, indexes on (query, country, lang), dedupe_key and run_id.
  */
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
-  const parsed = sqliteSinkOptionsSchema.safeParse(options);
-  if (!parsed.success) throw ValidationError.fromZod('Invalid SQLite sink', parsed.error, 'sqlite');
-  const { table } = parsed.data;
-  const columns = parsed.data.columns ?? DEFAULT_COLUMNS;
-  const path = resolve(parsed.data.path);
+  const config = ValidationError.parse(sqliteSinkOptionsSchema, options, 'Invalid SQLite sink', 'sqlite');
+  const { table } = config;
+  const columns = config.columns ?? DEFAULT_COLUMNS;
+  const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
   let opened: { db: Database.Database; insertPage: (page: Page<Record<string, unknown>>, seq: number) => void } | undefined;
   let held = 0;
@@ -70,7 +69,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     held: () => held,
     write(page, seq) {
       const { insertPage } = ready();
-      if (!parsed.data.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
+      if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
       insertPage(page, seq);
       held = seq;
     },

@@ -57,9 +57,7 @@ export type SearchPagesOptions = z.input<typeof searchPagesOptionsSchema>;
  * rule of DESIGN §3. Parameters are validated here, before any request.
  */
 export function searchPages(options: SearchPagesOptions): Source & { readonly dropped: { blank: number; duplicate: number } } {
-  const parsed = searchPagesOptionsSchema.safeParse(options);
-  if (!parsed.success) throw ValidationError.fromZod('Invalid search source', parsed.error, 'search');
-  const config = parsed.data;
+  const config = ValidationError.parse(searchPagesOptionsSchema, options, 'Invalid search source', 'search');
   const { queries, dropped } = uniqueQueries(config.queries);
   if (queries.length === 0) {
     throw new ValidationError('Invalid search source', [{ path: 'search.queries', message: 'every query is blank' }]);

@@ -29,9 +29,7 @@ export type DedupeOptions = z.input<typeof dedupeOptionsSchema>;
  * (`page.meta.dedupe`). Items without a key are kept: they cannot be told apart, so they are never merged.
  */
 export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I> {
-  const parsed = dedupeOptionsSchema.safeParse(options);
-  if (!parsed.success) throw ValidationError.fromZod('Invalid dedupe options', parsed.error);
-  const keyOf = keyFunction(parsed.data.key);
+  const keyOf = keyFunction(ValidationError.parse(dedupeOptionsSchema, options, 'Invalid dedupe options', 'dedupe').key);
   return async function* dedupeStage(pages, ctx) {
     for await (const page of pages) {
       const seen = ctx.seriesState<Record<string, 1>>('dedupe', page.series, () => Object.create(null));
