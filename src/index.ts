@@ -44,3 +44,4 @@ export { statePath } from './run/run.ts';
 export { runFromCommandLine } from './cli/run-command.ts';
 export { EXIT, exitCodeFor } from './cli/exit-codes.ts';
 export { pipelineFromConfig, jsonConfigSchema, type JsonConfig } from './config/json-config.ts';
+export { endpointPages, endpointPagesOptionsSchema, endpointConfigSchema, type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';

@@ -3,6 +3,7 @@ import { ValidationError } from '../client/errors.ts';
 import { type PipelineDefinition, pipelineSchema } from '../run/define.ts';
 import { csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
 import { sqliteSinkOptionsSchema, toSqlite } from '../sinks/sqlite.ts';
+import { endpointConfigSchema, endpointPages } from '../sources/endpoint-pages.ts';
 import { searchPagesOptionsSchema, searchPages } from '../sources/search-pages.ts';
 import { dedupe } from '../stages/dedupe.ts';
 import { normalize } from '../stages/normalize.ts';
@@ -15,14 +16,17 @@ const shape = pipelineSchema.shape;
 
 /**
  * A pipeline as JSON, for people who would rather not write code: the same fields as `definePipeline`, with the
- * source, stages and sinks described instead of built. Relative paths are relative to the working directory.
+ * source, stages and sinks described instead of built. Items are always normalized. Relative paths are relative
+ * to the working directory.
  */
 export const jsonConfigSchema = z.strictObject({
   $schema: z.string().optional(),
   name: shape.name,
   api: shape.api,
-  /** The search source: `searchPages` options. Search items are always normalized. */
-  search: searchPagesOptionsSchema,
+  /** The search source: `searchPages` options. */
+  search: searchPagesOptionsSchema.optional(),
+  /** Or another catalog endpoint: `endpointPages` options (a declared `cursor` in place of a `next` function). */
+  endpoint: endpointConfigSchema.optional(),
   rate: shape.rate,
   budget: shape.budget,
   credits: shape.credits,
@@ -57,10 +61,15 @@ export function pipelineFromConfig(config: unknown): PipelineDefinition {
       ]);
     }
   }
-  const { search, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = ValidationError.parse(jsonConfigSchema, config, 'Invalid pipeline config');
+  const { search, endpoint, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = ValidationError.parse(jsonConfigSchema, config, 'Invalid pipeline config');
+  if ((search === undefined) === (endpoint === undefined)) {
+    throw new ValidationError('Invalid pipeline config', [
+      { path: search ? 'endpoint' : 'search', message: 'give exactly one source: "search": { "queries": […] } or "endpoint": { "path": "/…" }' },
+    ]);
+  }
   return {
     ...rest,
-    source: searchPages(search),
+    source: search ? searchPages(search) : endpointPages(endpoint as NonNullable<typeof endpoint>),
     stages: dedupeOptions ? [normalize(), dedupe(dedupeOptions)] : [normalize()],
     sinks: sinks.map(({ type, ...options }) => (type === 'sqlite' ? toSqlite(options) : toCsv(options))),
   };

@@ -29,8 +29,10 @@ export interface PageMeta {
   dedupe?: { new: number; duplicates: number };
   /** Set by the source: a digest of the items as served (to tell a repeated page). */
   digest?: string;
-  /** Set by the source when this page ends its series by one of its own rules (empty, short, repeat, max_pages). */
-  end?: 'empty' | 'short' | 'repeat' | 'max_pages';
+  /** Set by the source when this page ends its series by one of its own rules (empty, short, repeat, max_pages, end). */
+  end?: 'empty' | 'short' | 'repeat' | 'max_pages' | 'end';
+  /** Cursor-paged sources: what the next request sends (committed with the page, so that a resume goes on from it). */
+  cursor?: Record<string, unknown>;
   /** Set by the source: end the series after this many pages in a row with nothing new after the stages. */
   noNewLimit?: number;
 }

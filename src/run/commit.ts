@@ -93,6 +93,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal }: Co
           duplicates: page.meta.dedupe?.duplicates ?? 0,
           digest: page.meta.digest ?? '',
           noNew: streak,
+          cursor: page.meta.cursor ? toJson(page.meta.cursor) : null,
           state: states.serialize(id),
         });
         if (needsJournal) {

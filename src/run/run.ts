@@ -161,7 +161,13 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
         if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) return { done: true };
         if (progress.state) states.restore(series.id, progress.state);
         committer.resumeSeries(series.id, progress.noNew);
-        return { done: false, nextPage: progress.nextPage ?? undefined, pages: progress.pages, digest: progress.digest ?? undefined };
+        return {
+          done: false,
+          nextPage: progress.nextPage ?? undefined,
+          pages: progress.pages,
+          digest: progress.digest ?? undefined,
+          cursor: progress.cursor ?? undefined,
+        };
       },
       processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
       seriesEnded(series, end) {

@@ -1,16 +1,10 @@
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { SEARCH_PATH } from '../client/client.ts';
 import { checkCountry, checkLang } from '../client/codes.ts';
 import { ValidationError } from '../client/errors.ts';
-import { toJson } from '../stages/json.ts';
-import type { Page, Series } from '../pipeline/page.ts';
-import { pageKey } from '../pipeline/page.ts';
-import { createChannel } from './channel.ts';
-import type { SeriesEnd, SeriesResume, Source, SourceContext, SourcePlan } from './source.ts';
-
-/** Where a series resumes (undefined: from its first page). */
-type Resumed = Exclude<SeriesResume, { done: true }> | undefined;
+import type { Series } from '../pipeline/page.ts';
+import { fetchAll, pageSeries } from './paging.ts';
+import type { Source, SourcePlan } from './source.ts';
 
 export const DEFAULT_MAX_PAGES = 5;
 export const DEFAULT_COUNT = 10;
@@ -75,6 +69,13 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
     }
   }
 
+  const rules = {
+    firstPage: config.firstPage,
+    maxPages: config.maxPages,
+    shortBelow: config.stopOnShortPage && config.count !== null ? config.count : undefined,
+    stopAfterNoNew: config.stopAfterNoNew,
+  };
+
   const plan = (): SourcePlan => ({
     endpoint: SEARCH_PATH,
     seriesCount: queries.length * countries.length * langs.length,
@@ -86,7 +87,24 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
   return {
     dropped,
     plan,
-    pages: (ctx) => fetchAll(series(), ctx, (one, resume, context, push) => pageSeries(one, resume, context, config, push)),
+    pages: (ctx) =>
+      fetchAll(series(), ctx, (one, resume, push) =>
+        pageSeries(one, resume, ctx, push, rules, (page) =>
+          ctx.scheduler.request({ series: one.id, path: SEARCH_PATH }, async (signal) => {
+            const response = await ctx.client.search(
+              {
+                q: one.query,
+                page,
+                ...(config.count === null ? {} : { count: config.count }),
+                ...(one.country ? { country: one.country } : {}),
+                ...(one.lang ? { lang: one.lang } : {}),
+              },
+              { signal },
+            );
+            return { ...response, items: response.data };
+          }),
+        ),
+      ),
   };
 }
 
@@ -107,122 +125,4 @@ function uniqueQueries(raw: readonly string[]) {
   return { queries, dropped };
 }
 
-type Config = z.output<typeof searchPagesOptionsSchema>;
 
-/**
- * Runs series concurrently (a bounded number at a time, so that a million queries are not a million pending
- * promises) and yields their pages as they arrive, through a bounded channel (backpressure).
- */
-export async function* fetchAll(
-  all: Iterator<Series>,
-  ctx: SourceContext,
-  run: (series: Series, resume: Resumed, ctx: SourceContext, push: (page: Page) => Promise<void>) => Promise<SeriesEnd>,
-): AsyncGenerator<Page> {
-  const concurrency = ctx.scheduler.stats().concurrency;
-  const channel = createChannel<Page>(Math.max(4, concurrency * 2));
-  const maxActive = Math.max(8, concurrency * 4);
-  let active = 0;
-  let exhausted = false;
-  let failure: { error: unknown } | undefined;
-
-  const startMore = () => {
-    while (!failure && active < maxActive && !exhausted) {
-      const next = all.next();
-      if (next.done) {
-        exhausted = true;
-        break;
-      }
-      const series = next.value;
-      const resume = ctx.progress(series);
-      // Ended in an earlier invocation of this run: nothing to do.
-      if (resume?.done) continue;
-      active += 1;
-      run(series, resume, ctx, (page) => channel.push(page))
-        .then(
-          (end) => ctx.seriesEnded(series, end),
-          (error: unknown) => {
-            // A page could not be handed on (the consumer went away) or the source itself broke.
-            failure ??= { error };
-            channel.cancel(error);
-          },
-        )
-        .finally(() => {
-          active -= 1;
-          startMore();
-          if (active === 0 && (exhausted || failure)) channel.close();
-        });
-    }
-    if (active === 0) channel.close();
-  };
-
-  startMore();
-  yield* channel;
-}
-
-/** Pages one search series in order until a stop rule, the budget, a failure, or the run's stop. */
-async function pageSeries(series: Series, resume: Resumed, ctx: SourceContext, config: Config, push: (page: Page) => Promise<void>): Promise<SeriesEnd> {
-  let previous = resume?.digest;
-  let fetched = resume?.pages ?? 0;
-  let pushed = 0;
-  for (let number = resume?.nextPage ?? config.firstPage; ; number++) {
-    const outcome = await ctx.scheduler.request({ series: series.id, path: SEARCH_PATH }, (signal) =>
-      ctx.client.search(
-        {
-          q: series.query,
-          page: number,
-          ...(config.count === null ? {} : { count: config.count }),
-          ...(series.country ? { country: series.country } : {}),
-          ...(series.lang ? { lang: series.lang } : {}),
-        },
-        { signal },
-      ),
-    );
-    if (!outcome.ok) {
-      if (outcome.kind === 'failed') return { reason: 'failed', pages: pushed, error: outcome.error };
-      if (outcome.reason === 'budget' || outcome.reason === 'forbidden') return { reason: outcome.reason, pages: pushed, error: outcome.error };
-      return { reason: 'stopped', stop: outcome.reason, pages: pushed, error: outcome.error };
-    }
-    fetched += 1;
-    pushed += 1;
-    const response = outcome.value;
-    const digest = createHash('sha1').update(toJson(response.data)).digest('base64');
-    // The rules that need only the page as served, decided now so that the end commits with the page.
-    const end =
-      response.data.length === 0
-        ? 'empty'
-        : digest === previous
-          ? 'repeat'
-          : config.stopOnShortPage && config.count !== null && response.data.length < config.count
-            ? 'short'
-            : fetched >= config.maxPages
-              ? 'max_pages'
-              : undefined;
-    previous = digest;
-    const page: Page = {
-      key: pageKey(series, number),
-      series,
-      number,
-      items: response.data,
-      meta: {
-        status: response.status,
-        requestId: response.requestId,
-        fetchedAt: new Date().toISOString(),
-        latencyMs: Math.round(response.durationMs),
-        bytes: response.bytes,
-        served: response.data.length,
-        digest,
-        ...(end ? { end } : {}),
-        ...(config.stopAfterNoNew === undefined ? {} : { noNewLimit: config.stopAfterNoNew }),
-      },
-    };
-    // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
-    const afterStages = !end && config.stopAfterNoNew !== undefined ? ctx.processed(page) : undefined;
-    // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
-    await push(page);
-    if (end) return { reason: end, pages: pushed };
-    if (afterStages) {
-      const result = await afterStages;
-      if (result.end) return { reason: result.end, pages: pushed };
-    }
-  }
-}

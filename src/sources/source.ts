@@ -4,9 +4,12 @@ import type { Page, Series } from '../pipeline/page.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { StopReason } from '../schedule/classify.ts';
 
-/** Why a series ended. The first six are its own stop rules (DESIGN §3): the series is complete. */
-export type SeriesEndReason = 'empty' | 'short' | 'max_pages' | 'repeat' | 'no_new' | 'budget' | 'failed' | 'forbidden';
-export const COMPLETE_REASONS: ReadonlySet<SeriesEndReason> = new Set(['empty', 'short', 'max_pages', 'repeat', 'no_new']);
+/**
+ * Why a series ended. The first six are its own stop rules (DESIGN §3), the series is complete: `end` is a
+ * cursor-paged endpoint saying there is no next page.
+ */
+export type SeriesEndReason = 'empty' | 'short' | 'max_pages' | 'repeat' | 'no_new' | 'end' | 'budget' | 'failed' | 'forbidden';
+export const COMPLETE_REASONS: ReadonlySet<SeriesEndReason> = new Set(['empty', 'short', 'max_pages', 'repeat', 'no_new', 'end']);
 
 /** How a series ended in this invocation; `pages` counts the pages it handed on in this invocation. */
 export type SeriesEnd =
@@ -25,6 +28,8 @@ export type SeriesResume =
       pages: number;
       /** Digest of the last committed page (the repeat rule). */
       digest: string | undefined;
+      /** Cursor-paged sources: what the next request sends. */
+      cursor: Record<string, unknown> | undefined;
     };
 
 /** What a source is given to fetch with. */

@@ -10,12 +10,15 @@ export interface FieldAliases {
   url: readonly string[];
   title: readonly string[];
   snippet: readonly string[];
+  /** An item's own identity, for the dedupe key of items without a URL (reviews, videos, products). */
+  id: readonly string[];
 }
 
 export const DEFAULT_ALIASES: FieldAliases = {
   url: ['url', 'link', 'href'],
   title: ['title', 'name'],
-  snippet: ['snippet', 'description', 'content'],
+  snippet: ['snippet', 'description', 'content', 'text'],
+  id: ['id', 'videoId', 'asin'],
 };
 
 interface RankState {
@@ -40,7 +43,8 @@ export function normalize(options: { aliases?: Partial<FieldAliases> } = {}): St
 
 function normalizeItem(item: Item, index: number, page: Page, runId: string, state: RankState, aliases: FieldAliases): NormalizedItem {
   const url = text(pick(item, aliases.url));
-  const key = url === null ? null : canonicalUrl(url);
+  const id = text(pick(item, aliases.id));
+  const key = url !== null ? canonicalUrl(url) : id !== null ? `id:${id}` : null;
   let rank: number;
   if (key === null) {
     rank = state.next++;

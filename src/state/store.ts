@@ -47,6 +47,8 @@ export interface SeriesProgress {
   digest: string | null;
   /** Pages in a row with nothing new (the no_new rule). */
   noNew: number;
+  /** Cursor-paged series: what the next request sends. */
+  cursor: Record<string, unknown> | null;
   /** Stage states, as committed with the series' last page. */
   state: Record<string, object> | null;
   error: string | null;
@@ -121,6 +123,7 @@ export function openStateStore(db: Database.Database) {
       duplicates INTEGER NOT NULL DEFAULT 0,
       digest TEXT,
       no_new INTEGER NOT NULL DEFAULT 0,
+      cursor TEXT,
       state TEXT,
       error TEXT,
       -- The class of the failure (bad_request, rate_limited, server, …) when the series failed.
@@ -178,11 +181,12 @@ export function openStateStore(db: Database.Database) {
     currentSeq: db.prepare(`SELECT CAST(value AS INTEGER) FROM webdata_meta WHERE key = 'seq'`).pluck(),
     progress: db.prepare(`SELECT * FROM series WHERE run_id = ? AND series_id = ?`),
     commitSeries: db.prepare(`
-      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, state)
-      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, 1, @served, @written, @duplicates, @digest, @noNew, @state)
+      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
+      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, 1, @served, @written, @duplicates, @digest, @noNew, @cursor, @state)
       ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
         pages = pages + 1, items_served = items_served + excluded.items_served, items_written = items_written + excluded.items_written,
-        duplicates = duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, state = excluded.state, error = NULL`),
+        duplicates = duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
+        state = excluded.state, error = NULL`),
     endSeries: db.prepare(`
       INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
       VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, @error, @errorKind)
@@ -254,6 +258,7 @@ export function openStateStore(db: Database.Database) {
         pages: row.pages as number,
         digest: (row.digest as string | null) ?? null,
         noNew: row.no_new as number,
+        cursor: row.cursor ? (JSON.parse(row.cursor as string) as Record<string, unknown>) : null,
         state: row.state ? (JSON.parse(row.state as string) as Record<string, object>) : null,
         error: (row.error as string | null) ?? null,
       };
@@ -268,6 +273,7 @@ export function openStateStore(db: Database.Database) {
       duplicates: number;
       digest: string;
       noNew: number;
+      cursor: string | null;
       state: string | null;
     }): void {
       statements.commitSeries.run({ runId, ...series, ...page });

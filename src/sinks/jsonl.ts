@@ -1,0 +1,186 @@
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
+import { once } from 'node:events';
+import { dirname, resolve } from 'node:path';
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import { crashPoint } from '../run/crash-points.ts';
+import type { SinkCheckpoints } from '../state/checkpoints.ts';
+import { toJson } from '../stages/json.ts';
+import type { Sink, SinkContext } from './sink.ts';
+
+export const jsonlSinkOptionsSchema = z.strictObject({
+  /** The file, or `-` for stdout (at least once: see `toStdout`). */
+  path: z.string().min(1, { error: 'must be a file path such as "data/results.jsonl", or "-" for stdout' }),
+  /** Keep `raw` as the JSON text it is, instead of nesting the item as served. */
+  rawAsString: z.boolean().default(false),
+});
+
+export type JsonlSinkOptions = z.input<typeof jsonlSinkOptionsSchema>;
+
+type Item = Record<string, unknown>;
+
+/**
+ * Items as JSON Lines (UTF-8, `\n`, no header): every field of each item, with `raw` nested as the item was
+ * served. To a file, exactly once as the CSV sink does it: each page written synchronously, then the file's
+ * committed length checkpointed; on the next open a longer file is cut back to it (a crash in between).
+ */
+export function toJsonl(options: JsonlSinkOptions): Sink<Item> {
+  const config = ValidationError.parse(jsonlSinkOptionsSchema, options, 'Invalid JSONL sink', 'jsonl');
+  const lines = (items: readonly Item[]) => items.map((item) => jsonLine(item, config.rawAsString)).join('');
+  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines);
+}
+
+function toFile(path: string, lines: (items: readonly Item[]) => string): Sink<Item> {
+  const id = `jsonl:${path}`;
+  let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
+  let bytes = 0;
+  let held = 0;
+
+  const ready = () => {
+    if (!file) throw new Error(`the JSONL sink ${path} was not opened`);
+    return file;
+  };
+  const append = (fd: number, text: string) => {
+    const buffer = Buffer.from(text, 'utf8');
+    let written = 0;
+    while (written < buffer.length) written += writeSync(fd, buffer, written);
+    bytes += buffer.length;
+  };
+
+  return {
+    kind: 'jsonl',
+    path,
+    id,
+    open(ctx: SinkContext) {
+      mkdirSync(dirname(path), { recursive: true });
+      const fd = openSync(path, 'a+');
+      try {
+        const checkpoint = ctx.stateCheckpoints.get(id);
+        let size = fstatSync(fd).size;
+        held = checkpoint?.seq ?? ctx.currentSeq;
+        if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
+          if (size < checkpoint.bytes) {
+            throw new Error(
+              `${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl. ` +
+                'Move it aside to start a new file.',
+            );
+          }
+          // Bytes past the checkpoint were written but never committed (a crash in between): they go.
+          if (size > checkpoint.bytes) ftruncateSync(fd, checkpoint.bytes);
+          size = checkpoint.bytes;
+        }
+        // Appending to a last line without its line end would join two items into one broken line.
+        if (size > 0 && lastByte(fd, size) !== 0x0a) {
+          throw new Error(`${path} does not end with a line end, so it cannot be appended to as JSON Lines: use another file, or end its last line.`);
+        }
+        bytes = size;
+        ctx.stateCheckpoints.set(id, { seq: held, bytes });
+        file = { fd, checkpoints: ctx.stateCheckpoints };
+      } catch (error) {
+        closeSync(fd);
+        throw error;
+      }
+    },
+    held: () => held,
+    committedBytes: () => bytes,
+    write(page, seq) {
+      const { fd, checkpoints } = ready();
+      if (page.items.length > 0) {
+        append(fd, lines(page.items));
+        crashPoint('file-before-checkpoint');
+      }
+      checkpoints.set(id, { seq, bytes });
+      held = seq;
+    },
+    discard(_runId, since) {
+      const { fd, checkpoints } = ready();
+      if (since.bytes !== null && since.bytes < bytes) {
+        ftruncateSync(fd, since.bytes);
+        bytes = since.bytes;
+        checkpoints.set(id, { seq: held, bytes });
+      }
+    },
+    close() {
+      if (file) closeSync(file.fd);
+      file = undefined;
+    },
+  };
+}
+
+/**
+ * stdout, for piping. It cannot be cut back or re-read, so it keeps no checkpoint and has no `held`: a page goes
+ * to it once, after the page committed, and nothing takes it back. That makes it at least once only over the
+ * pages it was given: `--fresh` starts the plan again after an abandoned run whose lines were already sent
+ * (they repeat), and a page committed just before a kill is not re-delivered to it on resume (the runner
+ * replays only to sinks with `held`), so it can also miss pages across a crash. Use a file for exactly once.
+ */
+function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
+  const stdout = process.stdout;
+  let failure: Error | undefined;
+  // A reader that went away (EPIPE) would otherwise be an uncaught error: it ends the run at the next page.
+  const onError = (error: Error) => {
+    failure ??= error;
+  };
+  return {
+    kind: 'jsonl',
+    path: '-',
+    id: 'jsonl:-',
+    open() {
+      stdout.on('error', onError);
+    },
+    async write(page) {
+      if (failure) throw failure;
+      if (page.items.length === 0) return;
+      // Backpressure: a slow reader holds the run back instead of the whole output piling up in memory.
+      if (!stdout.write(lines(page.items))) await once(stdout, 'drain');
+    },
+    close() {
+      stdout.off('error', onError);
+    },
+  };
+}
+
+/**
+ * One item as one line. `raw` (the item as served, as JSON text) is spliced in as it is: parsing and
+ * re-serializing it would cost twice and could overflow the stack on deep nesting. It is only checked to be JSON;
+ * anything else stays a string.
+ */
+function jsonLine(item: Item, rawAsString: boolean): string {
+  const raw = item.raw;
+  if (rawAsString || typeof raw !== 'string' || !isJson(raw)) return `${toJson(item)}\n`;
+  const fields: string[] = [];
+  for (const [key, value] of Object.entries(item)) {
+    // As JSON.stringify does: such fields are left out.
+    if (value === undefined || typeof value === 'function' || typeof value === 'symbol') continue;
+    fields.push(`${JSON.stringify(key)}:${key === 'raw' ? oneLine(raw) : toJson(value)}`);
+  }
+  return `{${fields.join(',')}}\n`;
+}
+
+/** JSON.parse is iterative in V8: it takes any depth. */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Valid JSON text, made safe for a line of UTF-8: a raw CR or LF can only be whitespace between tokens (inside
+ * strings they must be escaped), and a lone surrogate can only be inside a string, where its escape means the same.
+ */
+function oneLine(json: string): string {
+  let text = /[\r\n]/.test(json) ? json.replace(/[\r\n]/g, ' ') : json;
+  if (!text.isWellFormed()) {
+    text = text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, (unit) => `\\u${unit.charCodeAt(0).toString(16)}`);
+  }
+  return text;
+}
+
+function lastByte(fd: number, size: number): number | undefined {
+  const buffer = Buffer.alloc(1);
+  readSync(fd, buffer, 0, 1, size - 1);
+  return buffer[0];
+}

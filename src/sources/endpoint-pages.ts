@@ -1,0 +1,167 @@
+import { z } from 'zod';
+import { MalformedResponseError, ValidationError } from '../client/errors.ts';
+import type { Series } from '../pipeline/page.ts';
+import { toJson } from '../stages/json.ts';
+import { type Fetched, fetchAll, pageSeries } from './paging.ts';
+import type { Source, SourcePlan } from './source.ts';
+
+type Params = Record<string, string | number | boolean>;
+type Body = Record<string, unknown>;
+
+/** Given a page's whole body and the request that fetched it, what the next request sends; null: no next page. */
+export type NextPage = (body: unknown, request: { page: number; params: Params; body: Body | undefined }) => Record<string, unknown> | null | undefined;
+
+const scalar = z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' });
+const paramsSchema = z.record(z.string(), scalar);
+
+const endpointFields = z.strictObject({
+    /** A catalog path below the base URL, e.g. `/video/search`. */
+    path: z.string().regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+(?:\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/, {
+      error: 'must be an endpoint path such as "/video/search" (no query string, no "..")',
+    }),
+    /** Default: GET, or POST when there is a body. */
+    method: z.enum(['GET', 'POST']).optional(),
+    /** Query-string parameters; a list makes one series per entry (e.g. one per app or per keyword). */
+    params: z.union([paramsSchema, z.array(paramsSchema).min(1, { error: 'must hold at least one set of parameters' })]).default({}),
+    /** A JSON body (the page parameter, or the cursor, then goes into the body). */
+    body: z.record(z.string(), z.unknown()).optional(),
+    /** The parameter that carries the page number (not sent when pages follow a cursor). */
+    pageParam: z.string().min(1).default('page'),
+    firstPage: z.int().positive().default(1),
+    /** Where the items are in the body, as a dot path (`data`, `results.items`). */
+    itemsAt: z.string().min(1).default('data'),
+    maxPages: z.int().positive().max(10_000).default(5),
+    /** Items a full page holds: a shorter page ends the series (`short`). Unset: only empty pages end it. */
+    pageSize: z.int().positive().optional(),
+    stopAfterNoNew: z.int().positive().optional(),
+    /** Cursor paging, declared: read the body's field `from` (a dot path) and send it as `param`; absent or null ends the series. */
+    cursor: z.strictObject({ from: z.string().min(1), param: z.string().min(1) }).optional(),
+    /** Cursor paging, in code: what the next request sends, or null at the end. */
+    next: z.custom<NextPage>((v) => typeof v === 'function', { error: 'must be a function (body, request) => params | null' }).optional(),
+    /** The endpoint's own normalization of an item, before the stages (by default items go on as served). */
+    mapItem: z.custom<(item: unknown, series: Series) => Record<string, unknown>>((v) => typeof v === 'function', { error: 'must be a function' }).optional(),
+});
+
+export const endpointPagesOptionsSchema = endpointFields.refine((o) => !(o.cursor && o.next), { error: 'give cursor or next, not both' });
+
+/** The same options as JSON can hold them (no functions): `"endpoint": { … }` in a JSON config. */
+export const endpointConfigSchema = endpointFields.omit({ next: true, mapItem: true });
+
+export type EndpointPagesOptions = z.input<typeof endpointPagesOptionsSchema>;
+
+/** Parameters that name what a series is about, for the `query` column, first found first. */
+const LABELS = ['q', 'query', 'keyword', 'term', 'app_id', 'appId', 'id', 'url'];
+
+/**
+ * A source for any other catalog endpoint: each parameter set is a series, paged by page number (or by a cursor),
+ * with the same stop rules, scheduler, credit weights and exactly-once guarantees as search.
+ */
+export function endpointPages(options: EndpointPagesOptions): Source {
+  const config = ValidationError.parse(endpointPagesOptionsSchema, options, 'Invalid endpoint source', 'endpoint');
+  const paramSets = Array.isArray(config.params) ? config.params : [config.params];
+  const method = config.method ?? (config.body ? 'POST' : 'GET');
+  const next: NextPage | undefined =
+    config.next ??
+    (config.cursor
+      ? (body) => {
+          const value = at(body, (config.cursor as { from: string }).from);
+          return value === undefined || value === null || value === '' ? null : { [(config.cursor as { param: string }).param]: value as string };
+        }
+      : undefined);
+
+  // One series per distinct parameter set, by a stable identity.
+  const byId = new Map(paramSets.map((params) => [`${config.path}|${toJson(sorted(params))}`, params]));
+
+  function* series(): Generator<Series> {
+    for (const [id, params] of byId) {
+      const fromBody = config.body ?? {};
+      const labelName = LABELS.find((name) => typeof (params[name] ?? fromBody[name]) === 'string' || typeof (params[name] ?? fromBody[name]) === 'number');
+      // The `query` column names the series: its main parameter, then the others that tell it apart
+      // (`com.example.notes store=ios`), so that rows of different series never look alike.
+      const others = Object.entries(sorted(params))
+        .filter(([name]) => name !== labelName && !['country', 'lang', 'marketplace'].includes(name))
+        .map(([name, value]) => `${name}=${value}`);
+      const label = labelName === undefined ? [] : [String(params[labelName] ?? fromBody[labelName])];
+      yield {
+        id,
+        endpoint: config.path,
+        query: [...label, ...others].join(' ') || toJson(sorted(params)),
+        country: String(params.country ?? fromBody.country ?? params.marketplace ?? fromBody.marketplace ?? ''),
+        lang: String(params.lang ?? fromBody.lang ?? ''),
+      };
+    }
+  }
+
+  const plan = (): SourcePlan => ({
+    endpoint: config.path,
+    seriesCount: byId.size,
+    maxPages: config.maxPages,
+    fingerprint: {
+      endpoint: config.path,
+      method,
+      params: paramSets,
+      body: config.body ?? null,
+      pageParam: next ? null : config.pageParam,
+      cursor: config.cursor ?? (config.next ? 'function' : null),
+      firstPage: config.firstPage,
+      maxPages: config.maxPages,
+      pageSize: config.pageSize ?? null,
+      itemsAt: config.itemsAt,
+    },
+    series,
+  });
+
+  const rules = { firstPage: config.firstPage, maxPages: config.maxPages, shortBelow: config.pageSize, stopAfterNoNew: config.stopAfterNoNew };
+
+  return {
+    plan,
+    pages: (ctx) =>
+      fetchAll(series(), ctx, (one, resume, push) => {
+        const params = byId.get(one.id) as Params;
+        return pageSeries(one, resume, ctx, push, rules, (page, cursor) =>
+          ctx.scheduler.request({ series: one.id, path: config.path }, async (signal): Promise<Fetched> => {
+            // The page (or the cursor) goes where the parameters go: into the body when there is one.
+            const turn = next ? (cursor ?? {}) : { [config.pageParam]: page };
+            const body = config.body ? { ...config.body, ...turn } : undefined;
+            const query = config.body ? params : { ...params, ...(turn as Params) };
+            const response = await ctx.client.request({ method, path: config.path, query, ...(body ? { body } : {}) }, { signal });
+            const found = at(response.body, config.itemsAt);
+            if (!Array.isArray(found)) {
+              throw new MalformedResponseError(`${method} ${config.path} → ${response.status}: no array at "${config.itemsAt}" in the body; it was probably charged`, {
+                method,
+                path: config.path,
+                status: response.status,
+                requestId: response.requestId,
+              });
+            }
+            const items = found.map((item) => {
+              const object = item !== null && typeof item === 'object' && !Array.isArray(item) ? (item as Record<string, unknown>) : { value: item };
+              return config.mapItem ? config.mapItem(object, one) : object;
+            });
+            return {
+              items,
+              status: response.status,
+              requestId: response.requestId,
+              durationMs: response.durationMs,
+              bytes: response.bytes,
+              ...(next ? { next: next(response.body, { page, params, body }) ?? null } : {}),
+            };
+          }),
+        );
+      }),
+  };
+}
+
+/** The value at a dot path (`a.b.0.c`), or undefined. */
+function at(value: unknown, path: string): unknown {
+  let current = value;
+  for (const part of path.split('.')) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<string, unknown>)[part];
+  }
+  return current;
+}
+
+function sorted(params: Params): Params {
+  return Object.fromEntries(Object.entries(params).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
