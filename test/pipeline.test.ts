@@ -492,7 +492,8 @@ describe('summary and state', () => {
 
   it('bad definitions are refused with the field named', () => {
     expect(() => searchPages({ queries: ['x'], countries: ['uk'] })).toThrow(/search\.countries\.0: .*did you mean "gb"/);
-    expect(() => searchPages({ queries: [], maxPages: 0 })).toThrow(/search\.queries[\s\S]*search\.maxPages/);
+    expect(() => searchPages({ queries: [] })).toThrow(/search\.queries: must hold at least one query/);
+    expect(() => searchPages({ queries: ['x'], maxPages: 0, count: -1 })).toThrow(/search\.maxPages[\s\S]*search\.count/);
     expect(() => definePipeline({ name: 'bad name!', source: searchPages({ queries: ['x'] }), sinks: [] })).toThrow(/name:[\s\S]*sinks: needs at least one sink/);
     expect(() => dedupe({ scope: 'global' } as never)).toThrow(/scope/);
   });

@@ -102,6 +102,7 @@ export function progressReporter(options: ProgressOptions) {
               `${paint(1, event.pipeline)}: ${event.resumed ? `resuming run ${event.runId}` : `run ${event.runId}`}, ${event.series} series × up to ${event.maxPages} pages` +
                 (event.replayed ? `; ${event.replayed} committed page(s) re-delivered to sinks that lacked them` : ''),
             );
+            for (const note of event.notes) log(note);
           }
           if (options.mode !== 'quiet' && options.mode !== 'tty') timer = setInterval(tick, options.intervalMs ?? 10_000);
           if (options.mode === 'tty') timer = setInterval(tick, 250);

@@ -40,7 +40,18 @@ export interface RunOptions extends LifecycleOptions {
 
 export type RunEvent =
   | SchedulerEvent
-  | { type: 'start'; runId: string; pipeline: string; series: number; maxPages: number; budget: number | null; spentBefore: number; resumed: boolean; replayed: number }
+  | {
+      type: 'start';
+      runId: string;
+      pipeline: string;
+      series: number;
+      maxPages: number;
+      budget: number | null;
+      spentBefore: number;
+      resumed: boolean;
+      replayed: number;
+      notes: readonly string[];
+    }
   | { type: 'page'; key: string; series: string; number: number; items: number; served: number; duplicates: number }
   | { type: 'series'; series: string; reason: string; pages: number };
 
@@ -67,7 +78,13 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     const planPrint = fingerprint(plan.fingerprint);
     const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget?.maxCredits ?? null, options);
 
-    const sinkContext = { pipeline: pipeline.name, database: databases.get, stateCheckpoints: sinkCheckpoints(store.db), currentSeq: store.currentSeq() };
+    const sinkContext = {
+      pipeline: pipeline.name,
+      database: databases.get,
+      stateCheckpoints: sinkCheckpoints(store.db),
+      currentSeq: store.currentSeq(),
+      tagColumns: plan.tagColumns ?? [],
+    };
     const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
     for (const sink of sinks) {
       await sink.open({ ...sinkContext, runId });
@@ -134,6 +151,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       spentBefore,
       resumed: previous !== undefined,
       replayed,
+      notes: plan.notes ?? [],
     });
 
     const stop = () => scheduler.stop('interrupted', 'interrupted by a signal: nothing new is sent; answers in flight are committed');

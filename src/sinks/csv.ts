@@ -37,11 +37,10 @@ export const DEFAULT_CSV_COLUMNS: readonly string[] = NORMALIZED_COLUMNS.filter(
  */
 export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(csvSinkOptionsSchema, options, 'Invalid CSV sink', 'csv');
-  const columns = config.columns ?? DEFAULT_CSV_COLUMNS;
+  let columns: readonly string[] = config.columns ?? DEFAULT_CSV_COLUMNS;
   const path = resolve(config.path);
   const id = `csv:${path}`;
   const format = { delimiter: config.delimiter, escape_formulas: config.escapeFormulas, record_delimiter: 'windows' as const, header: false };
-  const header = stringify([columns], { ...format, escape_formulas: false });
   let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
   let bytes = 0;
   let held = 0;
@@ -62,6 +61,8 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
     path,
     id,
     open(ctx: SinkContext) {
+      if (!config.columns) columns = [...DEFAULT_CSV_COLUMNS, ...ctx.tagColumns];
+      const header = stringify([columns], { ...format, escape_formulas: false });
       mkdirSync(dirname(path), { recursive: true });
       const fd = openSync(path, 'a+');
       try {

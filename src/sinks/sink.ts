@@ -13,6 +13,8 @@ export interface SinkContext {
   readonly stateCheckpoints: SinkCheckpoints;
   /** The journal's sequence number now: a sink seen for the first time holds everything up to it. */
   readonly currentSeq: number;
+  /** Tag columns every row carries (from a query list): sinks with default columns add them. */
+  readonly tagColumns: readonly string[];
 }
 
 /**

@@ -30,7 +30,7 @@ export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
   const config = ValidationError.parse(sqliteSinkOptionsSchema, options, 'Invalid SQLite sink', 'sqlite');
   const { table } = config;
-  const columns = config.columns ?? DEFAULT_COLUMNS;
+  let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
   let opened: { db: Database.Database; insertPage: (page: Page<Record<string, unknown>>, seq: number) => void } | undefined;
@@ -49,7 +49,8 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
       const db = ctx.database(path);
-      prepareTable(db, table, columns);
+      if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
+      prepareTable(db, table, columns, ctx.tagColumns);
       const checkpoints = sinkCheckpoints(db);
       const existing = checkpoints.get(id);
       if (existing) held = existing.seq;
@@ -82,13 +83,18 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   };
 }
 
-function prepareTable(db: Database.Database, table: string, columns: readonly string[]): void {
+function prepareTable(db: Database.Database, table: string, columns: readonly string[], addable: readonly string[]): void {
   const version = db.pragma('user_version', { simple: true }) as number;
   if (version > RESULTS_SCHEMA_VERSION) {
     throw new Error(`${db.name} was written by a newer webdata-etl (schema ${version}; this one knows ${RESULTS_SCHEMA_VERSION}): upgrade webdata-etl`);
   }
   const existing = (db.pragma(`table_info("${table}")`) as { name: string }[]).map((c) => c.name);
   if (existing.length > 0) {
+    // Tag columns are the query list's to choose: a new one is added to the table, empty for earlier rows.
+    for (const column of addable.filter((c) => !existing.includes(c))) {
+      db.exec(`ALTER TABLE "${table}" ADD COLUMN "${column}" TEXT`);
+      existing.push(column);
+    }
     const missing = columns.filter((c) => !existing.includes(c));
     if (missing.length > 0) {
       throw new ValidationError(`The table "${table}" in ${db.name} has other columns`, [

@@ -4,6 +4,7 @@ import { checkCountry, checkLang } from '../client/codes.ts';
 import { ValidationError } from '../client/errors.ts';
 import type { Series } from '../pipeline/page.ts';
 import { fetchAll, pageSeries } from './paging.ts';
+import { readQueryList } from './query-list.ts';
 import type { Source, SourcePlan } from './source.ts';
 
 export const DEFAULT_MAX_PAGES = 5;
@@ -14,7 +15,9 @@ const codes = z.array(z.string().trim().toLowerCase()).default([]);
 export const searchPagesOptionsSchema = z
   .strictObject({
     /** Search queries; blank ones and repeats are dropped (and reported in the plan). */
-    queries: z.array(z.string({ error: 'must be a list of query strings' })).min(1, { error: 'must hold at least one query' }),
+    queries: z.array(z.string({ error: 'must be a list of query strings' })).default([]),
+    /** A file of queries: one per line, or a CSV with a header whose other columns become tags in every row. */
+    queriesFile: z.string().min(1).optional(),
     /** ISO 3166-1 alpha-2 codes; none: one series per query without a country. */
     countries: codes,
     /** Language codes; none: no `lang` sent. */
@@ -33,6 +36,9 @@ export const searchPagesOptionsSchema = z
     extraLangs: codes,
   })
   .superRefine((options, ctx) => {
+    if (options.queries.length === 0 && options.queriesFile === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['queries'], message: 'must hold at least one query (or give queriesFile)' });
+    }
     const allow = { extraCountries: options.extraCountries, extraLangs: options.extraLangs };
     options.countries.forEach((code, i) => {
       const problem = checkCountry(code, allow);
@@ -52,18 +58,19 @@ export type SearchPagesOptions = z.input<typeof searchPagesOptionsSchema>;
  */
 export function searchPages(options: SearchPagesOptions): Source & { readonly dropped: { blank: number; duplicate: number } } {
   const config = ValidationError.parse(searchPagesOptionsSchema, options, 'Invalid search source', 'search');
-  const { queries, dropped } = uniqueQueries(config.queries);
-  if (queries.length === 0) {
-    throw new ValidationError('Invalid search source', [{ path: 'search.queries', message: 'every query is blank' }]);
+  const { queries: listed, tagColumns, dropped } = readQueryList(config.queries, config.queriesFile);
+  if (listed.length === 0) {
+    throw new ValidationError('Invalid search source', [{ path: config.queriesFile ? 'search.queriesFile' : 'search.queries', message: 'every query is blank' }]);
   }
+  const queries = listed.map((entry) => entry.query);
   const countries = config.countries.length > 0 ? [...new Set(config.countries)] : [''];
   const langs = config.langs.length > 0 ? [...new Set(config.langs)] : [''];
 
   function* series(): Generator<Series> {
-    for (const query of queries) {
+    for (const { query, tags } of listed) {
       for (const country of countries) {
         for (const lang of langs) {
-          yield { id: `search|${query}|${country}|${lang}`, endpoint: SEARCH_PATH, query, country, lang };
+          yield { id: `search|${query}|${country}|${lang}`, endpoint: SEARCH_PATH, query, country, lang, ...(tags ? { tags } : {}) };
         }
       }
     }
@@ -81,6 +88,11 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
     seriesCount: queries.length * countries.length * langs.length,
     maxPages: config.maxPages,
     fingerprint: { endpoint: SEARCH_PATH, queries, countries, langs, maxPages: config.maxPages, count: config.count, firstPage: config.firstPage },
+    tagColumns,
+    notes:
+      dropped.blank || dropped.duplicate
+        ? [`queries: ${dropped.duplicate} repeated and ${dropped.blank} blank dropped (never sent twice)`]
+        : [],
     series,
   });
 
@@ -108,21 +120,5 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
   };
 }
 
-/** Blank queries and repeats go; the first spelling of each query stays. */
-function uniqueQueries(raw: readonly string[]) {
-  const seen = new Set<string>();
-  const queries: string[] = [];
-  const dropped = { blank: 0, duplicate: 0 };
-  for (const query of raw) {
-    const q = query.normalize('NFC').trim();
-    if (q === '') dropped.blank += 1;
-    else if (seen.has(q)) dropped.duplicate += 1;
-    else {
-      seen.add(q);
-      queries.push(q);
-    }
-  }
-  return { queries, dropped };
-}
 
 

@@ -58,6 +58,10 @@ export interface SourcePlan {
   maxPages: number;
   /** Everything that decides the requests (a change of any of it is a different plan). */
   fingerprint: Record<string, unknown>;
+  /** Columns of tags carried into every row (from a query list), for sinks with default columns. */
+  tagColumns?: readonly string[];
+  /** Things worth telling the user before the run (dropped queries, …). */
+  notes?: readonly string[];
   series(): Iterable<Series>;
 }
 

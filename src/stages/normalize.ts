@@ -70,6 +70,8 @@ function normalizeItem(item: Item, index: number, page: Page, runId: string, sta
     dedupe_key: key,
     fetched_at: page.meta.fetchedAt,
     raw: toJson(item),
+    // Tags from a query list travel with every row of the series.
+    ...page.series.tags,
   };
 }
 
