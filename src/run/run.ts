@@ -235,6 +235,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       finishedAt: finishedAt.toISOString(),
       durationMs: finishedAt.getTime() - invocationStart.getTime() + Number(previous?.summary?.durationMs ?? 0),
     });
+    if (failure === undefined && FINISHED.has(summary.status)) for (const sink of opened) await sink.finish?.(runId);
     if (failure === undefined) store.finishRun(runId, summary.status, summary.finishedAt, summary);
     else store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
     if (failure !== undefined) throw failure;
@@ -265,6 +266,9 @@ function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Reco
     ...(pipeline.api.extraLangs ? { extraLangs: pipeline.api.extraLangs } : {}),
   });
 }
+
+/** Statuses of a run that ended by its own rules (the others resume). */
+const FINISHED = new Set(['completed', 'budget', 'failed_series']);
 
 /** The state store lives in the first SQLite sink's file, so that its rows and the state can commit together. */
 export function statePath(pipeline: Pipeline): string {

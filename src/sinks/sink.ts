@@ -36,6 +36,8 @@ export interface Sink<I = NormalizedItem> {
   write(page: Page<I>, seq: number): void | Promise<void>;
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */
   committedBytes?(): number | null;
+  /** The run finished by its own rules (completed, budget, failed series): e.g. drop earlier runs' rows (replace). */
+  finish?(runId: string): void | Promise<void>;
   /** Takes back what an abandoned run wrote: its rows, or the file's bytes after `since.bytes`. */
   discard?(runId: string, since: { seq: number; bytes: number | null }): void | Promise<void>;
   close(): void | Promise<void>;

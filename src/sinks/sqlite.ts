@@ -19,17 +19,28 @@ export const sqliteSinkOptionsSchema = z.strictObject({
     .default('results'),
   /** Columns, in order (default: the normalized item's). */
   columns: z.array(columnName).min(1).optional(),
+  /**
+   * `append` keeps every run's rows; `replace` keeps only the latest finished run's (older rows go when a run
+   * finishes, in one transaction); `upsert` keeps one row per (query, country, lang, dedupe_key), with
+   * `first_seen` and `last_seen` (an item without a dedupe key is appended, never merged).
+   */
+  mode: z.enum(['append', 'replace', 'upsert'], { error: 'must be append, replace or upsert' }).default('append'),
 });
+
+/** The key of a row in upsert mode. */
+const UPSERT_KEY = ['query', 'country', 'lang', 'dedupe_key'];
+/** Columns upsert adds: when a row was first and last seen, and by which run first. */
+const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
 
 export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
 
 /**
  * Rows into a SQLite table: WAL, one prepared insert, one transaction per page (with the sink's checkpoint),
- * explicit columns, indexes on (query, country, lang), dedupe_key and run_id.
+ * explicit columns, indexes on (query, country, lang), dedupe_key and run_id. Modes: see `mode`.
  */
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
   const config = ValidationError.parse(sqliteSinkOptionsSchema, options, 'Invalid SQLite sink', 'sqlite');
-  const { table } = config;
+  const { table, mode } = config;
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
@@ -50,7 +61,13 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       mkdirSync(dirname(path), { recursive: true });
       const db = ctx.database(path);
       if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
-      prepareTable(db, table, columns, ctx.tagColumns);
+      if (mode === 'upsert') {
+        const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
+        if (lacking.length > 0) throw new ValidationError('Invalid SQLite sink', [{ path: 'sqlite.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
+      }
+      const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
+      prepareTable(db, table, stored, ctx.tagColumns);
+      if (mode === 'upsert') uniqueKey(db, table);
       const checkpoints = sinkCheckpoints(db);
       const existing = checkpoints.get(id);
       if (existing) held = existing.seq;
@@ -59,10 +76,14 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
         held = ctx.currentSeq;
         checkpoints.set(id, { seq: held, bytes: null });
       }
-      const insert = db.prepare(`INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
+      const insert = db.prepare(mode === 'upsert' ? upsertSql(table, columns) : `INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
+      const values =
+        mode === 'upsert'
+          ? (item: Record<string, unknown>) => [...columns.map((column) => sqlValue(item[column])), sqlValue(item.fetched_at), sqlValue(item.fetched_at), sqlValue(item.run_id)]
+          : (item: Record<string, unknown>) => columns.map((column) => sqlValue(item[column]));
       // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
       const insertPage = db.transaction((page: Page<Record<string, unknown>>, seq: number) => {
-        for (const item of page.items) insert.run(columns.map((column) => sqlValue(item[column])));
+        for (const item of page.items) insert.run(values(item));
         checkpoints.set(id, { seq, bytes: null });
       });
       opened = { db, insertPage };
@@ -75,7 +96,13 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       held = seq;
     },
     discard(runId) {
-      if (columns.includes('run_id')) ready().db.prepare(`DELETE FROM "${table}" WHERE run_id = ?`).run(runId);
+      // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
+      const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
+      if (mode === 'upsert' || columns.includes('run_id')) ready().db.prepare(`DELETE FROM "${table}" WHERE "${column}" = ?`).run(runId);
+    },
+    finish(runId) {
+      // replace: the run finished, so the rows of earlier runs give way to it, all at once.
+      if (mode === 'replace' && columns.includes('run_id')) ready().db.prepare(`DELETE FROM "${table}" WHERE run_id <> ?`).run(runId);
     },
     close() {
       opened = undefined;
@@ -109,4 +136,25 @@ function prepareTable(db: Database.Database, table: string, columns: readonly st
   if (columns.includes('dedupe_key')) db.exec(`CREATE INDEX IF NOT EXISTS "${table}_dedupe_key" ON "${table}" (dedupe_key)`);
   if (columns.includes('run_id')) db.exec(`CREATE INDEX IF NOT EXISTS "${table}_run" ON "${table}" (run_id)`);
   if (version < RESULTS_SCHEMA_VERSION) db.pragma(`user_version = ${RESULTS_SCHEMA_VERSION}`);
+}
+
+/** One row per key: a unique index, which fails (clearly) on a table already holding several rows per key. */
+function uniqueKey(db: Database.Database, table: string): void {
+  try {
+    db.exec(`CREATE UNIQUE INDEX IF NOT EXISTS "${table}_upsert_key" ON "${table}" (${UPSERT_KEY.join(', ')})`);
+  } catch (error) {
+    throw new ValidationError(`The table "${table}" in ${db.name} cannot take upserts`, [
+      { path: 'sqlite.mode', message: `it holds several rows per (query, country, lang, dedupe_key) — written in append mode? Use another table for upsert (${(error as Error).message})` },
+    ]);
+  }
+}
+
+/** Insert, or update the row with the same key: everything but the key and when it was first seen. */
+function upsertSql(table: string, columns: readonly string[]): string {
+  const all = [...columns, ...UPSERT_COLUMNS];
+  const updated = all.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
+  return (
+    `INSERT INTO "${table}" (${all.map((c) => `"${c}"`).join(', ')}) VALUES (${all.map(() => '?').join(', ')}) ` +
+    `ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
+  );
 }
