@@ -5,7 +5,7 @@ import { csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
 import { sqliteSinkOptionsSchema, toSqlite } from '../sinks/sqlite.ts';
 import { endpointConfigSchema, endpointPages } from '../sources/endpoint-pages.ts';
 import { searchPagesOptionsSchema, searchPages } from '../sources/search-pages.ts';
-import { dedupe } from '../stages/dedupe.ts';
+import { dedupe, dedupeOptionsSchema } from '../stages/dedupe.ts';
 import { normalize } from '../stages/normalize.ts';
 
 const sinkConfigSchema = z.discriminatedUnion('type', [sqliteSinkOptionsSchema.extend({ type: z.literal('sqlite') }), csvSinkOptionsSchema.extend({ type: z.literal('csv') })], {
@@ -33,12 +33,9 @@ export const jsonConfigSchema = z.strictObject({
   retry: shape.retry,
   rateLimit: shape.rateLimit,
   state: shape.state,
-  /** Drop items already seen in the series (by canonical URL, or by a list of fields). Absent: no dedupe. */
-  dedupe: z
-    .strictObject({
-      key: z.union([z.literal('url'), z.array(z.string().min(1)).min(1)], { error: 'must be "url" or a list of field names' }).default('url'),
-      scope: z.literal('series', { error: 'must be "series"' }).default('series'),
-    })
+  /** Drop items already seen in a scope (by canonical URL, or by a list of fields). Absent: no dedupe. */
+  dedupe: dedupeOptionsSchema
+    .extend({ key: z.union([z.literal('url'), z.array(z.string().min(1)).min(1)], { error: 'must be "url" or a list of field names' }).default('url') })
     .optional(),
   sinks: z.array(sinkConfigSchema).min(1, { error: 'needs at least one sink, e.g. [{ "type": "sqlite", "path": "data/results.sqlite" }]' }),
 });

@@ -1,3 +1,4 @@
+import type { SeenKeys } from '../state/seen-keys.ts';
 import type { Series } from './page.ts';
 
 /** What every stage gets besides its pages. */
@@ -11,6 +12,11 @@ export interface RunContext {
    * with the page whose processing changed it, so it must be plain JSON data (records, arrays, numbers, strings).
    */
   seriesState<T extends object>(stage: string, series: Series, init: () => T): T;
+  /**
+   * Keys seen in scopes wider than a series (the state store's; committed with each page). `runScoped: true` keys
+   * belong to this run; the others persist across runs. Absent outside the runner.
+   */
+  seenKeys?(runScoped: boolean): SeenKeys;
 }
 
 /**

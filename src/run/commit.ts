@@ -13,6 +13,8 @@ export interface CommitterOptions {
   states: SeriesStates;
   /** Keep journal entries (with the raw answers) after every sink holds them. */
   keepJournal: boolean;
+  /** Other state the page's processing changed, written inside its transaction (dedupe keys, sightings). */
+  alsoCommit?: () => void;
 }
 
 /**
@@ -22,7 +24,7 @@ export interface CommitterOptions {
  * After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or
  * sending a request.
  */
-export function createCommitter({ store, runId, sinks, states, keepJournal }: CommitterOptions) {
+export function createCommitter({ store, runId, sinks, states, keepJournal, alsoCommit }: CommitterOptions) {
   // SQLite sinks in the state store's own file commit inside the page's transaction; the others after it.
   const inside = sinks.filter((sink) => sink.kind === 'sqlite' && sink.path === store.path);
   const after = sinks.filter((sink) => !inside.includes(sink));
@@ -84,6 +86,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal }: Co
       store.db.transaction(() => {
         seq = store.nextSeq();
         for (const row of ledger.splice(0)) store.spend(row);
+        alsoCommit?.();
         store.commitSeries(runId, identity(page.series), {
           status: end ? 'ended' : 'active',
           reason: end ?? null,

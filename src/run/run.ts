@@ -11,6 +11,7 @@ import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../s
 import { toJson } from '../stages/json.ts';
 import { sinkCheckpoints } from '../state/checkpoints.ts';
 import { acquireLease } from '../state/lease.ts';
+import { seenKeys } from '../state/seen-keys.ts';
 import { openStateStore } from '../state/store.ts';
 import { createCommitter } from './commit.ts';
 import { databaseRegistry } from './databases.ts';
@@ -107,7 +108,8 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
 
     const states = seriesStates();
     const keepJournal = pipeline.state.journal === 'keep';
-    const committer = createCommitter({ store, runId, sinks: opened, states, keepJournal });
+    const keys = seenKeys(store.db, runId);
+    const committer = createCommitter({ store, runId, sinks: opened, states, keepJournal, alsoCommit: () => keys.flush() });
     const replayed = await committer.replay();
 
     const spentBefore = previous ? store.spendOf(runId).spent : 0;
@@ -169,6 +171,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       pipeline: pipeline.name,
       signal: abort.signal,
       seriesState: (stage, series, init) => states.get(stage, series, init),
+      seenKeys: (runScoped) => keys.view(runScoped),
       client,
       scheduler,
       progress(series) {
@@ -235,7 +238,10 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       finishedAt: finishedAt.toISOString(),
       durationMs: finishedAt.getTime() - invocationStart.getTime() + Number(previous?.summary?.durationMs ?? 0),
     });
-    if (failure === undefined && FINISHED.has(summary.status)) for (const sink of opened) await sink.finish?.(runId);
+    if (failure === undefined && FINISHED.has(summary.status)) {
+      for (const sink of opened) await sink.finish?.(runId);
+      keys.forgetRun();
+    }
     if (failure === undefined) store.finishRun(runId, summary.status, summary.finishedAt, summary);
     else store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
     if (failure !== undefined) throw failure;

@@ -18,8 +18,14 @@ export const dedupeOptionsSchema = z.strictObject({
       z.custom<(item: Keyed) => string | null | undefined>((v) => typeof v === 'function'),
     ])
     .default('url'),
-  /** Where a key counts as seen: within the series (query × country × lang). Wider scopes arrive with the state store. */
-  scope: z.literal('series', { error: 'must be "series" (the scopes "query" and "global" are not available yet)' }).default('series'),
+  /**
+   * Where a key counts as seen: `series` (query × country × lang, in memory), `query` (across countries and
+   * langs of one query) or `global` (the whole pipeline). The wider scopes live in the state store and record every
+   * place an item was seen in the `sightings` table.
+   */
+  scope: z.enum(['series', 'query', 'global'], { error: 'must be "series", "query" or "global"' }).default('series'),
+  /** Remember keys across runs: each run keeps only what no earlier run had (incremental collection). */
+  persistent: z.boolean().default(false),
 });
 
 export type DedupeOptions = z.input<typeof dedupeOptionsSchema>;
@@ -29,20 +35,38 @@ export type DedupeOptions = z.input<typeof dedupeOptionsSchema>;
  * (`page.meta.dedupe`). Items without a key are kept: they cannot be told apart, so they are never merged.
  */
 export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I> {
-  const keyOf = keyFunction(ValidationError.parse(dedupeOptionsSchema, options, 'Invalid dedupe options', 'dedupe').key);
+  const config = ValidationError.parse(dedupeOptionsSchema, options, 'Invalid dedupe options', 'dedupe');
+  const keyOf = keyFunction(config.key);
+  const wide = config.scope !== 'series' || config.persistent;
   return async function* dedupeStage(pages, ctx) {
+    const store = wide ? ctx.seenKeys?.(!config.persistent) : undefined;
+    if (wide && !store) throw new Error(`dedupe with scope "${config.scope}"${config.persistent ? ' (persistent)' : ''} needs the run's state store: run it with run()`);
     for await (const page of pages) {
-      const seen = ctx.seriesState<Record<string, 1>>('dedupe', page.series, () => Object.create(null));
+      const { series } = page;
+      const scope = `${config.persistent ? 'persistent' : 'run'}|${config.scope === 'global' ? '*' : config.scope === 'query' ? `${series.endpoint}|${series.query}` : series.id}`;
+      const seen = store ? undefined : ctx.seriesState<Record<string, 1>>('dedupe', series, () => Object.create(null));
       let duplicates = 0;
-      const items = page.items.filter((item) => {
+      const items = page.items.filter((item, index) => {
         const key = keyOf(item);
         if (key === null || key === undefined) return true;
-        if (seen[key] === 1) {
-          duplicates += 1;
-          return false;
-        }
-        seen[key] = 1;
-        return true;
+        const isNew = store ? !store.has(scope, key) : seen?.[key] !== 1;
+        if (store) {
+          // Every place the item was seen, new to the scope or not: rows are never rewritten to say so.
+          store.sighting({
+            key,
+            query: series.query,
+            country: series.country,
+            lang: series.lang,
+            page: page.number,
+            position: typeof item.position === 'number' ? item.position : index + 1,
+            rank: typeof item.rank === 'number' ? item.rank : null,
+            fetchedAt: page.meta.fetchedAt,
+            first: isNew,
+          });
+          if (isNew) store.add(scope, key);
+        } else if (seen && isNew) seen[key] = 1;
+        if (!isNew) duplicates += 1;
+        return isNew;
       });
       yield { ...page, items, meta: { ...page.meta, dedupe: { new: items.length, duplicates } } };
     }
