@@ -1,5 +1,5 @@
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
 import { once } from 'node:events';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
@@ -9,7 +9,7 @@ import { toJson } from '../stages/json.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 export const jsonlSinkOptionsSchema = z.strictObject({
-  /** The file, or `-` for stdout (at least once: see `toStdout`). */
+  /** The file, or `-` for stdout (not exactly once: see `toStdout`). */
   path: z.string().min(1, { error: 'must be a file path such as "data/results.jsonl", or "-" for stdout' }),
   /** Keep `raw` as the JSON text it is, instead of nesting the item as served. */
   rawAsString: z.boolean().default(false),
@@ -108,16 +108,17 @@ function toFile(path: string, lines: (items: readonly Item[]) => string): Sink<I
 }
 
 /**
- * stdout, for piping. It cannot be cut back or re-read, so it keeps no checkpoint and has no `held`: a page goes
- * to it once, after the page committed, and nothing takes it back. That makes it at least once only over the
- * pages it was given: `--fresh` starts the plan again after an abandoned run whose lines were already sent
- * (they repeat), and a page committed just before a kill is not re-delivered to it on resume (the runner
- * replays only to sinks with `held`), so it can also miss pages across a crash. Use a file for exactly once.
+ * stdout, for piping. A pipe cannot be cut back or read again, so this sink keeps no checkpoint and has no `held`:
+ * each page is written once, after it committed, and nothing is taken back. Lines can therefore repeat: `--fresh`
+ * runs the plan again after an abandoned run whose lines were already sent. But without `held` the runner does not
+ * replay to it either, so a page committed just before a kill is not sent on resume: across a crash, stdout can
+ * also miss pages. Use a file for exactly once.
  */
 function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
   const stdout = process.stdout;
   let failure: Error | undefined;
-  // A reader that went away (EPIPE) would otherwise be an uncaught error: it ends the run at the next page.
+  // A reader that went away (EPIPE) while no write waits for 'drain' would be an uncaught error that kills the
+  // process; this way it ends the run at the next page.
   const onError = (error: Error) => {
     failure ??= error;
   };
@@ -141,9 +142,9 @@ function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
 }
 
 /**
- * One item as one line. `raw` (the item as served, as JSON text) is spliced in as it is: parsing and
- * re-serializing it would cost twice and could overflow the stack on deep nesting. It is only checked to be JSON;
- * anything else stays a string.
+ * One item as one line. `raw` (the item as served, as JSON text) is spliced in as it is: serializing it again
+ * would be a second pass, and JSON.stringify overflows the stack on deep nesting. It is only parsed to check that
+ * it is JSON (anything else stays a string).
  */
 function jsonLine(item: Item, rawAsString: boolean): string {
   const raw = item.raw;
