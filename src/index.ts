@@ -45,3 +45,4 @@ export { runFromCommandLine } from './cli/run-command.ts';
 export { EXIT, exitCodeFor } from './cli/exit-codes.ts';
 export { pipelineFromConfig, jsonConfigSchema, type JsonConfig } from './config/json-config.ts';
 export { endpointPages, endpointPagesOptionsSchema, endpointConfigSchema, type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';
+export { toJsonl, jsonlSinkOptionsSchema, type JsonlSinkOptions } from './sinks/jsonl.ts';

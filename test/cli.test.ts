@@ -210,6 +210,21 @@ describe('webdata-etl run', () => {
   });
 });
 
+describe('JSON Lines to stdout', () => {
+  it('stdout carries only the lines; the summary goes to stderr', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir, { sinks: [{ type: 'jsonl', path: '-' }] }, { queries: ['x'], countries: ['us'], maxPages: 2 });
+    const result = await cli(['run', file, '--quiet'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines).toHaveLength(20);
+    expect(lines[0]).toMatchObject({ query: 'x', page: 1, position: 1 });
+    expect(typeof lines[0].raw).toBe('object');
+    expect(JSON.parse(result.stderr)).toMatchObject({ status: 'completed', items: { written: 20 } });
+  });
+});
+
 describe('estimate, runs, help, version', () => {
   it('estimate prints the worst case and sends nothing', async () => {
     await using sim = await simulator();

@@ -208,9 +208,10 @@ describe('the JSONL sink across crashes', () => {
 
 describe('the JSONL sink on stdout', () => {
   /** Runs test/fixtures/jsonl-stdout.ts; reading its stdout starts `holdMs` after the run started (backpressure). */
-  function runStdout(spec: Record<string, unknown>, { holdMs = 0, closeAfter }: { holdMs?: number; closeAfter?: number } = {}) {
+  function runStdout(spec: Record<string, unknown>, { holdMs = 0, closeAfter, env = {} }: { holdMs?: number; closeAfter?: number; env?: Record<string, string> } = {}) {
+    const { WEBDATA_CRASH_AT: _crash, ...inherited } = process.env;
     const child = spawn(process.execPath, ['test/fixtures/jsonl-stdout.ts'], {
-      env: { ...process.env, WEBDATA_API_KEY: TEST_KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec) },
+      env: { ...inherited, WEBDATA_API_KEY: TEST_KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const stdout: Buffer[] = [];
@@ -250,6 +251,21 @@ describe('the JSONL sink on stdout', () => {
     expect(result.stdout.length).toBeGreaterThan(256 * 1024);
     expect(drains).toBeGreaterThan(0);
     expect(maxBuffered).toBeLessThan(64 * 1024);
+  });
+
+  it('is at least once across a crash: pages committed before a kill are re-sent on resume, none missed', async () => {
+    await using sim = await simulator({ seed: 31 });
+    using whole = workdir();
+    const spec = { baseUrl: sim.url, queries: ['a', 'b', 'c', 'd'], maxPages: 3 };
+    const reference = await runStdout({ ...spec, dir: whole.dir });
+    const want = new Set(reference.stdout.trim().split('\n').map((line) => `${JSON.parse(line).query}|${JSON.parse(line).page}|${JSON.parse(line).position}`));
+    using dir = workdir();
+    const killed = await runStdout({ ...spec, dir: dir.dir }, { env: { WEBDATA_CRASH_AT: 'after-commit:4' } });
+    expect(killed.code).toBe(null);
+    const resumed = await runStdout({ ...spec, dir: dir.dir });
+    expect(resumed.code).toBe(0);
+    const got = new Set(`${killed.stdout}${resumed.stdout}`.trim().split('\n').map((line) => `${JSON.parse(line).query}|${JSON.parse(line).page}|${JSON.parse(line).position}`));
+    expect(got).toEqual(want);
   });
 
   it('a reader that goes away ends the run with the error, not a crash', async () => {

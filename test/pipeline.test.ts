@@ -495,7 +495,7 @@ describe('summary and state', () => {
     expect(() => searchPages({ queries: [] })).toThrow(/search\.queries: must hold at least one query/);
     expect(() => searchPages({ queries: ['x'], maxPages: 0, count: -1 })).toThrow(/search\.maxPages[\s\S]*search\.count/);
     expect(() => definePipeline({ name: 'bad name!', source: searchPages({ queries: ['x'] }), sinks: [] })).toThrow(/name:[\s\S]*sinks: needs at least one sink/);
-    expect(() => dedupe({ scope: 'global' } as never)).toThrow(/scope/);
+    expect(() => dedupe({ scope: 'planet' } as never)).toThrow(/dedupe\.scope: must be "series", "query" or "global"/);
   });
 });
 

@@ -131,7 +131,10 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags): 
     return exitCodeFor({ error: failure });
   }
   const text = `${JSON.stringify(summary, null, 2)}\n`;
-  process.stdout.write(text);
+  // stdout is the data when a sink writes there (JSONL to "-"): the summary then goes to stderr.
+  const stdoutTaken = (pipeline.sinks as { path?: string }[]).some((sink) => sink.path === '-');
+  if (stdoutTaken) process.stderr.write(text);
+  else process.stdout.write(text);
   if (values['summary-json']) {
     mkdirSync(dirname(values['summary-json']), { recursive: true });
     writeFileSync(values['summary-json'], text);

@@ -1,16 +1,23 @@
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
 import { type PipelineDefinition, pipelineSchema } from '../run/define.ts';
-import { csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
+import { type CsvSinkOptions, csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
+import { type JsonlSinkOptions, jsonlSinkOptionsSchema, toJsonl } from '../sinks/jsonl.ts';
 import { sqliteSinkOptionsSchema, toSqlite } from '../sinks/sqlite.ts';
 import { endpointConfigSchema, endpointPages } from '../sources/endpoint-pages.ts';
 import { searchPagesOptionsSchema, searchPages } from '../sources/search-pages.ts';
 import { dedupe, dedupeOptionsSchema } from '../stages/dedupe.ts';
 import { normalize } from '../stages/normalize.ts';
 
-const sinkConfigSchema = z.discriminatedUnion('type', [sqliteSinkOptionsSchema.extend({ type: z.literal('sqlite') }), csvSinkOptionsSchema.extend({ type: z.literal('csv') })], {
-  error: 'must be a sink: { "type": "sqlite", "path": … } or { "type": "csv", "path": … }',
-});
+const sinkConfigSchema = z.discriminatedUnion(
+  'type',
+  [
+    sqliteSinkOptionsSchema.extend({ type: z.literal('sqlite') }),
+    csvSinkOptionsSchema.extend({ type: z.literal('csv') }),
+    jsonlSinkOptionsSchema.extend({ type: z.literal('jsonl') }),
+  ],
+  { error: 'must be a sink: { "type": "sqlite" | "csv" | "jsonl", "path": … }' },
+);
 
 const shape = pipelineSchema.shape;
 
@@ -68,6 +75,9 @@ export function pipelineFromConfig(config: unknown): PipelineDefinition {
     ...rest,
     source: search ? searchPages(search) : endpointPages(endpoint as NonNullable<typeof endpoint>),
     stages: dedupeOptions ? [normalize(), dedupe(dedupeOptions)] : [normalize()],
-    sinks: sinks.map(({ type, ...options }) => (type === 'sqlite' ? toSqlite(options) : toCsv(options))),
+    sinks: sinks.map((sink) => {
+      const { type, ...options } = sink;
+      return type === 'sqlite' ? toSqlite(options) : type === 'csv' ? toCsv(options as CsvSinkOptions) : toJsonl(options as JsonlSinkOptions);
+    }),
   };
 }

@@ -108,14 +108,16 @@ function toFile(path: string, lines: (items: readonly Item[]) => string): Sink<I
 }
 
 /**
- * stdout, for piping. A pipe cannot be cut back or read again, so this sink keeps no checkpoint and has no `held`:
- * each page is written once, after it committed, and nothing is taken back. Lines can therefore repeat: `--fresh`
- * runs the plan again after an abandoned run whose lines were already sent. But without `held` the runner does not
- * replay to it either, so a page committed just before a kill is not sent on resume: across a crash, stdout can
- * also miss pages. Use a file for exactly once.
+ * stdout, for piping: at least once. A pipe cannot be cut back or read again, so nothing is ever taken back, but
+ * the sink does checkpoint the last page it handed to the pipe (its sequence number only): after a crash the runner
+ * re-delivers from the journal every committed page past it, so a page is never missed — one written just before a
+ * kill may come twice, and `--fresh` repeats the abandoned run's lines. Use a file for exactly once.
  */
 function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
   const stdout = process.stdout;
+  const id = 'jsonl:-';
+  let checkpoints: SinkContext['stateCheckpoints'] | undefined;
+  let held = 0;
   let failure: Error | undefined;
   // A reader that went away (EPIPE) while no write waits for 'drain' would be an uncaught error that kills the
   // process; this way it ends the run at the next page.
@@ -125,15 +127,20 @@ function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
   return {
     kind: 'jsonl',
     path: '-',
-    id: 'jsonl:-',
-    open() {
+    id,
+    open(ctx) {
+      checkpoints = ctx.stateCheckpoints;
+      held = checkpoints.get(id)?.seq ?? ctx.currentSeq;
+      checkpoints.set(id, { seq: held, bytes: null });
       stdout.on('error', onError);
     },
-    async write(page) {
+    held: () => held,
+    async write(page, seq) {
       if (failure) throw failure;
-      if (page.items.length === 0) return;
       // Backpressure: a slow reader holds the run back instead of the whole output piling up in memory.
-      if (!stdout.write(lines(page.items))) await once(stdout, 'drain');
+      if (page.items.length > 0 && !stdout.write(lines(page.items))) await once(stdout, 'drain');
+      checkpoints?.set(id, { seq, bytes: null });
+      held = seq;
     },
     close() {
       stdout.off('error', onError);

@@ -21,7 +21,8 @@ export interface SinkContext {
  * Where pages go. A sink writes each page once, in one commit (a transaction, or a synchronous write), and records
  * in that commit (or right after it, for files) the journal sequence number of the last page it holds. After a
  * crash the runner re-delivers, from the journal, the committed pages a sink lacks: exactly once per sink.
- * Sinks are plug-ins: anything with these methods is one (without `held`, a sink is written at least once).
+ * Sinks are plug-ins: anything with these methods is one (without `held`, a sink is not replayed after a crash: a
+ * page committed just before a kill may never reach it).
  */
 export interface Sink<I = NormalizedItem> {
   /** e.g. `sqlite`, `csv`. */
