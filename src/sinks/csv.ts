@@ -1,13 +1,12 @@
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { readSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
-import { crashPoint } from '../run/crash-points.ts';
-import type { SinkCheckpoints } from '../state/checkpoints.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
+import { appendOnlyFile } from './append-only-file.ts';
 import { checkNormalized, columnName, csvValue } from './columns.ts';
-import type { Sink, SinkContext } from './sink.ts';
+import type { Sink } from './sink.ts';
 
 const BOM = '\uFEFF';
 
@@ -39,93 +38,31 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(csvSinkOptionsSchema, options, 'Invalid CSV sink', 'csv');
   let columns: readonly string[] = config.columns ?? DEFAULT_CSV_COLUMNS;
   const path = resolve(config.path);
-  const id = `csv:${path}`;
   const format = { delimiter: config.delimiter, escape_formulas: config.escapeFormulas, record_delimiter: 'windows' as const, header: false };
-  let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
-  let bytes = 0;
-  let held = 0;
 
-  const ready = () => {
-    if (!file) throw new Error(`the CSV sink ${path} was not opened`);
-    return file;
-  };
-  const append = (fd: number, text: string) => {
-    const buffer = Buffer.from(text, 'utf8');
-    let written = 0;
-    while (written < buffer.length) written += writeSync(fd, buffer, written);
-    bytes += buffer.length;
-  };
-
-  return {
+  return appendOnlyFile(path, {
     kind: 'csv',
-    path,
-    id,
-    open(ctx: SinkContext) {
+    prepare(ctx, fd, size) {
       if (!config.columns) columns = [...DEFAULT_CSV_COLUMNS, ...ctx.tagColumns];
       const header = stringify([columns], { ...format, escape_formulas: false });
-      mkdirSync(dirname(path), { recursive: true });
-      const fd = openSync(path, 'a+');
-      try {
-        const checkpoint = ctx.stateCheckpoints.get(id);
-        let size = fstatSync(fd).size;
-        held = checkpoint?.seq ?? ctx.currentSeq;
-        if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
-          if (size < checkpoint.bytes) {
-            throw new Error(
-              `${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl. ` +
-                'Move it aside to start a new file.',
-            );
-          }
-          // Bytes past the checkpoint were written but never committed (a crash in between): they go.
-          if (size > checkpoint.bytes) ftruncateSync(fd, checkpoint.bytes);
-          size = checkpoint.bytes;
-        }
-        bytes = size;
-        if (size === 0) {
-          append(fd, (config.bom ? BOM : '') + header);
-        } else {
-          const existing = readHeader(fd);
-          if (existing !== header) {
-            throw new ValidationError(`${path} already holds other columns`, [
-              {
-                path: 'csv.columns',
-                message: `its header is ${JSON.stringify(existing.trimEnd())}, this pipeline writes ${JSON.stringify(header.trimEnd())}: use another file, or the same columns`,
-              },
-            ]);
-          }
-        }
-        ctx.stateCheckpoints.set(id, { seq: held, bytes });
-        file = { fd, checkpoints: ctx.stateCheckpoints };
-      } catch (error) {
-        closeSync(fd);
-        throw error;
+      // A new file starts with its header (and BOM); an existing one must already have this header, once.
+      if (size === 0) return (config.bom ? BOM : '') + header;
+      const existing = readHeader(fd);
+      if (existing !== header) {
+        throw new ValidationError(`${path} already holds other columns`, [
+          {
+            path: 'csv.columns',
+            message: `its header is ${JSON.stringify(existing.trimEnd())}, this pipeline writes ${JSON.stringify(header.trimEnd())}: use another file, or the same columns`,
+          },
+        ]);
       }
+      return undefined;
     },
-    held: () => held,
-    committedBytes: () => bytes,
-    write(page, seq) {
-      const { fd, checkpoints } = ready();
-      if (page.items.length > 0) {
-        if (!config.columns) checkNormalized(page.items[0], `The CSV sink ${path}`);
-        append(fd, stringify(page.items.map((item) => columns.map((column) => csvValue(item[column]))), format));
-        crashPoint('file-before-checkpoint');
-      }
-      checkpoints.set(id, { seq, bytes });
-      held = seq;
+    render(items) {
+      if (!config.columns) checkNormalized(items[0], `The CSV sink ${path}`);
+      return stringify(items.map((item) => columns.map((column) => csvValue(item[column]))), format);
     },
-    discard(_runId, since) {
-      const { fd, checkpoints } = ready();
-      if (since.bytes !== null && since.bytes < bytes) {
-        ftruncateSync(fd, since.bytes);
-        bytes = since.bytes;
-        checkpoints.set(id, { seq: held, bytes });
-      }
-    },
-    close() {
-      if (file) closeSync(file.fd);
-      file = undefined;
-    },
-  };
+  });
 }
 
 /** The first record of the file, with its line end, without a byte-order mark. */

@@ -1,11 +1,10 @@
 import { once } from 'node:events';
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { readSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
-import { crashPoint } from '../run/crash-points.ts';
-import type { SinkCheckpoints } from '../state/checkpoints.ts';
 import { toJson } from '../stages/json.ts';
+import { appendOnlyFile } from './append-only-file.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 export const jsonlSinkOptionsSchema = z.strictObject({
@@ -31,80 +30,17 @@ export function toJsonl(options: JsonlSinkOptions): Sink<Item> {
 }
 
 function toFile(path: string, lines: (items: readonly Item[]) => string): Sink<Item> {
-  const id = `jsonl:${path}`;
-  let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
-  let bytes = 0;
-  let held = 0;
-
-  const ready = () => {
-    if (!file) throw new Error(`the JSONL sink ${path} was not opened`);
-    return file;
-  };
-  const append = (fd: number, text: string) => {
-    const buffer = Buffer.from(text, 'utf8');
-    let written = 0;
-    while (written < buffer.length) written += writeSync(fd, buffer, written);
-    bytes += buffer.length;
-  };
-
-  return {
+  return appendOnlyFile(path, {
     kind: 'jsonl',
-    path,
-    id,
-    open(ctx: SinkContext) {
-      mkdirSync(dirname(path), { recursive: true });
-      const fd = openSync(path, 'a+');
-      try {
-        const checkpoint = ctx.stateCheckpoints.get(id);
-        let size = fstatSync(fd).size;
-        held = checkpoint?.seq ?? ctx.currentSeq;
-        if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
-          if (size < checkpoint.bytes) {
-            throw new Error(
-              `${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl. ` +
-                'Move it aside to start a new file.',
-            );
-          }
-          // Bytes past the checkpoint were written but never committed (a crash in between): they go.
-          if (size > checkpoint.bytes) ftruncateSync(fd, checkpoint.bytes);
-          size = checkpoint.bytes;
-        }
-        // Appending to a last line without its line end would join two items into one broken line.
-        if (size > 0 && lastByte(fd, size) !== 0x0a) {
-          throw new Error(`${path} does not end with a line end, so it cannot be appended to as JSON Lines: use another file, or end its last line.`);
-        }
-        bytes = size;
-        ctx.stateCheckpoints.set(id, { seq: held, bytes });
-        file = { fd, checkpoints: ctx.stateCheckpoints };
-      } catch (error) {
-        closeSync(fd);
-        throw error;
+    prepare(_ctx, fd, size) {
+      // Appending to a last line without its line end would join two items into one broken line.
+      if (size > 0 && lastByte(fd, size) !== 0x0a) {
+        throw new Error(`${path} does not end with a line end, so it cannot be appended to as JSON Lines: use another file, or end its last line.`);
       }
+      return undefined;
     },
-    held: () => held,
-    committedBytes: () => bytes,
-    write(page, seq) {
-      const { fd, checkpoints } = ready();
-      if (page.items.length > 0) {
-        append(fd, lines(page.items));
-        crashPoint('file-before-checkpoint');
-      }
-      checkpoints.set(id, { seq, bytes });
-      held = seq;
-    },
-    discard(_runId, since) {
-      const { fd, checkpoints } = ready();
-      if (since.bytes !== null && since.bytes < bytes) {
-        ftruncateSync(fd, since.bytes);
-        bytes = since.bytes;
-        checkpoints.set(id, { seq: held, bytes });
-      }
-    },
-    close() {
-      if (file) closeSync(file.fd);
-      file = undefined;
-    },
-  };
+    render: lines,
+  });
 }
 
 /**
