@@ -46,3 +46,5 @@ export { EXIT, exitCodeFor } from './cli/exit-codes.ts';
 export { pipelineFromConfig, jsonConfigSchema, type JsonConfig } from './config/json-config.ts';
 export { endpointPages, endpointPagesOptionsSchema, endpointConfigSchema, type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';
 export { toJsonl, jsonlSinkOptionsSchema, type JsonlSinkOptions } from './sinks/jsonl.ts';
+export { exportReport, exportOptionsSchema, type ExportOptions, REPORTS, REPORT_NAMES } from './analytics/export.ts';
+export { createResultsViews, createSpendView, applicableViews, viewName, OVERLAP_TOP, type ResultsView } from './analytics/views.ts';

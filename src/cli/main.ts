@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { VERSION } from '../version.ts';
 import { estimateCommand } from './estimate-command.ts';
+import { exportCommand } from './export-command.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
@@ -15,6 +16,7 @@ Commands:
   run <pipeline>        run a pipeline (.ts/.js module or .json config); resumes an interrupted run
   estimate <pipeline>   worst-case requests and credits, before anything is spent
   runs <pipeline|db>    the history of a pipeline's runs
+  export <db>           analytics reports and items as CSV, JSON Lines or Parquet
   simulate              run the local API simulator
 
 Options:
@@ -30,6 +32,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   run: runCommand,
   estimate: estimateCommand,
   runs: runsCommand,
+  export: exportCommand,
   simulate: async (args) => {
     await simulate(args);
     return EXIT.ok;

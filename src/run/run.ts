@@ -85,6 +85,10 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       stateCheckpoints: sinkCheckpoints(store.db),
       currentSeq: store.currentSeq(),
       tagColumns: plan.tagColumns ?? [],
+      seriesComplete: !pipeline.stages.some((stage) => {
+        const scope = (stage as { dedupeScope?: string }).dedupeScope;
+        return scope !== undefined && scope !== 'series';
+      }),
     };
     const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
     for (const sink of sinks) {

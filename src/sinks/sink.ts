@@ -15,6 +15,8 @@ export interface SinkContext {
   readonly currentSeq: number;
   /** Tag columns every row carries (from a query list): sinks with default columns add them. */
   readonly tagColumns: readonly string[];
+  /** Whether each series' rows are complete (no dedupe wider than the series): analytics views depend on it. */
+  readonly seriesComplete: boolean;
 }
 
 /**

@@ -6,6 +6,7 @@ import { ValidationError } from '../client/errors.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/store.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
+import { applicableViews, createResultsViews } from '../analytics/views.ts';
 import { sinkCheckpoints } from '../state/checkpoints.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
@@ -68,6 +69,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
       prepareTable(db, table, stored, ctx.tagColumns);
       if (mode === 'upsert') uniqueKey(db, table);
+      if (!config.columns) createResultsViews(db, table, applicableViews(mode, ctx.seriesComplete));
       const checkpoints = sinkCheckpoints(db);
       const existing = checkpoints.get(id);
       if (existing) held = existing.seq;

@@ -38,7 +38,7 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
   const config = ValidationError.parse(dedupeOptionsSchema, options, 'Invalid dedupe options', 'dedupe');
   const keyOf = keyFunction(config.key);
   const wide = config.scope !== 'series' || config.persistent;
-  return async function* dedupeStage(pages, ctx) {
+  const dedupeStage: Stage<I, I> = async function* (pages, ctx) {
     const store = wide ? ctx.seenKeys?.(!config.persistent) : undefined;
     if (wide && !store) throw new Error(`dedupe with scope "${config.scope}"${config.persistent ? ' (persistent)' : ''} needs the run's state store: run it with run()`);
     for await (const page of pages) {
@@ -71,6 +71,8 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
       yield { ...page, items, meta: { ...page.meta, dedupe: { new: items.length, duplicates } } };
     }
   };
+  // The runner reads this to know whether each series' rows stay complete (for the analytics views).
+  return Object.assign(dedupeStage, { dedupeScope: config.scope });
 }
 
 function keyFunction(key: z.output<typeof dedupeOptionsSchema>['key']): (item: Keyed) => string | null | undefined {

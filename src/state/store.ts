@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { createSpendView } from '../analytics/views.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
@@ -164,6 +165,7 @@ export function openStateStore(db: Database.Database) {
       PRIMARY KEY (run_id, sink_id)
     );
   `);
+  createSpendView(db);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
   if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
   else if (Number(version) > STATE_SCHEMA_VERSION) {

@@ -1,0 +1,202 @@
+import { createWriteStream } from 'node:fs';
+import { once } from 'node:events';
+import type { Writable } from 'node:stream';
+import Database from 'better-sqlite3';
+import { stringify } from 'csv-stringify/sync';
+import { fileWriter, ParquetWriter } from 'hyparquet-writer';
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import { viewName } from './views.ts';
+
+/** Parquet column types the reports use; every column is nullable. */
+type ColumnType = 'STRING' | 'INT32' | 'DOUBLE';
+
+interface Report {
+  /** The view (or, for items, the table) it reads. */
+  from: (table: string) => string;
+  columns: Record<string, ColumnType>;
+  order: string;
+  /** Columns the --country filter applies to. */
+  countryColumns: string[];
+}
+
+const text = (...names: string[]) => Object.fromEntries(names.map((n) => [n, 'STRING' as const]));
+const ints = (...names: string[]) => Object.fromEntries(names.map((n) => [n, 'INT32' as const]));
+
+export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 'spend', Report> = {
+  rankings: {
+    from: (table) => viewName(table, 'rankings'),
+    columns: { ...text('query', 'country', 'lang'), ...ints('rank'), ...text('title', 'url', 'domain'), ...ints('page', 'position'), ...text('dedupe_key', 'run_id', 'fetched_at') },
+    order: 'query, country, lang, rank',
+    countryColumns: ['country'],
+  },
+  domains: {
+    from: (table) => viewName(table, 'domains'),
+    columns: { ...text('query', 'country', 'domain'), ...ints('results', 'best_rank'), average_rank: 'DOUBLE', share: 'DOUBLE' },
+    order: 'query, country, results DESC, best_rank',
+    countryColumns: ['country'],
+  },
+  overlap: {
+    from: (table) => viewName(table, 'overlap'),
+    columns: { ...text('query', 'lang', 'country_a', 'country_b'), ...ints('shared', 'top_a', 'top_b'), jaccard: 'DOUBLE' },
+    order: 'query, lang, country_a, country_b',
+    countryColumns: ['country_a', 'country_b'],
+  },
+  changes: {
+    from: (table) => viewName(table, 'changes'),
+    columns: { ...text('query', 'country', 'lang', 'dedupe_key', 'url', 'title'), ...ints('previous_rank', 'current_rank', 'rank_delta'), change: 'STRING' },
+    order: 'query, country, lang, change, current_rank',
+    countryColumns: ['country'],
+  },
+  spend: {
+    from: () => viewName('results', 'spend'),
+    columns: { ...text('run_id', 'query', 'country', 'endpoint'), ...ints('requests', 'answered'), credits: 'DOUBLE', uncertain_credits: 'DOUBLE' },
+    order: 'run_id, query, country',
+    countryColumns: ['country'],
+  },
+};
+
+export const REPORT_NAMES = ['rankings', 'domains', 'overlap', 'changes', 'spend', 'items'] as const;
+
+export const exportOptionsSchema = z.strictObject({
+  /** The SQLite file a pipeline wrote. */
+  database: z.string().min(1),
+  report: z.enum(REPORT_NAMES, { error: `must be one of ${REPORT_NAMES.join(', ')}` }),
+  format: z.enum(['csv', 'jsonl', 'parquet'], { error: 'must be csv, jsonl or parquet' }).default('csv'),
+  /** A file, or a stream (stdout); Parquet needs a file. */
+  out: z.union([z.string().min(1), z.custom<Writable>((v) => typeof v === 'object' && v !== null && 'write' in v)]),
+  query: z.string().optional(),
+  country: z.string().trim().toLowerCase().optional(),
+  /** The results table (default `results`). */
+  table: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, { error: 'must be a table name' }).default('results'),
+  /** Rows per Parquet row group (and per write): what export holds in memory at once. */
+  batchRows: z.int().positive().default(50_000),
+});
+
+export type ExportOptions = z.input<typeof exportOptionsSchema>;
+
+/**
+ * Streams a report (an analytics view, or the items themselves) out of a pipeline's SQLite file as CSV, JSON Lines
+ * or Parquet, in batches, so that memory stays flat whatever the number of rows. Resolves to the rows written.
+ */
+export async function exportReport(options: ExportOptions): Promise<{ rows: number }> {
+  const config = ValidationError.parse(exportOptionsSchema, options, 'Invalid export');
+  if (config.format === 'parquet' && typeof config.out !== 'string') {
+    throw new ValidationError('Invalid export', [{ path: 'out', message: 'Parquet is written to a file: give --out <file.parquet>' }]);
+  }
+  const db = new Database(config.database, { readonly: true, fileMustExist: true });
+  try {
+    const report = config.report === 'items' ? itemsReport(db, config.table) : REPORTS[config.report];
+    const source = report.from(config.table);
+    const exists = db.prepare(`SELECT 1 FROM sqlite_master WHERE name = ? AND type IN ('view', 'table')`).get(source);
+    if (!exists) {
+      throw new ValidationError(`No ${config.report} report in ${config.database}`, [
+        {
+          path: 'report',
+          message:
+            `${source} does not exist: the views are created by the SQLite sink for its table ("${config.table}"); ` +
+            '"changes" needs append mode, and none of them exist with a dedupe wider than the series (see README, "Analytics")',
+        },
+      ]);
+    }
+    const where: string[] = [];
+    const params: string[] = [];
+    if (config.query !== undefined) {
+      where.push('query = ?');
+      params.push(config.query);
+    }
+    if (config.country !== undefined) {
+      where.push(`(${report.countryColumns.map((c) => `"${c}" = ?`).join(' OR ')})`);
+      params.push(...report.countryColumns.map(() => config.country as string));
+    }
+    const columns = Object.keys(report.columns);
+    const statement = db.prepare(
+      `SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM "${source}" ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${report.order}`,
+    );
+    const rows = statement.iterate(...params) as IterableIterator<Record<string, unknown>>;
+    if (config.format === 'parquet') return { rows: writeParquet(rows, report.columns, config.out as string, config.batchRows) };
+    return { rows: await writeText(rows, columns, config.format, config.out, config.batchRows) };
+  } finally {
+    db.close();
+  }
+}
+
+/** The items report is the results table itself, typed from its declared columns. */
+function itemsReport(db: Database.Database, table: string): Report {
+  const info = db.pragma(`table_info("${table}")`) as { name: string; type: string }[];
+  return {
+    from: () => table,
+    columns: Object.fromEntries(info.map((c) => [c.name, c.type.toUpperCase().startsWith('INTEGER') ? 'INT32' : 'STRING'])),
+    order: 'rowid',
+    countryColumns: ['country'],
+  };
+}
+
+async function writeText(rows: Iterable<Record<string, unknown>>, columns: string[], format: 'csv' | 'jsonl', out: string | Writable, batchRows: number): Promise<number> {
+  const stream = typeof out === 'string' ? createWriteStream(out) : out;
+  const csv = { record_delimiter: 'windows' as const, escape_formulas: true, header: false };
+  const chunkRows = Math.min(batchRows, 2000);
+  let count = 0;
+  let batch: Record<string, unknown>[] = [];
+  const flush = async () => {
+    if (batch.length === 0) return;
+    const text =
+      format === 'csv'
+        ? stringify(batch.map((row) => columns.map((c) => row[c] ?? '')), csv)
+        : batch.map((row) => `${JSON.stringify(row)}\n`).join('');
+    batch = [];
+    // Backpressure: a slow disk or reader holds the export back instead of the rows piling up in memory.
+    if (!stream.write(text)) await once(stream, 'drain');
+  };
+  if (format === 'csv' && !stream.write(stringify([columns], { ...csv, escape_formulas: false }))) await once(stream, 'drain');
+  for (const row of rows) {
+    batch.push(row);
+    count += 1;
+    if (batch.length >= chunkRows) await flush();
+  }
+  await flush();
+  if (typeof out === 'string') {
+    stream.end();
+    await once(stream, 'finish');
+  }
+  return count;
+}
+
+/** Parquet in row groups of `batchRows`: typed columns, every one nullable. */
+function writeParquet(rows: Iterable<Record<string, unknown>>, types: Record<string, ColumnType>, path: string, batchRows: number): number {
+  const columns = Object.keys(types);
+  const schema = [
+    { name: 'root', num_children: columns.length },
+    ...columns.map((name) => {
+      const type = types[name] as ColumnType;
+      return type === 'STRING'
+        ? { name, type: 'BYTE_ARRAY' as const, converted_type: 'UTF8' as const, repetition_type: 'OPTIONAL' as const }
+        : { name, type, repetition_type: 'OPTIONAL' as const };
+    }),
+  ];
+  const writer = new ParquetWriter({ writer: fileWriter(path), schema, createdBy: 'webdata-etl' });
+  let count = 0;
+  let batch: Record<string, unknown>[] = [];
+  const flush = () => {
+    if (batch.length === 0) return;
+    writer.write({
+      columnData: columns.map((name) => ({ name, data: batch.map((row) => cell(row[name], types[name] as ColumnType)) })),
+      rowGroupSize: batchRows,
+    });
+    batch = [];
+  };
+  for (const row of rows) {
+    batch.push(row);
+    count += 1;
+    if (batch.length >= batchRows) flush();
+  }
+  flush();
+  writer.finish();
+  return count;
+}
+
+function cell(value: unknown, type: ColumnType): string | number | null {
+  if (value === null || value === undefined) return null;
+  if (type === 'STRING') return String(value);
+  return Number(value);
+}

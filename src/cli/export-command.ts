@@ -1,0 +1,61 @@
+import { parseArgs } from 'node:util';
+import { exportReport, REPORT_NAMES } from '../analytics/export.ts';
+import { EXIT } from './exit-codes.ts';
+import { UsageError } from './usage-error.ts';
+
+export const exportHelp = `Usage: webdata-etl export <db> --report <report> [options]
+
+Streams a report out of a pipeline's SQLite output: analytics views, or the items themselves.
+
+Reports:
+  rankings   the latest rankings per (query, country, lang)
+  domains    domain share per query and country: results, best and average rank, share
+  overlap    how alike countries' top 10 are for each query (Jaccard similarity of URLs)
+  changes    what changed between the last two runs: new, lost, up, down (with the rank delta), same
+  spend      requests and credits per run, query, country and endpoint
+  items      every row of the results table
+
+Options:
+  --report <report>    one of ${REPORT_NAMES.join(', ')} (required)
+  --format <format>    csv (default), jsonl or parquet
+  --out <file>         where to write (default: stdout; Parquet needs a file)
+  --query <q>          only this query
+  --country <cc>       only this country
+  --table <name>       the results table (default results)
+  -h, --help           show this help
+`;
+
+export async function exportCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: true,
+    options: {
+      report: { type: 'string' },
+      format: { type: 'string' },
+      out: { type: 'string' },
+      query: { type: 'string' },
+      country: { type: 'string' },
+      table: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(exportHelp);
+    return EXIT.ok;
+  }
+  const [database] = positionals;
+  if (!database || positionals.length > 1) throw new UsageError('export takes one database: webdata-etl export data/rank.sqlite --report rankings');
+  if (!values.report) throw new UsageError(`export needs --report (${REPORT_NAMES.join(', ')})`);
+  const { rows } = await exportReport({
+    database,
+    report: values.report as (typeof REPORT_NAMES)[number],
+    ...(values.format ? { format: values.format as 'csv' } : {}),
+    out: values.out ?? process.stdout,
+    ...(values.query !== undefined ? { query: values.query } : {}),
+    ...(values.country !== undefined ? { country: values.country } : {}),
+    ...(values.table ? { table: values.table } : {}),
+  });
+  process.stderr.write(`${rows} rows${values.out ? ` → ${values.out}` : ''}\n`);
+  return EXIT.ok;
+}
