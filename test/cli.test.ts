@@ -225,6 +225,28 @@ describe('JSON Lines to stdout', () => {
   });
 });
 
+describe('webdata-etl export', () => {
+  it('writes reports to files in each format, or to stdout', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    expect((await cli(['run', config(dir.dir)], { cwd: dir.dir, env: envFor(sim.url) })).code).toBe(0);
+    const toStdout = await cli(['export', 'out/results.sqlite', '--report', 'rankings', '--country', 'gb'], { cwd: dir.dir });
+    expect(toStdout.code).toBe(0);
+    const lines = toStdout.stdout.trim().split('\r\n');
+    expect(lines[0]).toBe('query,country,lang,rank,title,url,domain,page,position,dedupe_key,run_id,fetched_at');
+    expect(lines.slice(1).every((line) => line.includes(',gb,'))).toBe(true);
+    expect(toStdout.stderr).toContain(`${lines.length - 1} rows`);
+    for (const format of ['csv', 'jsonl', 'parquet']) {
+      const result = await cli(['export', 'out/results.sqlite', '--report', 'domains', '--format', format, '--out', `out/domains.${format}`], { cwd: dir.dir });
+      expect(result.code).toBe(0);
+      expect(readFileSync(dir.path(`out/domains.${format}`)).length).toBeGreaterThan(0);
+    }
+    const parquetToStdout = await cli(['export', 'out/results.sqlite', '--report', 'items', '--format', 'parquet'], { cwd: dir.dir });
+    expect(parquetToStdout.code).toBe(2);
+    expect(parquetToStdout.stderr).toContain('Parquet is written to a file');
+  });
+});
+
 describe('estimate, runs, help, version', () => {
   it('estimate prints the worst case and sends nothing', async () => {
     await using sim = await simulator();
@@ -257,7 +279,7 @@ describe('estimate, runs, help, version', () => {
 
   it('--help for every command, --version, and an unknown command', async () => {
     using dir = workdir();
-    for (const command of ['run', 'estimate', 'runs', 'simulate']) {
+    for (const command of ['run', 'estimate', 'runs', 'export', 'simulate']) {
       const help = await cli([command, '--help'], { cwd: dir.dir });
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`Usage: webdata-etl ${command}`);

@@ -104,7 +104,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags): 
   const signals = stopOnSignals((message) => reporter.log(message));
   // An explicit choice, never a fallback: the simulator runs only when asked for.
   const sim = values.simulator
-    ? await startSimulator({ latencyMs: { min: 20, max: 80 }, keys: [{ key: `sim_${crypto.randomUUID()}`, name: 'cli', ratePerSecond: 10, burst: 5, credits: 100_000 }] })
+    ? await startSimulator({ latencyMs: { min: 20, max: 80 }, driftEveryMs: 5_000, keys: [{ key: `sim_${crypto.randomUUID()}`, name: 'cli', ratePerSecond: 10, burst: 5, credits: 100_000 }] })
     : undefined;
   if (sim) reporter.log(`simulator at ${sim.url}`);
   let summary: RunSummary | undefined;

@@ -107,6 +107,11 @@ export const simulatorOptionsSchema = z.strictObject({
   pastEnd: z.enum(['empty', 'repeat-last']).default('empty'),
   /** Item field names: one family for all, or `mixed` (each query gets one, as different engines would). */
   shape: z.enum(['mixed', 'serp', 'bing', 'brave', 'tavily']).default('mixed'),
+  /**
+   * Re-rank neighbouring results every this many milliseconds of wall-clock time, as engines do between days, so
+   * that runs some time apart see rankings move (the same results, in another order). 0: never (deterministic).
+   */
+  driftEveryMs: z.int().nonnegative().default(0),
   /** Share of items without a title. */
   untitledRate: rate.default(0.06),
   /** Largest `count` accepted; more is a 400. */

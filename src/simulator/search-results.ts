@@ -23,6 +23,8 @@ export interface ResultSettings {
   pastEnd: 'empty' | 'repeat-last';
   shape: Shape | 'mixed';
   untitledRate: number;
+  /** Re-rank every this many milliseconds of wall-clock time (rankings change between runs); 0: never. */
+  driftEveryMs: number;
 }
 
 /** A result before it is dressed in one engine's field names. */
@@ -86,7 +88,8 @@ export function searchPage(query: SearchQuery, settings: ResultSettings): Record
 }
 
 function rankedList(query: SearchQuery, settings: ResultSettings): Result[] {
-  const id = `${settings.seed}\u0001${query.q}\u0001${query.country}\u0001${query.lang}\u0001${settings.resultsPerQuery}\u0001${settings.untitledRate}`;
+  const epoch = settings.driftEveryMs > 0 ? Math.floor(Date.now() / settings.driftEveryMs) : 0;
+  const id = `${settings.seed}\u0001${query.q}\u0001${query.country}\u0001${query.lang}\u0001${settings.resultsPerQuery}\u0001${settings.untitledRate}\u0001${epoch}`;
   const cached = cache.get(id);
   if (cached) return cached;
   const { seed, q, country, lang } = { seed: settings.seed, ...query };
@@ -99,7 +102,7 @@ function rankedList(query: SearchQuery, settings: ResultSettings): Result[] {
   }
   // Countries rank the shared results a little differently.
   for (let i = 0; i + 1 < list.length; i++) {
-    if (unit(seed, q, country, i, 'swap') < 0.15) [list[i], list[i + 1]] = [list[i + 1] as Result, list[i] as Result];
+    if (unit(seed, q, country, i, 'swap', epoch) < 0.15) [list[i], list[i + 1]] = [list[i + 1] as Result, list[i] as Result];
   }
   if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value as string);
   cache.set(id, list);
