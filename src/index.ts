@@ -48,3 +48,4 @@ export { endpointPages, endpointPagesOptionsSchema, endpointConfigSchema, type E
 export { toJsonl, jsonlSinkOptionsSchema, type JsonlSinkOptions } from './sinks/jsonl.ts';
 export { exportReport, exportOptionsSchema, type ExportOptions, REPORTS, REPORT_NAMES } from './analytics/export.ts';
 export { createResultsViews, createSpendView, applicableViews, viewName, OVERLAP_TOP, type ResultsView } from './analytics/views.ts';
+export { renderReport, writeReport, reportOptionsSchema, type ReportOptions } from './report/report.ts';

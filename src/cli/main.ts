@@ -2,6 +2,7 @@
 import { VERSION } from '../version.ts';
 import { estimateCommand } from './estimate-command.ts';
 import { exportCommand } from './export-command.ts';
+import { reportCommand } from './report-command.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
@@ -17,6 +18,7 @@ Commands:
   estimate <pipeline>   worst-case requests and credits, before anything is spent
   runs <pipeline|db>    the history of a pipeline's runs
   export <db>           analytics reports and items as CSV, JSON Lines or Parquet
+  report <db>           one self-contained HTML page with charts
   simulate              run the local API simulator
 
 Options:
@@ -33,6 +35,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   estimate: estimateCommand,
   runs: runsCommand,
   export: exportCommand,
+  report: reportCommand,
   simulate: async (args) => {
     await simulate(args);
     return EXIT.ok;

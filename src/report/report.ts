@@ -1,0 +1,170 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
+import { VERSION } from '../version.ts';
+import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
+import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
+
+export const reportOptionsSchema = z.strictObject({
+  /** A pipeline's SQLite output. */
+  database: z.string().min(1),
+  query: z.string().optional(),
+  country: z.string().trim().toLowerCase().optional(),
+  table: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, { error: 'must be a table name' }).default('results'),
+  maxQueries: z.int().positive().default(3),
+  maxLines: z.int().positive().default(6),
+  maxRuns: z.int().positive().default(50),
+  /** When the report was made (for reproducible output in tests). */
+  now: z.date().optional(),
+});
+
+export type ReportOptions = z.input<typeof reportOptionsSchema>;
+
+/**
+ * One self-contained HTML page (inline CSS and SVG, no script, nothing fetched when it is viewed): the run summary,
+ * credits per run, the distribution of ranks, top domains, rank histories and country overlap. Readable on a laptop,
+ * printable, and with a clear empty state.
+ */
+export function renderReport(options: ReportOptions): string {
+  const config = ValidationError.parse(reportOptionsSchema, options, 'Invalid report');
+  const db = new Database(config.database, { readonly: true, fileMustExist: true });
+  let data: ReportData;
+  try {
+    data = readReportData(db, config);
+  } finally {
+    db.close();
+  }
+  return page(data, config);
+}
+
+export function writeReport(options: ReportOptions & { out: string }): { bytes: number } {
+  const { out, ...rest } = options;
+  const html = renderReport(rest);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, html);
+  return { bytes: Buffer.byteLength(html) };
+}
+
+function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): string {
+  const made = (config.now ?? new Date()).toISOString().replace('T', ' ').slice(0, 16);
+  const scope = [config.query && `query “${config.query}”`, config.country && `country ${config.country}`].filter(Boolean).join(', ');
+  const sections: string[] = [];
+  const latest = data.runs.at(-1);
+
+  sections.push(section('Runs', summary(data)));
+  if (data.runs.length > 0) {
+    sections.push(
+      section(
+        'Credits per run',
+        columns(
+          { chart: 'credits', title: 'Credits spent per run' },
+          data.runs.map((run) => ({ label: shortRun(run.runId), value: run.credits, note: `${run.status}${run.uncertain ? `, ${formatNumber(run.uncertain)} uncertain` : ''}` })),
+        ),
+        `Credits counted against the budget by each run (uncertain ones included), oldest to newest${data.runs.length >= config.maxRuns ? `; the latest ${config.maxRuns}` : ''}.`,
+      ),
+    );
+  }
+  if (data.rowCount === 0) {
+    sections.push(
+      `<section class="empty"><h2>No results yet</h2><p>${escapeXml(data.database)} holds no rows${scope ? ` for ${escapeXml(scope)}` : ''}. ` +
+        'Run a pipeline first — <code>npm start</code> runs the rank-tracking example on the built-in simulator — then make the report again.</p></section>',
+    );
+  } else {
+    if (data.rankBuckets.length > 0) {
+      sections.push(
+        section(
+          'Distribution of ranks',
+          columns({ chart: 'ranks', title: 'Results of the latest rankings by rank band', height: 200 }, data.rankBuckets),
+          'How many results of the latest run of each query and country sit in each rank band.',
+        ),
+      );
+    }
+    if (data.domains.length > 0) {
+      sections.push(section('Top domains', bars({ chart: 'domains', title: 'Domains with the most results in the latest rankings' }, data.domains), 'Results per domain in the latest rankings, with its best rank.'));
+    }
+    for (const h of data.histories) {
+      const title = `Rank history: “${h.query}” in ${h.country || 'no country'}${h.lang ? ` (${h.lang})` : ''}`;
+      sections.push(
+        section(
+          title,
+          h.series.length > 0 ? rankLines({ chart: 'history', title }, h.runs, h.series) : '<p class="note">No results with a URL to follow.</p>',
+          h.runs.length === 1 ? 'One run so far: each point is a result’s rank; lines appear as runs accumulate.' : 'The best results of the latest run, and their rank in every run (a gap: not seen that run).',
+        ),
+      );
+    }
+    if (data.overlaps.length > 0) {
+      const maps = data.overlaps.map((o) => {
+        const title = `Country overlap: “${o.query}”`;
+        const map = heatmap({ chart: 'overlap', title }, o.countries, (a, b) => (a === b ? 1 : (o.pairs.get(a < b ? `${a}|${b}` : `${b}|${a}`) ?? null)));
+        return `<figure><figcaption>${escapeXml(o.query)}${o.lang ? ` (${escapeXml(o.lang)})` : ''}</figcaption>${map}</figure>`;
+      });
+      sections.push(
+        section('Country overlap', `<div class="pair">${maps.join('')}</div>`, `Jaccard similarity of the top ${OVERLAP_TOP} URLs of each pair of countries, per query (1: the same set).`),
+      );
+    }
+    if (data.histories.length === 0 && data.rankBuckets.length === 0) {
+      sections.push('<section class="empty"><p>This output has no analytics views (a dedupe wider than the series, or custom columns): see the README, “Analytics”.</p></section>');
+    }
+  }
+
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeXml(`webdata-etl report — ${basename(data.database)}`)}</title>
+<style>${CSS}</style></head>
+<body><header><h1>${escapeXml(latest?.pipeline ?? basename(data.database))}</h1>
+<p class="meta">${escapeXml(basename(data.database))}${scope ? ` · ${escapeXml(scope)}` : ''} · ${data.runs.length} run(s) · ${formatNumber(data.rowCount)} rows · made ${escapeXml(made)} UTC by webdata-etl ${escapeXml(VERSION)}</p></header>
+<main>${sections.join('\n')}</main></body></html>
+`;
+}
+
+function section(title: string, body: string, note?: string): string {
+  return `<section><h2>${escapeXml(title)}</h2>${note ? `<p class="note">${escapeXml(note)}</p>` : ''}<div class="chart">${body}</div></section>`;
+}
+
+function summary(data: ReportData): string {
+  if (data.runs.length === 0) return '<p class="note">No runs are recorded in this file.</p>';
+  const latest = data.runs.at(-1) as ReportData['runs'][number];
+  const cards = [
+    ['Latest run', shortRun(latest.runId)],
+    ['Status', latest.reason ? `${latest.status} (${latest.reason})` : latest.status],
+    ['Rows written', latest.rows === undefined ? '–' : formatNumber(latest.rows)],
+    ['Requests', latest.requests === undefined ? '–' : formatNumber(latest.requests)],
+    ['Credits', formatNumber(latest.credits)],
+    ['Runs', formatNumber(data.runs.length)],
+  ];
+  const recent = data.runs.slice(-8).reverse();
+  const table =
+    `<table><thead><tr><th>Run</th><th>Status</th><th>Duration</th><th>Requests</th><th>Rows</th><th>Credits</th></tr></thead><tbody>` +
+    recent
+      .map(
+        (run) =>
+          `<tr><td>${escapeXml(run.runId)}</td><td class="status ${escapeXml(run.status)}">${escapeXml(run.reason ? `${run.status} (${run.reason})` : run.status)}</td>` +
+          `<td>${run.durationMs === undefined ? '–' : `${(run.durationMs / 1000).toFixed(1)} s`}</td><td>${run.requests ?? '–'}</td><td>${run.rows ?? '–'}</td>` +
+          `<td>${formatNumber(run.credits)}${run.uncertain ? ` (${formatNumber(run.uncertain)} uncertain)` : ''}</td></tr>`,
+      )
+      .join('') +
+    `</tbody></table>${data.runs.length > recent.length ? `<p class="note">The latest ${recent.length} of ${data.runs.length} runs.</p>` : ''}`;
+  return `<div class="cards">${cards.map(([k, v]) => `<div class="card"><span>${escapeXml(k as string)}</span><strong>${escapeXml(v as string)}</strong></div>`).join('')}</div>${table}`;
+}
+
+const CSS = `
+:root { color-scheme: light; font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #111827; }
+body { margin: 0; background: #f9fafb; }
+header, main { max-width: 1040px; margin: 0 auto; padding: 0 24px; }
+header { padding-top: 24px; } h1 { margin: 0 0 4px; font-size: 26px; } .meta { color: #4b5563; margin: 0 0 16px; }
+section { background: #fff; border: 1px solid #e5e7eb; border-radius: 8px; padding: 16px 20px; margin: 0 0 16px; break-inside: avoid; }
+h2 { font-size: 17px; margin: 0 0 6px; } .note { color: #6b7280; font-size: 13px; margin: 0 0 8px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); gap: 10px; margin-bottom: 12px; }
+.card { background: #f3f4f6; border-radius: 6px; padding: 8px 12px; } .card span { display: block; font-size: 12px; color: #6b7280; }
+.card strong { font-size: 18px; }
+table { width: 100%; border-collapse: collapse; font-size: 13px; } th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e5e7eb; }
+td.status.completed, td.status.budget { color: #15803d; } td.status.stopped, td.status.failed_series, td.status.interrupted { color: #b91c1c; }
+svg { max-width: 100%; height: auto; display: block; } figure { margin: 0; } figcaption { font-size: 13px; font-weight: 600; margin-bottom: 4px; } .pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 16px; } svg .grid { stroke: #e5e7eb; } svg .axis { font-size: 11px; fill: #4b5563; }
+svg .label { font-size: 12px; fill: #111827; } svg .cell { font-size: 10px; }
+.empty { text-align: center; padding: 32px; } code { background: #f3f4f6; padding: 1px 4px; border-radius: 3px; }
+@media print { body { background: #fff; } section { border: none; padding: 8px 0; } header, main { max-width: none; } }
+`;
+
+export { RANK_BANDS };

@@ -1,0 +1,118 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { chromium } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { renderReport, writeReport } from '../src/index.ts';
+import { openStateStore } from '../src/state/store.ts';
+import { handMadeDatabase } from './analytics-fixture.ts';
+import { workdir } from './pipeline-helpers.ts';
+
+/** The marks of one chart (by `data-chart`, the n-th of that name), counted from the SVG text. */
+function marks(html: string, chart: string, nth = 0): Record<string, number> {
+  const charts = html.split(`<svg data-chart="${chart}"`).slice(1);
+  const svg = (charts[nth] ?? '').split('</svg>')[0] ?? '';
+  const counts: Record<string, number> = {};
+  for (const match of svg.matchAll(/data-mark="(\w+)"/g)) counts[match[1] as string] = (counts[match[1] as string] ?? 0) + 1;
+  return counts;
+}
+
+const NOW = new Date('2026-11-22T00:00:00Z');
+
+describe('the HTML report', () => {
+  it('draws the expected marks for a database computed by hand', () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('hand.sqlite'));
+    const html = renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    // Two runs: two bars of credits.
+    expect(marks(html, 'credits')).toEqual({ bar: 2 });
+    // Six rank bands, always.
+    expect(marks(html, 'ranks')).toEqual({ bar: 6 });
+    // x.com, y.com, z.com in the latest rankings.
+    expect(marks(html, 'domains')).toEqual({ bar: 3 });
+    // Query q in us (its country with the most rows): b, a, e in the latest run; b and a in both runs (a line each),
+    // e only in the latest (a point, no line).
+    expect(marks(html, 'history')).toEqual({ line: 2, point: 5 });
+    // gb and us: a 2 × 2 matrix.
+    expect(marks(html, 'overlap')).toEqual({ cell: 4 });
+    expect(html).toContain('0.50');
+    // Self-contained: no script, no external resource.
+    expect(html).not.toMatch(/<script|<link|src=|url\(/i);
+  });
+
+  it('filters by query and country', () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('hand.sqlite'));
+    const gb = renderReport({ database: dir.path('hand.sqlite'), country: 'gb', now: NOW });
+    expect(gb).toContain('in gb (en)');
+    // gb's latest rankings: d (y.com), a and b (x.com).
+    expect(marks(gb, 'domains')).toEqual({ bar: 2 });
+    const none = renderReport({ database: dir.path('hand.sqlite'), query: 'nothing like it', now: NOW });
+    expect(none).toContain('No results yet');
+  });
+
+  it('has a clear empty state, and copes with fifty runs', () => {
+    using dir = workdir();
+    const empty = new Database(dir.path('empty.sqlite'));
+    openStateStore(empty);
+    empty.close();
+    const html = renderReport({ database: dir.path('empty.sqlite'), now: NOW });
+    expect(html).toContain('No results yet');
+    expect(html).toContain('npm start');
+    expect(html).not.toContain('data-chart');
+
+    const runs = Array.from({ length: 60 }, (_, i) => `2026-01-${String(1 + (i % 28)).padStart(2, '0')}T${String(i % 24).padStart(2, '0')}-00-00-000Z-${String(i).padStart(6, '0')}`).sort();
+    handMadeDatabase(dir.path('many.sqlite'), runs);
+    const many = renderReport({ database: dir.path('many.sqlite'), now: NOW });
+    expect(marks(many, 'credits')).toEqual({ bar: 50 });
+    expect(many).toContain('the latest 50');
+  });
+
+  it('escapes what the data holds', () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('hand.sqlite'));
+    const db = new Database(dir.path('hand.sqlite'));
+    db.prepare(`UPDATE results SET title = '<script>alert(1)</script>' WHERE dedupe_key LIKE '%/b'`).run();
+    db.close();
+    const html = renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    expect(html).not.toContain('<script>');
+    expect(html).toContain('&lt;script&gt;');
+  });
+
+  it('renders in headless Chromium: charts drawn, no network request, a screenshot saved', async () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('hand.sqlite'));
+    const file = dir.path('report.html');
+    writeReport({ database: dir.path('hand.sqlite'), out: file, now: NOW });
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      const requests: string[] = [];
+      page.on('request', (request) => requests.push(request.url()));
+      await page.goto(`file://${file}`);
+      const drawn = await page.$$eval('svg[data-chart]', (svgs) =>
+        svgs.map((svg) => {
+          const box = svg.getBoundingClientRect();
+          return { chart: svg.getAttribute('data-chart'), width: box.width, height: box.height, marks: svg.querySelectorAll('[data-mark]').length };
+        }),
+      );
+      expect(drawn.map((d) => d.chart)).toEqual(['credits', 'ranks', 'domains', 'history', 'overlap']);
+      for (const chart of drawn) {
+        expect(chart.width).toBeGreaterThan(100);
+        expect(chart.height).toBeGreaterThan(50);
+        expect(chart.marks).toBeGreaterThan(0);
+      }
+      // The page itself, and nothing else: no fonts, scripts, images or beacons from anywhere.
+      expect(requests).toEqual([`file://${file}`]);
+      mkdirSync(join('data', 'screenshots'), { recursive: true });
+      const shot = join('data', 'screenshots', 'report-smoke.png');
+      await page.screenshot({ path: shot, fullPage: true });
+      expect(readFileSync(shot).subarray(1, 4).toString()).toBe('PNG');
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
+});
