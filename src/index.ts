@@ -49,3 +49,5 @@ export { toJsonl, jsonlSinkOptionsSchema, type JsonlSinkOptions } from './sinks/
 export { exportReport, exportOptionsSchema, type ExportOptions, REPORTS, REPORT_NAMES } from './analytics/export.ts';
 export { createResultsViews, createSpendView, applicableViews, viewName, OVERLAP_TOP, type ResultsView } from './analytics/views.ts';
 export { renderReport, writeReport, reportOptionsSchema, type ReportOptions } from './report/report.ts';
+export { OutputError, type OutputProblem } from './run/output-error.ts';
+export { combineSources } from './sources/combine.ts';

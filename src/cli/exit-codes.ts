@@ -5,7 +5,7 @@ export const EXIT = {
   /** Finished: status `completed` or `budget`. */
   ok: 0,
   unexpected: 1,
-  /** Invalid configuration or usage, including a changed plan on resume. */
+  /** Invalid configuration or usage, including a changed plan on resume and an output path that cannot be written. */
   usage: 2,
   /** Authentication failed (401). */
   authentication: 3,
@@ -13,7 +13,7 @@ export const EXIT = {
   plan: 4,
   /** Finished with failed series. */
   failedSeries: 5,
-  /** Try again later: the stall breaker, the 429 retry budget spent, the lease held by another run. */
+  /** Try again later: the stall breaker, the 429 retry budget spent, the lease held by another run, a full disk, a locked database. */
   tryLater: 75,
   /** Interrupted by a signal: resumable. */
   interrupted: 130,
@@ -33,6 +33,7 @@ export function exitCodeFor(outcome: { summary?: RunSummary | undefined; error?:
     // By name, not instanceof: a pipeline file may import the built package while the CLI runs from source.
     if (USAGE_ERRORS.has(name) || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) codes.add(EXIT.usage);
     else if (name === 'LeaseHeldError') codes.add(EXIT.tryLater);
+    else if (name === 'OutputError') codes.add((error as { problem?: string }).problem === 'read_only' ? EXIT.usage : EXIT.tryLater);
     else codes.add(EXIT.unexpected);
   }
   if (summary) {

@@ -17,6 +17,7 @@ import { createCommitter } from './commit.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from './define.ts';
 import { decide, type LifecycleOptions } from './lifecycle.ts';
+import { explainOutputFailure } from './output-error.ts';
 import { summarize } from './summarize.ts';
 import type { RunSummary } from './summary.ts';
 
@@ -229,29 +230,46 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     await scheduler.onIdle();
     committer.flush();
 
-    const finishedAt = new Date();
-    const summary = summarize({
-      store,
-      runId,
-      pipeline: pipeline.name,
-      seriesTotal: plan.seriesCount,
-      stop: scheduler.stopped,
-      budget: decision.budget,
-      rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
-      startedAt: previous?.startedAt ?? invocationStart.toISOString(),
-      finishedAt: finishedAt.toISOString(),
-      durationMs: finishedAt.getTime() - invocationStart.getTime() + Number(previous?.summary?.durationMs ?? 0),
-    });
-    if (failure === undefined && FINISHED.has(summary.status)) {
+    const finish = () => {
+      const finishedAt = new Date();
+      return summarize({
+        store,
+        runId,
+        pipeline: pipeline.name,
+        seriesTotal: plan.seriesCount,
+        stop: scheduler.stopped,
+        budget: decision.budget,
+        rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
+        startedAt: previous?.startedAt ?? invocationStart.toISOString(),
+        finishedAt: finishedAt.toISOString(),
+        durationMs: finishedAt.getTime() - invocationStart.getTime() + Number(previous?.summary?.durationMs ?? 0),
+      });
+    };
+    if (failure !== undefined) {
+      try {
+        const summary = finish();
+        store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
+      } catch {
+        // The disk that failed the run may refuse this too: the run then stays "running", which the next invocation
+        // resumes all the same. The failure itself is what the caller must hear about.
+      }
+      throw failure;
+    }
+    const summary = finish();
+    if (FINISHED.has(summary.status)) {
       for (const sink of opened) await sink.finish?.(runId);
       keys.forgetRun();
     }
-    if (failure === undefined) store.finishRun(runId, summary.status, summary.finishedAt, summary);
-    else store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
-    if (failure !== undefined) throw failure;
+    store.finishRun(runId, summary.status, summary.finishedAt, summary);
     return summary;
+  } catch (error) {
+    throw explainOutputFailure(error, [...new Set([statePath(pipeline), ...sinks.map((sink) => sink.path).filter((path) => path !== '-')])].join(', '));
   } finally {
-    lease?.release();
+    try {
+      lease?.release();
+    } catch {
+      // A lease left behind on a failing disk is taken over by the next run (its holder is gone).
+    }
     for (const sink of opened) await sink.close();
     databases.closeAll();
     if (ownClient) await client.close();

@@ -1,0 +1,38 @@
+/** Why an output could not be written: each has its remedy and its exit code. */
+export type OutputProblem = 'full' | 'read_only' | 'locked';
+
+/**
+ * A failure of the disk, not of the API: the output or the state store is on a full disk, is read-only, or is locked
+ * by another process. Committed data is intact (SQLite rolls back, a file sink is cut back to its checkpoint on the
+ * next run), and the run resumes once the cause is gone.
+ */
+export class OutputError extends Error {
+  readonly problem: OutputProblem;
+
+  constructor(problem: OutputProblem, message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = 'OutputError';
+    this.problem = problem;
+  }
+}
+
+const FULL = /^(ENOSPC|EDQUOT|SQLITE_FULL)$/;
+const READ_ONLY = /^(EROFS|EACCES|EPERM|SQLITE_READONLY.*|SQLITE_CANTOPEN.*)$/;
+const LOCKED = /^(SQLITE_BUSY.*|SQLITE_LOCKED.*)$/;
+
+/** Turns a disk-level failure into an OutputError that says what happened and what to do; anything else as it is. */
+export function explainOutputFailure(error: unknown, where: string): unknown {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== 'string' || error instanceof OutputError) return error;
+  const detail = error instanceof Error ? error.message : String(error);
+  if (FULL.test(code)) {
+    return new OutputError('full', `the disk holding ${where} is full (${detail}): committed data is intact; free some space and run the same command again to resume`, error);
+  }
+  if (READ_ONLY.test(code)) {
+    return new OutputError('read_only', `${where} cannot be written (${detail}): check the path and its permissions, or choose another output path`, error);
+  }
+  if (LOCKED.test(code)) {
+    return new OutputError('locked', `${where} is locked by another process (${detail}): run again once it is released`, error);
+  }
+  return error;
+}
