@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { RunSummary } from '../src/index.ts';
 import { TEST_KEY } from './helpers.ts';
 import { csvRows, sqliteRows } from './pipeline-helpers.ts';
@@ -72,6 +72,22 @@ export function stableCsv(path: string): string[] {
   if (!existsSync(path)) return [];
   return csvRows(path)
     .map((row) => pick(Object.fromEntries(Object.entries(row).map(([k, v]) => [k, v === '' ? null : /^\d+$/.test(v) && ['page', 'position', 'rank'].includes(k) ? Number(v) : v])), STABLE))
+    .sort();
+}
+
+/**
+ * JSON Lines rows in a stable order, with the stable columns (and `raw`, nested as served, as JSON text). Every
+ * line must parse: a broken or joined line throws.
+ */
+export function stableJsonl(path: string): string[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => {
+      const row = JSON.parse(line) as Record<string, unknown>;
+      return pick({ ...row, raw: row.raw === undefined ? null : JSON.stringify(row.raw) }, [...STABLE, 'raw']);
+    })
     .sort();
 }
 
