@@ -4,7 +4,9 @@ import { type PipelineDefinition, pipelineSchema } from '../run/define.ts';
 import { type CsvSinkOptions, csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
 import { type JsonlSinkOptions, jsonlSinkOptionsSchema, toJsonl } from '../sinks/jsonl.ts';
 import { sqliteSinkOptionsSchema, toSqlite } from '../sinks/sqlite.ts';
+import { combineSources } from '../sources/combine.ts';
 import { endpointConfigSchema, endpointPages } from '../sources/endpoint-pages.ts';
+import type { Source } from '../sources/source.ts';
 import { searchPagesOptionsSchema, searchPages } from '../sources/search-pages.ts';
 import { dedupe, dedupeOptionsSchema } from '../stages/dedupe.ts';
 import { normalize } from '../stages/normalize.ts';
@@ -32,7 +34,7 @@ export const jsonConfigSchema = z.strictObject({
   api: shape.api,
   /** The search source: `searchPages` options. */
   search: searchPagesOptionsSchema.optional(),
-  /** Or another catalog endpoint: `endpointPages` options (a declared `cursor` in place of a `next` function). */
+  /** Another catalog endpoint: `endpointPages` options (a declared `cursor` in place of a `next` function); with `search`, both run. */
   endpoint: endpointConfigSchema.optional(),
   rate: shape.rate,
   budget: shape.budget,
@@ -66,14 +68,14 @@ export function pipelineFromConfig(config: unknown): PipelineDefinition {
     }
   }
   const { search, endpoint, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = ValidationError.parse(jsonConfigSchema, config, 'Invalid pipeline config');
-  if ((search === undefined) === (endpoint === undefined)) {
-    throw new ValidationError('Invalid pipeline config', [
-      { path: search ? 'endpoint' : 'search', message: 'give exactly one source: "search": { "queries": […] } or "endpoint": { "path": "/…" }' },
-    ]);
+  const sources = [...(search ? [searchPages(search)] : []), ...(endpoint ? [endpointPages(endpoint)] : [])];
+  if (sources.length === 0) {
+    throw new ValidationError('Invalid pipeline config', [{ path: 'search', message: 'give a source: "search": { "queries": […] } and/or "endpoint": { "path": "/…" }' }]);
   }
   return {
     ...rest,
-    source: search ? searchPages(search) : endpointPages(endpoint as NonNullable<typeof endpoint>),
+    // Both: one pipeline, their series side by side under one scheduler and budget.
+    source: sources.length === 1 ? (sources[0] as Source) : combineSources(...sources),
     stages: dedupeOptions ? [normalize(), dedupe(dedupeOptions)] : [normalize()],
     sinks: sinks.map((sink) => {
       const { type, ...options } = sink;

@@ -134,19 +134,27 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       ...(options.clock ? { clock: options.clock } : {}),
     });
     scheduler.on(emit);
+    // A ledger write that fails (a full or locked disk) fails the run, through its own path: the listener runs
+    // inside the scheduler, where a throw would be nobody's to catch.
+    let ledgerFailure: unknown;
     scheduler.on((event) => {
-      if (event.type !== 'response') return;
-      committer.spend({
-        runId,
-        at: new Date().toISOString(),
-        seriesId: event.series,
-        path: event.path,
-        attempt: event.attempt,
-        status: String(event.status),
-        credits: event.credits,
-        uncertain: event.uncertain,
-        latencyMs: Math.round(event.latencyMs),
-      });
+      if (event.type !== 'response' || ledgerFailure !== undefined) return;
+      try {
+        committer.spend({
+          runId,
+          at: new Date().toISOString(),
+          seriesId: event.series,
+          path: event.path,
+          attempt: event.attempt,
+          status: String(event.status),
+          credits: event.credits,
+          uncertain: event.uncertain,
+          latencyMs: Math.round(event.latencyMs),
+        });
+      } catch (error) {
+        ledgerFailure = error;
+        scheduler.abort();
+      }
     });
     emit({
       type: 'start',
@@ -228,7 +236,8 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       options.abortSignal?.removeEventListener('abort', abortNow);
     }
     await scheduler.onIdle();
-    committer.flush();
+    failure ??= ledgerFailure;
+    if (failure === undefined) committer.flush();
 
     const finish = () => {
       const finishedAt = new Date();

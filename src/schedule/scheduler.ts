@@ -117,7 +117,10 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     defaultWeight: config.credits.defaultWeight,
     spentBefore: config.spentBefore,
   });
-  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency }, clock);
+  // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
+  // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
+  const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
+  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate }, clock);
   // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
   // inside one interval of a leaky bucket set exactly at the plan's rate.
   const paced = (rate: number) => rate * PACING_MARGIN;

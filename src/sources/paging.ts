@@ -57,14 +57,13 @@ export async function* fetchAll(
       if (resume?.done) continue;
       active += 1;
       run(series, resume, (page) => channel.push(page))
-        .then(
-          (end) => ctx.seriesEnded(series, end),
-          (error: unknown) => {
-            // A page could not be handed on (the consumer went away) or the source itself broke.
-            failure ??= { error };
-            channel.cancel(error);
-          },
-        )
+        // Recording the end can fail too (a full disk): it then fails the stream like any other error.
+        .then((end) => ctx.seriesEnded(series, end))
+        .catch((error: unknown) => {
+          // A page could not be handed on (the consumer went away), the source broke, or the end could not be recorded.
+          failure ??= { error };
+          channel.cancel(error);
+        })
         .finally(() => {
           active -= 1;
           startMore();
