@@ -129,7 +129,7 @@ describe('endpointPages: other catalog endpoints', () => {
     expect(second.pages.fetched).toBe(sim.stats().byStatus['200']);
   });
 
-  it('JSON configs take an endpoint in place of search; exactly one of them', async () => {
+  it('JSON configs take an endpoint in place of search (or beside it); at least one source', async () => {
     await using sim = await simulator();
     using dir = workdir();
     const definition = pipelineFromConfig({
@@ -139,7 +139,7 @@ describe('endpointPages: other catalog endpoints', () => {
     });
     const summary = await runOn(sim, definition);
     expect(summary.pages.fetched).toBe(3);
-    expect(() => pipelineFromConfig({ name: 'none', sinks: [{ type: 'csv', path: 'x.csv' }] })).toThrow(/give exactly one source/);
+    expect(() => pipelineFromConfig({ name: 'none', sinks: [{ type: 'csv', path: 'x.csv' }] })).toThrow(/search: give a source/);
     expect(() => pipelineFromConfig({ name: 'bad', endpoint: { path: 'no-slash' }, sinks: [{ type: 'csv', path: 'x.csv' }] })).toThrow(/endpoint\.path: must be an endpoint path/);
   });
 });
