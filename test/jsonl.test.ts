@@ -175,7 +175,9 @@ describe('the JSONL sink across crashes', () => {
 
     const resumed = await runChild(spec).done;
     expect(resumed.summary?.status).toBe('completed');
-    expect(resumed.replayed).toBeGreaterThan(0);
+    // The page was written but not committed (its checkpoint goes in the page's own transaction): the tail is cut
+    // back and the page fetched again, so nothing is replayed and nothing repeats.
+    expect(resumed.replayed).toBe(0);
     const lines = jsonlLines(dir.path('out.jsonl'));
     expect(stableLines(lines)).toEqual(want);
     expect(byKey(lines.map(asRow))).toEqual(byKey(sqliteRows(dir.path('out.sqlite'))));

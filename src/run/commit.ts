@@ -25,9 +25,11 @@ export interface CommitterOptions {
  * sending a request.
  */
 export function createCommitter({ store, runId, sinks, states, keepJournal, alsoCommit }: CommitterOptions) {
-  // SQLite sinks in the state store's own file commit inside the page's transaction; the others after it.
+  // SQLite sinks in the state store's own file commit inside the page's transaction, and so do file sinks, whose
+  // bytes are written just before it and whose checkpoint is recorded in it; the others take the page after it.
   const inside = sinks.filter((sink) => sink.kind === 'sqlite' && sink.path === store.path);
-  const after = sinks.filter((sink) => !inside.includes(sink));
+  const staged = sinks.filter((sink) => !inside.includes(sink) && sink.stage !== undefined);
+  const after = sinks.filter((sink) => !inside.includes(sink) && !staged.includes(sink));
   const needsJournal = keepJournal || after.some((sink) => sink.held !== undefined);
   const replayable = sinks.filter((sink) => sink.held !== undefined);
   const noNew = new Map<string, number>();
@@ -82,9 +84,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
       noNew.set(id, streak);
       const end: SeriesEndReason | undefined =
         page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
-      let seq = 0;
+      // Pages commit one at a time, so the next sequence number is known before the transaction that takes it.
+      const seq = store.currentSeq() + 1;
+      const records = staged.map((sink) => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, seq));
       store.db.transaction(() => {
-        seq = store.nextSeq();
+        if (store.nextSeq() !== seq) throw new Error('the page journal moved under this run: is another process writing to the state store?');
         for (const row of ledger.splice(0)) store.spend(row);
         alsoCommit?.();
         store.commitSeries(runId, identity(page.series), {
@@ -112,6 +116,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
           });
         }
         for (const sink of inside) sink.write(page, seq);
+        for (const record of records) record();
         crashPoint('page-transaction');
       })();
       crashPoint('after-commit');

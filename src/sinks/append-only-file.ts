@@ -76,13 +76,19 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
     held: () => held,
     committedBytes: () => bytes,
     write(page: Page<Item>, seq: number) {
+      this.stage?.(page, seq)();
+    },
+    stage(page: Page<Item>, seq: number) {
       const { fd, checkpoints } = ready();
       if (page.items.length > 0) {
         append(fd, format.render(page.items));
         crashPoint('file-before-checkpoint');
       }
-      checkpoints.set(id, { seq, bytes });
-      held = seq;
+      const committed = bytes;
+      return () => {
+        checkpoints.set(id, { seq, bytes: committed });
+        held = seq;
+      };
     },
     discard(_runId, since) {
       const { fd, checkpoints } = ready();

@@ -37,6 +37,12 @@ export interface Sink<I = NormalizedItem> {
   /** The sequence number of the last journal page this sink holds (valid after `open`). */
   held?(): number;
   write(page: Page<I>, seq: number): void | Promise<void>;
+  /**
+   * File sinks whose checkpoint lives in the state store: write the page's bytes now, not yet committed, and return
+   * what records the new checkpoint — which the runner calls inside the page's own transaction. A crash in between
+   * leaves bytes past the checkpoint, cut back on the next open; so the page needs no journal entry to reach this sink.
+   */
+  stage?(page: Page<I>, seq: number): () => void;
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */
   committedBytes?(): number | null;
   /** The run finished by its own rules (completed, budget, failed series): e.g. drop earlier runs' rows (replace). */
