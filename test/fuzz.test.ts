@@ -22,11 +22,16 @@ const SEEDS = REPLAY ? [Number(REPLAY)] : Array.from({ length: TRIALS }, (_, ind
 /** Invocations interrupted at most; then one last one runs undisturbed. */
 const MAX_INTERRUPTED = 15;
 
-type SinkKind = 'sqlite' | 'csv' | 'csv2' | 'jsonl';
+type SinkKind = 'sqlite' | 'sqlite2' | 'csv' | 'csv2' | 'jsonl';
+// `sqlite` shares the state store's file and commits inside the page's transaction, file sinks commit with it
+// (bytes written before, checkpoint inside); `sqlite2`, in a file of its own, takes each page after the commit
+// and is re-delivered from the journal what it lacks.
 const SINK_SETS: readonly (readonly SinkKind[])[] = [
   ['sqlite', 'csv'],
   ['sqlite', 'csv', 'csv2'],
   ['sqlite', 'jsonl'],
+  ['sqlite', 'csv', 'sqlite2'],
+  ['sqlite', 'jsonl', 'sqlite2'],
 ];
 const PLANS = [
   { queries: ['espresso', 'kettle', 'grinder'], countries: ['us', 'gb'], maxPages: 4 },
@@ -35,11 +40,15 @@ const PLANS = [
 ] as const;
 const SIM_SEEDS = [21, 37] as const;
 const POINTS = ['page-transaction', 'after-commit', 'file-before-checkpoint', 'between-sinks'] as const;
-const FILES: Record<SinkKind, string | undefined> = { sqlite: undefined, csv: 'out.csv', csv2: 'out2.csv', jsonl: 'out.jsonl' };
+const FILES: Record<SinkKind, string> = { sqlite: 'out.sqlite', sqlite2: 'out2.sqlite', csv: 'out.csv', csv2: 'out2.csv', jsonl: 'out.jsonl' };
 
 type Interruption =
   | { kind: 'crash'; point: (typeof POINTS)[number]; n: number }
-  | { kind: 'SIGKILL' | 'SIGINT'; afterMs: number };
+  /**
+   * A signal this long after the first page of the invocation, or (`early`) after its start: while it loads, opens
+   * its outputs, cuts files back, takes the lease over and re-delivers from the journal.
+   */
+  | { kind: 'SIGKILL' | 'SIGINT'; afterMs: number; early?: boolean };
 
 interface Trial {
   seed: number;
@@ -77,17 +86,24 @@ function trial(seed: number): Trial {
   const latencyMs = { min, max: min + random(5, 45) };
   const simSeed = choose(SIM_SEEDS);
   const pages = plan.queries.length * plan.countries.length * plan.maxPages;
-  const fileSinks = sinks.filter((kind) => kind !== 'sqlite').length;
-  // How often each point is reached per page: SQLite shares the state store's file, so every other sink comes after
-  // the commit (between-sinks before each of them) and every other sink is a file.
-  const perPage = { 'page-transaction': 1, 'after-commit': 1, 'file-before-checkpoint': fileSinks, 'between-sinks': fileSinks };
+  // How often each point is reached per page: before the transaction once per file sink, after the commit once
+  // per sink outside the state store (between-sinks: all of them come after the SQLite sink in its file).
+  const perPage = {
+    'page-transaction': 1,
+    'after-commit': 1,
+    'file-before-checkpoint': sinks.filter((kind) => kind === 'csv' || kind === 'csv2' || kind === 'jsonl').length,
+    'between-sinks': sinks.filter((kind) => kind === 'sqlite2').length,
+  };
+  const points = POINTS.filter((point) => perPage[point] > 0);
   const expectedMs = Math.ceil(pages / concurrency) * ((latencyMs.min + latencyMs.max) / 2) + pages * 4;
   const next = (): Interruption => {
     const dice = random(1, 100);
     if (dice <= 45) {
-      const point = choose(POINTS);
+      const point = choose(points);
       return { kind: 'crash', point, n: random(1, Math.max(2, Math.ceil((pages * perPage[point]) / 2))) };
     }
+    // Between the start and the first page (some 500 to 900 ms: loading, opening, cutting back, replaying).
+    if (dice <= 53) return { kind: 'SIGKILL', afterMs: random(150, 900), early: true };
     // Within about how long an uninterrupted run goes on after its first page, so that most signals land while pages
     // are committed and some after the end (a resumed run has fewer pages left, so that it ends at last).
     return { kind: dice <= 85 ? 'SIGKILL' : 'SIGINT', afterMs: random(5, Math.round(1.3 * expectedMs)) };
@@ -100,7 +116,11 @@ const describeTrial = (t: Trial) =>
   `plan ${t.planIndex} (${t.plan.queries.length}q × ${t.plan.countries.length}c × ${t.plan.maxPages}p), sim seed ${t.simSeed}`;
 
 const describeInterruption = (i: Interruption | undefined) =>
-  i === undefined ? 'none' : i.kind === 'crash' ? `crash at ${i.point}:${i.n}` : `${i.kind} ${i.afterMs} ms after the first page`;
+  i === undefined
+    ? 'none'
+    : i.kind === 'crash'
+      ? `crash at ${i.point}:${i.n}`
+      : `${i.kind} ${i.afterMs} ms after ${i.early ? 'the start' : 'the first page'}`;
 
 /** What an uninterrupted run of a plan against a simulator seed ends with; computed once per plan and seed. */
 interface Baseline {
@@ -108,6 +128,8 @@ interface Baseline {
   csv: string[];
   jsonl: string[];
   debited: number;
+  /** Answered requests in the spend ledger: one per committed page. */
+  ledger: number;
 }
 const baselines = new Map<string, Promise<Baseline>>();
 
@@ -125,6 +147,7 @@ function baseline(t: Trial): Promise<Baseline> {
         csv: stableCsv(dir.path('out.csv')),
         jsonl: stableJsonl(dir.path('out.jsonl')),
         debited: sim.stats().credits.main?.debited ?? 0,
+        ledger: ledger2xx(dir.path('out.sqlite')),
       };
     })();
     baselines.set(key, cached);
@@ -137,7 +160,7 @@ async function invoke(spec: Record<string, unknown>, interruption: Interruption 
   if (interruption?.kind === 'crash') return runChild(spec, { WEBDATA_CRASH_AT: `${interruption.point}:${interruption.n}` }).done;
   const invocation = runChild(spec);
   if (interruption === undefined) return invocation.done;
-  await invocation.pagesCommitted(1);
+  if (!interruption.early) await invocation.pagesCommitted(1);
   const { child } = invocation;
   let timer: NodeJS.Timeout | undefined;
   if (child.exitCode === null && child.signalCode === null) timer = setTimeout(() => child.kill(interruption.kind), interruption.afterMs);
@@ -151,7 +174,13 @@ function integrity(path: string) {
   if (existsSync(path)) expect(sqliteRows(path, 'PRAGMA integrity_check')).toEqual([{ integrity_check: 'ok' }]);
 }
 
-const runStatuses = (path: string) => (existsSync(path) ? sqliteRows(path, 'SELECT status FROM runs').map((row) => row.status) : []);
+const ledger2xx = (path: string) => Number(sqliteRows(path, "SELECT COUNT(*) AS n FROM spend WHERE status LIKE '2__'")[0]?.n);
+
+/** Statuses of the runs in the state store (none yet when a process was killed before it created the table). */
+function runStatuses(path: string) {
+  if (!existsSync(path) || sqliteRows(path, "SELECT name FROM sqlite_master WHERE name = 'runs'").length === 0) return [];
+  return sqliteRows(path, 'SELECT status FROM runs').map((row) => row.status);
+}
 
 describe('crash-resume fuzzing: interrupted at random, again and again, a run ends exactly as an uninterrupted one', () => {
   for (const seed of SEEDS) {
@@ -182,7 +211,7 @@ describe('crash-resume fuzzing: interrupted at random, again and again, a run en
           expect(stopped, `invocation ${invocation + 1} failed:\n${result.stderr.split('\n').filter((l) => !l.startsWith('{')).join('\n')}`).toBe(true);
           expect(interruption, `invocation ${invocation + 1} was stopped but not interrupted`).toBeDefined();
           interruptions += 1;
-          integrity(database);
+          for (const kind of t.sinks) if (kind === 'sqlite' || kind === 'sqlite2') integrity(dir.path(FILES[kind]));
           // A signal that came after the run was recorded as completed (while the process closed its files) leaves a
           // finished run: the next invocation would rightly start a new one.
           if (runStatuses(database).includes('completed')) {
@@ -198,10 +227,14 @@ describe('crash-resume fuzzing: interrupted at random, again and again, a run en
         const runIds = sqliteRows(database, 'SELECT DISTINCT run_id FROM results').map((row) => row.run_id);
         expect(runIds).toHaveLength(1);
         // Every row exactly once, in every sink: what an uninterrupted run of the same plan holds.
-        expect(stableSqlite(database)).toEqual(want.sqlite);
         for (const kind of t.sinks) {
           const file = FILES[kind];
-          if (!file) continue;
+          if (kind === 'sqlite' || kind === 'sqlite2') {
+            integrity(dir.path(file));
+            expect(stableSqlite(dir.path(file)), file).toEqual(want.sqlite);
+            expect(sqliteRows(dir.path(file), 'SELECT DISTINCT run_id FROM results').map((row) => row.run_id)).toEqual(runIds);
+            continue;
+          }
           const text = readFileSync(dir.path(file), 'utf8');
           if (kind === 'jsonl') {
             expect(text.endsWith('\n')).toBe(true);
@@ -222,7 +255,12 @@ describe('crash-resume fuzzing: interrupted at random, again and again, a run en
         expect(debited, `debited ${debited}, uninterrupted ${want.debited}, ${interruptions} interruptions × concurrency ${t.concurrency}`).toBeLessThanOrEqual(
           want.debited + interruptions * t.concurrency,
         );
-        log.push(`debited ${debited} (uninterrupted ${want.debited}), ${interruptions} interruptions`);
+        // Every committed page's request is in the ledger (it commits with the page, or before it); nothing is
+        // recorded that the server did not charge.
+        const ledger = ledger2xx(database);
+        expect(ledger, `${ledger} answered requests in the ledger`).toBeGreaterThanOrEqual(want.ledger);
+        expect(ledger, `${ledger} answered requests in the ledger`).toBeLessThanOrEqual(debited);
+        log.push(`debited ${debited} (uninterrupted ${want.debited}), ${interruptions} interruptions, ledger ${ledger}`);
         if (VERBOSE) console.log(`${describeTrial(t)}\n  ${log.join('\n  ')}`);
       } catch (error) {
         if (error instanceof Error) {

@@ -375,7 +375,8 @@ describe('sinks', () => {
     expect(columns.find((c) => c.name === 'title')).toEqual({ name: 'title', type: 'TEXT', notnull: 0 });
     expect(columns.find((c) => c.name === 'page')).toEqual({ name: 'page', type: 'INTEGER', notnull: 1 });
     const indexes = sqliteRows(dir.path('s.sqlite'), "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'serp' ORDER BY name").map((r) => r.name);
-    expect(indexes).toEqual(['serp_dedupe_key', 'serp_run', 'serp_series']);
+    expect(indexes).toEqual(['serp_dedupe_key', 'serp_series']);
+    expect(sqliteRows(dir.path('s.sqlite'), "SELECT name FROM pragma_index_info('serp_series')").map((r) => r.name)).toEqual(['query', 'country', 'lang', 'run_id']);
     expect(() => toSqlite({ path: 'x.sqlite', table: 'runs' })).toThrow(/sqlite.table/);
     expect(() => toSqlite({ path: 'x.sqlite', table: 'drop table;' })).toThrow(/column name/);
   });

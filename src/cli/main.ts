@@ -1,4 +1,6 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=4
+// A small young generation (4 MB semi-spaces): V8 then collects page-sized garbage early instead of letting the heap
+// grow, which keeps a run of millions of items under 300 MB at no cost in speed (measured: README, Benchmarks).
 import { VERSION } from '../version.ts';
 import { estimateCommand } from './estimate-command.ts';
 import { exportCommand } from './export-command.ts';

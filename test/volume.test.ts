@@ -1,0 +1,105 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { simulator, TEST_KEY } from './helpers.ts';
+import { workdir } from './pipeline-helpers.ts';
+
+/**
+ * Volume, in processes of their own so that their memory is theirs alone, measured from outside (the kernel's
+ * high-water mark of resident memory). Sizes: small by default, the issue's with WEBDATA_LONG=1 (npm run test:long).
+ */
+const LONG = process.env.WEBDATA_LONG === '1';
+const QUERIES = LONG ? 10_000 : 200; // × 5 pages × 100 items: 5 million, or 100 thousand
+const KEYS = LONG ? 10_000_000 : 200_000;
+const RSS_LIMIT_MB = 300;
+const ROOT = join(import.meta.dirname, '..');
+
+interface Measured {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  peakRssMb: number;
+}
+
+/** Runs a command, following its peak resident memory (VmHWM) in /proc until it exits. */
+function measure(args: string[], options: { cwd: string; env: Record<string, string> }): Promise<Measured> {
+  const child = spawn(process.execPath, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let peakKb = 0;
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const timer = setInterval(() => {
+    try {
+      const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+      if (match) peakKb = Math.max(peakKb, Number(match[1]));
+    } catch {
+      // Gone between two looks: the last reading stands (VmHWM only ever grows).
+    }
+  }, 50);
+  return new Promise((resolve) =>
+    child.on('exit', (code) => {
+      clearInterval(timer);
+      resolve({ code, stdout, stderr, peakRssMb: Math.round(peakKb / 1024) });
+    }),
+  );
+}
+
+/** No file of the run, no byte of what it printed, holds the key. */
+function expectNoKey(dir: string, printed: string) {
+  expect(printed).not.toContain(TEST_KEY);
+  for (const file of readdirSync(dir)) {
+    const path = join(dir, file);
+    if (existsSync(path)) expect(readFileSync(path).includes(TEST_KEY), file).toBe(false);
+  }
+}
+
+describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the full ones'})`, () => {
+  it(`${QUERIES * 500} items: search → normalize → dedupe → SQLite and CSV through the command line, under ${RSS_LIMIT_MB} MB`, async () => {
+    await using sim = await simulator({ resultsPerQuery: 500, latencyMs: 0, logLimit: 0 });
+    using dir = workdir();
+    writeFileSync(
+      dir.path('volume.json'),
+      JSON.stringify({
+        name: 'volume',
+        search: { queries: Array.from({ length: QUERIES }, (_, i) => `volume query ${i}`), maxPages: 5, count: 100 },
+        dedupe: { key: 'url' },
+        rate: { concurrency: 8 },
+        sinks: [
+          { type: 'sqlite', path: 'volume.sqlite' },
+          { type: 'csv', path: 'volume.csv' },
+        ],
+      }),
+    );
+    // The flags the `webdata-etl` bin's shebang sets.
+    const result = await measure(['--max-semi-space-size=4', join(ROOT, 'dist/cli/main.js'), 'run', 'volume.json'], {
+      cwd: dir.dir,
+      env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: TEST_KEY },
+    });
+    expect(result.code, result.stderr).toBe(0);
+    const summary = JSON.parse(result.stdout);
+    // 5 full pages of 100 per query; a result that slides across a page boundary is served twice and kept once.
+    expect(summary.items.served).toBe(QUERIES * 500);
+    expect(summary.items.written).toBe(summary.items.served - summary.items.duplicates);
+    expect(summary.items.written).toBeGreaterThan(QUERIES * 490);
+    expect(result.peakRssMb).toBeLessThan(RSS_LIMIT_MB);
+    expectNoKey(dir.dir, result.stdout + result.stderr);
+  }, 1_800_000);
+
+  it(`${KEYS} distinct keys through dedupe({ scope: 'global' }), under ${RSS_LIMIT_MB} MB`, async () => {
+    using dir = workdir();
+    const result = await measure(['--max-semi-space-size=4', 'test/fixtures/volume.ts', 'dedupe', dir.dir, String(KEYS)], {
+      cwd: ROOT,
+      env: { WEBDATA_API_KEY: TEST_KEY },
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout).items).toBe(KEYS);
+    expect(result.peakRssMb).toBeLessThan(RSS_LIMIT_MB);
+    expectNoKey(dir.dir, result.stdout + result.stderr);
+  }, 3_600_000);
+});
