@@ -35,7 +35,13 @@ export function cli(args: string[], options: { cwd: string; env?: Record<string,
       child.kill(signal);
     });
   });
-  return new Promise<Result>((done) => child.on('exit', (code) => done({ code, stdout, stderr })));
+  return new Promise<Result>((done, fail) =>
+    child.on('exit', (code) => {
+      // Whatever a command prints, the key is never part of it.
+      if ((stdout + stderr).includes(TEST_KEY)) fail(new Error(`webdata-etl ${args.join(' ')} printed the API key`));
+      else done({ code, stdout, stderr });
+    }),
+  );
 }
 
 export function config(dir: string, overrides: Record<string, unknown> = {}, search: Record<string, unknown> = {}) {

@@ -1,22 +1,44 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { parse } from 'csv-parse/sync';
-import { readFileSync } from 'node:fs';
 import { type PipelineDefinition, run, type RunOptions, type Simulator } from '../src/index.ts';
 import { TEST_KEY } from './helpers.ts';
 
-/** A fresh directory for a test's outputs, removed at dispose. */
+/**
+ * A fresh directory for a test's outputs, removed at dispose — after a scan: no file a run left there (databases,
+ * their WAL, CSV, JSONL, Parquet, reports, summaries) may hold the test's API key. Every test with outputs is thus a
+ * secrets test too.
+ */
 export function workdir() {
   const dir = mkdtempSync(join(tmpdir(), 'webdata-etl-'));
   return {
     dir,
     path: (name: string) => join(dir, name),
     [Symbol.dispose]() {
+      const leaks = filesHolding(dir, TEST_KEY);
       rmSync(dir, { recursive: true, force: true });
+      if (leaks.length > 0) throw new Error(`the API key was written to ${leaks.join(', ')}`);
     },
   };
+}
+
+/** Files under `dir` whose bytes contain `secret`. */
+export function filesHolding(dir: string, secret: string): string[] {
+  const found: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    let stat: ReturnType<typeof statSync>;
+    try {
+      stat = statSync(path);
+    } catch {
+      continue;
+    }
+    if (stat.isDirectory()) found.push(...filesHolding(path, secret));
+    else if (stat.isFile() && readFileSync(path).includes(secret)) found.push(path);
+  }
+  return found;
 }
 
 export function runOn(sim: Simulator, pipeline: PipelineDefinition, options: RunOptions = {}) {

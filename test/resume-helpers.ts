@@ -44,6 +44,7 @@ export function runChild(spec: Record<string, unknown>, env: Record<string, stri
   const done = new Promise<ChildResult>((resolve) => {
     child.on('exit', (code, signal) => {
       for (const waiter of pageWaiters.splice(0)) waiter.resolve();
+      if ((stdout + stderr).includes(TEST_KEY)) throw new Error('a pipeline run printed the API key');
       const line = stdout.trim().split('\n').at(-1);
       resolve({ code, signal, summary: line ? (JSON.parse(line) as RunSummary) : undefined, stderr, pages, replayed });
     });

@@ -290,6 +290,20 @@ describe('credit meter', () => {
     expect(t.scheduler.stats().credits).toMatchObject({ budget: 3, spent: 3, remaining: 0 });
   });
 
+  it('a request held back only by reservations in flight waits for them: one returned lets it go', async () => {
+    await using t = await setup({ rules: [{ fault: 'status', status: 400, match: { q: 'a' } }] }, { concurrency: 3, budget: { maxCredits: 2 } });
+    // a and b take the budget; c waits instead of ending its series; a's 400 is not charged and returns its room.
+    const outcomes = await Promise.all(['a', 'b', 'c'].map((q) => t.search(q)));
+    expect(outcomes.map((o) => (o.ok ? 'ok' : o.kind === 'stopped' ? o.reason : 'failed'))).toEqual(['failed', 'ok', 'ok']);
+    expect(t.sim.log().map((entry) => new URLSearchParams(entry.query).get('q'))).toEqual(['a', 'b', 'c']);
+    expect(t.scheduler.budgetReached).toBe(false);
+    expect(t.scheduler.affordable('/searchengine/search')).toBe(false);
+    expect(t.scheduler.budgetReached).toBe(true);
+    // Nothing can be returned now: the next request is refused at once.
+    expect(await t.search('d')).toMatchObject({ ok: false, kind: 'stopped', reason: 'budget', attempts: 0 });
+    expect(t.scheduler.stats().credits).toMatchObject({ spent: 2, reserved: 0 });
+  });
+
   it('estimates worst-case requests and credits before anything is sent', () => {
     const units = [
       ...Array.from({ length: 6 }, () => ({ path: '/searchengine/search', maxRequests: 5 })),

@@ -2,6 +2,7 @@ import { Agent, type Dispatcher, EnvHttpProxyAgent } from 'undici';
 import type { z } from 'zod';
 import { redactor } from '../redact.ts';
 import { MalformedResponseError, ValidationError } from './errors.ts';
+import { ENDPOINT_PATH_HINT, isEndpointPath } from './endpoint-path.ts';
 import { type ClientOptions, isLoopbackHost, resolveClientOptions } from './options.ts';
 import { type SearchParams, type ValidSearchParams, parseSearchParams } from './search-params.ts';
 import { type Answer, exchange, type ResponseHeaders } from './transport.ts';
@@ -176,10 +177,8 @@ function searchBodyProblem(body: unknown): string | null {
 }
 
 function checkPath(path: string): string {
-  if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path) || /(^|\/)\.\.?(\/|$)/.test(path)) {
-    throw new ValidationError('Invalid request (nothing was sent)', [
-      { path: 'path', message: 'must be an endpoint path starting with "/" such as "/video/search", without a query string or ".." segments' },
-    ]);
+  if (!isEndpointPath(path)) {
+    throw new ValidationError('Invalid request (nothing was sent)', [{ path: 'path', message: ENDPOINT_PATH_HINT }]);
   }
   return path;
 }

@@ -247,6 +247,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
         pipeline: pipeline.name,
         seriesTotal: plan.seriesCount,
         stop: scheduler.stopped,
+        budgetReached: scheduler.budgetReached,
         budget: decision.budget,
         rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
         startedAt: previous?.startedAt ?? invocationStart.toISOString(),

@@ -10,6 +10,8 @@ export interface RunFacts {
   seriesTotal: number;
   /** This invocation's run-wide stop, if any. */
   stop: StopInfo | undefined;
+  /** The budget turned a request away, or left series unstarted. */
+  budgetReached: boolean;
   budget: number | null;
   rateLimitedWaitMs: number;
   startedAt: string;
@@ -28,7 +30,8 @@ export function summarize(facts: RunFacts): RunSummary {
   const add = (counts: Record<string, number>, key: string, n: number) => {
     counts[key] = (counts[key] ?? 0) + n;
   };
-  const runStop = stop?.reason ?? 'interrupted';
+  // Series never reached without a run-wide stop were left for the budget (sources stop starting series then).
+  const runStop = stop?.reason ?? (facts.budgetReached ? 'budget' : 'interrupted');
   let completed = 0;
   let failed = 0;
   let reached = 0;
@@ -57,7 +60,7 @@ export function summarize(facts: RunFacts): RunSummary {
     status = 'stopped';
     reason = 'forbidden';
   } else if (failed > 0) status = 'failed_series';
-  else if (byReason.budget) status = 'budget';
+  else if (byReason.budget || stopped.budget) status = 'budget';
   else status = 'completed';
 
   const spend = store.spendOf(runId);

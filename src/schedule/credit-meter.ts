@@ -11,6 +11,8 @@ export interface CreditMeter {
   weightOf(path: string): number;
   /** Takes `weight` from what is left, or returns false (and takes nothing) if that would pass the budget. */
   reserve(weight: number): boolean;
+  /** Whether a request of `weight` could ever be taken: false once spent alone leaves no room for it. */
+  couldTake(weight: number): boolean;
   commit(reservation: Charge): void;
   release(reservation: Charge): void;
   uncertain(reservation: Charge): void;
@@ -72,6 +74,7 @@ export function createCreditMeter(options: CreditMeterOptions = {}): CreditMeter
       reserved += weight;
       return true;
     },
+    couldTake: (weight) => budget === null || spent + weight <= budget,
     commit: count,
     release(charge) {
       reserved -= charge.weight;

@@ -84,6 +84,13 @@ export interface Scheduler {
   abort(): void;
   /** The run-wide stop, once there is one. */
   readonly stopped: StopInfo | undefined;
+  /**
+   * Whether the budget could still take a request to `path`: false once spent (and possibly-charged) credits alone
+   * leave no room for one, whatever requests in flight return. Sources stop starting series then.
+   */
+  affordable(path: string): boolean;
+  /** Whether the budget has turned a request away or been found unable to take one: the run ends as `budget`. */
+  readonly budgetReached: boolean;
   /** Endpoints stopped by a 403, with the error. */
   readonly forbidden: ReadonlyMap<string, unknown>;
   /** Resolves once no request is waiting, in flight, or sleeping before a retry. */
@@ -134,6 +141,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   const forbidden = new Map<string, unknown>();
   const idleWaiters: (() => void)[] = [];
   let stopped: StopInfo | undefined;
+  let budgetReached = false;
   let open = 0;
   let inFlight = 0;
   let consecutiveRateLimits = 0;
@@ -237,9 +245,37 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     );
   };
 
+  // Tasks waiting for a reservation in flight to be committed or returned.
+  const settleWaiters = new Set<() => void>();
+  const settled = () => {
+    for (const wake of settleWaiters) wake();
+    settleWaiters.clear();
+  };
+  const untilSettled = (signal: AbortSignal) =>
+    new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const wake = () => {
+        signal.removeEventListener('abort', abort);
+        resolve();
+      };
+      const abort = () => {
+        settleWaiters.delete(wake);
+        reject(signal.reason);
+      };
+      settleWaiters.add(wake);
+      signal.addEventListener('abort', abort, { once: true });
+    });
+
+  const refuseForBudget = (task: Task) => {
+    budgetReached = true;
+    finish(task, { ok: false, kind: 'stopped', reason: 'budget', attempts: task.attempts });
+  };
+
   async function attempt(task: Task): Promise<void> {
     const gated = stoppedOutcome(task);
     if (gated) return finish(task, gated);
+    // No room left whatever happens to the requests in flight: refuse now rather than after waiting for the pacer.
+    if (!meter.couldTake(task.work.weight)) return refuseForBudget(task);
     try {
       await pacer.acquire(halt.signal);
     } catch {
@@ -249,9 +285,18 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     if (late) return finish(task, late);
 
     const { series, path, weight } = task.work;
-    if (!meter.reserve(weight)) {
+    while (!meter.reserve(weight)) {
       // The budget cannot take this request: it is not sent, and its series stops.
-      return finish(task, { ok: false, kind: 'stopped', reason: 'budget', attempts: task.attempts });
+      if (!meter.couldTake(weight)) return refuseForBudget(task);
+      // Only reservations of requests in flight stand in the way: one of them may yet be returned (a definite
+      // failure), so wait for one to settle rather than end the series (or, in a loop, every series left) early.
+      try {
+        await untilSettled(halt.signal);
+      } catch {
+        return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+      }
+      const later = stoppedOutcome(task);
+      if (later) return finish(task, later);
     }
     const charge: Charge = { weight, path, series };
     task.attempts += 1;
@@ -269,11 +314,13 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       const uncertain = mayHaveBeenCharged(error);
       if (uncertain) meter.uncertain(charge);
       else meter.release(charge);
+      settled();
       return failed(task, error, sentAt, uncertain ? weight : 0);
     }
     release?.();
     inFlight -= 1;
     meter.commit(charge);
+    settled();
     const status = answer.status ?? 200;
     count(status);
     emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: clock.now() - sentAt, credits: weight, uncertain: false });
@@ -378,6 +425,14 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     },
     get stopped() {
       return stopped;
+    },
+    affordable(path) {
+      const able = meter.couldTake(meter.weightOf(path));
+      if (!able) budgetReached = true;
+      return able;
+    },
+    get budgetReached() {
+      return budgetReached;
     },
     forbidden,
     onIdle() {

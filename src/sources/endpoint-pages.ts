@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MalformedResponseError, ValidationError } from '../client/errors.ts';
+import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
 import type { Series } from '../pipeline/page.ts';
 import { toJson } from '../stages/json.ts';
 import { type Fetched, fetchAll, pageSeries } from './paging.ts';
@@ -16,9 +17,7 @@ const paramsSchema = z.record(z.string(), scalar);
 
 const endpointFields = z.strictObject({
     /** A catalog path below the base URL, e.g. `/video/search`. */
-    path: z.string().regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+(?:\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/, {
-      error: 'must be an endpoint path such as "/video/search" (no query string, no "..")',
-    }),
+    path: z.string().refine(isEndpointPath, { error: ENDPOINT_PATH_HINT }),
     /** Default: GET, or POST when there is a body. */
     method: z.enum(['GET', 'POST']).optional(),
     /** Query-string parameters; a list makes one series per entry (e.g. one per app or per keyword). */

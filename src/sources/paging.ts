@@ -52,6 +52,12 @@ export async function* fetchAll(
         break;
       }
       const series = next.value;
+      // The budget cannot take a single request more of this source: the series left are not started (nor recorded,
+      // so that a resume with a larger budget takes them up).
+      if (!ctx.scheduler.affordable(series.endpoint)) {
+        exhausted = true;
+        break;
+      }
       const resume = ctx.progress(series);
       // Ended in an earlier invocation of this run: nothing to do.
       if (resume?.done) continue;

@@ -1,0 +1,198 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { dedupe, exportReport, normalize, pipelineFromConfig, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
+import { cli, envFor } from './cli-helpers.ts';
+import { simulator, TEST_KEY } from './helpers.ts';
+import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
+
+const VALID = {
+  name: 'hostile',
+  api: { timeoutMs: 1000 },
+  search: { queries: ['x'], countries: ['us'], langs: ['en'], maxPages: 2, count: 10 },
+  rate: { requestsPerSecond: 5, concurrency: 2 },
+  budget: { maxCredits: 10 },
+  credits: { weights: { '/searchengine/search': 1 } },
+  retry: { attempts: 3 },
+  rateLimit: { retries: 3 },
+  dedupe: { key: 'url', scope: 'series' },
+  state: { journal: 'prune' },
+  sinks: [
+    { type: 'sqlite', path: 'x.sqlite', table: 'results', mode: 'append' },
+    { type: 'csv', path: 'x.csv', delimiter: ',' },
+    { type: 'jsonl', path: 'x.jsonl' },
+  ],
+};
+
+/** Sets `value` at a dotted path of a copy of the valid config. */
+function withField(path: string, value: unknown): Record<string, unknown> {
+  const copy = structuredClone(VALID) as Record<string, unknown>;
+  const parts = path.split('.');
+  let cursor = copy as Record<string, unknown>;
+  for (const part of parts.slice(0, -1)) cursor = cursor[part] as Record<string, unknown>;
+  cursor[parts.at(-1) as string] = value;
+  return copy;
+}
+
+// Every field, invalid in turn, and the path the error must name.
+const INVALID: [string, unknown, string][] = [
+  ['name', 'no spaces allowed', 'name'],
+  ['name', 42, 'name'],
+  ['api.timeoutMs', -1, 'api.timeoutMs'],
+  ['api.userAgent', '', 'api.userAgent'],
+  ['api.extraCountries', 'xk', 'api.extraCountries'],
+  ['api.bogus', true, 'api'],
+  ['search.queries', 'one query', 'search.queries'],
+  ['search.queries', [], 'search.queries'],
+  ['search.countries', ['us', 'uk'], 'search.countries.1'],
+  ['search.countries', ['USA'], 'search.countries.0'],
+  ['search.langs', ['english'], 'search.langs.0'],
+  ['search.langs', ['xx-yy'], 'search.langs.0'],
+  ['search.maxPages', 0, 'search.maxPages'],
+  ['search.maxPages', 1.5, 'search.maxPages'],
+  ['search.count', '10', 'search.count'],
+  ['search.firstPage', -3, 'search.firstPage'],
+  ['search.stopOnShortPage', 'yes', 'search.stopOnShortPage'],
+  ['search.stopAfterNoNew', 0, 'search.stopAfterNoNew'],
+  ['search.extra', 1, 'search'],
+  ['rate.requestsPerSecond', 0, 'rate.requestsPerSecond'],
+  ['rate.concurrency', 0, 'rate.concurrency'],
+  ['rate.requests', 10, 'rate'],
+  ['budget.maxCredits', -1, 'budget.maxCredits'],
+  ['credits.weights', { '/searchengine/search': 'one' }, 'credits.weights./searchengine/search'],
+  ['retry.attempts', 0, 'retry.attempts'],
+  ['rateLimit.retries', -1, 'rateLimit.retries'],
+  ['dedupe.key', 7, 'dedupe.key'],
+  ['dedupe.scope', 'universe', 'dedupe.scope'],
+  ['dedupe.persistent', 'always', 'dedupe.persistent'],
+  ['state.journal', 'sometimes', 'state.journal'],
+  ['sinks', [], 'sinks'],
+  ['sinks.0.type', 'postgres', 'sinks.0'],
+  ['sinks.0.path', '', 'sinks.0.path'],
+  ['sinks.0.table', 'drop table', 'sinks.0.table'],
+  ['sinks.0.table', 'runs', 'sinks.0.table'],
+  ['sinks.0.mode', 'merge', 'sinks.0.mode'],
+  ['sinks.1.delimiter', ';;', 'sinks.1.delimiter'],
+  ['sinks.1.bom', 'yes', 'sinks.1.bom'],
+  ['sinks.2.rawAsString', 1, 'sinks.2.rawAsString'],
+  ['unexpected', true, '(root)'],
+];
+
+describe('bad input', () => {
+  it('every config field, invalid in turn, is named by its path, before anything runs', () => {
+    expect(() => pipelineFromConfig(VALID)).not.toThrow();
+    for (const [path, value, named] of INVALID) {
+      let error: unknown;
+      try {
+        pipelineFromConfig(withField(path, value));
+      } catch (e) {
+        error = e;
+      }
+      expect(error, `${path} = ${JSON.stringify(value)}`).toBeInstanceOf(ValidationError);
+      const paths = (error as ValidationError).issues.map((issue) => issue.path || '(root)');
+      expect(paths.some((p) => p === named || p.startsWith(`${named}.`)), `${path}: ${paths.join(', ')}`).toBe(true);
+      for (const issue of (error as ValidationError).issues) expect(issue.message.length).toBeGreaterThan(5);
+    }
+  });
+
+  it('an endpoint source with bad fields, likewise', () => {
+    const base = { name: 'e', sinks: [{ type: 'csv', path: 'x.csv' }] };
+    for (const [endpoint, named] of [
+      [{ path: 'no-slash' }, 'endpoint.path'],
+      [{ path: '/a/../b' }, 'endpoint.path'],
+      [{ path: '/x', itemsAt: '' }, 'endpoint.itemsAt'],
+      [{ path: '/x', cursor: { from: 'next' } }, 'endpoint.cursor.param'],
+      [{ path: '/x', params: { nested: { no: 1 } } }, 'endpoint.params'],
+    ] as const) {
+      const error = (() => {
+        try {
+          pipelineFromConfig({ ...base, endpoint });
+        } catch (e) {
+          return e as ValidationError;
+        }
+      })();
+      expect(error, JSON.stringify(endpoint)).toBeInstanceOf(ValidationError);
+      expect(error?.issues.some((i) => i.path.startsWith(named)), `${JSON.stringify(endpoint)}: ${error?.message}`).toBe(true);
+    }
+  });
+
+  it('a million queries: planned, estimated and run within the budget, lazily', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const queries = Array.from({ length: 1_000_000 }, (_, i) => `query ${i}`);
+    writeFileSync(dir.path('million.txt'), queries.join('\n'));
+    writeFileSync(
+      dir.path('million.json'),
+      JSON.stringify({ name: 'million', search: { queriesFile: 'million.txt', maxPages: 2 }, budget: { maxCredits: 30 }, rate: { concurrency: 4 }, sinks: [{ type: 'sqlite', path: 'm.sqlite' }] }),
+    );
+    const estimate = await cli(['estimate', 'million.json', '--json'], { cwd: dir.dir });
+    expect(JSON.parse(estimate.stdout)).toMatchObject({ series: 1_000_000, requests: 2_000_000, credits: 2_000_000, withinBudget: false });
+    const result = await cli(['run', 'million.json', '--quiet'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(0);
+    const summary = JSON.parse(result.stdout);
+    expect(summary).toMatchObject({ status: 'budget', credits: { budget: 30, uncertain: 0 }, series: { total: 1_000_000 } });
+    // Never past the budget; short of it only by a request that failed for good at the end (none, normally).
+    expect(summary.credits.spent).toBeLessThanOrEqual(30);
+    expect(summary.credits.spent).toBeGreaterThanOrEqual(26);
+    expect(sim.stats().credits.main?.debited).toBe(summary.credits.spent);
+    // Once the budget can take no request more, the series left are not started, nor recorded one by one: a resume
+    // with a larger budget takes them up.
+    expect(summary.series.stopped.budget).toBeGreaterThan(999_900);
+    expect(Number(sqliteRows(dir.path('m.sqlite'), 'SELECT COUNT(*) AS n FROM series')[0]?.n)).toBeLessThan(60);
+    const more = await cli(['run', 'million.json', '--resume', '--budget', '60', '--quiet'], { cwd: dir.dir, env: envFor(sim.url) });
+    const resumed = JSON.parse(more.stdout);
+    expect(resumed).toMatchObject({ runId: summary.runId, status: 'budget', credits: { budget: 60 } });
+    expect(resumed.credits.spent).toBeGreaterThan(summary.credits.spent + 25);
+    expect(resumed.credits.spent).toBeLessThanOrEqual(60);
+    expect(resumed.series.completed).toBeGreaterThan(summary.series.completed + 10);
+    expect(sim.stats().credits.main?.debited).toBe(resumed.credits.spent);
+  }, 120_000);
+
+  it('items with NUL bytes, lone surrogates, 1 MB strings, nesting deeper than JSON.stringify, numbers for strings: stored safely', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const depth = 50_000;
+    const huge = 'é'.repeat(512 * 1024);
+    const items = [
+      { title: 'a\u0000b', url: 'https://nul.example/\u0000', snippet: '\u0000' },
+      { title: 'lone \ud83d and \udc00', url: 'https://surrogate.example/', snippet: 'x\ud800' },
+      { title: huge, url: 'https://huge.example/', snippet: huge },
+      { title: 12345, url: 67890, snippet: true, deep: 'DEEP' },
+      { title: ['not', 'text'], url: { href: 'https://object.example/' }, snippet: null },
+      { title: '=cmd|"/c calc"!A1', url: 'https://formula.example/' },
+    ];
+    const body = JSON.stringify({ data: items }).replace('"DEEP"', `${'['.repeat(depth)}${']'.repeat(depth)}`);
+    sim.inject({ fault: 'status', status: 200, body, times: 1 });
+    const summary = await runOn(sim, {
+      name: 'hostile-items',
+      source: searchPages({ queries: ['x'], maxPages: 1, count: null }),
+      stages: [normalize(), dedupe()],
+      sinks: [toSqlite({ path: dir.path('h.sqlite') }), toCsv({ path: dir.path('h.csv') }), toJsonl({ path: dir.path('h.jsonl') })],
+    });
+    expect(summary).toMatchObject({ status: 'completed', items: { served: 6, written: 6 } });
+    const rows = sqliteRows(dir.path('h.sqlite'), 'SELECT title, url, snippet, raw FROM results ORDER BY position');
+    expect(rows.map((r) => r.title)).toEqual(['ab', 'lone \ufffd and \ufffd', huge, '12345', null, '=cmd|"/c calc"!A1']);
+    expect(rows[3]?.url).toBe('67890');
+    expect(String(rows[3]?.raw).length).toBeGreaterThan(depth * 2);
+    expect(String(rows[2]?.raw).length).toBeGreaterThan(1_000_000);
+    const csv = csvRows(dir.path('h.csv'));
+    expect(csv).toHaveLength(6);
+    expect(csv[5]?.title).toBe(`'=cmd|"/c calc"!A1`);
+    const lines = readFileSync(dir.path('h.jsonl'), 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(6);
+    for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
+    // And out again, in every format.
+    for (const format of ['csv', 'jsonl', 'parquet'] as const) {
+      expect((await exportReport({ database: dir.path('h.sqlite'), report: 'items', format, out: dir.path(`out.${format}`) })).rows).toBe(6);
+    }
+  }, 60_000);
+});
+
+describe('the secrets scan every test with outputs runs at its end', () => {
+  it('finds the key in any file under the output directory, text or binary, however deep', () => {
+    const dir = workdir();
+    mkdirSync(dir.path('a/b'), { recursive: true });
+    writeFileSync(dir.path('a/b/page.bin'), Buffer.concat([Buffer.from([0, 255, 7]), Buffer.from(TEST_KEY), Buffer.from([0])]));
+    writeFileSync(dir.path('clean.csv'), 'title\nnothing here\n');
+    expect(() => dir[Symbol.dispose]()).toThrow(/API key was written to .*page\.bin/);
+  });
+});
