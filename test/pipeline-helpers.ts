@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -36,9 +36,30 @@ export function filesHolding(dir: string, secret: string): string[] {
       continue;
     }
     if (stat.isDirectory()) found.push(...filesHolding(path, secret));
-    else if (stat.isFile() && readFileSync(path).includes(secret)) found.push(path);
+    else if (stat.isFile() && fileHolds(path, secret)) found.push(path);
   }
   return found;
+}
+
+/** Whether the file's bytes contain `secret`, read in chunks (volume outputs pass the 2 GiB a Buffer can hold). */
+function fileHolds(path: string, secret: string): boolean {
+  const needle = Buffer.from(secret);
+  const chunk = Buffer.alloc(16 * 1024 * 1024 + needle.length);
+  const fd = openSync(path, 'r');
+  try {
+    // Each read keeps the last needle.length - 1 bytes of the one before, so a secret across two chunks is seen.
+    let kept = 0;
+    for (;;) {
+      const read = readSync(fd, chunk, kept, chunk.length - kept, null);
+      if (read === 0) return false;
+      const filled = kept + read;
+      if (chunk.subarray(0, filled).includes(needle)) return true;
+      kept = Math.min(needle.length - 1, filled);
+      chunk.copy(chunk, 0, filled - kept, filled);
+    }
+  } finally {
+    closeSync(fd);
+  }
 }
 
 export function runOn(sim: Simulator, pipeline: PipelineDefinition, options: RunOptions = {}) {
