@@ -1,8 +1,10 @@
-// `npm run bench [-- --quick]`: the scheduler against rate-limited and faulty servers, on the real clock.
+// `npm run bench [-- --quick]`: the scheduler against rate-limited and faulty servers, on the real clock; then
+// throughput: stages and sinks against raw better-sqlite3 and csv-stringify, the pipeline against a bare fetch loop.
 // Figures go to stdout as one JSON object (so that runs can be compared by a script); progress goes to stderr.
 import { cpus, totalmem } from 'node:os';
 import { nginxAvailable, nginxVersion, NGINX_BINARY } from './nginx.ts';
 import { scenarioBudget, scenarioRateAboveLimit, scenarioRateAtLimit, scenarioServerErrors } from './scenarios.ts';
+import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
 
 const quick = process.argv.includes('--quick');
 const windowMs = quick ? 8_000 : 30_000;
@@ -32,6 +34,10 @@ const b_simulator = await scenarioRateAboveLimit('simulator', windowMs);
 const b_nginx = withNginx ? await scenarioRateAboveLimit('nginx', windowMs) : skipped;
 const c_simulator = await scenarioServerErrors();
 const d_simulator = await scenarioBudget();
+// 200 queries × 5 pages × 100 items (quick: 40 queries).
+const throughputQueries = quick ? 40 : 200;
+const e_sinks = await scenarioSinks(throughputQueries);
+const f_endToEnd = await scenarioEndToEnd(throughputQueries);
 
 type Measured = { achievedOverServerLimit: number | null; share429: number | null };
 const measured = (s: Measured | typeof skipped): s is Measured => !('skipped' in s);
@@ -63,8 +69,15 @@ goals.push({
   met: d_simulator.spentOverNeeded === 1 && d_simulator.debitedOverNeeded === 1 && d_simulator.neverAboveBudget,
 });
 
+goals.push({
+  scenario: 'f_endToEnd',
+  goal: 'pipeline items/s >= 0.5 × a bare fetch loop of the same pages',
+  value: f_endToEnd.pipelineOverBare,
+  met: f_endToEnd.pipelineOverBare >= 0.5,
+});
+
 const report = {
-  benchmark: 'webdata-etl scheduler',
+  benchmark: 'webdata-etl',
   date: started.toISOString(),
   node: process.version,
   machine: machine(),
@@ -73,6 +86,7 @@ const report = {
   windowSeconds: windowMs / 1000,
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator },
+  peakRssMb: peakRssMb(),
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator, e_sinks, f_endToEnd },
 };
 process.stdout.write(`${compactJson(report)}\n`);

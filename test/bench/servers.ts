@@ -75,7 +75,7 @@ export async function limitedTarget(kind: ServerKind, options: LimitedOptions): 
 }
 
 /** An unlimited key: for scenarios about faults and budgets, where the rate limit would only blur the figures. */
-export async function unlimitedTarget(options: Pick<SimulatorOptions, 'latencyMs' | 'faults' | 'seed'>): Promise<Target> {
+export async function unlimitedTarget(options: Pick<SimulatorOptions, 'latencyMs' | 'faults' | 'seed' | 'resultsPerQuery' | 'logLimit'>): Promise<Target> {
   const apiKey = benchKey();
   const sim = await startSimulator({ ...options, keys: [{ key: apiKey, name: 'main' }] });
   return {
