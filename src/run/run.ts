@@ -4,6 +4,7 @@ import { type Client, createClient } from '../client/client.ts';
 import { ValidationError } from '../client/errors.ts';
 import { throughStages } from '../pipeline/compose.ts';
 import { seriesStates } from '../pipeline/context.ts';
+import { createPermits } from '../pipeline/permits.ts';
 import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type SchedulerEvent } from '../schedule/scheduler.ts';
 import type { Sink } from '../sinks/sink.ts';
@@ -179,6 +180,8 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     const abort = new AbortController();
     const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
     const retryFailed = decision.mode === 'resume' && decision.retryFailed;
+    // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
+    const permits = createPermits(scheduler.stats().concurrency);
     const ctx: SourceContext = {
       runId,
       pipeline: pipeline.name,
@@ -203,6 +206,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
           cursor: progress.cursor ?? undefined,
         };
       },
+      pagePermit: () => permits.acquire(abort.signal),
       processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
       seriesEnded(series, end) {
         committer.seriesEnded(series, end);

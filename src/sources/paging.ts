@@ -101,8 +101,16 @@ export async function pageSeries(
   let fetched = resume?.pages ?? 0;
   let pushed = 0;
   for (let number = resume?.nextPage ?? rules.firstPage; ; number++) {
-    const outcome = await fetch(number, cursor);
+    const release = await ctx.pagePermit();
+    let outcome: Outcome<Fetched>;
+    try {
+      outcome = await fetch(number, cursor);
+    } catch (error) {
+      release();
+      throw error;
+    }
     if (!outcome.ok) {
+      release();
       if (outcome.kind === 'failed') return { reason: 'failed', pages: pushed, error: outcome.error };
       if (outcome.reason === 'budget' || outcome.reason === 'forbidden') return { reason: outcome.reason, pages: pushed, error: outcome.error };
       return { reason: 'stopped', stop: outcome.reason, pages: pushed, error: outcome.error };
@@ -145,7 +153,9 @@ export async function pageSeries(
       },
     };
     // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
-    const afterStages = !end && rules.stopAfterNoNew !== undefined ? ctx.processed(page) : undefined;
+    const committed = ctx.processed(page);
+    void committed.then(release);
+    const afterStages = !end && rules.stopAfterNoNew !== undefined ? committed : undefined;
     // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
     await push(page);
     if (end) return { reason: end, pages: pushed };

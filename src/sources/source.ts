@@ -39,6 +39,11 @@ export interface SourceContext extends RunContext {
   /** When resuming a run: where the series stands (undefined: start it from its first page). */
   progress(series: Series): SeriesResume | undefined;
   /**
+   * Waits for a permit to send a page's request: the run lets no more pages than its concurrency be paid for and not
+   * yet committed. Give the release back once the page is committed (`processed`) or the request came to nothing.
+   */
+  pagePermit(): Promise<() => void>;
+  /**
    * Resolves once the page has passed every stage and is committed, with the number of its items that were new
    * after dedupe and, when the page ended its series (the no_new rule), why. Call it before handing the page on.
    */
