@@ -101,7 +101,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
           digest: page.meta.digest ?? '',
           noNew: streak,
           cursor: page.meta.cursor ? toJson(page.meta.cursor) : null,
-          state: states.serialize(id),
+          // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
+          state: end ? null : states.serialize(id),
         });
         if (needsJournal) {
           store.journal({
