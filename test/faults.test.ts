@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, statSync, writeSync } from 'node:fs';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
@@ -38,6 +38,11 @@ const pipeline = (dir: string, extra: Record<string, unknown> = {}) =>
   );
 
 let reference: { sqlite: string[]; csv: string[] } | undefined;
+const SPLIT_SINKS = [
+  { type: 'sqlite', path: 'out/results.sqlite' },
+  { type: 'csv', path: 'csv/results.csv' },
+];
+
 /** What a run that never met a fault writes. */
 async function clean() {
   if (reference) return reference;
@@ -46,6 +51,33 @@ async function clean() {
   expect((await cli(['run', pipeline(dir.dir)], { cwd: dir.dir, env: envFor(sim.url) })).code).toBe(0);
   reference = { sqlite: stableSqlite(dir.path('out/results.sqlite')), csv: stableCsv(dir.path('out/results.csv')) };
   return reference;
+}
+
+/** Rows a running pipeline has committed to its SQLite file so far (0 before its tables exist). */
+function committedRows(path: string): number {
+  try {
+    return Number(sqliteRows(path, 'SELECT COUNT(*) AS n FROM results')[0]?.n);
+  } catch {
+    return 0;
+  }
+}
+
+/** Waits for a condition the run under test will reach (polling: the CLI is another process). */
+async function until(condition: () => boolean) {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+/** Takes every free byte of a (small) disk with one file. */
+function fill(disk: string) {
+  const fd = openSync(join(disk, 'filler'), 'w');
+  const block = Buffer.alloc(4096, 1);
+  try {
+    for (;;) writeSync(fd, block);
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'ENOSPC') throw error;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The checks every fault must pass, whatever the outcome of the run that met it. */
@@ -214,31 +246,38 @@ describe('the fault matrix', () => {
     expect(ran.code).toBe(0);
   });
 
-  // 600k fills up on a CSV write (ENOSPC), 1000k inside a SQLite transaction (SQLITE_FULL).
-  for (const size of ['600k', '1000k']) {
-    it(`a full disk mid-run (${size}): stops with what to do (exit 75), data intact; resumes once there is room`, async () => {
+  // Each sink on its own disk, filled up once the first pages are committed while the simulator holds the rest
+  // back with 503s: the CSV sink then meets ENOSPC on a write, the SQLite sink (which holds the run's state)
+  // SQLITE_FULL inside a transaction. The other sink's disk has room.
+  for (const full of ['csv', 'sqlite'] as const) {
+    it(`a full disk mid-run (${full} sink): stops with what to do (exit 75), data intact; resumes once there is room`, async () => {
       const want = await clean();
       await using sim = await simulator(SIM);
       using dir = workdir();
-      const out = dir.path('out');
-      mkdirSync(out);
-      mount(['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', out]);
+      const disk = dir.path(full === 'csv' ? 'csv' : 'out');
+      mkdirSync(dir.path('out'));
+      mkdirSync(dir.path('csv'));
+      mount(['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', disk]);
       try {
-        const file = pipeline(dir.dir);
-        const met = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+        // Retries enough to outlast the hold whatever the machine's load.
+        const file = pipeline(dir.dir, { sinks: SPLIT_SINKS, retry: { attempts: 10_000, baseDelayMs: 5, maxDelayMs: 50 } });
+        sim.inject({ fault: 'status', status: 503, after: 4 });
+        const running = cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+        await until(() => committedRows(dir.path('out/results.sqlite')) > 0);
+        fill(disk);
+        sim.clearRules();
+        const met = await running;
         expect(met.code, met.stderr).toBe(75);
-        expect(met.stderr).toMatch(/is full .*free some space and run the same command again/);
+        expect(met.stderr).toMatch(new RegExp(`the disk holding \\S*/${full === 'csv' ? 'csv' : 'out'}/results\\.${full} is full .*free some space and run the same command again`));
         intact(dir.dir, sim);
-        // It failed mid-run, with pages committed: the resume goes on from them.
-        expect(Number(sqliteRows(join(out, 'results.sqlite'), 'SELECT COUNT(*) AS n FROM results')[0]?.n)).toBeGreaterThan(0);
-        mount(['-o', 'remount,size=64m', out]);
+        rmSync(join(disk, 'filler'));
         const resumed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
         expect(resumed.code, resumed.stderr).toBe(0);
         intact(dir.dir, sim);
-        expect(stableSqlite(join(out, 'results.sqlite'))).toEqual(want.sqlite);
-        expect(stableCsv(join(out, 'results.csv'))).toEqual(want.csv);
+        expect(stableSqlite(dir.path('out/results.sqlite'))).toEqual(want.sqlite);
+        expect(stableCsv(dir.path('csv/results.csv'))).toEqual(want.csv);
       } finally {
-        execFileSync('umount', [out]);
+        execFileSync('umount', [disk]);
       }
     });
   }

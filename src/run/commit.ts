@@ -4,6 +4,7 @@ import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sourc
 import { toJson } from '../stages/json.ts';
 import type { SeriesIdentity, SpendRow, StateStore } from '../state/store.ts';
 import { crashPoint } from './crash-points.ts';
+import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 
 export interface CommitterOptions {
@@ -86,8 +87,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
         page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
       // Pages commit one at a time, so the next sequence number is known before the transaction that takes it.
       const seq = store.currentSeq() + 1;
-      const records = staged.map((sink) => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, seq));
-      store.db.transaction(() => {
+      const records = staged.map((sink) => writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, seq)));
+      writingTo(store.path, store.db.transaction(() => {
         if (store.nextSeq() !== seq) throw new Error('the page journal moved under this run: is another process writing to the state store?');
         for (const row of ledger.splice(0)) store.spend(row);
         alsoCommit?.();
@@ -119,11 +120,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
         for (const sink of inside) sink.write(page, seq);
         for (const record of records) record();
         crashPoint('page-transaction');
-      })();
+      }));
       crashPoint('after-commit');
       for (const [index, sink] of after.entries()) {
         if (index > 0 || inside.length > 0) crashPoint('between-sinks');
-        await sink.write(page, seq);
+        await writingTo(sink.path, () => sink.write(page, seq));
       }
       prune();
       committed.set(id, (committed.get(id) ?? 0) + 1);
@@ -144,7 +145,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
         const held = (sink.held as () => number)();
         for (const entry of store.journalAfter(held)) {
           const { series, ...meta } = entry.meta as unknown as { series: Series } & Page['meta'];
-          await sink.write({ key: entry.pageKey, series, number: entry.number, items: entry.output, meta }, entry.seq);
+          await writingTo(sink.path, () => sink.write({ key: entry.pageKey, series, number: entry.number, items: entry.output, meta }, entry.seq));
           delivered += 1;
         }
       }

@@ -277,7 +277,10 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     store.finishRun(runId, summary.status, summary.finishedAt, summary);
     return summary;
   } catch (error) {
-    throw explainOutputFailure(error, [...new Set([statePath(pipeline), ...sinks.map((sink) => sink.path).filter((path) => path !== '-')])].join(', '));
+    // Where the failing write did not say which file it was: SQLite's own errors come from one of its files.
+    const sqlite = String((error as { code?: unknown } | undefined)?.code).startsWith('SQLITE_');
+    const suspects = sinks.filter((sink) => !sqlite || sink.kind === 'sqlite').map((sink) => sink.path);
+    throw explainOutputFailure(error, [...new Set([statePath(pipeline), ...suspects.filter((path) => path !== '-')])].join(', '));
   } finally {
     try {
       lease?.release();
