@@ -15,6 +15,19 @@ const KEYS = LONG ? 10_000_000 : 200_000;
 const RSS_LIMIT_MB = 300;
 const ROOT = join(import.meta.dirname, '..');
 
+/**
+ * What the `webdata-etl` bin's shebang (`#!/usr/bin/env -S NAME=value … node --flag …`) sets: its environment and
+ * Node flags, the way the command runs for its users. The README gives the same for `node pipelines/x.ts`.
+ */
+const BIN = (() => {
+  const words = (readFileSync(join(ROOT, 'src/cli/main.ts'), 'utf8').split('\n', 1)[0] ?? '').replace(/^#!\/usr\/bin\/env -S /, '').split(/\s+/);
+  const node = words.indexOf('node');
+  return {
+    env: Object.fromEntries(words.slice(0, node).map((word) => word.split('=', 2) as [string, string])),
+    flags: words.slice(node + 1),
+  };
+})();
+
 interface Measured {
   code: number | null;
   stdout: string;
@@ -73,10 +86,9 @@ describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the
         ],
       }),
     );
-    // The flags the `webdata-etl` bin's shebang sets.
-    const result = await measure(['--max-semi-space-size=4', join(ROOT, 'dist/cli/main.js'), 'run', 'volume.json'], {
+    const result = await measure([...BIN.flags, join(ROOT, 'dist/cli/main.js'), 'run', 'volume.json'], {
       cwd: dir.dir,
-      env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: TEST_KEY },
+      env: { ...BIN.env, WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: TEST_KEY },
     });
     expect(result.code, result.stderr).toBe(0);
     const summary = JSON.parse(result.stdout);
@@ -92,9 +104,9 @@ describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the
 
   it(`${KEYS} distinct keys through dedupe({ scope: 'global' }), under ${RSS_LIMIT_MB} MB`, async () => {
     using dir = workdir();
-    const result = await measure(['--max-semi-space-size=4', 'test/fixtures/volume.ts', 'dedupe', dir.dir, String(KEYS)], {
+    const result = await measure([...BIN.flags, 'test/fixtures/volume.ts', 'dedupe', dir.dir, String(KEYS)], {
       cwd: ROOT,
-      env: { WEBDATA_API_KEY: TEST_KEY },
+      env: { ...BIN.env, WEBDATA_API_KEY: TEST_KEY },
     });
     expect(result.code, result.stderr).toBe(0);
     const figures = JSON.parse(result.stdout);
