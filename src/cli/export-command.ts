@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { exportReport, REPORT_NAMES } from '../analytics/export.ts';
+import { FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
 import { EXIT } from './exit-codes.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -34,9 +35,7 @@ export async function exportCommand(args: string[]): Promise<number> {
       report: { type: 'string' },
       format: { type: 'string' },
       out: { type: 'string' },
-      query: { type: 'string' },
-      country: { type: 'string' },
-      table: { type: 'string' },
+      ...FILTER_OPTIONS,
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -44,17 +43,14 @@ export async function exportCommand(args: string[]): Promise<number> {
     process.stdout.write(exportHelp);
     return EXIT.ok;
   }
-  const [database] = positionals;
-  if (!database || positionals.length > 1) throw new UsageError('export takes one database: webdata-etl export data/rank.sqlite --report rankings');
+  const database = oneDatabase(positionals, 'export', 'webdata-etl export data/rank.sqlite --report rankings');
   if (!values.report) throw new UsageError(`export needs --report (${REPORT_NAMES.join(', ')})`);
   const { rows } = await exportReport({
     database,
     report: values.report as (typeof REPORT_NAMES)[number],
     ...(values.format ? { format: values.format as 'csv' } : {}),
     out: values.out ?? process.stdout,
-    ...(values.query !== undefined ? { query: values.query } : {}),
-    ...(values.country !== undefined ? { country: values.country } : {}),
-    ...(values.table ? { table: values.table } : {}),
+    ...filtersFrom(values),
   });
   process.stderr.write(`${rows} rows${values.out ? ` → ${values.out}` : ''}\n`);
   return EXIT.ok;

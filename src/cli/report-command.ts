@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { writeReport } from '../report/report.ts';
+import { FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
 import { EXIT } from './exit-codes.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -21,21 +22,18 @@ export async function reportCommand(args: string[]): Promise<number> {
     args,
     strict: true,
     allowPositionals: true,
-    options: { out: { type: 'string' }, query: { type: 'string' }, country: { type: 'string' }, table: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { out: { type: 'string' }, ...FILTER_OPTIONS, help: { type: 'boolean', short: 'h' } },
   });
   if (values.help) {
     process.stdout.write(reportHelp);
     return EXIT.ok;
   }
-  const [database] = positionals;
-  if (!database || positionals.length > 1) throw new UsageError('report takes one database: webdata-etl report data/rank.sqlite --out report.html');
+  const database = oneDatabase(positionals, 'report', 'webdata-etl report data/rank.sqlite --out report.html');
   if (!values.out) throw new UsageError('report needs --out <report.html>');
   const { bytes } = writeReport({
     database,
     out: values.out,
-    ...(values.query !== undefined ? { query: values.query } : {}),
-    ...(values.country !== undefined ? { country: values.country } : {}),
-    ...(values.table ? { table: values.table } : {}),
+    ...filtersFrom(values),
   });
   process.stderr.write(`report → ${values.out} (${Math.round(bytes / 1024)} KB)\n`);
   return EXIT.ok;
