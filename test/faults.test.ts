@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RunSummary, Simulator, SimulatorOptions } from '../src/index.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
-import { simulator, TEST_KEY } from './helpers.ts';
+import { simulator, TEST_KEY, until } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
 import { stableCsv, stableSqlite } from './resume-helpers.ts';
 
@@ -60,11 +60,6 @@ function committedRows(path: string): number {
   } catch {
     return 0;
   }
-}
-
-/** Waits for a condition the run under test will reach (polling: the CLI is another process). */
-async function until(condition: () => boolean) {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 /** Takes every free byte of a (small) disk with one file. */

@@ -20,3 +20,8 @@ export async function rejection(promise: Promise<unknown>): Promise<Error> {
   }
   throw new Error('expected a rejection, but the promise fulfilled');
 }
+
+/** Waits for a condition the code under test will reach (polling: it may run in another process, or behind I/O). */
+export async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
+}

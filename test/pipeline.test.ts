@@ -18,7 +18,7 @@ import {
   toSqlite,
   ValidationError,
 } from '../src/index.ts';
-import { clientFor, simulator, TEST_KEY } from './helpers.ts';
+import { clientFor, simulator, TEST_KEY, until } from './helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 
 const itemUrl = (item: Item) => (item.url ?? item.link ?? item.href ?? null) as string | null;
@@ -328,7 +328,7 @@ describe('pages paid for and not yet committed', () => {
     });
     // The server answers at once: without the bound, the fetchers would fill every buffer on the way to the stuck
     // stage (and then some) long before this wait is over; with it, three requests and no more.
-    while (sim.stats().requests < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => sim.stats().requests >= 3);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(sim.stats().requests).toBe(3);
     unblock();

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { dedupe, definePipeline, LeaseHeldError, normalize, searchPages, toCsv, toSqlite } from '../src/index.ts';
-import { simulator } from './helpers.ts';
+import { simulator, until } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 import { delays, runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
 
@@ -248,7 +248,7 @@ describe('the life of a run', () => {
       });
     const first = runOn(sim, pipeline());
     // The first holds the lease once it has sent something.
-    while (sim.stats().requests === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => sim.stats().requests > 0);
     const second = await runOn(sim, pipeline()).catch((e: unknown) => e);
     expect(second).toBeInstanceOf(LeaseHeldError);
     expect(String(second)).toContain(`pid ${process.pid}`);
