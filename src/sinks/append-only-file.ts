@@ -41,6 +41,20 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
     bytes += buffer.length;
   };
 
+  // Writes the page's bytes; the checkpoint is recorded by what it returns (inside the page's transaction).
+  const stage = (page: Page<Item>, seq: number) => {
+    const { fd, checkpoints } = ready();
+    if (page.items.length > 0) {
+      append(fd, format.render(page.items));
+      crashPoint('file-before-checkpoint');
+    }
+    const committed = bytes;
+    return () => {
+      checkpoints.set(id, { seq, bytes: committed });
+      held = seq;
+    };
+  };
+
   return {
     kind: format.kind,
     path,
@@ -75,21 +89,9 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
     },
     held: () => held,
     committedBytes: () => bytes,
-    write(page: Page<Item>, seq: number) {
-      this.stage?.(page, seq)();
-    },
-    stage(page: Page<Item>, seq: number) {
-      const { fd, checkpoints } = ready();
-      if (page.items.length > 0) {
-        append(fd, format.render(page.items));
-        crashPoint('file-before-checkpoint');
-      }
-      const committed = bytes;
-      return () => {
-        checkpoints.set(id, { seq, bytes: committed });
-        held = seq;
-      };
-    },
+    // Outside a run's page transaction (a replay, another runner), the checkpoint follows the write at once.
+    write: (page: Page<Item>, seq: number) => stage(page, seq)(),
+    stage,
     discard(_runId, since) {
       const { fd, checkpoints } = ready();
       if (since.bytes !== null && since.bytes < bytes) {
