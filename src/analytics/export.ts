@@ -7,6 +7,7 @@ import { fileWriter, ParquetWriter } from 'hyparquet-writer';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
 import { viewName } from './views.ts';
+import { filterClause } from './filter.ts';
 
 /** Parquet column types the reports use; every column is nullable. */
 type ColumnType = 'STRING' | 'INT32' | 'DOUBLE';
@@ -99,21 +100,10 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
         },
       ]);
     }
-    const where: string[] = [];
-    const params: string[] = [];
-    if (config.query !== undefined) {
-      where.push('query = ?');
-      params.push(config.query);
-    }
-    if (config.country !== undefined) {
-      where.push(`(${report.countryColumns.map((c) => `"${c}" = ?`).join(' OR ')})`);
-      params.push(...report.countryColumns.map(() => config.country as string));
-    }
+    const where = filterClause(config, report.countryColumns);
     const columns = Object.keys(report.columns);
-    const statement = db.prepare(
-      `SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM "${source}" ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${report.order}`,
-    );
-    const rows = statement.iterate(...params) as IterableIterator<Record<string, unknown>>;
+    const statement = db.prepare(`SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM "${source}" ${where.sql} ORDER BY ${report.order}`);
+    const rows = statement.iterate(...where.params) as IterableIterator<Record<string, unknown>>;
     if (config.format === 'parquet') return { rows: writeParquet(rows, report.columns, config.out as string, config.batchRows) };
     return { rows: await writeText(rows, columns, config.format, config.out, config.batchRows) };
   } finally {

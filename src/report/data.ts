@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { filterClause } from '../analytics/filter.ts';
 import { OVERLAP_TOP, viewName } from '../analytics/views.ts';
 
 export interface ReportFilter {
@@ -54,20 +55,7 @@ export function readReportData(db: Database.Database, filter: ReportFilter): Rep
   const data: ReportData = { database: db.name, runs: [], rowCount: 0, rankBuckets: [], domains: [], histories: [], overlaps: [] };
   if (has(db, 'runs')) data.runs = readRuns(db, filter.maxRuns);
   if (!has(db, table)) return data;
-  const where = (alias = '') => {
-    const clauses: string[] = [];
-    const params: string[] = [];
-    if (filter.query !== undefined) {
-      clauses.push(`${alias}query = ?`);
-      params.push(filter.query);
-    }
-    if (filter.country !== undefined) {
-      clauses.push(`${alias}country = ?`);
-      params.push(filter.country);
-    }
-    return { sql: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params };
-  };
-  const all = where();
+  const all = filterClause(filter);
   data.rowCount = db.prepare(`SELECT COUNT(*) FROM "${table}" ${all.sql}`).pluck().get(...all.params) as number;
   if (data.rowCount === 0) return data;
 
