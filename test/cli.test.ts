@@ -109,16 +109,16 @@ describe('webdata-etl run', () => {
   });
 
   it('75: another run of the pipeline holds the lease', async () => {
-    await using sim = await simulator({ latencyMs: 300 });
+    await using sim = await simulator();
     using dir = workdir();
     const file = config(dir.dir);
-    let release: () => void = () => undefined;
-    const started = new Promise<void>((resolveStarted) => {
-      release = resolveStarted;
-    });
-    const first = cli(['run', file], { cwd: dir.dir, env: envFor(sim.url), onStderr: (text) => text.includes(': run ') && release() });
-    await started;
+    // The first run is held in flight by the simulator until the second has been refused: however slowly the machine
+    // starts processes, the first cannot finish before the second asks for the lease.
+    const gate = sim.park();
+    const first = cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    await gate.reached();
     const second = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    gate.release();
     expect(second.code).toBe(75);
     expect(second.stderr).toContain('is already running');
     expect((await first).code).toBe(0);

@@ -227,6 +227,24 @@ describe('faults', () => {
     expect(await run()).toEqual(first);
   });
 
+  it('a gate holds matching requests unanswered until released, uncharged while held', async () => {
+    await using sim = await simulator({ keys: [{ key: TEST_KEY, name: 'main', credits: 10 }] });
+    await using client = clientFor(sim);
+    const gate = sim.park({ q: 'held' });
+    const held = [client.search({ q: 'held', page: 1 }), client.search({ q: 'held', page: 2 })];
+    // Another query passes by.
+    expect((await client.search({ q: 'free' })).status).toBe(200);
+    await gate.reached(2);
+    expect(gate.waiting).toBe(2);
+    expect(sim.stats().credits.main?.debited).toBe(1);
+    gate.release();
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([200, 200]);
+    expect(gate.waiting).toBe(0);
+    // Released for good: later requests go straight on.
+    expect((await client.search({ q: 'held', page: 3 })).status).toBe(200);
+    expect([gate.arrived, sim.stats().credits.main?.debited]).toEqual([2, 4]);
+  });
+
   it('latency delays answers', async () => {
     await using sim = await simulator({ latencyMs: 60 });
     await using client = clientFor(sim);

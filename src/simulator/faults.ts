@@ -68,7 +68,7 @@ export function faultBook(options: ResolvedSimulatorOptions) {
   };
 }
 
-function matches(match: ResolvedFaultRule['match'], facts: RequestFacts): boolean {
+export function matches(match: Readonly<Partial<ResolvedFaultRule['match']>>, facts: RequestFacts): boolean {
   return (
     (match.path === undefined || match.path === facts.path) &&
     (match.method === undefined || match.method.toUpperCase() === facts.method) &&

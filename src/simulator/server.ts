@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Endpoint, ENDPOINTS } from './endpoints.ts';
-import { type Fault, faultBook, type RequestFacts } from './faults.ts';
+import { type Fault, faultBook, matches, type RequestFacts } from './faults.ts';
 import { type FaultRule, keySchema, type ResolvedKey, resolveSimulatorOptions, type SimulatorOptions } from './options.ts';
 import { KeyAccount, type Refusal } from './plans.ts';
 
@@ -35,6 +35,18 @@ export interface SimulatorStats {
   maxInFlight: number;
 }
 
+/** Requests held by `Simulator.park` until `release`. */
+export interface Gate {
+  /** Requests held now. */
+  readonly waiting: number;
+  /** Requests held so far, released or not. */
+  readonly arrived: number;
+  /** Resolves once `count` requests have arrived at the gate. */
+  reached(count?: number): Promise<void>;
+  /** Lets the held requests (and every later one) go on. */
+  release(): void;
+}
+
 export interface Simulator {
   /** `{base_url}`: `http://127.0.0.1:<port>/api/v1`. */
   readonly url: string;
@@ -49,6 +61,12 @@ export interface Simulator {
   clearRules(): void;
   /** Changes a key's plan mid-run: credits, status, rate, endpoints, quota. */
   updateKey(name: string, patch: Partial<ResolvedKey>): void;
+  /**
+   * Holds every request that matches (all, by default) unanswered until the gate is released, so that a test can keep
+   * a run in flight for exactly as long as it needs, whatever the machine's speed. Held requests are not yet admitted:
+   * they take no rate allowance and no credit until they go on.
+   */
+  park(match?: FaultRule['match']): Gate;
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -69,6 +87,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   }
   const faults = faultBook(settings);
   const open = new Set<ServerResponse>();
+  const gates = new Set<GateState>();
   let requestCounter = 0;
   let stats = emptyStats();
   let entries: LogEntry[] = [];
@@ -137,6 +156,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     }
     entry.key = account.plan.name;
     const facts = requestFacts(entry.method, path, url, body, entry.key);
+    for (const gate of gates) if (matches(gate.match, facts)) await gate.pass();
 
     const scripted = faults.scripted(facts);
     if (scripted && scripted.fault !== 'delay') {
@@ -272,6 +292,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
 
   const close = async () => {
+    for (const gate of gates) gate.public.release();
     for (const res of open) res.destroy();
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -295,6 +316,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     inject: (rule) => faults.add(rule),
     clearRules: () => faults.clear(),
+    park(match = {}) {
+      const gate = createGate(match, () => gates.delete(gate));
+      gates.add(gate);
+      return gate.public;
+    },
     updateKey(name, patch) {
       const account = accounts.get(name);
       if (!account) throw new Error(`no simulated key named "${name}"`);
@@ -302,6 +328,60 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     close,
     [Symbol.asyncDispose]: close,
+  };
+}
+
+type Match = NonNullable<FaultRule['match']>;
+
+interface GateState {
+  match: Match;
+  pass(): Promise<void>;
+  public: Gate;
+}
+
+function createGate(match: Match, done: () => void): GateState {
+  let released = false;
+  let waiting = 0;
+  let arrived = 0;
+  const held: (() => void)[] = [];
+  const watchers: { count: number; wake: () => void }[] = [];
+  const notify = () => {
+    for (const watcher of watchers.filter((w) => arrived >= w.count)) {
+      watchers.splice(watchers.indexOf(watcher), 1);
+      watcher.wake();
+    }
+  };
+  return {
+    match,
+    pass() {
+      if (released) return Promise.resolve();
+      arrived += 1;
+      waiting += 1;
+      notify();
+      return new Promise<void>((resolve) =>
+        held.push(() => {
+          waiting -= 1;
+          resolve();
+        }),
+      );
+    },
+    public: {
+      get waiting() {
+        return waiting;
+      },
+      get arrived() {
+        return arrived;
+      },
+      reached(count = 1) {
+        return arrived >= count ? Promise.resolve() : new Promise<void>((wake) => watchers.push({ count, wake }));
+      },
+      release() {
+        if (released) return;
+        released = true;
+        done();
+        for (const go of held.splice(0)) go();
+      },
+    },
   };
 }
 
