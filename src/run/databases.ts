@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -14,6 +14,9 @@ export function databaseRegistry() {
       let db = open.get(file);
       if (!db) {
         mkdirSync(dirname(file), { recursive: true });
+        // Created readable by its owner only (a stricter umask narrows it further); SQLite gives its -wal and -shm files
+        // the same permissions. An existing file keeps the mode its owner chose.
+        closeSync(openSync(file, 'a', 0o600));
         db = new Database(file);
         db.pragma('journal_mode = WAL');
         // WAL with synchronous=NORMAL survives a killed process; power loss is out of scope (DESIGN §4).

@@ -76,6 +76,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   let lease: { release(): void } | undefined;
 
   try {
+    checkOutputs(sinks, statePath(pipeline));
     const store = openStateStore(databases.get(statePath(pipeline)));
     lease = acquireLease(store.db, pipeline.name);
     const planPrint = fingerprint(plan.fingerprint);
@@ -86,6 +87,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       database: databases.get,
       stateCheckpoints: sinkCheckpoints(store.db),
       currentSeq: store.currentSeq(),
+      statePath: store.path,
       tagColumns: plan.tagColumns ?? [],
       seriesComplete: !pipeline.stages.some((stage) => {
         const scope = (stage as { dedupeScope?: string }).dedupeScope;
@@ -254,6 +256,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
         budgetReached: scheduler.budgetReached,
         budget: decision.budget,
         rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
+        outputs: sinks.map((sink) => ({ kind: sink.kind, path: sink.path, delivery: sink.delivery ?? 'exactly_once' })),
         startedAt: previous?.startedAt ?? invocationStart.toISOString(),
         finishedAt: finishedAt.toISOString(),
         durationMs: finishedAt.getTime() - invocationStart.getTime() + Number(previous?.summary?.durationMs ?? 0),
@@ -310,6 +313,26 @@ function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Reco
     ...(pipeline.api.extraCountries ? { extraCountries: pipeline.api.extraCountries } : {}),
     ...(pipeline.api.extraLangs ? { extraLangs: pipeline.api.extraLangs } : {}),
   });
+}
+
+/**
+ * Two sinks of one pipeline writing the same file or table would interleave (or cut) each other's rows, and a file
+ * sink on the state store's own file would corrupt it: refused before anything is opened.
+ */
+function checkOutputs(sinks: readonly Sink<unknown>[], state: string): void {
+  const outputs = sinks.map((sink) => ({ file: sink.path === '-' ? undefined : resolve(sink.path), table: sink.kind === 'sqlite' ? (sink as { table?: string }).table : undefined }));
+  const issues: { path: string; message: string }[] = [];
+  outputs.forEach((output, index) => {
+    if (output.file === undefined) return;
+    // SQLite sinks may share a database file, each with its own table; anything else needs the file to itself.
+    const clash = outputs.findIndex((other, o) => o < index && other.file === output.file && (other.table === undefined || output.table === undefined || other.table === output.table));
+    const where = `${(sinks[index] as Sink<unknown>).path}${output.table ? ` (table "${output.table}")` : ''}`;
+    if (clash !== -1) issues.push({ path: `sinks.${index}`, message: `writes ${where}, as sinks.${clash} does: give each sink its own file or table` });
+    else if (output.table === undefined && output.file === resolve(state)) {
+      issues.push({ path: `sinks.${index}`, message: `writes ${where}, which is the state store: give the sink another file, or state.path another place` });
+    }
+  });
+  if (issues.length > 0) throw new ValidationError('Invalid pipeline outputs', issues);
 }
 
 /** Statuses of a run that ended by its own rules (the others resume). */

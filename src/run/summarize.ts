@@ -14,6 +14,7 @@ export interface RunFacts {
   budgetReached: boolean;
   budget: number | null;
   rateLimitedWaitMs: number;
+  outputs: RunSummary['outputs'];
   startedAt: string;
   finishedAt: string;
   durationMs: number;
@@ -80,6 +81,7 @@ export function summarize(facts: RunFacts): RunSummary {
     pages: { fetched: totals.pages },
     items: { served: totals.served, written: totals.written, duplicates: totals.duplicates },
     series: { total: facts.seriesTotal, completed, failed, failedBy: store.failedKinds(runId), stopped, byReason },
+    outputs: facts.outputs,
     startedAt: facts.startedAt,
     finishedAt: facts.finishedAt,
     durationMs: facts.durationMs,

@@ -35,6 +35,11 @@ export const runSummarySchema = z.object({
     /** Reason → count, for every series that ended: empty, short, max_pages, repeat, no_new, budget, failed, forbidden. */
     byReason: counts,
   }),
+  /**
+   * Where the rows went, and how: `exactly_once` (a file or table this pipeline owns), or `at_least_once` (stdout, a
+   * file shared with other pipelines: a page may come twice after a crash).
+   */
+  outputs: z.array(z.object({ kind: z.string(), path: z.string(), delivery: z.enum(['exactly_once', 'at_least_once']) })),
   startedAt: z.string(),
   finishedAt: z.string(),
   durationMs: z.number(),

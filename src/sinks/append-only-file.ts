@@ -1,8 +1,11 @@
 import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { ValidationError } from '../client/errors.ts';
 import type { Page } from '../pipeline/page.ts';
 import { crashPoint } from '../run/crash-points.ts';
 import type { SinkCheckpoints } from '../state/checkpoints.ts';
+import { type Lease, leaseOutput } from '../state/lease.ts';
+import { claimFile, fileOutputKey, registryPathFor } from '../state/output-claims.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 type Item = Record<string, unknown>;
@@ -23,10 +26,17 @@ export interface FileFormat {
  * committed length is checkpointed in the state store. On the next open, a longer file is cut back to it (bytes
  * written but never committed, a crash in between), a shorter one is refused (changed outside webdata-etl), and
  * the journal re-delivers the pages past the checkpoint. CSV and JSONL share this; they differ only in format.
+ *
+ * Cutting back is safe only if every byte past the checkpoint is this sink's own: so the file is leased while a run
+ * writes it, claimed by its pipeline in the directory's output registry (another pipeline is refused), and known by
+ * its identity (a file put in its place is not cut). A file `shared` by pipelines that all say so is never cut back:
+ * each appends, at least once.
  */
-export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
+export function appendOnlyFile(path: string, format: FileFormat, options: { shared?: boolean } = {}): Sink<Item> {
   const id = `${format.kind}:${path}`;
+  const shared = options.shared === true;
   let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
+  let lease: Lease | undefined;
   let bytes = 0;
   let held = 0;
 
@@ -38,7 +48,8 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
     const buffer = Buffer.from(text, 'utf8');
     let written = 0;
     while (written < buffer.length) written += writeSync(fd, buffer, written);
-    bytes += buffer.length;
+    // Shared, other pipelines append too: the file's length is the checkpoint, not what this sink wrote.
+    bytes = shared ? fstatSync(fd).size : bytes + buffer.length;
   };
 
   // Writes the page's bytes; the checkpoint is recorded by what it returns (inside the page's transaction).
@@ -61,21 +72,30 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
     id,
     open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
-      const fd = openSync(path, 'a+');
+      // Created readable by its owner only: rows may be confidential (narrowed further by a stricter umask).
+      const fd = openSync(path, 'a+', 0o600);
       try {
+        const registry = ctx.database(registryPathFor(path));
+        lease = leaseOutput(registry, { key: fileOutputKey(path), label: path }, ctx.pipeline);
+        const stat = fstatSync(fd, { bigint: true });
+        let size = Number(stat.size);
+        const identity = { dev: String(stat.dev), ino: String(stat.ino) };
+        const before = claimFile(registry, { key: fileOutputKey(path), label: path, kind: format.kind }, { pipeline: ctx.pipeline, state: ctx.statePath, shared }, { ...identity, size });
         const checkpoint = ctx.stateCheckpoints.get(id);
-        let size = fstatSync(fd).size;
         held = checkpoint?.seq ?? ctx.currentSeq;
         if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
-          if (size < checkpoint.bytes) {
-            throw new Error(
-              `${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl. ` +
-                'Move it aside to start a new file.',
-            );
+          if (before && (before.dev !== identity.dev || before.ino !== identity.ino)) {
+            throw changedOutside(`${path} is not the file this pipeline wrote (another file was put in its place)`);
           }
-          // Bytes past the checkpoint were written but never committed (a crash in between): they go.
-          if (size > checkpoint.bytes) ftruncateSync(fd, checkpoint.bytes);
-          size = checkpoint.bytes;
+          if (size < checkpoint.bytes) {
+            throw changedOutside(`${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl`);
+          }
+          // Bytes past the checkpoint were written but never committed (a crash in between): they go — unless the file
+          // is shared, where they may be another pipeline's: then they stay, and the page comes again (at least once).
+          if (size > checkpoint.bytes && !shared) {
+            ftruncateSync(fd, checkpoint.bytes);
+            size = checkpoint.bytes;
+          }
         }
         bytes = size;
         const start = format.prepare(ctx, fd, size);
@@ -84,6 +104,8 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
         file = { fd, checkpoints: ctx.stateCheckpoints };
       } catch (error) {
         closeSync(fd);
+        lease?.release();
+        lease = undefined;
         throw error;
       }
     },
@@ -92,9 +114,11 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
     // Outside a run's page transaction (a replay, another runner), the checkpoint follows the write at once.
     write: (page: Page<Item>, seq: number) => stage(page, seq)(),
     stage,
+    delivery: shared ? 'at_least_once' : 'exactly_once',
     discard(_runId, since) {
       const { fd, checkpoints } = ready();
-      if (since.bytes !== null && since.bytes < bytes) {
+      // A shared file is never cut: what the abandoned run appended stays (at least once).
+      if (!shared && since.bytes !== null && since.bytes < bytes) {
         ftruncateSync(fd, since.bytes);
         bytes = since.bytes;
         checkpoints.set(id, { seq: held, bytes });
@@ -103,6 +127,15 @@ export function appendOnlyFile(path: string, format: FileFormat): Sink<Item> {
     close() {
       if (file) closeSync(file.fd);
       file = undefined;
+      lease?.release();
+      lease = undefined;
     },
   };
+}
+
+/** A file that changed under the pipeline: bad local input (exit 2), with what to do. */
+function changedOutside(what: string): ValidationError {
+  return new ValidationError('An output file changed outside webdata-etl', [
+    { path: 'path', message: `${what}. Move it aside to start a new file, or put the original back.` },
+  ]);
 }

@@ -22,6 +22,11 @@ export const csvSinkOptionsSchema = z.strictObject({
    */
   escapeFormulas: z.boolean().default(true),
   delimiter: z.string().length(1, { error: 'must be one character' }).default(','),
+  /**
+   * Let other pipelines write this file too (each must say so). Each then only appends, and never cuts the file back
+   * after a crash: rows arrive at least once instead of exactly once.
+   */
+  shared: z.boolean().default(false),
 });
 
 export type CsvSinkOptions = z.input<typeof csvSinkOptionsSchema>;
@@ -62,7 +67,7 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
       if (!config.columns) checkNormalized(items[0], `The CSV sink ${path}`);
       return stringify(items.map((item) => columns.map((column) => csvValue(item[column]))), format);
     },
-  });
+  }, { shared: config.shared });
 }
 
 /** The first record of the file, with its line end, without a byte-order mark. */

@@ -12,6 +12,8 @@ export const jsonlSinkOptionsSchema = z.strictObject({
   path: z.string().min(1, { error: 'must be a file path such as "data/results.jsonl", or "-" for stdout' }),
   /** Keep `raw` as the JSON text it is, instead of nesting the item as served. */
   rawAsString: z.boolean().default(false),
+  /** Let other pipelines append to this file too (each must say so): at least once instead of exactly once. */
+  shared: z.boolean().default(false),
 });
 
 export type JsonlSinkOptions = z.input<typeof jsonlSinkOptionsSchema>;
@@ -26,10 +28,10 @@ type Item = Record<string, unknown>;
 export function toJsonl(options: JsonlSinkOptions): Sink<Item> {
   const config = ValidationError.parse(jsonlSinkOptionsSchema, options, 'Invalid JSONL sink', 'jsonl');
   const lines = (items: readonly Item[]) => items.map((item) => jsonLine(item, config.rawAsString)).join('');
-  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines);
+  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines, config.shared);
 }
 
-function toFile(path: string, lines: (items: readonly Item[]) => string): Sink<Item> {
+function toFile(path: string, lines: (items: readonly Item[]) => string, shared: boolean): Sink<Item> {
   return appendOnlyFile(path, {
     kind: 'jsonl',
     prepare(_ctx, fd, size) {
@@ -40,7 +42,7 @@ function toFile(path: string, lines: (items: readonly Item[]) => string): Sink<I
       return undefined;
     },
     render: lines,
-  });
+  }, { shared });
 }
 
 /**
@@ -64,6 +66,7 @@ function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
     kind: 'jsonl',
     path: '-',
     id,
+    delivery: 'at_least_once',
     open(ctx) {
       checkpoints = ctx.stateCheckpoints;
       held = checkpoints.get(id)?.seq ?? ctx.currentSeq;

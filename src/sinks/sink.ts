@@ -17,6 +17,8 @@ export interface SinkContext {
   readonly tagColumns: readonly string[];
   /** Whether each series' rows are complete (no dedupe wider than the series): analytics views depend on it. */
   readonly seriesComplete: boolean;
+  /** The state store's file: with the pipeline's name, who writes an output (see the output registry). */
+  readonly statePath: string;
 }
 
 /**
@@ -43,6 +45,8 @@ export interface Sink<I = NormalizedItem> {
    * leaves bytes past the checkpoint, cut back on the next open; so the page needs no journal entry to reach this sink.
    */
   stage?(page: Page<I>, seq: number): () => void;
+  /** How pages reach the output: exactly once (the default), or at least once (stdout, a file shared by pipelines). */
+  readonly delivery?: 'exactly_once' | 'at_least_once';
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */
   committedBytes?(): number | null;
   /** The run finished by its own rules (completed, budget, failed series): e.g. drop earlier runs' rows (replace). */

@@ -8,6 +8,7 @@ import { RESERVED_TABLES } from '../state/store.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
 import { applicableViews, createResultsViews } from '../analytics/views.ts';
 import { sinkCheckpoints } from '../state/checkpoints.ts';
+import { type Lease, leaseOutput } from '../state/lease.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
@@ -46,6 +47,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
   let opened: { db: Database.Database; insertPage: (page: Page<Record<string, unknown>>, seq: number) => void } | undefined;
+  let lease: Lease | undefined;
   let held = 0;
 
   const ready = () => {
@@ -61,6 +63,8 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
       const db = ctx.database(path);
+      // One writer per table at a time, whichever pipeline: the lease lives in the database itself.
+      lease = leaseOutput(db, { key: `table:${table}`, label: `the table "${table}" of ${path}` }, ctx.pipeline);
       if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
       if (mode === 'upsert') {
         const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
@@ -108,6 +112,8 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     },
     close() {
       opened = undefined;
+      lease?.release();
+      lease = undefined;
     },
   };
 }

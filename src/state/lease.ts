@@ -5,20 +5,32 @@ import type Database from 'better-sqlite3';
 /** How long a lease lives without renewal; holders renew at a third of it. */
 export const LEASE_TTL_MS = 60_000;
 
-export class LeaseHeldError extends Error {
-  readonly holder: { pid: number; host: string; since: string };
+/** Who holds a lease. */
+export interface LeaseHolder {
+  pipeline: string;
+  pid: number;
+  host: string;
+  since: string;
+}
 
-  constructor(pipeline: string, holder: { pid: number; host: string; since: string }) {
-    super(
-      `pipeline "${pipeline}" is already running (pid ${holder.pid} on ${holder.host}, since ${holder.since}): ` +
-        'one run of a pipeline at a time. Wait for it to finish, or stop it (Ctrl-C, or kill the process) and run again.',
-    );
+/** Another live process holds what this run needs: its state store or one of its outputs. Try again later (exit 75). */
+export class LeaseHeldError extends Error {
+  readonly holder: LeaseHolder;
+
+  constructor(message: string, holder: LeaseHolder) {
+    super(message);
     this.name = 'LeaseHeldError';
     this.holder = holder;
   }
 }
 
+export interface Lease {
+  release(): void;
+}
+
 interface LeaseRow {
+  key: string;
+  pipeline: string;
   holder: string;
   pid: number;
   host: string;
@@ -26,33 +38,84 @@ interface LeaseRow {
   renewed_at: number;
 }
 
+const holderOf = (row: LeaseRow): LeaseHolder => ({ pipeline: row.pipeline, pid: row.pid, host: row.host, since: row.acquired_at });
+const by = (h: LeaseHolder) => `pid ${h.pid} on ${h.host}, since ${h.since}`;
+
 /**
- * A lease in the state store: one run of a pipeline at a time. A holder that died (its process is gone, or it
- * stopped renewing) is replaced; a live one makes the second invocation fail before it sends anything.
+ * One run per state store at a time: a second invocation of the same pipeline, or another pipeline whose state lives
+ * in the same file (the page journal's sequence is the store's, so two writers would break each other's commits).
+ * A holder that died (its process is gone, or it stopped renewing) is replaced.
  */
-export function acquireLease(db: Database.Database, pipeline: string, ttlMs = LEASE_TTL_MS) {
+export function acquireLease(db: Database.Database, pipeline: string, ttlMs = LEASE_TTL_MS): Lease {
+  // `pipeline` is the row's key: the table predates output leases, and old rows stay readable.
   db.exec(`CREATE TABLE IF NOT EXISTS lease (pipeline TEXT PRIMARY KEY, holder TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at TEXT NOT NULL, renewed_at INTEGER NOT NULL)`);
+  return hold(db, { table: 'lease', keyColumn: 'pipeline', key: pipeline, pipeline, ttlMs }, (live) => {
+    const other = live[0] as LeaseRow;
+    const holder = holderOf(other);
+    return new LeaseHeldError(
+      other.pipeline === pipeline
+        ? `pipeline "${pipeline}" is already running (${by(holder)}): one run of a pipeline at a time. ` +
+            'Wait for it to finish, or stop it (Ctrl-C, or kill the process) and run again.'
+        : `the state store ${db.name} is in use by pipeline "${other.pipeline}" (${by(holder)}): two pipelines cannot run on one ` +
+            `state store at once. Wait for it to finish, or give pipeline "${pipeline}" its own state.path.`,
+      holder,
+    );
+  });
+}
+
+/**
+ * One writer per output at a time (a file, or a table of a database), whichever pipeline it belongs to: the lease
+ * lives beside the output (in its database, or in the directory's output registry), where every pipeline looks.
+ */
+export function leaseOutput(db: Database.Database, output: { key: string; label: string }, pipeline: string, ttlMs = LEASE_TTL_MS): Lease {
+  db.exec(`CREATE TABLE IF NOT EXISTS output_leases (output TEXT PRIMARY KEY, pipeline TEXT NOT NULL, holder TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at TEXT NOT NULL, renewed_at INTEGER NOT NULL)`);
+  return hold(db, { table: 'output_leases', keyColumn: 'output', key: output.key, pipeline, ttlMs, only: true }, (live) => {
+    const holder = holderOf(live[0] as LeaseRow);
+    return new LeaseHeldError(
+      `${output.label} is being written by ${holder.pipeline === pipeline ? 'another run of' : ''} pipeline "${holder.pipeline}" (${by(holder)}): ` +
+        'one writer per output at a time. Wait for it to finish, or write to another output.',
+      holder,
+    );
+  });
+}
+
+interface HoldOptions {
+  table: string;
+  keyColumn: string;
+  key: string;
+  pipeline: string;
+  ttlMs: number;
+  /** Only the row of this key conflicts (output leases); otherwise any live row does (the state store's). */
+  only?: boolean;
+}
+
+function hold(db: Database.Database, options: HoldOptions, refuse: (live: LeaseRow[]) => Error): Lease {
+  const { table, keyColumn: k, key, pipeline, ttlMs } = options;
   const holder = randomBytes(8).toString('hex');
   const host = hostname();
-  const read = db.prepare(`SELECT holder, pid, host, acquired_at, renewed_at FROM lease WHERE pipeline = ?`);
-  const write = db.prepare(`
-    INSERT INTO lease (pipeline, holder, pid, host, acquired_at, renewed_at) VALUES (?, ?, ?, ?, ?, ?)
-    ON CONFLICT (pipeline) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, host = excluded.host,
-      acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at`);
-  const renew = db.prepare(`UPDATE lease SET renewed_at = ? WHERE pipeline = ? AND holder = ?`);
-  const release = db.prepare(`DELETE FROM lease WHERE pipeline = ? AND holder = ?`);
+  const hasPipeline = table !== 'lease';
+  const columns = `${k} AS key, ${hasPipeline ? 'pipeline' : `${k} AS pipeline`}, holder, pid, host, acquired_at, renewed_at`;
+  const read = db.prepare(`SELECT ${columns} FROM ${table} ${options.only ? `WHERE ${k} = ?` : ''}`);
+  const write = db.prepare(
+    `INSERT INTO ${table} (${k}, ${hasPipeline ? 'pipeline, ' : ''}holder, pid, host, acquired_at, renewed_at) VALUES (?, ${hasPipeline ? '?, ' : ''}?, ?, ?, ?, ?)
+     ON CONFLICT (${k}) DO UPDATE SET ${hasPipeline ? 'pipeline = excluded.pipeline, ' : ''}holder = excluded.holder, pid = excluded.pid,
+       host = excluded.host, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at`,
+  );
+  const drop = db.prepare(`DELETE FROM ${table} WHERE ${k} = ? AND holder = ?`);
+  const renew = db.prepare(`UPDATE ${table} SET renewed_at = ? WHERE ${k} = ? AND holder = ?`);
 
   db.transaction(() => {
-    const current = read.get(pipeline) as LeaseRow | undefined;
-    if (current && isAlive(current, host, ttlMs)) {
-      throw new LeaseHeldError(pipeline, { pid: current.pid, host: current.host, since: current.acquired_at });
-    }
-    write.run(pipeline, holder, process.pid, host, new Date().toISOString(), Date.now());
+    const rows = (options.only ? read.all(key) : read.all()) as LeaseRow[];
+    const live = rows.filter((row) => isAlive(row, host, ttlMs));
+    if (live.length > 0) throw refuse(live);
+    // Rows of holders that died are taken over (this key) or cleared (the others).
+    for (const row of rows) if (row.key !== key) drop.run(row.key, row.holder);
+    write.run(...[key, ...(hasPipeline ? [pipeline] : []), holder, process.pid, host, new Date().toISOString(), Date.now()]);
   }).immediate();
 
   const timer = setInterval(() => {
     try {
-      renew.run(Date.now(), pipeline, holder);
+      renew.run(Date.now(), key, holder);
     } catch {
       // A busy database delays a renewal; the next one (a third of the TTL later) catches up.
     }
@@ -62,12 +125,10 @@ export function acquireLease(db: Database.Database, pipeline: string, ttlMs = LE
   return {
     release(): void {
       clearInterval(timer);
-      if (db.open) release.run(pipeline, holder);
+      if (db.open) drop.run(key, holder);
     },
   };
 }
-
-export type Lease = ReturnType<typeof acquireLease>;
 
 function isAlive(lease: LeaseRow, host: string, ttlMs: number): boolean {
   if (Date.now() - lease.renewed_at > ttlMs) return false;

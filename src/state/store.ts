@@ -13,6 +13,8 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'dedupe_keys',
   'sightings',
   'lease',
+  'output_leases',
+  'output_claims',
 ]);
 
 /** Bumped when the state tables change. */
