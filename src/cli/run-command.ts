@@ -1,5 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Pipeline, PipelineDefinition } from '../run/define.ts';
 import { run } from '../run/run.ts';
@@ -69,7 +69,7 @@ export async function runCommand(args: string[]): Promise<number> {
   const [file, ...extra] = positionals;
   if (!file) throw new UsageError('run needs a pipeline file: webdata-etl run pipelines/rank-tracking.ts (see --help)');
   if (extra.length > 0) throw new UsageError(`run takes one pipeline file; unexpected: ${extra.join(' ')}`);
-  return execute(await loadPipeline(file), values);
+  return execute(await loadPipeline(file), values, file);
 }
 
 /**
@@ -83,7 +83,7 @@ export async function runFromCommandLine(pipeline: Pipeline | PipelineDefinition
     if (values.help) {
       process.stdout.write(pipelineFileHelp);
       code = EXIT.ok;
-    } else code = await execute(pipeline, values);
+    } else code = await execute(pipeline, values, process.argv[1] === undefined ? undefined : relative(process.cwd(), process.argv[1]));
   } catch (error) {
     process.stderr.write(`webdata-etl: ${error instanceof Error ? error.message : String(error)}\n`);
     code = exitCodeFor({ error });
@@ -92,7 +92,7 @@ export async function runFromCommandLine(pipeline: Pipeline | PipelineDefinition
   return code;
 }
 
-async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags): Promise<number> {
+async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, pipelineFile: string | undefined): Promise<number> {
   const budget = values.budget === undefined ? undefined : Number(values.budget);
   if (budget !== undefined && !(Number.isFinite(budget) && budget >= 0)) throw new UsageError(`--budget must be a number of credits (0 or more); got "${values.budget}"`);
   const format = values['log-format'] ?? 'text';
@@ -111,7 +111,13 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags): 
   let failure: unknown;
   try {
     summary = await run(pipeline, {
-      ...(sim ? { baseUrl: sim.url, apiKey: sim.apiKey } : values['base-url'] ? { baseUrl: values['base-url'] } : {}),
+      ...(sim
+        ? // The simulator's own key goes to the simulator: no allow-list of the real key's hosts applies to it.
+          { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: { ...process.env, WEBDATA_ALLOWED_HOSTS: undefined } }
+        : values['base-url']
+          ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
+          : {}),
+      pipelineFile,
       signal: signals.signal,
       abortSignal: signals.abortSignal,
       fresh: values.fresh,

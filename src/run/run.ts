@@ -18,6 +18,7 @@ import { createCommitter } from './commit.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from './define.ts';
 import { decide, type LifecycleOptions } from './lifecycle.ts';
+import { type Destination, type DestinationInput, resolveDestination } from './destination.ts';
 import { explainOutputFailure } from './output-error.ts';
 import { summarize } from './summarize.ts';
 import type { RunSummary } from './summary.ts';
@@ -39,6 +40,10 @@ export interface RunOptions extends LifecycleOptions {
   clock?: Clock | undefined;
   /** A client to use instead of one built from the options (its owner closes it). */
   client?: Client | undefined;
+  /** Who set `baseUrl` and `apiKey`/`token` (e.g. `--base-url`), for the destination shown before the first request. */
+  sources?: DestinationInput['sources'];
+  /** The file the pipeline came from, named as the address's source when the pipeline decides it. */
+  pipelineFile?: string | undefined;
 }
 
 export type RunEvent =
@@ -54,7 +59,10 @@ export type RunEvent =
       resumed: boolean;
       replayed: number;
       notes: readonly string[];
+      /** Where the key goes: the origin, who chose it, and what credentials. */
+      destination: Destination;
     }
+  | { type: 'warning'; message: string }
   | { type: 'page'; key: string; series: string; number: number; items: number; served: number; duplicates: number }
   | { type: 'series'; series: string; reason: string; pages: number };
 
@@ -67,9 +75,11 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   const pipeline = definePipeline(definition);
   const env = options.env ?? process.env;
   const plan = pipeline.source.plan();
-  const client = options.client ?? buildClient(pipeline, options, env);
-  const ownClient = options.client === undefined;
   const emit = options.onEvent ?? (() => undefined);
+  const { client, destination } = options.client
+    ? { client: options.client, destination: { origin: new URL(options.client.baseUrl).origin, from: 'the client given to run()', credentials: 'the client’s own' } }
+    : buildClient(pipeline, options, env);
+  const ownClient = options.client === undefined;
   const databases = databaseRegistry();
   const sinks = pipeline.sinks as Sink<unknown>[];
   const opened: Sink<unknown>[] = [];
@@ -170,6 +180,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       resumed: previous !== undefined,
       replayed,
       notes: plan.notes ?? [],
+      destination,
     });
 
     const stop = () => scheduler.stop('interrupted', 'interrupted by a signal: nothing new is sent; answers in flight are committed');
@@ -256,6 +267,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
         budgetReached: scheduler.budgetReached,
         budget: decision.budget,
         rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
+        destination,
         outputs: sinks.map((sink) => ({ kind: sink.kind, path: sink.path, delivery: sink.delivery ?? 'exactly_once' })),
         startedAt: previous?.startedAt ?? invocationStart.toISOString(),
         finishedAt: finishedAt.toISOString(),
@@ -296,16 +308,9 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   }
 }
 
-function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Record<string, string | undefined>>): Client {
-  const baseUrl = options.baseUrl ?? env.WEBDATA_BASE_URL ?? pipeline.api.baseUrl;
-  if (!baseUrl) {
-    throw new ValidationError(`Pipeline "${pipeline.name}" has no API address`, [
-      { path: 'api.baseUrl', message: 'set WEBDATA_BASE_URL (or --base-url, or api.baseUrl), e.g. "https://api.example.com/api/v1"' },
-    ]);
-  }
-  const token = options.token ?? (options.apiKey ? undefined : env.WEBDATA_TOKEN);
-  const apiKey = options.apiKey ?? (options.token ? undefined : env.WEBDATA_API_KEY);
-  return createClient({
+function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Record<string, string | undefined>>) {
+  const { baseUrl, apiKey, token, destination } = resolveDestination(pipeline, options, env);
+  const client = createClient({
     baseUrl,
     ...(apiKey ? { apiKey } : token ? { token } : {}),
     ...(pipeline.api.timeoutMs ? { timeoutMs: pipeline.api.timeoutMs } : {}),
@@ -313,6 +318,7 @@ function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Reco
     ...(pipeline.api.extraCountries ? { extraCountries: pipeline.api.extraCountries } : {}),
     ...(pipeline.api.extraLangs ? { extraLangs: pipeline.api.extraLangs } : {}),
   });
+  return { client, destination };
 }
 
 /**

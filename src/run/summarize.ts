@@ -15,6 +15,7 @@ export interface RunFacts {
   budget: number | null;
   rateLimitedWaitMs: number;
   outputs: RunSummary['outputs'];
+  destination: RunSummary['destination'];
   startedAt: string;
   finishedAt: string;
   durationMs: number;
@@ -81,6 +82,7 @@ export function summarize(facts: RunFacts): RunSummary {
     pages: { fetched: totals.pages },
     items: { served: totals.served, written: totals.written, duplicates: totals.duplicates },
     series: { total: facts.seriesTotal, completed, failed, failedBy: store.failedKinds(runId), stopped, byReason },
+    destination: facts.destination,
     outputs: facts.outputs,
     startedAt: facts.startedAt,
     finishedAt: facts.finishedAt,

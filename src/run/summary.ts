@@ -35,6 +35,8 @@ export const runSummarySchema = z.object({
     /** Reason → count, for every series that ended: empty, short, max_pages, repeat, no_new, budget, failed, forbidden. */
     byReason: counts,
   }),
+  /** Where the key went (this invocation): the origin, who chose it, and what credentials. */
+  destination: z.object({ origin: z.string(), from: z.string(), credentials: z.string() }),
   /**
    * Where the rows went, and how: `exactly_once` (a file or table this pipeline owns), or `at_least_once` (stdout, a
    * file shared with other pipelines: a page may come twice after a crash).

@@ -1,0 +1,88 @@
+import { ValidationError } from '../client/errors.ts';
+import type { Pipeline } from './define.ts';
+
+/** Where the key goes, and who decided: shown before the first request and kept in the summary. */
+export interface Destination {
+  /** `https://api.example.com`: the scheme, host and port requests go to. */
+  origin: string;
+  /** Who chose the address: `--base-url`, `WEBDATA_BASE_URL`, the pipeline file, … */
+  from: string;
+  /** What is sent with each request: `key from WEBDATA_API_KEY`, `token from WEBDATA_TOKEN`, … */
+  credentials: string;
+}
+
+export interface DestinationInput {
+  baseUrl?: string | undefined;
+  apiKey?: string | undefined;
+  token?: string | undefined;
+  /** Who set `baseUrl` and the key or token given in code (a flag of the command line, `--simulator`, …). */
+  sources?: { baseUrl?: string | undefined; credentials?: string | undefined } | undefined;
+  /** The pipeline's file, when it came from one: a JSON config or module decides the address when nothing else does. */
+  pipelineFile?: string | undefined;
+}
+
+/**
+ * The API address and credentials of a run, with where each came from (flags, then the environment, then the
+ * pipeline). A pipeline file can name any address: WEBDATA_ALLOWED_HOSTS (comma-separated host names), when set,
+ * is the list of hosts the key may be sent to, checked before any request.
+ */
+export function resolveDestination(pipeline: Pipeline, input: DestinationInput, env: Readonly<Record<string, string | undefined>>) {
+  const [baseUrl, from] =
+    input.baseUrl !== undefined
+      ? [input.baseUrl, input.sources?.baseUrl ?? 'run() options']
+      : env.WEBDATA_BASE_URL
+        ? [env.WEBDATA_BASE_URL, 'WEBDATA_BASE_URL']
+        : [pipeline.api.baseUrl, input.pipelineFile ?? `pipeline "${pipeline.name}" (api.baseUrl)`];
+  if (!baseUrl) {
+    throw new ValidationError(`Pipeline "${pipeline.name}" has no API address`, [
+      { path: 'api.baseUrl', message: 'set WEBDATA_BASE_URL (or --base-url, or api.baseUrl), e.g. "https://api.example.com/api/v1"' },
+    ]);
+  }
+  const token = input.token ?? (input.apiKey ? undefined : env.WEBDATA_TOKEN);
+  const apiKey = input.apiKey ?? (input.token ? undefined : env.WEBDATA_API_KEY);
+  const given = input.apiKey !== undefined || input.token !== undefined;
+  const credentials = apiKey
+    ? `key from ${given ? (input.sources?.credentials ?? 'run() options') : 'WEBDATA_API_KEY'}`
+    : token
+      ? `token from ${given ? (input.sources?.credentials ?? 'run() options') : 'WEBDATA_TOKEN'}`
+      : 'no credentials';
+  const origin = originOf(baseUrl);
+  checkAllowed(origin, baseUrl, env.WEBDATA_ALLOWED_HOSTS);
+  return { baseUrl, apiKey, token, destination: { origin, from, credentials } satisfies Destination };
+}
+
+/** `key from WEBDATA_API_KEY → https://api.example.com (from pipelines/x.json)` */
+export function describeDestination(destination: Destination): string {
+  return `${destination.credentials} → ${destination.origin} (from ${destination.from})`;
+}
+
+function originOf(baseUrl: string): string {
+  try {
+    return new URL(baseUrl.trim()).origin;
+  } catch {
+    // Not a URL: the client's validation says what is wrong with it.
+    return baseUrl;
+  }
+}
+
+function checkAllowed(origin: string, baseUrl: string, list: string | undefined): void {
+  if (list === undefined || list.trim() === '') return;
+  const allowed = list
+    .split(',')
+    .map((host) => host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1'))
+    .filter(Boolean);
+  let host: string;
+  try {
+    host = new URL(baseUrl.trim()).hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  } catch {
+    return;
+  }
+  if (!allowed.includes(host)) {
+    throw new ValidationError('The API address is not allowed', [
+      {
+        path: 'api.baseUrl',
+        message: `${origin} is not among WEBDATA_ALLOWED_HOSTS (${allowed.join(', ')}): the key is sent only to those hosts; check where the address comes from, or add the host`,
+      },
+    ]);
+  }
+}
