@@ -1,3 +1,4 @@
+import { describeDestination } from '../run/destination.ts';
 import type { RunEvent } from '../run/run.ts';
 import type { RunSummary } from '../run/summary.ts';
 
@@ -98,8 +99,10 @@ export function progressReporter(options: ProgressOptions) {
           Object.assign(state, { pipeline: event.pipeline, runId: event.runId, seriesTotal: event.series, budget: event.budget, credits: event.spentBefore, started: now() });
           if (options.mode === 'json') json('start', { ...event, type: undefined });
           else {
+            // The destination first: a pipeline file can name any address, and this is where the key goes.
             log(
-              `${paint(1, event.pipeline)}: ${event.resumed ? `resuming run ${event.runId}` : `run ${event.runId}`}, ${event.series} series × up to ${event.maxPages} pages` +
+              `${paint(1, event.pipeline)}: ${describeDestination(event.destination)}; ${event.resumed ? `resuming run ${event.runId}` : `run ${event.runId}`}, ` +
+                `${event.series} series × up to ${event.maxPages} pages` +
                 (event.replayed ? `; ${event.replayed} committed page(s) re-delivered to sinks that lacked them` : ''),
             );
             for (const note of event.notes) log(note);
@@ -124,6 +127,9 @@ export function progressReporter(options: ProgressOptions) {
           break;
         case 'stop':
           log(`${paint(33, 'stop')}: ${event.message}`);
+          break;
+        case 'warning':
+          log(`${paint(33, 'warning')}: ${event.message}`);
           break;
         default:
           break;
@@ -151,6 +157,8 @@ export function progressReporter(options: ProgressOptions) {
       write(
         `series: ${summary.series.completed} completed, ${summary.series.failed} failed${stopped.length ? `, stopped: ${stopped.join(', ')}` : ''}\n`,
       );
+      const atLeastOnce = summary.outputs.filter((output) => output.delivery === 'at_least_once').map((output) => output.path);
+      if (atLeastOnce.length > 0) write(`at least once (a page may repeat after a crash): ${atLeastOnce.join(', ')}\n`);
       if (summary.message) write(`${summary.message}\n`);
       if (summary.resumeAt) write(`resume after ${summary.resumeAt} with the same command\n`);
       else if (summary.status === 'interrupted' || summary.status === 'stopped') write('run the same command again to resume\n');

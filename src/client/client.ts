@@ -162,9 +162,22 @@ export function createClient(options: ClientOptions): Client {
   };
 }
 
-/** Loopback traffic never goes through a proxy; everything else honours HTTPS_PROXY / NO_PROXY. */
+/**
+ * Loopback traffic never goes through a proxy; everything else honours HTTPS_PROXY / NO_PROXY. `localhost` and
+ * `*.localhost` are connected to the loopback address without asking any resolver (RFC 6761): plain http is allowed
+ * to them only because they are this machine, which a hosts file or a DNS answer must not be able to change.
+ */
 function defaultDispatcher(baseUrl: string): Dispatcher {
-  return isLoopbackHost(new URL(baseUrl).hostname) ? new Agent() : new EnvHttpProxyAgent();
+  return isLoopbackHost(new URL(baseUrl).hostname) ? new Agent({ connect: { lookup: loopbackLookup } }) : new EnvHttpProxyAgent();
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | { address: string; family: number }[], family?: number) => void;
+
+function loopbackLookup(_hostname: string, options: { family?: number | string; all?: boolean }, callback: LookupCallback): void {
+  const family = options.family === 6 || options.family === 'IPv6' ? 6 : 4;
+  const address = family === 6 ? '::1' : '127.0.0.1';
+  if (options.all) callback(null, [{ address, family }]);
+  else callback(null, address, family);
 }
 
 /** Why a parsed search body breaks the contract, or null. */
