@@ -1,11 +1,12 @@
-import { createWriteStream } from 'node:fs';
+import { writeSync } from 'node:fs';
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import Database from 'better-sqlite3';
 import { stringify } from 'csv-stringify/sync';
-import { fileWriter, ParquetWriter } from 'hyparquet-writer';
+import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
+import { checkOutputPath, writeOutputFileWith } from '../output-file.ts';
 import { viewName } from './views.ts';
 import { filterClause } from './filter.ts';
 
@@ -79,12 +80,16 @@ export type ExportOptions = z.input<typeof exportOptionsSchema>;
 /**
  * Streams a report (an analytics view, or the items themselves) out of a pipeline's SQLite file as CSV, JSON Lines
  * or Parquet, in batches, so that memory stays flat whatever the number of rows. Resolves to the rows written.
+ *
+ * A file is written whole or not at all (a temporary file beside it, renamed over it at the end: see output-file.ts),
+ * created 0600; an output that is the database being read, or one of its -wal, -shm or -journal files, is refused.
  */
 export async function exportReport(options: ExportOptions): Promise<{ rows: number }> {
   const config = ValidationError.parse(exportOptionsSchema, options, 'Invalid export');
   if (config.format === 'parquet' && typeof config.out !== 'string') {
     throw new ValidationError('Invalid export', [{ path: 'out', message: 'Parquet is written to a file: give --out <file.parquet>' }]);
   }
+  if (typeof config.out === 'string') checkOutputPath(config.out, { databases: [config.database] });
   const db = new Database(config.database, { readonly: true, fileMustExist: true });
   try {
     const report = config.report === 'items' ? itemsReport(db, config.table) : REPORTS[config.report];
@@ -104,8 +109,12 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
     const columns = Object.keys(report.columns);
     const statement = db.prepare(`SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM "${source}" ${where.sql} ORDER BY ${report.order}`);
     const rows = statement.iterate(...where.params) as IterableIterator<Record<string, unknown>>;
-    if (config.format === 'parquet') return { rows: writeParquet(rows, report.columns, config.out as string, config.batchRows) };
-    return { rows: await writeText(rows, columns, config.format, config.out, config.batchRows) };
+    const { out, format, batchRows } = config;
+    if (typeof out !== 'string') return { rows: await writeText(rows, columns, format as 'csv' | 'jsonl', toStream(out), batchRows) };
+    const count = await writeOutputFileWith(out, async (file) =>
+      format === 'parquet' ? writeParquet(rows, report.columns, file.fd, batchRows) : writeText(rows, columns, format, file.write, batchRows),
+    );
+    return { rows: count };
   } finally {
     db.close();
   }
@@ -122,8 +131,14 @@ function itemsReport(db: Database.Database, table: string): Report {
   };
 }
 
-async function writeText(rows: Iterable<Record<string, unknown>>, columns: string[], format: 'csv' | 'jsonl', out: string | Writable, batchRows: number): Promise<number> {
-  const stream = typeof out === 'string' ? createWriteStream(out) : out;
+/** Writes to a stream, resolving when it can take more: a slow reader holds the export back instead of rows piling up. */
+function toStream(stream: Writable): (text: string) => Promise<void> {
+  return async (text) => {
+    if (!stream.write(text)) await once(stream, 'drain');
+  };
+}
+
+async function writeText(rows: Iterable<Record<string, unknown>>, columns: string[], format: 'csv' | 'jsonl', write: (text: string) => Promise<void>, batchRows: number): Promise<number> {
   const csv = { record_delimiter: 'windows' as const, escape_formulas: true, header: false };
   const chunkRows = Math.min(batchRows, 2000);
   let count = 0;
@@ -135,25 +150,21 @@ async function writeText(rows: Iterable<Record<string, unknown>>, columns: strin
         ? stringify(batch.map((row) => columns.map((c) => row[c] ?? '')), csv)
         : batch.map((row) => `${JSON.stringify(row)}\n`).join('');
     batch = [];
-    // Backpressure: a slow disk or reader holds the export back instead of the rows piling up in memory.
-    if (!stream.write(text)) await once(stream, 'drain');
+    // Awaited: a slow disk or reader holds the export back instead of the rows piling up in memory.
+    await write(text);
   };
-  if (format === 'csv' && !stream.write(stringify([columns], { ...csv, escape_formulas: false }))) await once(stream, 'drain');
+  if (format === 'csv') await write(stringify([columns], { ...csv, escape_formulas: false }));
   for (const row of rows) {
     batch.push(row);
     count += 1;
     if (batch.length >= chunkRows) await flush();
   }
   await flush();
-  if (typeof out === 'string') {
-    stream.end();
-    await once(stream, 'finish');
-  }
   return count;
 }
 
-/** Parquet in row groups of `batchRows`: typed columns, every one nullable. */
-function writeParquet(rows: Iterable<Record<string, unknown>>, types: Record<string, ColumnType>, path: string, batchRows: number): number {
+/** Parquet in row groups of `batchRows`: typed columns, every one nullable, written to the open file `fd`. */
+function writeParquet(rows: Iterable<Record<string, unknown>>, types: Record<string, ColumnType>, fd: number, batchRows: number): number {
   const columns = Object.keys(types);
   const schema = [
     { name: 'root', num_children: columns.length },
@@ -164,7 +175,7 @@ function writeParquet(rows: Iterable<Record<string, unknown>>, types: Record<str
         : { name, type, repetition_type: 'OPTIONAL' as const };
     }),
   ];
-  const writer = new ParquetWriter({ writer: fileWriter(path), schema, createdBy: 'webdata-etl' });
+  const writer = new ParquetWriter({ writer: fdWriter(fd), schema, createdBy: 'webdata-etl' });
   let count = 0;
   let batch: Record<string, unknown>[] = [];
   const flush = () => {
@@ -183,6 +194,31 @@ function writeParquet(rows: Iterable<Record<string, unknown>>, types: Record<str
   flush();
   writer.finish();
   return count;
+}
+
+/**
+ * hyparquet-writer's buffered writer, to an open file rather than a path: its own `fileWriter(path)` creates the file
+ * itself (mode 0666 less the umask) and reopens it by name for every chunk.
+ */
+function fdWriter(fd: number): ByteWriter {
+  const writer = new ByteWriter();
+  const flush = () => {
+    const bytes = new Uint8Array(writer.buffer, 0, writer.index);
+    for (let offset = 0; offset < bytes.length; ) offset += writeSync(fd, bytes, offset, bytes.length - offset);
+    writer.index = 0;
+  };
+  // As fileWriter does: flush past 1 MB, otherwise grow the buffer to fit.
+  writer.ensure = (size: number) => {
+    if (writer.index > 1_000_000) flush();
+    if (writer.index + size > writer.buffer.byteLength) {
+      const grown = new ArrayBuffer(Math.max(writer.buffer.byteLength * 2, writer.index + size));
+      new Uint8Array(grown).set(new Uint8Array(writer.buffer));
+      writer.buffer = grown;
+      writer.view = new DataView(grown);
+    }
+  };
+  writer.finish = flush;
+  return writer;
 }
 
 function cell(value: unknown, type: ColumnType): string | number | null {

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { exportReport, REPORT_NAMES } from '../analytics/export.ts';
+import { checkOutputPath } from '../output-file.ts';
 import { FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
 import { EXIT } from './exit-codes.ts';
 import { UsageError } from './usage-error.ts';
@@ -19,7 +20,8 @@ Reports:
 Options:
   --report <report>    one of ${REPORT_NAMES.join(', ')} (required)
   --format <format>    csv (default), jsonl or parquet
-  --out <file>         where to write (default: stdout; Parquet needs a file)
+  --out <file>         where to write (default: stdout; Parquet needs a file): written whole or not at all,
+                       created 0600; the database being read is refused
   --query <q>          only this query
   --country <cc>       only this country
   --table <name>       the results table (default results)
@@ -45,6 +47,8 @@ export async function exportCommand(args: string[]): Promise<number> {
   }
   const database = oneDatabase(positionals, 'export', 'webdata-etl export data/rank.sqlite --report rankings');
   if (!values.report) throw new UsageError(`export needs --report (${REPORT_NAMES.join(', ')})`);
+  // exportReport checks it too, as "out"; here the message names the flag the user typed.
+  if (values.out !== undefined) checkOutputPath(values.out, { field: '--out', databases: [database] });
   const { rows } = await exportReport({
     database,
     report: values.report as (typeof REPORT_NAMES)[number],

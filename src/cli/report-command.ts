@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { writeReport } from '../report/report.ts';
+import { checkOutputPath } from '../output-file.ts';
 import { FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
 import { EXIT } from './exit-codes.ts';
 import { UsageError } from './usage-error.ts';
@@ -10,7 +11,8 @@ Makes one self-contained HTML page from a pipeline's SQLite output: the run summ
 distribution of ranks, top domains, rank histories and country overlap. Nothing is fetched when it is viewed.
 
 Options:
-  --out <file>      where to write the page (required)
+  --out <file>      where to write the page (required): written whole or not at all, created 0600;
+                    the database being read is refused
   --query <q>       only this query
   --country <cc>    only this country
   --table <name>    the results table (default results)
@@ -30,6 +32,8 @@ export async function reportCommand(args: string[]): Promise<number> {
   }
   const database = oneDatabase(positionals, 'report', 'webdata-etl report data/rank.sqlite --out report.html');
   if (!values.out) throw new UsageError('report needs --out <report.html>');
+  // writeReport checks it too, as "out"; here the message names the flag the user typed.
+  checkOutputPath(values.out, { field: '--out', databases: [database] });
   const { bytes } = writeReport({
     database,
     out: values.out,

@@ -1,8 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename } from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
+import { checkOutputPath, writeOutputFile } from '../output-file.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
 import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
@@ -39,11 +39,16 @@ export function renderReport(options: ReportOptions): string {
   return page(data, config);
 }
 
+/**
+ * Writes the page to `out` whole or not at all (see output-file.ts), created 0600. An `out` that is the database being
+ * read, or one of its -wal, -shm or -journal files, is refused before anything is read or written.
+ */
 export function writeReport(options: ReportOptions & { out: string }): { bytes: number } {
   const { out, ...rest } = options;
+  ValidationError.parse(z.string().min(1, { error: 'must be a file name' }), out, 'Invalid report', 'out');
+  checkOutputPath(out, { databases: [rest.database] });
   const html = renderReport(rest);
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, html);
+  writeOutputFile(out, html);
   return { bytes: Buffer.byteLength(html) };
 }
 
