@@ -79,6 +79,46 @@ describe('the HTML report', () => {
     expect(html).toContain('&lt;script&gt;');
   });
 
+  it('a tampered database (text where numbers belong, markup everywhere, a summary that is not JSON) renders with nothing injected', () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('hand.sqlite'));
+    const db = new Database(dir.path('hand.sqlite'));
+    const summary = JSON.stringify({
+      reason: '<i>why</i>',
+      durationMs: '<b>x</b>',
+      requests: { total: '<script>alert("requests")</script>' },
+      items: { written: '<img src=x onerror=alert(1)>' },
+    });
+    db.prepare(`UPDATE runs SET pipeline = '<script>alert("pipeline")</script>', status = 'completed"><script>alert("status")</script>', summary = ?`).run(summary);
+    db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, summary) VALUES (?, x'3c62', 'completed', '2026-01-03', 'f', '{}', '{not json')`).run('2026-01-03T00-00-00-000Z-<b>');
+    db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, summary) VALUES (x'3c696d673e', 'p', 'stopped', '2026-01-04', 'f', '{}', ?)`).run(JSON.stringify({ durationMs: { toFixed: 1 }, requests: { total: 1e400 }, items: [] }));
+    db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms) VALUES (?, 'x', 's', '/p', 1, '200', '<script>c</script>', 1, 0)`).run('2026-01-03T00-00-00-000Z-<b>');
+    // Text in rank columns, markup in titles, queries, countries and domains; views that return text for numbers.
+    db.prepare(`UPDATE results SET rank = '"><script>alert("rank")</script>' WHERE dedupe_key LIKE '%/a'`).run();
+    db.prepare(`UPDATE results SET title = '<svg onload=alert(1)>', domain = '<script>alert("domain")</script>' WHERE dedupe_key LIKE '%/b'`).run();
+    db.prepare(`UPDATE results SET url = NULL, title = x'3c', dedupe_key = 'k' WHERE dedupe_key LIKE '%/e'`).run();
+    db.exec(`DROP VIEW report_overlap;
+      CREATE VIEW report_overlap AS SELECT 'q' AS query, 'en' AS lang, 'gb' AS country_a, 'us"><script>' AS country_b, 1 AS shared, 3 AS top_a, 3 AS top_b, '<script>alert("jaccard")</script>' AS jaccard
+      UNION ALL SELECT 'q', 'en', 'gb', 'zz', 1, 3, 3, 7;
+      DROP VIEW report_domains;
+      CREATE VIEW report_domains AS SELECT 'q' AS query, 'us' AS country, '<b>d</b>' AS domain, '<b>9</b>' AS results, '<i>1</i>' AS best_rank, 'x' AS average_rank, 'y' AS share
+      UNION ALL SELECT 'q', 'us', 42, 2, 1, 1, 1 UNION ALL SELECT 'q', 'us', NULL, 1, 1, 1, 1;`);
+    db.close();
+
+    const html = renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    // Only the elements the page itself uses: none came from the data.
+    const elements = new Set([...html.matchAll(/<\/?([a-zA-Z][\w-]*)/g)].map((m) => (m[1] as string).toLowerCase()));
+    const own = ['html', 'head', 'meta', 'title', 'style', 'body', 'header', 'h1', 'h2', 'p', 'main', 'section', 'div', 'span', 'strong', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'svg', 'line', 'text', 'rect', 'path', 'circle', 'figure', 'figcaption', 'code'];
+    expect([...elements].filter((e) => !own.includes(e))).toEqual([]);
+    // A status goes into a class attribute only if it is one the page knows.
+    expect([...html.matchAll(/class="status ([^"]*)"/g)].map((m) => m[1])).toEqual(['stopped', 'completed', 'unknown', 'unknown']);
+    // Text is shown escaped; numbers that are not numbers are shown as –, never NaN.
+    expect(html).toContain('us&quot;&gt;&lt;script&gt;');
+    expect(html).toContain('&lt;i&gt;why&lt;/i&gt;');
+    expect(html).not.toMatch(/NaN|Infinity|undefined|\[object/);
+    for (const payload of ['alert("requests")', 'alert(&quot;requests&quot;)', 'onerror', 'alert("rank")', 'alert(&quot;rank&quot;)', 'alert(&quot;jaccard&quot;)', '&lt;b&gt;9']) expect([payload, html.includes(payload)]).toEqual([payload, false]);
+  });
+
   it('renders in headless Chromium: charts drawn, no network request, a screenshot saved', async () => {
     using dir = workdir();
     handMadeDatabase(dir.path('hand.sqlite'));

@@ -1,6 +1,51 @@
 import type Database from 'better-sqlite3';
+import { z } from 'zod';
 import { filterClause } from '../analytics/filter.ts';
 import { OVERLAP_TOP, viewName } from '../analytics/views.ts';
+
+/*
+ * The database is a file like any other: whoever could write it could put text where a number belongs, markup in
+ * any string, a blob or NULL anywhere, a view that returns anything. Everything read here is converted on the way
+ * in — text to a string (clipped), numbers to finite numbers or nothing — so that the page only ever handles the
+ * types it declares (and escapes every string it writes: report.ts, svg.ts).
+ */
+
+/** Longer strings are clipped: a label is for reading, and a tampered database could hold megabytes in one. */
+const MAX_TEXT = 300;
+
+/** A value shown as text: a string as it is (clipped), a number as its digits; NULL, a blob or anything else as ''. */
+export function text(value: unknown): string {
+  const string = typeof value === 'string' ? value : typeof value === 'number' || typeof value === 'bigint' ? String(value) : '';
+  return string.length > MAX_TEXT ? `${string.slice(0, MAX_TEXT - 1)}…` : string;
+}
+
+/** A value used as a number: a finite number (SQLite may hand back a bigint), or undefined for anything else. */
+export function finite(value: unknown): number | undefined {
+  const number = typeof value === 'bigint' ? Number(value) : value;
+  return typeof number === 'number' && Number.isFinite(number) ? number : undefined;
+}
+
+/** Summaries bigger than this are not read (a real one is a few KB). */
+const MAX_SUMMARY = 1_000_000;
+
+/** What the report reads of a run's stored summary: each field kept only if it has its type, dropped otherwise. */
+const storedSummarySchema = z
+  .object({
+    reason: z.string().optional().catch(undefined),
+    durationMs: z.number().optional().catch(undefined),
+    requests: z.object({ total: z.number().optional().catch(undefined) }).optional().catch(undefined),
+    items: z.object({ written: z.number().optional().catch(undefined) }).optional().catch(undefined),
+  })
+  .catch({});
+
+function storedSummary(json: unknown): z.infer<typeof storedSummarySchema> {
+  if (typeof json !== 'string') return {};
+  try {
+    return storedSummarySchema.parse(JSON.parse(json));
+  } catch {
+    return {};
+  }
+}
 
 export interface ReportFilter {
   table: string;
@@ -56,41 +101,49 @@ export function readReportData(db: Database.Database, filter: ReportFilter): Rep
   if (has(db, 'runs')) data.runs = readRuns(db, filter.maxRuns);
   if (!has(db, table)) return data;
   const all = filterClause(filter);
-  data.rowCount = db.prepare(`SELECT COUNT(*) FROM "${table}" ${all.sql}`).pluck().get(...all.params) as number;
+  data.rowCount = finite(db.prepare(`SELECT COUNT(*) FROM "${table}" ${all.sql}`).pluck().get(...all.params)) ?? 0;
   if (data.rowCount === 0) return data;
 
   const rankings = viewName(table, 'rankings');
   if (has(db, rankings)) {
-    const counts = db.prepare(`SELECT rank FROM "${rankings}" ${all.sql}`).pluck().all(...all.params) as (number | null)[];
-    data.rankBuckets = RANK_BANDS.map(([label, from, to]) => ({ label, value: counts.filter((r) => r !== null && r >= from && r <= to).length }));
+    const ranks = (db.prepare(`SELECT rank FROM "${rankings}" ${all.sql}`).pluck().all(...all.params) as unknown[]).map(finite);
+    data.rankBuckets = RANK_BANDS.map(([label, from, to]) => ({ label, value: ranks.filter((r) => r !== undefined && r >= from && r <= to).length }));
   }
   const domains = viewName(table, 'domains');
   if (has(db, domains)) {
     data.domains = (
       db
         .prepare(`SELECT domain, SUM(results) AS results, MIN(best_rank) AS best FROM "${domains}" ${all.sql} GROUP BY domain ORDER BY results DESC, best, domain LIMIT 12`)
-        .all(...all.params) as { domain: string; results: number; best: number }[]
-    ).map((d) => ({ label: d.domain, value: d.results, note: `best rank #${d.best}` }));
+        .all(...all.params) as { domain: unknown; results: unknown; best: unknown }[]
+    ).map((d) => {
+      const best = finite(d.best);
+      return { label: text(d.domain) || '(no domain)', value: Math.max(0, finite(d.results) ?? 0), note: best === undefined ? 'no rank' : `best rank #${best}` };
+    });
   }
 
-  const queries =
-    filter.query !== undefined
-      ? [filter.query]
-      : (db.prepare(`SELECT query FROM "${table}" GROUP BY query ORDER BY COUNT(*) DESC, query LIMIT ?`).pluck().all(filter.maxQueries) as string[]);
-  const runIds = db.prepare(`SELECT DISTINCT run_id FROM "${table}" ORDER BY run_id DESC LIMIT ?`).pluck().all(filter.maxRuns).reverse() as string[];
+  // Values read back to query the database again (a query, a country, a run) are kept as they are for the query,
+  // and converted for the page.
+  const queries: unknown[] =
+    filter.query !== undefined ? [filter.query] : db.prepare(`SELECT query FROM "${table}" GROUP BY query ORDER BY COUNT(*) DESC, query LIMIT ?`).pluck().all(filter.maxQueries);
+  const runIds = db.prepare(`SELECT DISTINCT run_id FROM "${table}" ORDER BY run_id DESC LIMIT ?`).pluck().all(filter.maxRuns).reverse();
   for (const query of queries) {
     const place = db
       .prepare(`SELECT country, lang FROM "${table}" WHERE query = ? ${filter.country !== undefined ? 'AND country = ?' : ''} GROUP BY country, lang ORDER BY COUNT(*) DESC, country LIMIT 1`)
-      .get(...[query, ...(filter.country !== undefined ? [filter.country] : [])]) as { country: string; lang: string } | undefined;
+      .get(...[query, ...(filter.country !== undefined ? [filter.country] : [])]) as { country: unknown; lang: unknown } | undefined;
     if (place) data.histories.push(history(db, table, query, place.country, place.lang, runIds, filter.maxLines));
     const overlap = viewName(table, 'overlap');
     if (has(db, overlap)) {
-      const pairs = db.prepare(`SELECT lang, country_a, country_b, jaccard FROM "${overlap}" WHERE query = ?`).all(query) as { lang: string; country_a: string; country_b: string; jaccard: number }[];
+      const pairs = (db.prepare(`SELECT lang, country_a, country_b, jaccard FROM "${overlap}" WHERE query = ?`).all(query) as Record<string, unknown>[]).map((p) => {
+        const jaccard = finite(p.jaccard);
+        // A similarity is in [0, 1]: anything else is shown as no value.
+        return { lang: text(p.lang), a: text(p.country_a), b: text(p.country_b), jaccard: jaccard !== undefined && jaccard >= 0 && jaccard <= 1 ? jaccard : undefined };
+      });
       if (pairs.length > 0) {
         const lang = (pairs[0] as { lang: string }).lang;
         const mine = pairs.filter((p) => p.lang === lang);
-        const countries = [...new Set(mine.flatMap((p) => [p.country_a, p.country_b]))].sort();
-        data.overlaps.push({ query, lang, countries, pairs: new Map(mine.map((p) => [`${p.country_a}|${p.country_b}`, p.jaccard])) });
+        const countries = [...new Set(mine.flatMap((p) => [p.a, p.b]))].sort();
+        const values = mine.flatMap((p): [string, number][] => (p.jaccard === undefined ? [] : [[`${p.a}|${p.b}`, p.jaccard]]));
+        data.overlaps.push({ query: text(query), lang, countries, pairs: new Map(values) });
       }
     }
   }
@@ -98,48 +151,48 @@ export function readReportData(db: Database.Database, filter: ReportFilter): Rep
 }
 
 /** The best results of the latest run, and their rank in each run (null where they were not seen). */
-function history(db: Database.Database, table: string, query: string, country: string, lang: string, runIds: string[], maxLines: number) {
-  const latest = runIds.at(-1) as string;
+function history(db: Database.Database, table: string, query: unknown, country: unknown, lang: unknown, runIds: unknown[], maxLines: number): ReportData['histories'][number] {
+  const latest = runIds.at(-1);
   const keys = db
     .prepare(`SELECT dedupe_key, MIN(rank) AS rank, MAX(COALESCE(title, url, dedupe_key)) AS label FROM "${table}"
       WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key IS NOT NULL GROUP BY dedupe_key ORDER BY rank LIMIT ?`)
-    .all(query, country, lang, latest, maxLines) as { dedupe_key: string; label: string }[];
+    .all(query, country, lang, latest, maxLines) as { dedupe_key: unknown; label: unknown }[];
   const rankIn = db.prepare(`SELECT MIN(rank) FROM "${table}" WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key = ?`).pluck();
   return {
-    query,
-    country,
-    lang,
-    runs: runIds.map(shortRun),
-    series: keys.map((k) => ({ label: k.label, ranks: runIds.map((run) => (rankIn.get(query, country, lang, run, k.dedupe_key) as number | null) ?? null) })),
+    query: text(query),
+    country: text(country),
+    lang: text(lang),
+    runs: runIds.map((run) => shortRun(text(run))),
+    series: keys.map((k) => ({
+      label: text(k.label) || text(k.dedupe_key),
+      ranks: runIds.map((run) => finite(rankIn.get(query, country, lang, run, k.dedupe_key)) ?? null),
+    })),
   };
 }
 
 function readRuns(db: Database.Database, maxRuns: number): RunRow[] {
-  const spend = has(db, 'spend')
-    ? new Map(
-        (db.prepare(`SELECT run_id, SUM(credits) AS credits, SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END) AS uncertain FROM spend GROUP BY run_id`).all() as {
-          run_id: string;
-          credits: number;
-          uncertain: number;
-        }[]).map((r) => [r.run_id, r]),
-      )
-    : new Map();
+  const spend = new Map<unknown, { credits: unknown; uncertain: unknown }>();
+  if (has(db, 'spend')) {
+    const sums = db.prepare(`SELECT run_id, SUM(credits) AS credits, SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END) AS uncertain FROM spend GROUP BY run_id`).all();
+    for (const row of sums as { run_id: unknown; credits: unknown; uncertain: unknown }[]) spend.set(row.run_id, row);
+  }
   const rows = db
-    .prepare(`SELECT run_id, pipeline, status, started_at, summary FROM runs WHERE status <> 'abandoned' ORDER BY started_at DESC, rowid DESC LIMIT ?`)
-    .all(maxRuns) as { run_id: string; pipeline: string; status: string; started_at: string; summary: string | null }[];
+    .prepare(`SELECT run_id, pipeline, status, started_at, CASE WHEN length(summary) <= ${MAX_SUMMARY} THEN summary END AS summary FROM runs
+      WHERE status <> 'abandoned' ORDER BY started_at DESC, rowid DESC LIMIT ?`)
+    .all(maxRuns) as Record<string, unknown>[];
   return rows.reverse().map((row) => {
-    const summary = row.summary ? (JSON.parse(row.summary) as { reason?: string; durationMs?: number; requests?: { total?: number }; items?: { written?: number } }) : {};
-    const spent = spend.get(row.run_id) as { credits: number; uncertain: number } | undefined;
+    const summary = storedSummary(row.summary);
+    const spent = spend.get(row.run_id);
     return {
-      runId: row.run_id,
-      pipeline: row.pipeline,
-      status: row.status,
-      reason: summary.reason,
-      startedAt: row.started_at,
+      runId: text(row.run_id),
+      pipeline: text(row.pipeline),
+      status: text(row.status),
+      reason: summary.reason === undefined ? undefined : text(summary.reason),
+      startedAt: text(row.started_at),
       durationMs: summary.durationMs,
       requests: summary.requests?.total,
-      credits: spent?.credits ?? 0,
-      uncertain: spent?.uncertain ?? 0,
+      credits: finite(spent?.credits) ?? 0,
+      uncertain: finite(spent?.uncertain) ?? 0,
       rows: summary.items?.written,
     };
   });

@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
+import { RUN_STATUSES } from '../run/summary.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
 import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
@@ -128,27 +129,44 @@ function section(title: string, body: string, note?: string): string {
   return `<section><h2>${escapeXml(title)}</h2>${note ? `<p class="note">${escapeXml(note)}</p>` : ''}<div class="chart">${body}</div></section>`;
 }
 
+/** A number for a table cell or card: '–' where there is none (not recorded, or not a number in a tampered file). */
+function count(n: number | undefined): string {
+  return n === undefined ? '–' : formatNumber(n);
+}
+
+/** A run's status as a class name: only the statuses the stylesheet knows, so that the data never writes markup. */
+function statusClass(status: string): string {
+  return (RUN_STATUSES as readonly string[]).includes(status) ? status : 'unknown';
+}
+
 function summary(data: ReportData): string {
   if (data.runs.length === 0) return '<p class="note">No runs are recorded in this file.</p>';
   const latest = data.runs.at(-1) as ReportData['runs'][number];
   const cards = [
     ['Latest run', shortRun(latest.runId)],
     ['Status', latest.reason ? `${latest.status} (${latest.reason})` : latest.status],
-    ['Rows written', latest.rows === undefined ? '–' : formatNumber(latest.rows)],
-    ['Requests', latest.requests === undefined ? '–' : formatNumber(latest.requests)],
+    ['Rows written', count(latest.rows)],
+    ['Requests', count(latest.requests)],
     ['Credits', formatNumber(latest.credits)],
     ['Runs', formatNumber(data.runs.length)],
   ];
   const recent = data.runs.slice(-8).reverse();
+  // Every cell is escaped, numbers included: they are formatted as text first.
+  const cells = (run: ReportData['runs'][number]) => [
+    run.runId,
+    run.reason ? `${run.status} (${run.reason})` : run.status,
+    run.durationMs === undefined ? '–' : `${(run.durationMs / 1000).toFixed(1)} s`,
+    count(run.requests),
+    count(run.rows),
+    `${formatNumber(run.credits)}${run.uncertain ? ` (${formatNumber(run.uncertain)} uncertain)` : ''}`,
+  ];
   const table =
     `<table><thead><tr><th>Run</th><th>Status</th><th>Duration</th><th>Requests</th><th>Rows</th><th>Credits</th></tr></thead><tbody>` +
     recent
-      .map(
-        (run) =>
-          `<tr><td>${escapeXml(run.runId)}</td><td class="status ${escapeXml(run.status)}">${escapeXml(run.reason ? `${run.status} (${run.reason})` : run.status)}</td>` +
-          `<td>${run.durationMs === undefined ? '–' : `${(run.durationMs / 1000).toFixed(1)} s`}</td><td>${run.requests ?? '–'}</td><td>${run.rows ?? '–'}</td>` +
-          `<td>${formatNumber(run.credits)}${run.uncertain ? ` (${formatNumber(run.uncertain)} uncertain)` : ''}</td></tr>`,
-      )
+      .map((run) => {
+        const [id, status, ...rest] = cells(run).map(escapeXml);
+        return `<tr><td>${id}</td><td class="status ${statusClass(run.status)}">${status}</td>${rest.map((cell) => `<td>${cell}</td>`).join('')}</tr>`;
+      })
       .join('') +
     `</tbody></table>${data.runs.length > recent.length ? `<p class="note">The latest ${recent.length} of ${data.runs.length} runs.</p>` : ''}`;
   return `<div class="cards">${cards.map(([k, v]) => `<div class="card"><span>${escapeXml(k as string)}</span><strong>${escapeXml(v as string)}</strong></div>`).join('')}</div>${table}`;
