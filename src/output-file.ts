@@ -142,9 +142,9 @@ function statOf(path: string): Stats | undefined {
   }
 }
 
-/** Hidden, beside the target, never an existing file (`wx`). */
+/** Hidden, beside the target, never an existing file (`wx`); the name is clipped to stay under the 255 bytes a name may have. */
 function tempName(target: string): string {
-  return join(dirname(target), `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+  return join(dirname(target), `.${basename(target).slice(0, 100)}.${randomBytes(6).toString('hex')}.tmp`);
 }
 
 /** The rename itself survives a crash only once the directory is flushed; where a directory cannot be opened, it is not. */
