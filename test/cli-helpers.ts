@@ -13,7 +13,16 @@ export interface Result {
 }
 
 /** The CLI as a user runs it: a child process, in a directory of its own, with the environment given. */
-export function cli(args: string[], options: { cwd: string; env?: Record<string, string>; onStderr?: (text: string, kill: (signal: NodeJS.Signals) => void) => void }) {
+export function cli(args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<Result> {
+  return startCli(args, options).done;
+}
+
+/**
+ * The CLI started and left running, for a test that acts on it meanwhile (a signal, another run). A test acts once
+ * the run is where it needs it and cannot move on (held by the simulator's gate: `whileRunning(gate.reached())`),
+ * never after a guessed time: a loaded machine starts processes and runs pages at any speed.
+ */
+export function startCli(args: string[], options: { cwd: string; env?: Record<string, string> }) {
   const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, WEBDATA_TOKEN: _t, WEBDATA_CRASH_AT: _c, ...inherited } = process.env;
   const child = spawn(process.execPath, ['--conditions=webdata-etl:source', CLI, ...args], {
     cwd: options.cwd,
@@ -22,26 +31,49 @@ export function cli(args: string[], options: { cwd: string; env?: Record<string,
   });
   let stdout = '';
   let stderr = '';
-  const sent = new Set<NodeJS.Signals>();
+  const watchers = new Set<() => void>();
   child.stdout.on('data', (chunk: Buffer) => {
     stdout += chunk.toString();
   });
   child.stderr.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();
-    options.onStderr?.(stderr, (signal) => {
-      // Once per signal: a second SIGINT would mean "abort", and one after exit would kill the bare process.
-      if (sent.has(signal)) return;
-      sent.add(signal);
-      child.kill(signal);
-    });
+    for (const watch of watchers) watch();
   });
-  return new Promise<Result>((done, fail) =>
-    child.on('exit', (code) => {
+  // 'close', not 'exit': at 'exit' the last of stdout may not have been read yet.
+  const done = new Promise<Result>((resolve, reject) =>
+    child.on('close', (code) => {
       // Whatever a command prints, the key is never part of it.
-      if ((stdout + stderr).includes(TEST_KEY)) fail(new Error(`webdata-etl ${args.join(' ')} printed the API key`));
-      else done({ code, stdout, stderr });
+      if ((stdout + stderr).includes(TEST_KEY)) reject(new Error(`webdata-etl ${args.join(' ')} printed the API key`));
+      else resolve({ code, stdout, stderr });
     }),
   );
+  /** `promise`, or a rejection with the process's output if it ends first (instead of a wait until the test's timeout). */
+  const whileRunning = <T>(promise: Promise<T>): Promise<T> =>
+    Promise.race([
+      promise,
+      done.then((result) => {
+        throw new Error(`webdata-etl ${args.join(' ')} ended (exit ${result.code}) before the test could act on it:\n${result.stderr}`);
+      }),
+    ]);
+  return {
+    child,
+    done,
+    whileRunning,
+    /** Resolves once stderr shows `text`. */
+    printed(text: string): Promise<void> {
+      return whileRunning(
+        new Promise<void>((resolve) => {
+          const watch = () => {
+            if (!stderr.includes(text)) return;
+            watchers.delete(watch);
+            resolve();
+          };
+          watchers.add(watch);
+          watch();
+        }),
+      );
+    },
+  };
 }
 
 export function config(dir: string, overrides: Record<string, unknown> = {}, search: Record<string, unknown> = {}) {

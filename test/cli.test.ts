@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cli, config, envFor, ROOT } from './cli-helpers.ts';
+import { cli, config, envFor, ROOT, startCli } from './cli-helpers.ts';
 import { simulator, TEST_KEY } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
 
@@ -115,34 +115,51 @@ describe('webdata-etl run', () => {
     // The first run is held in flight by the simulator until the second has been refused: however slowly the machine
     // starts processes, the first cannot finish before the second asks for the lease.
     const gate = sim.park();
-    const first = cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
-    await gate.reached();
+    const first = startCli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    await first.whileRunning(gate.reached());
     const second = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
     gate.release();
     expect(second.code).toBe(75);
     expect(second.stderr).toContain('is already running');
-    expect((await first).code).toBe(0);
+    expect((await first.done).code).toBe(0);
   });
 
   it('130: interrupted by Ctrl-C, then resumed by the same command; resume after SIGKILL too', async () => {
-    await using sim = await simulator({ latencyMs: 60 });
+    await using sim = await simulator();
     using dir = workdir();
     const file = config(dir.dir, {}, { queries: ['a', 'b', 'c', 'd'], maxPages: 3 });
-    const interrupted = await cli(['run', file, '--log-format', 'json'], {
-      cwd: dir.dir,
-      env: envFor(sim.url),
-      onStderr: (text, kill) => (text.match(/"event":"series"/g)?.length ?? 0) >= 1 && kill('SIGINT'),
-    });
+    // The signals land while the run is held in flight by the simulator, never after a guessed moment: a run that
+    // finished before its signal (a loaded machine) would exit 0.
+    const d = sim.park({ q: 'd' });
+    const running = startCli(['run', file, '--log-format', 'json'], { cwd: dir.dir, env: envFor(sim.url) });
+    // A series ended (pages committed), and "d" is asked for and held: the run cannot end before Ctrl-C.
+    await running.printed('"event":"series"');
+    await running.whileRunning(d.reached());
+    running.child.kill('SIGINT');
+    // The answers in flight are let go only once the stop is under way, so that the run stops rather than ends.
+    await running.printed('SIGINT: stopping');
+    d.release();
+    const interrupted = await running.done;
     expect(interrupted.code).toBe(130);
     expect(JSON.parse(interrupted.stdout).status).toBe('interrupted');
-    const killed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url), onStderr: (text, kill) => text.includes('resuming run') && kill('SIGKILL') });
+
+    // The next invocation resumes; it is killed with its requests held in flight.
+    const all = sim.park();
+    const doomed = startCli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    await doomed.printed('resuming run');
+    await doomed.whileRunning(all.reached());
+    doomed.child.kill('SIGKILL');
+    const killed = await doomed.done;
+    all.release();
     expect(killed.code).toBe(null);
+
     const resumed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
     expect(resumed.code).toBe(0);
     expect(resumed.stderr).toContain('resuming run');
     const summary = JSON.parse(resumed.stdout);
     expect(summary.runId).toBe(JSON.parse(interrupted.stdout).runId);
     expect(summary.status).toBe('completed');
+    // Paid and not committed: at most the requests in flight at the kill (the concurrency, 4).
     expect(sim.stats().byStatus['200']).toBeLessThanOrEqual(summary.pages.fetched + 4);
   });
 
