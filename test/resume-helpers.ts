@@ -14,7 +14,11 @@ export interface ChildResult {
   replayed: number | undefined;
 }
 
-/** Runs test/fixtures/run-pipeline.ts in a child process with the given spec. */
+/**
+ * Runs test/fixtures/run-pipeline.ts in a child process with the given spec. A test that signals it does so once the
+ * run is where it needs it and cannot move on (held by the simulator's gate, or at a crash point), never after a
+ * guessed time: a loaded machine starts processes and runs pages at any speed.
+ */
 export function runChild(spec: Record<string, unknown>, env: Record<string, string> = {}) {
   const { WEBDATA_CRASH_AT: _ignored, ...inherited } = process.env;
   const child: ChildProcess = spawn(process.execPath, ['test/fixtures/run-pipeline.ts'], {
@@ -25,35 +29,58 @@ export function runChild(spec: Record<string, unknown>, env: Record<string, stri
   let stderr = '';
   let pages = 0;
   let replayed: number | undefined;
-  const pageWaiters: { count: number; resolve: () => void }[] = [];
+  let closed = false;
+  const watchers = new Set<() => void>();
   child.stdout?.on('data', (chunk: Buffer) => {
     stdout += chunk.toString();
   });
   child.stderr?.on('data', (chunk: Buffer) => {
-    const text = chunk.toString();
-    stderr += text;
-    for (const line of text.split('\n')) {
+    const from = stderr.lastIndexOf('\n') + 1;
+    stderr += chunk.toString();
+    // Whole lines only: a read can end inside a line.
+    for (const line of stderr.slice(from, stderr.lastIndexOf('\n') + 1).split('\n')) {
       if (line.startsWith('{"type":"page"')) pages += 1;
       if (line.startsWith('{"type":"start"')) replayed = (JSON.parse(line) as { replayed: number }).replayed;
     }
-    for (const waiter of pageWaiters.filter((w) => pages >= w.count)) {
-      pageWaiters.splice(pageWaiters.indexOf(waiter), 1);
-      waiter.resolve();
-    }
+    for (const watch of watchers) watch();
   });
-  const done = new Promise<ChildResult>((resolve) => {
-    child.on('exit', (code, signal) => {
-      for (const waiter of pageWaiters.splice(0)) waiter.resolve();
-      if ((stdout + stderr).includes(TEST_KEY)) throw new Error('a pipeline run printed the API key');
+  // 'close', not 'exit': at 'exit' the last of stdout (the summary) may not have been read yet.
+  const done = new Promise<ChildResult>((resolve, reject) => {
+    child.on('close', (code, signal) => {
+      closed = true;
+      for (const watch of watchers) watch();
+      if ((stdout + stderr).includes(TEST_KEY)) return reject(new Error('a pipeline run printed the API key'));
       const line = stdout.trim().split('\n').at(-1);
       resolve({ code, signal, summary: line ? (JSON.parse(line) as RunSummary) : undefined, stderr, pages, replayed });
     });
   });
+  /** Resolves once `reached()` holds, checked at each line of stderr (and at the end). */
+  const when = (reached: () => boolean) =>
+    new Promise<void>((resolve) => {
+      const watch = () => {
+        if (!reached()) return;
+        watchers.delete(watch);
+        resolve();
+      };
+      watchers.add(watch);
+      watch();
+    });
+  /** `promise`, or a rejection with the child's output if it ends first (instead of a wait until the test's timeout). */
+  const whileRunning = <T>(promise: Promise<T>): Promise<T> =>
+    Promise.race([
+      promise,
+      done.then((result) => {
+        throw new Error(`the pipeline ended (exit ${result.code}, ${result.signal ?? 'no signal'}) before the test could act on it:\n${result.stderr}`);
+      }),
+    ]);
   return {
     child,
     done,
-    /** Resolves once the child has committed `count` pages (or exited). */
-    pagesCommitted: (count: number) => new Promise<void>((resolve) => (pages >= count ? resolve() : pageWaiters.push({ count, resolve }))),
+    whileRunning,
+    /** Resolves once the child has committed `count` pages, or has exited (whatever it committed). */
+    pagesCommitted: (count: number) => when(() => pages >= count || closed),
+    /** Resolves once stderr shows `text`; rejects if the child ends first. */
+    printed: (text: string) => whileRunning(when(() => stderr.includes(text))),
   };
 }
 

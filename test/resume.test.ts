@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { dedupe, definePipeline, LeaseHeldError, normalize, searchPages, toCsv, toSqlite } from '../src/index.ts';
-import { simulator, until } from './helpers.ts';
+import type { Gate } from '../src/simulator/index.ts';
+import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 import { delays, runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
 
@@ -93,12 +94,17 @@ describe('a killed run, resumed, ends exactly as an uninterrupted one', () => {
     const next = delays(7);
     let kills = 0;
     let finished = false;
+    // The first invocation cannot end on its own (the last query is held until it is killed): at least one kill
+    // lands, however fast the machine runs the plan.
+    let held: Gate | undefined = sim.park({ q: 'tamper' });
     // Kill at seeded random moments until an invocation gets to the end on its own.
     for (let attempt = 0; attempt < 12 && !finished; attempt++) {
       const invocation = runChild(spec);
       const timer = setTimeout(() => invocation.child.kill('SIGKILL'), next(120, 450));
       const result = await invocation.done;
       clearTimeout(timer);
+      held?.release();
+      held = undefined;
       if (result.signal === 'SIGKILL') {
         kills += 1;
         integrity(dir.path('out.sqlite'));
@@ -134,12 +140,17 @@ describe('the life of a run', () => {
   });
 
   it('the first SIGINT stops gracefully (answers in flight committed); the next invocation resumes', async () => {
-    await using sim = await simulator({ ...SIM, latencyMs: 40 });
+    await using sim = await simulator(SIM);
     using dir = workdir();
     const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir };
+    // The last query is held by the simulator: the run cannot end before the signal, and has requests in flight at it.
+    const held = sim.park({ q: 'tamper' });
     const invocation = runChild(spec);
-    await invocation.pagesCommitted(3);
+    await invocation.whileRunning(Promise.all([invocation.pagesCommitted(3), held.reached()]));
     invocation.child.kill('SIGINT');
+    // Their answers come once the stop is under way: they must be committed, and nothing new sent.
+    await invocation.printed('SIGINT: stopping');
+    held.release();
     const stopped = await invocation.done;
     expect(stopped.code).toBe(0);
     expect(stopped.summary?.status).toBe('interrupted');
@@ -155,14 +166,18 @@ describe('the life of a run', () => {
     await using sim = await simulator(SIM);
     using dir = workdir();
     const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir };
-    // Slow answers for the first invocation, so that requests are in flight when it aborts.
-    sim.inject({ fault: 'delay', ms: 400, times: 12 });
+    // The last query's requests are held by the simulator: in flight when the run aborts, however fast it runs.
+    const held = sim.park({ q: 'tamper' });
     const invocation = runChild(spec);
-    await invocation.pagesCommitted(1);
+    await invocation.whileRunning(Promise.all([invocation.pagesCommitted(1), held.reached()]));
     invocation.child.kill('SIGINT');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The second signal once the first is handled (two sent at once can arrive as one), while the stop waits for the
+    // held answers.
+    await invocation.printed('SIGINT: stopping');
+    expect(held.waiting).toBeGreaterThan(0);
     invocation.child.kill('SIGINT');
     const aborted = await invocation.done;
+    held.release();
     expect(aborted.stderr).toContain('aborting');
     expect(aborted.summary?.status).toBe('interrupted');
     integrity(dir.path('out.sqlite'));
@@ -174,10 +189,9 @@ describe('the life of a run', () => {
     await using sim = await simulator(SIM);
     using dir = workdir();
     const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, budget: 12, concurrency: 2 };
-    const invocation = runChild(spec);
-    await invocation.pagesCommitted(4);
-    invocation.child.kill('SIGKILL');
-    await invocation.done;
+    // Killed once its fourth page is committed: at that point, not at a moment a fast run could already have spent
+    // the budget and ended.
+    expect((await runChild(spec, { WEBDATA_CRASH_AT: 'after-commit:4' }).done).signal).toBe('SIGKILL');
     const resumed = await runChild(spec).done;
     expect(resumed.summary).toMatchObject({ status: 'budget', credits: { budget: 12 } });
     expect(resumed.summary?.credits.spent).toBeLessThanOrEqual(12);
@@ -209,13 +223,11 @@ describe('the life of a run', () => {
   });
 
   it('resuming with a different plan is refused, saying what changed and what to do; --fresh abandons the old run', async () => {
-    await using sim = await simulator({ ...SIM, latencyMs: 30 });
+    await using sim = await simulator(SIM);
     using dir = workdir();
     const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir };
-    const invocation = runChild(spec);
-    await invocation.pagesCommitted(3);
-    invocation.child.kill('SIGKILL');
-    await invocation.done;
+    // Killed once its third page is committed (not at a moment the run could already have completed).
+    expect((await runChild(spec, { WEBDATA_CRASH_AT: 'after-commit:3' }).done).signal).toBe('SIGKILL');
     const abandonedRun = sqliteRows(dir.path('out.sqlite'), 'SELECT run_id FROM runs')[0]?.run_id;
     const csvBefore = readFileSync(dir.path('out.csv'), 'utf8');
 
@@ -237,7 +249,7 @@ describe('the life of a run', () => {
   });
 
   it('a second concurrent run of the same pipeline is refused; a dead holder’s lease is taken over', async () => {
-    await using sim = await simulator({ ...SIM, latencyMs: 100 });
+    await using sim = await simulator(SIM);
     using dir = workdir();
     const pipeline = () =>
       definePipeline({
@@ -246,20 +258,22 @@ describe('the life of a run', () => {
         stages: [normalize(), dedupe()],
         sinks: [toSqlite({ path: dir.path('l.sqlite') }), toCsv({ path: dir.path('l.csv') })],
       });
+    // The first holds the lease once it has sent something; the simulator holds its requests until the second has
+    // been refused, so that the first cannot finish (and let the lease go) however long the second takes to start.
+    const held = sim.park();
     const first = runOn(sim, pipeline());
-    // The first holds the lease once it has sent something.
-    await until(() => sim.stats().requests > 0);
+    await Promise.race([held.reached(), first.then(() => Promise.reject(new Error('the first run ended before it sent anything')))]);
     const second = await runOn(sim, pipeline()).catch((e: unknown) => e);
+    held.release();
     expect(second).toBeInstanceOf(LeaseHeldError);
     expect(String(second)).toContain(`pid ${process.pid}`);
     expect((await first).status).toBe('completed');
 
     // A holder killed with SIGKILL never releases its lease: the next run sees the process gone and takes over.
     const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, name: 'dead-holder' };
-    const doomed = runChild(spec);
-    await doomed.pagesCommitted(1);
-    doomed.child.kill('SIGKILL');
-    await doomed.done;
+    // Killed at its first commit, holding the lease (not at a moment it could already have finished and let it go).
+    const doomed = runChild(spec, { WEBDATA_CRASH_AT: 'after-commit:1' });
+    expect((await doomed.done).signal).toBe('SIGKILL');
     expect(sqliteRows(dir.path('out.sqlite'), 'SELECT pid FROM lease')).toEqual([{ pid: doomed.child.pid }]);
     const next = await runChild(spec).done;
     expect(next.summary?.status).toBe('completed');
