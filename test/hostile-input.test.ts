@@ -1,8 +1,10 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { dedupe, exportReport, normalize, pipelineFromConfig, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
+import { readInputFile } from '../src/input-file.ts';
 import { cli, envFor } from './cli-helpers.ts';
-import { simulator, TEST_KEY } from './helpers.ts';
+import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 
 const VALID = {
@@ -185,6 +187,101 @@ describe('bad input', () => {
       expect((await exportReport({ database: dir.path('h.sqlite'), report: 'items', format, out: dir.path(`out.${format}`) })).rows).toBe(6);
     }
   }, 60_000);
+});
+
+/** A JSON pipeline in `dir` (one query, one page, a SQLite sink) with `overrides`; returns its file name. */
+function jsonPipeline(dir: string, overrides: Record<string, unknown> = {}, search: Record<string, unknown> = {}): string {
+  const config = { name: 'local', search: { queries: ['espresso'], maxPages: 1, ...search }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], ...overrides };
+  writeFileSync(join(dir, 'pipeline.json'), JSON.stringify(config));
+  return 'pipeline.json';
+}
+
+/** `webdata-etl run <file>` in `dir` against a live simulator: the exit code, what it printed, and the requests it sent. */
+async function runIn(dir: string, file: string) {
+  await using sim = await simulator();
+  const result = await cli(['run', file, '--quiet'], { cwd: dir, env: envFor(sim.url) });
+  return { ...result, requests: sim.stats().requests };
+}
+
+const MB = 1024 * 1024;
+
+describe('bad local input: exit 2, naming the field or the file, before any request', () => {
+  it('a query CSV with 5,000 columns is refused naming search.queriesFile and the limit (SQLite failed on it: exit 1)', async () => {
+    using dir = workdir();
+    const columns = Array.from({ length: 5000 }, (_, i) => `tag${i}`);
+    writeFileSync(dir.path('wide.csv'), `query,${columns.join(',')}\nespresso,${columns.map(() => 'v').join(',')}\n`);
+    const result = await runIn(dir.dir, jsonPipeline(dir.dir, {}, { queries: [], queriesFile: 'wide.csv' }));
+    expect(result).toMatchObject({ code: 2, requests: 0 });
+    expect(result.stderr).toMatch(/search\.queriesFile: \S*wide\.csv has 5,000 columns besides the query; the most is 100/);
+    // The limit itself is allowed.
+    writeFileSync(dir.path('hundred.csv'), `query,${columns.slice(0, 100).join(',')}\nespresso,${columns.slice(0, 100).map(() => 'v').join(',')}\n`);
+    expect(searchPages({ queriesFile: dir.path('hundred.csv') }).plan().tagColumns).toHaveLength(100);
+  });
+
+  it('a query file over 256 MB is refused from its size, unread; a stream is read no further than the limit', async () => {
+    using dir = workdir();
+    // Sparse: 300 MB long, nothing on disk.
+    writeFileSync(dir.path('huge.txt'), '');
+    truncateSync(dir.path('huge.txt'), 300 * MB);
+    const result = await runIn(dir.dir, jsonPipeline(dir.dir, {}, { queries: [], queriesFile: 'huge.txt' }));
+    expect(result).toMatchObject({ code: 2, requests: 0 });
+    expect(result.stderr).toMatch(/search\.queriesFile: \S*huge\.txt is 314,572,800 bytes; the most is 268,435,456 bytes \(256 MB\), and it was not read/);
+    // A device that never ends (a pipe, /dev/stdin) has no size to go by: it is read up to the limit, then refused.
+    const limit = { maxBytes: 1000, field: 'search.queriesFile', subject: 'Invalid search source', tooLarge: 'split it' };
+    expect(() => readInputFile('/dev/zero', limit)).toThrow(/search\.queriesFile: \/dev\/zero is more than 1,000 bytes/);
+  });
+
+  it('more than a million queries are refused before the list is split (18.6 million lines under 256 MB crashed a Set: exit 1)', async () => {
+    using dir = workdir();
+    const lines = Array.from({ length: 1_000_001 }, (_, i) => `q${i}`);
+    writeFileSync(dir.path('lines.txt'), `${lines.join('\n')}\n`);
+    expect(() => searchPages({ queriesFile: dir.path('lines.txt') })).toThrow(/search\.queriesFile: \S*lines\.txt has more lines than a pipeline may have queries: 1,000,000 in all/);
+    writeFileSync(dir.path('rows.csv'), `query,segment\n${lines.join(',a\n')},a\n`);
+    expect(() => searchPages({ queriesFile: dir.path('rows.csv') })).toThrow(/rows\.csv has more rows than a pipeline may have queries/);
+    // Inline queries count too.
+    writeFileSync(dir.path('half.txt'), lines.slice(0, 500_000).join('\n'));
+    expect(() => searchPages({ queries: lines.slice(500_000, 1_000_001), queriesFile: dir.path('half.txt') })).toThrow(/half\.txt has more lines than/);
+    expect(searchPages({ queries: lines.slice(500_000, 1_000_000), queriesFile: dir.path('half.txt') }).plan().seriesCount).toBe(1_000_000);
+  });
+
+  it('a query longer than 2,048 characters is refused wherever it is (inline, a line, a CSV row), and so is a long tag', async () => {
+    using dir = workdir();
+    const long = 'é'.repeat(2049);
+    const inline = await runIn(dir.dir, jsonPipeline(dir.dir, {}, { queries: ['espresso', long] }));
+    expect(inline).toMatchObject({ code: 2, requests: 0 });
+    expect(inline.stderr).toContain('search.queries.1: the query is 2,049 characters long; the most is 2,048 (Unicode characters, counted after trimming)');
+    writeFileSync(dir.path('q.txt'), `espresso\nkettle\n${long}\n`);
+    expect(() => searchPages({ queriesFile: dir.path('q.txt') })).toThrow(/search\.queriesFile: line 3: the query is 2,049 characters long/);
+    writeFileSync(dir.path('q.csv'), `query,segment\nespresso,a\n"${long}",b\n`);
+    expect(() => searchPages({ queriesFile: dir.path('q.csv') })).toThrow(/search\.queriesFile: row 3: the query is 2,049 characters long/);
+    writeFileSync(dir.path('tag.csv'), `query,segment\nespresso,${'t'.repeat(3000)}\n`);
+    expect(() => searchPages({ queriesFile: dir.path('tag.csv') })).toThrow(/search\.queriesFile: row 2, column "segment": the tag is 3,000 characters long; the most is 2,048/);
+    // Every line is checked, the first few named.
+    writeFileSync(dir.path('many.txt'), Array.from({ length: 12 }, () => long).join('\n'));
+    const many = (() => {
+      try {
+        searchPages({ queriesFile: dir.path('many.txt') });
+      } catch (error) {
+        return error as ValidationError;
+      }
+    })();
+    expect(many?.issues.map((i) => i.message.slice(0, 7))).toEqual(['line 1:', 'line 2:', 'line 3:', 'line 4:', 'line 5:', 'and 7 m']);
+    // Characters, not UTF-16 units (an emoji is one), counted after trimming: 2,048 of them go.
+    expect(searchPages({ queries: [`  ${'😀'.repeat(2048)}  `, 'x'.repeat(2048)] }).plan().seriesCount).toBe(2);
+  });
+
+  it('the client refuses a q longer than 2,048 characters, and an endpoint source a parameter value as long: nothing is sent', async () => {
+    await using sim = await simulator();
+    await using client = clientFor(sim);
+    const error = await rejection(client.search({ q: 'x'.repeat(2049) }));
+    expect(error).toBeInstanceOf(ValidationError);
+    expect(error.message).toContain('q: is 2,049 characters long; the most is 2,048');
+    expect(sim.stats().requests).toBe(0);
+    expect(() => pipelineFromConfig({ name: 'e', endpoint: { path: '/x', params: [{ id: 1 }, { url: 'u'.repeat(2049) }] }, sinks: [{ type: 'csv', path: 'x.csv' }] })).toThrow(
+      /endpoint\.params\.1\.url: is 2,049 characters long; the most is 2,048/,
+    );
+  });
+
 });
 
 describe('the secrets scan every test with outputs runs at its end', () => {

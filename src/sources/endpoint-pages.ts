@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MalformedResponseError, ValidationError } from '../client/errors.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
+import { characterCount, MAX_QUERY_CHARACTERS } from '../client/search-params.ts';
 import type { Series } from '../pipeline/page.ts';
 import { toJson } from '../stages/json.ts';
 import { type Fetched, fetchAll, pageSeries } from './paging.ts';
@@ -15,13 +16,34 @@ export type NextPage = (body: unknown, request: { page: number; params: Params; 
 const scalar = z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' });
 const paramsSchema = z.record(z.string(), scalar);
 
+/** A parameter value is one field of a query string: no longer than a search query may be (search-params.ts). */
+function checkParamLengths(ctx: z.core.ParsePayload<Params | Params[]>): void {
+  const sets = Array.isArray(ctx.value) ? ctx.value : [ctx.value];
+  sets.forEach((params, i) => {
+    for (const [name, value] of Object.entries(params)) {
+      if (typeof value !== 'string' || value.length <= MAX_QUERY_CHARACTERS) continue;
+      const characters = characterCount(value);
+      if (characters <= MAX_QUERY_CHARACTERS) continue;
+      ctx.issues.push({
+        code: 'custom',
+        path: Array.isArray(ctx.value) ? [i, name] : [name],
+        input: value,
+        message: `is ${characters.toLocaleString('en-US')} characters long; the most is ${MAX_QUERY_CHARACTERS.toLocaleString('en-US')} (one value of a query string)`,
+      });
+    }
+  });
+}
+
 const endpointFields = z.strictObject({
     /** A catalog path below the base URL, e.g. `/video/search`. */
     path: z.string().refine(isEndpointPath, { error: ENDPOINT_PATH_HINT }),
     /** Default: GET, or POST when there is a body. */
     method: z.enum(['GET', 'POST']).optional(),
     /** Query-string parameters; a list makes one series per entry (e.g. one per app or per keyword). */
-    params: z.union([paramsSchema, z.array(paramsSchema).min(1, { error: 'must hold at least one set of parameters' })]).default({}),
+    params: z
+      .union([paramsSchema, z.array(paramsSchema).min(1, { error: 'must hold at least one set of parameters' })])
+      .check(checkParamLengths)
+      .default({}),
     /** A JSON body (the page parameter, or the cursor, then goes into the body). */
     body: z.record(z.string(), z.unknown()).optional(),
     /** The parameter that carries the page number (not sent when pages follow a cursor). */
