@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { dedupe, exportReport, normalize, pipelineFromConfig, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
 import { readInputFile } from '../src/input-file.ts';
-import { cli, envFor } from './cli-helpers.ts';
+import { cli, envFor, ROOT } from './cli-helpers.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 
@@ -196,6 +196,12 @@ function jsonPipeline(dir: string, overrides: Record<string, unknown> = {}, sear
   return 'pipeline.json';
 }
 
+/** A pipeline module in `dir` that imports the library from source; `body` ends with its default export. */
+function modulePipeline(dir: string, body: string, name = 'pipeline.ts'): string {
+  writeFileSync(join(dir, name), `import * as etl from ${JSON.stringify(join(ROOT, 'src/index.ts'))};\n${body}\n`);
+  return name;
+}
+
 /** `webdata-etl run <file>` in `dir` against a live simulator: the exit code, what it printed, and the requests it sent. */
 async function runIn(dir: string, file: string) {
   await using sim = await simulator();
@@ -280,6 +286,37 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     expect(() => pipelineFromConfig({ name: 'e', endpoint: { path: '/x', params: [{ id: 1 }, { url: 'u'.repeat(2049) }] }, sinks: [{ type: 'csv', path: 'x.csv' }] })).toThrow(
       /endpoint\.params\.1\.url: is 2,049 characters long; the most is 2,048/,
     );
+  });
+
+  it('a JSON config over 16 MB, or one that is not an object, is refused saying so', async () => {
+    using dir = workdir();
+    writeFileSync(dir.path('big.json'), JSON.stringify({ $schema: 'x'.repeat(17 * MB), name: 'big', search: { queries: ['espresso'], maxPages: 1 }, sinks: [{ type: 'csv', path: 'out/x.csv' }] }));
+    const big = await runIn(dir.dir, 'big.json');
+    expect(big).toMatchObject({ code: 2, requests: 0 });
+    expect(big.stderr).toMatch(/\(file\): \S*big\.json is 17,825,\d{3} bytes; the most is 16,777,216 bytes \(16 MB\)/);
+    writeFileSync(dir.path('list.json'), '[{ "name": "a" }]');
+    const list = await runIn(dir.dir, 'list.json');
+    expect(list.code).toBe(2);
+    expect(list.stderr).toContain('(root): must be one JSON object, { "name": …, "search": { … }, "sinks": [ … ] }, not an array');
+  });
+
+  it('a pipeline module that throws or does not parse, or whose default export is not a pipeline: exit 2 naming the file (was exit 1)', async () => {
+    using dir = workdir();
+    writeFileSync(dir.path('throws.ts'), "const ready = false;\nif (!ready) throw new Error('this pipeline file is broken');\n");
+    const throws = await runIn(dir.dir, 'throws.ts');
+    expect(throws).toMatchObject({ code: 2, requests: 0 });
+    expect(throws.stderr).toContain('webdata-etl: throws.ts could not be loaded: this pipeline file is broken (line 2)');
+    writeFileSync(dir.path('syntax.ts'), 'const a = 1;\nconst = 2;\n');
+    const syntax = await runIn(dir.dir, 'syntax.ts');
+    expect(syntax).toMatchObject({ code: 2, requests: 0 });
+    expect(syntax.stderr).toMatch(/syntax\.ts could not be loaded: .* \(line 2\)/);
+    writeFileSync(dir.path('number.ts'), 'export default 42;\n');
+    const number = await runIn(dir.dir, 'number.ts');
+    expect(number).toMatchObject({ code: 2, requests: 0 });
+    expect(number.stderr).toContain('number.ts: the default export is a number, not a pipeline');
+    const combined = await runIn(dir.dir, modulePipeline(dir.dir, "export default { name: 'c', source: etl.combineSources(), sinks: [etl.toCsv({ path: 'out/x.csv' })] };"));
+    expect(combined).toMatchObject({ code: 2, requests: 0 });
+    expect(combined.stderr).toContain('source: combineSources() needs at least one source');
   });
 
 });

@@ -58,7 +58,11 @@ const SECRET_FIELD = /key|token|secret|password|auth/i;
  * what would be valid). A key in the file is refused: keys come from WEBDATA_API_KEY, never from a pipeline.
  */
 export function pipelineFromConfig(config: unknown): PipelineDefinition {
-  const api = (config as { api?: unknown } | null)?.api;
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+    const kind = config === null ? 'null' : Array.isArray(config) ? 'an array' : `a ${typeof config}`;
+    throw new ValidationError('Invalid pipeline config', [{ path: '', message: `must be one JSON object, { "name": …, "search": { … }, "sinks": [ … ] }, not ${kind}` }]);
+  }
+  const api = (config as { api?: unknown }).api;
   if (api !== null && typeof api === 'object') {
     const secrets = Object.keys(api).filter((field) => SECRET_FIELD.test(field));
     if (secrets.length > 0) {

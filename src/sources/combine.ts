@@ -1,3 +1,4 @@
+import { ValidationError } from '../client/errors.ts';
 import type { Source, SourcePlan } from './source.ts';
 
 /**
@@ -5,7 +6,16 @@ import type { Source, SourcePlan } from './source.ts';
  * other endpoints in one pipeline, say). A 403 on one endpoint stops that endpoint's series; the others go on.
  */
 export function combineSources(...sources: Source[]): Source {
-  if (sources.length === 0) throw new Error('combineSources needs at least one source');
+  if (sources.length === 0) {
+    throw new ValidationError('Invalid combined source', [{ path: 'source', message: 'combineSources() needs at least one source: combineSources(searchPages({ … }), endpointPages({ … }))' }]);
+  }
+  const notSources = sources.flatMap((source, i) => (isSource(source) ? [] : [i]));
+  if (notSources.length > 0) {
+    throw new ValidationError(
+      'Invalid combined source',
+      notSources.map((i) => ({ path: `source.${i}`, message: 'must be a source such as searchPages({ queries: [...] }) or endpointPages({ path })' })),
+    );
+  }
   const plan = (): SourcePlan => {
     const plans = sources.map((source) => source.plan());
     return {
@@ -46,4 +56,9 @@ async function* merge<T>(iterables: AsyncIterable<T>[]): AsyncGenerator<T> {
     // stops the scheduler when it leaves early, so it does end).
     for (const iterator of iterators) void iterator.return?.();
   }
+}
+
+function isSource(value: unknown): value is Source {
+  const source = value as Partial<Source> | null;
+  return typeof source === 'object' && source !== null && typeof source.plan === 'function' && typeof source.pages === 'function';
 }
