@@ -1,7 +1,8 @@
 import { mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { dedupe, exportReport, normalize, pipelineFromConfig, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
+import { dedupe, exportReport, normalize, pipelineFromConfig, type RunContext, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
 import { readInputFile } from '../src/input-file.ts';
 import { cli, envFor, ROOT } from './cli-helpers.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
@@ -300,6 +301,59 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     expect(list.stderr).toContain('(root): must be one JSON object, { "name": …, "search": { … }, "sinks": [ … ] }, not an array');
   });
 
+  it('a JSONL file that does not end with a line end is refused naming jsonl.path (was exit 1)', async () => {
+    using dir = workdir();
+    mkdirSync(dir.path('out'));
+    writeFileSync(dir.path('out/x.jsonl'), '{"a":1}');
+    const result = await runIn(dir.dir, jsonPipeline(dir.dir, { sinks: [{ type: 'jsonl', path: 'out/x.jsonl' }] }));
+    expect(result).toMatchObject({ code: 2, requests: 0 });
+    expect(result.stderr).toMatch(/jsonl\.path: \S*x\.jsonl does not end with a line end/);
+  });
+
+  it('a results table or a state store of a newer webdata-etl is refused naming sqlite.path or state.path, and left as it was (was exit 1)', async () => {
+    using dir = workdir();
+    mkdirSync(dir.path('out'));
+    const results = new Database(dir.path('out/results.sqlite'));
+    results.pragma('user_version = 99');
+    results.close();
+    const newerResults = await runIn(dir.dir, jsonPipeline(dir.dir, { state: { path: 'out/state.sqlite' } }));
+    expect(newerResults).toMatchObject({ code: 2, requests: 0 });
+    expect(newerResults.stderr).toMatch(/sqlite\.path: \S*results\.sqlite was written by a newer webdata-etl \(results schema 99; this one knows 1\): upgrade webdata-etl, or use another file/);
+    const state = new Database(dir.path('out/newer.state.sqlite'));
+    state.exec(`CREATE TABLE webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO webdata_meta VALUES ('state_schema', '99')`);
+    state.close();
+    const newerState = await runIn(dir.dir, jsonPipeline(dir.dir, { state: { path: 'out/newer.state.sqlite' }, sinks: [{ type: 'csv', path: 'out/x.csv' }] }));
+    expect(newerState).toMatchObject({ code: 2, requests: 0 });
+    expect(newerState.stderr).toMatch(/state\.path: \S*newer\.state\.sqlite holds state written by a newer webdata-etl \(state schema 99; this one knows 1\)/);
+    expect(sqliteRows(dir.path('out/newer.state.sqlite'), `SELECT name FROM sqlite_master WHERE type = 'table'`)).toEqual([{ name: 'webdata_meta' }]);
+  });
+
+  it('an output that is not a SQLite database, or a damaged one, is refused naming it (was exit 1)', async () => {
+    using dir = workdir();
+    mkdirSync(dir.path('out'));
+    writeFileSync(dir.path('out/results.sqlite'), 'query,title\nespresso,a CSV where the database should be\n');
+    const text = await runIn(dir.dir, jsonPipeline(dir.dir));
+    expect(text).toMatchObject({ code: 2, requests: 0 });
+    expect(text.stderr).toMatch(/\S*out\/results\.sqlite: not a SQLite database, or a damaged one \(file is not a database\): give the pipeline another file/);
+    // A database whose pages were overwritten, its header intact.
+    const db = new Database(dir.path('out/damaged.sqlite'));
+    db.exec('CREATE TABLE notes (x TEXT)');
+    db.close();
+    const bytes = readFileSync(dir.path('out/damaged.sqlite'));
+    writeFileSync(dir.path('out/damaged.sqlite'), bytes.fill(0xff, 100));
+    const damaged = await runIn(dir.dir, jsonPipeline(dir.dir, { sinks: [{ type: 'sqlite', path: 'out/damaged.sqlite' }] }));
+    expect(damaged).toMatchObject({ code: 2, requests: 0 });
+    expect(damaged.stderr).toMatch(/\S*damaged\.sqlite: not a SQLite database, or a damaged one \(database disk image is malformed\)/);
+  });
+
+  it('an output path that is a directory is refused naming it (was exit 1)', async () => {
+    using dir = workdir();
+    mkdirSync(dir.path('out/x.csv'), { recursive: true });
+    const result = await runIn(dir.dir, jsonPipeline(dir.dir, { sinks: [{ type: 'csv', path: 'out/x.csv' }] }));
+    expect(result).toMatchObject({ code: 2, requests: 0 });
+    expect(result.stderr).toMatch(/webdata-etl: \S*out\/x\.csv: a file cannot be written there \(EISDIR/);
+  });
+
   it('a pipeline module that throws or does not parse, or whose default export is not a pipeline: exit 2 naming the file (was exit 1)', async () => {
     using dir = workdir();
     writeFileSync(dir.path('throws.ts'), "const ready = false;\nif (!ready) throw new Error('this pipeline file is broken');\n");
@@ -319,6 +373,23 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     expect(combined.stderr).toContain('source: combineSources() needs at least one source');
   });
 
+  it('raw items into a sink of normalized columns: exit 2 naming the stages (was exit 1)', async () => {
+    using dir = workdir();
+    const file = modulePipeline(dir.dir, "export default { name: 'raw', source: etl.searchPages({ queries: ['espresso'], maxPages: 1 }), sinks: [etl.toSqlite({ path: 'out/raw.sqlite' })] };");
+    const result = await runIn(dir.dir, file);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/The SQLite sink \S*raw\.sqlite got an item that is not normalized:\n {2}- stages: .*add normalize\(\) to the stages/);
+    // Known only from the first page's items: one request was sent.
+    expect(result.requests).toBe(1);
+  });
+
+  it('dedupe across series outside run() is refused naming dedupe.scope', async () => {
+    const stage = dedupe({ scope: 'query' });
+    const pages = (async function* () {})();
+    const error = await rejection(stage(pages, {} as RunContext)[Symbol.asyncIterator]().next());
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).issues[0]?.path).toBe('dedupe.scope');
+  });
 });
 
 describe('the secrets scan every test with outputs runs at its end', () => {

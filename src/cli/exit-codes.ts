@@ -5,7 +5,10 @@ export const EXIT = {
   /** Finished: status `completed` or `budget`. */
   ok: 0,
   unexpected: 1,
-  /** Invalid configuration or usage, including a changed plan on resume and an output path that cannot be written. */
+  /**
+   * Invalid configuration or usage, including bad local input (a query file, a pipeline file that cannot be loaded), a
+   * changed plan on resume, and an output or state file that cannot be written, is not a SQLite database, or is damaged.
+   */
   usage: 2,
   /** Authentication failed (401). */
   authentication: 3,
@@ -23,6 +26,8 @@ export const EXIT = {
 const PRECEDENCE = [EXIT.usage, EXIT.authentication, EXIT.plan, EXIT.interrupted, EXIT.tryLater, EXIT.failedSeries, EXIT.unexpected, EXIT.ok];
 
 const USAGE_ERRORS = new Set(['ValidationError', 'UsageError', 'RunLifecycleError']);
+/** Output problems that waiting cannot fix: the user must choose another path or file. */
+const USAGE_OUTPUT_PROBLEMS = new Set(['read_only', 'corrupt', 'invalid_path']);
 
 /** The exit code of a run that ended with a summary, an error, or (rarely) both. */
 export function exitCodeFor(outcome: { summary?: RunSummary | undefined; error?: unknown }): number {
@@ -33,7 +38,7 @@ export function exitCodeFor(outcome: { summary?: RunSummary | undefined; error?:
     // By name, not instanceof: a pipeline file may import the built package while the CLI runs from source.
     if (USAGE_ERRORS.has(name) || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) codes.add(EXIT.usage);
     else if (name === 'LeaseHeldError') codes.add(EXIT.tryLater);
-    else if (name === 'OutputError') codes.add((error as { problem?: string }).problem === 'read_only' ? EXIT.usage : EXIT.tryLater);
+    else if (name === 'OutputError') codes.add(USAGE_OUTPUT_PROBLEMS.has(String((error as { problem?: unknown }).problem)) ? EXIT.usage : EXIT.tryLater);
     else codes.add(EXIT.unexpected);
   }
   if (summary) {

@@ -1,10 +1,11 @@
 /** Why an output could not be written: each has its remedy and its exit code. */
-export type OutputProblem = 'full' | 'read_only' | 'locked';
+export type OutputProblem = 'full' | 'read_only' | 'locked' | 'corrupt' | 'invalid_path';
 
 /**
- * A failure of the disk, not of the API: the output or the state store is on a full disk, is read-only, or is locked
- * by another process. Committed data is intact (SQLite rolls back, a file sink is cut back to its checkpoint on the
- * next run), and the run resumes once the cause is gone.
+ * A failure of the disk, not of the API: the output or the state store is on a full disk, is read-only, is locked
+ * by another process, is not a SQLite database (or a damaged one), or its path cannot be a file (a directory).
+ * Committed data is intact (SQLite rolls back, a file sink is cut back to its checkpoint on the next run), and the run
+ * resumes once the cause is gone. The last two are the user's input to fix, never to wait out.
  */
 export class OutputError extends Error {
   readonly problem: OutputProblem;
@@ -19,6 +20,8 @@ export class OutputError extends Error {
 const FULL = /^(ENOSPC|EDQUOT|SQLITE_FULL)$/;
 const READ_ONLY = /^(EROFS|EACCES|EPERM|SQLITE_READONLY.*|SQLITE_CANTOPEN.*)$/;
 const LOCKED = /^(SQLITE_BUSY.*|SQLITE_LOCKED.*)$/;
+const CORRUPT = /^(SQLITE_NOTADB|SQLITE_CORRUPT.*)$/;
+const INVALID_PATH = /^(EISDIR|ENOTDIR|ENAMETOOLONG|ELOOP)$/;
 
 // Which file a failure came from, where the code that wrote it knew (a write to a file descriptor or a SQLite commit
 // does not say): the message then names the one file to make room for, not every output of the run.
@@ -45,7 +48,9 @@ export function writingTo<T>(path: string, write: () => T): T {
 export function explainOutputFailure(error: unknown, where: string): unknown {
   const code = (error as { code?: unknown }).code;
   if (typeof code !== 'string' || error instanceof OutputError) return error;
-  where = sources.get(error as object) ?? where;
+  // A failed open (or other call by name) says which file: Node's errors carry its path.
+  const path = (error as { path?: unknown }).path;
+  where = sources.get(error as object) ?? (typeof path === 'string' ? path : where);
   const detail = error instanceof Error ? error.message : String(error);
   if (FULL.test(code)) {
     return new OutputError('full', `the disk holding ${where} is full (${detail}): committed data is intact; free some space and run the same command again to resume`, error);
@@ -55,6 +60,16 @@ export function explainOutputFailure(error: unknown, where: string): unknown {
   }
   if (LOCKED.test(code)) {
     return new OutputError('locked', `${where} is locked by another process (${detail}): run again once it is released`, error);
+  }
+  if (CORRUPT.test(code)) {
+    return new OutputError(
+      'corrupt',
+      `${where}: not a SQLite database, or a damaged one (${detail}): give the pipeline another file (the sink's path, or state.path), or move this one aside and restore it from a backup`,
+      error,
+    );
+  }
+  if (INVALID_PATH.test(code)) {
+    return new OutputError('invalid_path', `${where}: a file cannot be written there (${detail}): choose another output path`, error);
   }
   return error;
 }

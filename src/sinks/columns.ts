@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ValidationError } from '../client/errors.ts';
 import { NORMALIZED_COLUMNS, normalizedItemSchema } from '../stages/normalized-item.ts';
 import { toJson } from '../stages/json.ts';
 
@@ -38,6 +39,8 @@ export function csvValue(value: unknown): string {
  */
 export function checkNormalized(item: Record<string, unknown> | undefined, sink: string): void {
   if (item !== undefined && item.run_id === undefined) {
-    throw new Error(`${sink} writes normalized items by default, and got a raw one: add normalize() to the stages, or give the sink its own columns`);
+    throw new ValidationError(`${sink} got an item that is not normalized`, [
+      { path: 'stages', message: 'the sink writes normalized items by default: add normalize() to the stages, or give the sink its own columns' },
+    ]);
   }
 }

@@ -37,7 +37,9 @@ function toFile(path: string, lines: (items: readonly Item[]) => string, shared:
     prepare(_ctx, fd, size) {
       // Appending to a last line without its line end would join two items into one broken line.
       if (size > 0 && lastByte(fd, size) !== 0x0a) {
-        throw new Error(`${path} does not end with a line end, so it cannot be appended to as JSON Lines: use another file, or end its last line.`);
+        throw new ValidationError('Invalid JSONL sink', [
+          { path: 'jsonl.path', message: `${path} does not end with a line end, so it cannot be appended to as JSON Lines: use another file, or end its last line` },
+        ]);
       }
       return undefined;
     },

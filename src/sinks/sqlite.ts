@@ -121,7 +121,9 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
 function prepareTable(db: Database.Database, table: string, columns: readonly string[], addable: readonly string[]): void {
   const version = db.pragma('user_version', { simple: true }) as number;
   if (version > RESULTS_SCHEMA_VERSION) {
-    throw new Error(`${db.name} was written by a newer webdata-etl (schema ${version}; this one knows ${RESULTS_SCHEMA_VERSION}): upgrade webdata-etl`);
+    throw new ValidationError('Invalid SQLite sink', [
+      { path: 'sqlite.path', message: `${db.name} was written by a newer webdata-etl (results schema ${version}; this one knows ${RESULTS_SCHEMA_VERSION}): upgrade webdata-etl, or use another file` },
+    ]);
   }
   const existing = (db.pragma(`table_info("${table}")`) as { name: string }[]).map((c) => c.name);
   if (existing.length > 0) {

@@ -40,7 +40,14 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
   const wide = config.scope !== 'series' || config.persistent;
   const dedupeStage: Stage<I, I> = async function* (pages, ctx) {
     const store = wide ? ctx.seenKeys?.(!config.persistent) : undefined;
-    if (wide && !store) throw new Error(`dedupe with scope "${config.scope}"${config.persistent ? ' (persistent)' : ''} needs the run's state store: run it with run()`);
+    if (wide && !store) {
+      throw new ValidationError('Invalid dedupe options', [
+        {
+          path: config.persistent ? 'dedupe.persistent' : 'dedupe.scope',
+          message: `${config.persistent ? 'persistent dedupe' : `scope "${config.scope}"`} needs the run's state store, which only run() gives: run the pipeline with run() or webdata-etl run, or dedupe by series`,
+        },
+      ]);
+    }
     for await (const page of pages) {
       const { series } = page;
       const scope = `${config.persistent ? 'persistent' : 'run'}|${config.scope === 'global' ? '*' : config.scope === 'query' ? `${series.endpoint}|${series.query}` : series.id}`;

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { createSpendView } from '../analytics/views.ts';
+import { ValidationError } from '../client/errors.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
@@ -94,6 +95,7 @@ export interface SpendRow {
  * page journal, the spend ledger and the lease. The interface is the seam for another store (PostgreSQL) later.
  */
 export function openStateStore(db: Database.Database) {
+  refuseNewerSchema(db);
   db.exec(`
     CREATE TABLE IF NOT EXISTS webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS runs (
@@ -170,9 +172,6 @@ export function openStateStore(db: Database.Database) {
   createSpendView(db);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
   if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
-  else if (Number(version) > STATE_SCHEMA_VERSION) {
-    throw new Error(`${db.name} holds state written by a newer webdata-etl (schema ${version}); upgrade webdata-etl`);
-  }
   db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
 
   const statements = {
@@ -366,4 +365,18 @@ function toRunRecord(row: Record<string, unknown>): RunRecord {
     error: (row.error as string | null) ?? null,
     invocations: row.invocations as number,
   };
+}
+
+/** A store of a newer webdata-etl is refused before anything in it changes (this one would create its own tables in it). */
+function refuseNewerSchema(db: Database.Database): void {
+  const hasMeta = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'webdata_meta'`).get() !== undefined;
+  const version = hasMeta ? (db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined) : undefined;
+  if (version !== undefined && Number(version) > STATE_SCHEMA_VERSION) {
+    throw new ValidationError('Invalid state store', [
+      {
+        path: 'state.path',
+        message: `${db.name} holds state written by a newer webdata-etl (state schema ${version}; this one knows ${STATE_SCHEMA_VERSION}): upgrade webdata-etl, or give the pipeline another state file`,
+      },
+    ]);
+  }
 }
