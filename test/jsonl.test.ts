@@ -184,17 +184,15 @@ describe('the JSONL sink across crashes', () => {
   });
 
   it('--fresh takes the abandoned run’s lines back, and keeps the runs before it', async () => {
-    await using sim = await simulator({ ...SIM, latencyMs: 30 });
+    await using sim = await simulator(SIM);
     using dir = workdir();
     const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, sinks: ['sqlite', 'jsonl'] };
     const done = await runChild({ ...spec, queries: ['first'] }).done;
     expect(done.summary?.status).toBe('completed');
     const kept = readFileSync(dir.path('out.jsonl'), 'utf8');
 
-    const invocation = runChild(spec);
-    await invocation.pagesCommitted(3);
-    invocation.child.kill('SIGKILL');
-    await invocation.done;
+    // Killed once its third page is committed (not at a moment the run could already have completed).
+    expect((await runChild(spec, { WEBDATA_CRASH_AT: 'after-commit:3' }).done).signal).toBe('SIGKILL');
     const abandoned = jsonlLines(dir.path('out.jsonl')).filter((line) => line.run_id !== done.summary?.runId);
     expect(abandoned.length).toBeGreaterThan(0);
 
@@ -209,8 +207,8 @@ describe('the JSONL sink across crashes', () => {
 });
 
 describe('the JSONL sink on stdout', () => {
-  /** Runs test/fixtures/jsonl-stdout.ts; reading its stdout starts `holdMs` after the run started (backpressure). */
-  function runStdout(spec: Record<string, unknown>, { holdMs = 0, closeAfter, env = {} }: { holdMs?: number; closeAfter?: number; env?: Record<string, string> } = {}) {
+  /** Runs test/fixtures/jsonl-stdout.ts; with `slowReader`, its stdout is read only once the pipe is full (backpressure). */
+  function runStdout(spec: Record<string, unknown>, { slowReader = false, closeAfter, env = {} }: { slowReader?: boolean; closeAfter?: number; env?: Record<string, string> } = {}) {
     const { WEBDATA_CRASH_AT: _crash, ...inherited } = process.env;
     const child = spawn(process.execPath, ['test/fixtures/jsonl-stdout.ts'], {
       env: { ...inherited, WEBDATA_API_KEY: TEST_KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec), ...env },
@@ -218,16 +216,28 @@ describe('the JSONL sink on stdout', () => {
     });
     const stdout: Buffer[] = [];
     let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    let reading = false;
     const read = () =>
       child.stdout.on('data', (chunk: Buffer) => {
         stdout.push(chunk);
         // Like `| head`: the reader goes away.
         if (closeAfter !== undefined && Buffer.concat(stdout).length >= closeAfter) child.stdout.destroy();
       });
-    // Held from the run's start (not the process's: starting node takes a while), so that the pipe fills up.
-    if (holdMs === 0) read();
-    else child.stderr.once('data', () => setTimeout(read, holdMs));
+    const start = () => {
+      if (reading) return;
+      reading = true;
+      read();
+    };
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      // The slow reader starts once the run says the pipe is full (not after a guessed time: a slow run had not filled
+      // it yet, and nothing waited for 'drain').
+      if (stderr.includes('{"stdout":"full"}')) start();
+    });
+    // Or at once; or once the process ends, if it ends without having filled the pipe (the test then fails on its
+    // assertions, not on a wait).
+    if (!slowReader) start();
+    child.once('exit', start);
     return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
       child.on('close', (code) => resolve({ code, stdout: Buffer.concat(stdout).toString('utf8'), stderr })),
     );
@@ -237,8 +247,10 @@ describe('the JSONL sink on stdout', () => {
     await using sim = await simulator({ seed: 9 });
     using dir = workdir();
     const queries = Array.from({ length: 12 }, (_, i) => `query ${i}`);
-    const result = await runStdout({ baseUrl: sim.url, dir: dir.dir, queries, maxPages: 4 }, { holdMs: 1000 });
+    const result = await runStdout({ baseUrl: sim.url, dir: dir.dir, queries, maxPages: 4 }, { slowReader: true });
     expect(result.code).toBe(0);
+    // Nothing was read before the pipe was full.
+    expect(result.stderr).toContain('{"stdout":"full"}');
     const { summary, drains, maxBuffered } = JSON.parse(result.stderr.trim().split('\n').at(-1) ?? '{}') as {
       summary: { items: { written: number } };
       drains: number;
