@@ -102,7 +102,12 @@ describe('webdata-etl run', () => {
     expect(result.code).toBe(75);
     expect(JSON.parse(result.stdout).series.failedBy).toEqual({ rate_limited: 1 });
 
-    const stalled = config(dir.dir, { name: 'stalled', rateLimit: { retries: 1000, baseDelayMs: 20, maxDelayMs: 20, stallAfterMs: 200 } }, { queries: ['y'], countries: ['us'] });
+    // Another pipeline: outputs of its own (the first one's files are claimed by it).
+    const stalled = config(
+      dir.dir,
+      { name: 'stalled', rateLimit: { retries: 1000, baseDelayMs: 20, maxDelayMs: 20, stallAfterMs: 200 }, sinks: [{ type: 'sqlite', path: 'stalled/results.sqlite' }] },
+      { queries: ['y'], countries: ['us'] },
+    );
     const stall = await cli(['run', stalled], { cwd: dir.dir, env: envFor(sim.url) });
     expect(stall.code).toBe(75);
     expect(JSON.parse(stall.stdout)).toMatchObject({ status: 'stopped', reason: 'stall' });
@@ -164,12 +169,20 @@ describe('webdata-etl run', () => {
   });
 
   it('1: anything unexpected, with a message and no stack trace', async () => {
+    await using sim = await simulator();
     using dir = workdir();
+    // A stage that fails at run time (a pipeline file that fails to load is bad input: exit 2).
     const broken = join(dir.dir, 'broken.ts');
-    writeFileSync(broken, "throw new Error('this pipeline file is broken');\n");
-    const result = await cli(['run', broken], { cwd: dir.dir, env: envFor('http://127.0.0.1:9/api/v1') });
+    writeFileSync(
+      broken,
+      `import { normalize, searchPages, toCsv } from ${JSON.stringify(join(ROOT, 'src/index.ts'))};\n` +
+        "async function* broken() { throw new Error('this stage is broken'); }\n" +
+        "export default { name: 'broken', source: searchPages({ queries: ['x'], maxPages: 1 }), stages: [normalize(), broken], sinks: [toCsv({ path: 'out/b.csv' })] };\n",
+    );
+    const result = await cli(['run', broken], { cwd: dir.dir, env: envFor(sim.url) });
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('this pipeline file is broken');
+    expect(result.stderr).toContain('this stage is broken');
+    expect(result.stderr).not.toMatch(/\n\s+at .*:\d+:\d+/);
   });
 });
 
