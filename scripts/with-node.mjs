@@ -166,7 +166,7 @@ function main() {
   let floor = [22, 19];
   try {
     floor = projectFloor();
-    const current = atLeast(process.versions.node, floor) && !process.env.WEBDATA_NODE_TOO_OLD;
+    const current = atLeast(process.versions.node, floor) && process.env.WEBDATA_NODE_TOO_OLD !== '1';
     const node = current ? process.execPath : provisionedNode(floor);
     if (which) {
       process.stdout.write(`${node}\n`);

@@ -158,7 +158,13 @@ test('probe', () => {
     // The install it tried, announced before it started; then why it failed and what to do.
     expect(lines).toHaveLength(2);
     expect(lines[0]).toContain('installing Node 24');
-    expect(lines[1]).toMatch(/^webdata-etl needs Node\.js >= 22\.19 \(this is [\d.]+\) and could not get Node 24 from the npm registry \(ENOTCACHED: .*\): install Node\.js >= 22\.19 \(e\.g\. Node 24 LTS\), then run `npm start` again\.$/);
+    const floor = FLOOR.join('\\.');
+    expect(lines[1]).toMatch(
+      new RegExp(
+        `^webdata-etl needs Node\\.js >= ${floor} \\(this is [\\d.]+\\) and could not get Node 24 from the npm registry \\(ENOTCACHED: .*\\): ` +
+          `install Node\\.js >= ${floor} \\(e\\.g\\. Node 24 LTS\\), then run \`npm start\` again\\.$`,
+      ),
+    );
     expect(result.stderr).not.toMatch(/^\s+at /m);
     // The failed install's staging directory is gone: the next attempt starts clean.
     expect(readdirSync(home)).toEqual([]);
