@@ -297,11 +297,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     const suspects = sinks.filter((sink) => !sqlite || sink.kind === 'sqlite').map((sink) => sink.path);
     throw explainOutputFailure(error, [...new Set([statePath(pipeline), ...suspects.filter((path) => path !== '-')])].join(', '));
   } finally {
-    try {
-      lease?.release();
-    } catch {
-      // A lease left behind on a failing disk is taken over by the next run (its holder is gone).
-    }
+    lease?.release();
     for (const sink of opened) await sink.close();
     databases.closeAll();
     if (ownClient) await client.close();

@@ -25,6 +25,7 @@ export class LeaseHeldError extends Error {
 }
 
 export interface Lease {
+  /** Never throws: a row it cannot remove is taken over by the next run. */
   release(): void;
 }
 
@@ -125,7 +126,12 @@ function hold(db: Database.Database, options: HoldOptions, refuse: (live: LeaseR
   return {
     release(): void {
       clearInterval(timer);
-      if (db.open) drop.run(key, holder);
+      try {
+        if (db.open) drop.run(key, holder);
+      } catch {
+        // Releasing runs while a run is closing, often because its disk filled: an error here would hide
+        // the one that ended the run. A row left behind is taken over by the next run, its holder being gone.
+      }
     },
   };
 }
