@@ -90,8 +90,9 @@ export async function writeOutputFileWith<T>(path: string, write: (file: OutputW
  * -journal): the same file by real path (symlinks and `..` resolved), or, when the output exists, by device and inode
  * (a hard link). Call it before anything is written.
  */
-export function checkOutputPath(out: string, options: { field?: string; databases?: readonly string[] } = {}): void {
+export function checkOutputPath(out: string, options: { field?: string; databases?: readonly string[]; role?: string } = {}): void {
   const field = options.field ?? 'out';
+  const role = options.role ?? 'the database being read';
   const outPath = realTarget(out);
   const outStat = statOf(out);
   if (outStat?.isDirectory()) throw new ValidationError('Invalid output', [{ path: field, message: `${out} is a directory: give a file name` }]);
@@ -103,7 +104,7 @@ export function checkOutputPath(out: string, options: { field?: string; database
         const fileStat = outStat && statOf(file);
         const same = realTarget(file) === outPath || (outStat !== undefined && fileStat !== undefined && fileStat.dev === outStat.dev && fileStat.ino === outStat.ino);
         if (!same) continue;
-        const what = suffix === '' ? 'the database being read' : `the ${suffix.slice(1)} file of the database being read`;
+        const what = suffix === '' ? role : `the ${suffix.slice(1)} file of ${role}`;
         throw new ValidationError('Invalid output', [{ path: field, message: `${out} is ${what} (${database}): writing it would destroy it; give another file` }]);
       }
     }

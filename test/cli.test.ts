@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cli, config, envFor, ROOT, startCli } from './cli-helpers.ts';
@@ -23,6 +23,22 @@ describe('webdata-etl run', () => {
     // Progress and the human summary go to stderr; the key never shows.
     expect(result.stderr).toContain('cli-test: completed');
     expect(result.stderr + result.stdout).not.toContain(TEST_KEY);
+  });
+
+  it('2: --summary-json may not name the state store, its -wal or an output; the summary file is created 0600', async () => {
+    await using sim = await simulator({ seed: 3 });
+    using dir = workdir();
+    const file = config(dir.dir);
+    for (const target of ['out/results.sqlite', 'out/results.sqlite-wal', 'out/../out/results.csv']) {
+      const refused = await cli(['run', file, '--summary-json', target], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr).toContain('--summary-json');
+      expect(refused.stderr).toContain('a file this run writes');
+    }
+    expect(sim.stats().requests).toBe(0);
+    const result = await cli(['run', file, '--summary-json', 'out/summary.json'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(0);
+    expect(statSync(dir.path('out/summary.json')).mode & 0o777).toBe(0o600);
   });
 
   it('2: a bad field is reported by its path, before any request', async () => {

@@ -1,8 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, relative } from 'node:path';
+import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Pipeline, PipelineDefinition } from '../run/define.ts';
-import { run } from '../run/run.ts';
+import { checkOutputPath, writeOutputFile } from '../output-file.ts';
+import { definePipeline, type Pipeline, type PipelineDefinition } from '../run/define.ts';
+import { run, statePath } from '../run/run.ts';
 import { stopOnSignals } from '../run/signals.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { startSimulator } from '../simulator/server.ts';
@@ -98,6 +98,12 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const format = values['log-format'] ?? 'text';
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
+  if (values['summary-json'] !== undefined) {
+    // Refused before any credit is spent: the summary written over the state store or an output would destroy it.
+    const defined = definePipeline(pipeline);
+    const outputs = [statePath(defined), ...(defined.sinks as { path?: string }[]).flatMap((sink) => (sink.path && sink.path !== '-' ? [sink.path] : []))];
+    checkOutputPath(values['summary-json'], { field: '--summary-json', databases: outputs, role: 'a file this run writes' });
+  }
 
   const mode: ProgressMode = values.quiet ? 'quiet' : format === 'json' ? 'json' : process.stderr.isTTY ? 'tty' : 'plain';
   const reporter = progressReporter({ mode, color: process.stderr.isTTY === true && !process.env.NO_COLOR });
@@ -141,9 +147,6 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const stdoutTaken = (pipeline.sinks as { path?: string }[]).some((sink) => sink.path === '-');
   if (stdoutTaken) process.stderr.write(text);
   else process.stdout.write(text);
-  if (values['summary-json']) {
-    mkdirSync(dirname(values['summary-json']), { recursive: true });
-    writeFileSync(values['summary-json'], text);
-  }
+  if (values['summary-json']) writeOutputFile(values['summary-json'], text);
   return exitCodeFor({ summary });
 }
