@@ -354,6 +354,27 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     expect(result.stderr).toMatch(/webdata-etl: \S*out\/x\.csv: a file cannot be written there \(EISDIR/);
   });
 
+  it('export, report and runs on a file that is not a database, a directory or a missing file: exit 2 naming it (was exit 1, "file is not a database")', async () => {
+    using dir = workdir();
+    writeFileSync(dir.path('notes.sqlite'), 'not a database, just words\n'.repeat(100));
+    mkdirSync(dir.path('folder.sqlite'));
+    const cases: [string, string][] = [
+      ['notes.sqlite', 'is not a SQLite database, or a damaged one'],
+      ['folder.sqlite', 'is not a file'],
+      ['missing.sqlite', 'does not exist'],
+    ];
+    for (const [file, says] of cases) {
+      for (const args of [['export', file, '--report', 'rankings'], ['report', file, '--out', 'report.html'], ['runs', file]]) {
+        if (args[0] === 'runs' && file === 'missing.sqlite') continue; // runs says "no runs yet" (exit 0): nothing ran
+        const result = await cli(args, { cwd: dir.dir });
+        expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2);
+        expect(result.stderr).toContain(`database: ${file} ${says}`);
+        expect(result.stderr).not.toContain('    at ');
+      }
+    }
+    expect(readFileSync(dir.path('notes.sqlite'), 'utf8')).toBe('not a database, just words\n'.repeat(100));
+  });
+
   it('a pipeline module that throws or does not parse, or whose default export is not a pipeline: exit 2 naming the file (was exit 1)', async () => {
     using dir = workdir();
     writeFileSync(dir.path('throws.ts'), "const ready = false;\nif (!ready) throw new Error('this pipeline file is broken');\n");

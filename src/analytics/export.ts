@@ -7,6 +7,7 @@ import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
 import { checkOutputPath, writeOutputFileWith } from '../output-file.ts';
+import { openForReading } from '../read-database.ts';
 import { viewName } from './views.ts';
 import { filterClause } from './filter.ts';
 
@@ -90,7 +91,7 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
     throw new ValidationError('Invalid export', [{ path: 'out', message: 'Parquet is written to a file: give --out <file.parquet>' }]);
   }
   if (typeof config.out === 'string') checkOutputPath(config.out, { databases: [config.database] });
-  const db = new Database(config.database, { readonly: true, fileMustExist: true });
+  const db = openForReading(config.database);
   try {
     const report = config.report === 'items' ? itemsReport(db, config.table) : REPORTS[config.report];
     const source = report.from(config.table);

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
+import { openForReading } from '../read-database.ts';
 import { statePath } from '../run/run.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from './exit-codes.ts';
@@ -48,7 +48,7 @@ export async function runsCommand(args: string[]): Promise<number> {
     process.stderr.write(`no runs yet (${path} does not exist)\n`);
     return EXIT.ok;
   }
-  const db = new Database(path, { readonly: true, fileMustExist: true });
+  const db = openForReading(path);
   let rows: RunRow[];
   try {
     const hasRuns = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'`).get();

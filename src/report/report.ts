@@ -1,8 +1,8 @@
 import { basename } from 'node:path';
-import Database from 'better-sqlite3';
 import { z } from 'zod';
 import { ValidationError } from '../client/errors.ts';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
+import { openForReading } from '../read-database.ts';
 import { RUN_STATUSES } from '../run/summary.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
@@ -30,7 +30,7 @@ export type ReportOptions = z.input<typeof reportOptionsSchema>;
  */
 export function renderReport(options: ReportOptions): string {
   const config = ValidationError.parse(reportOptionsSchema, options, 'Invalid report');
-  const db = new Database(config.database, { readonly: true, fileMustExist: true });
+  const db = openForReading(config.database);
   let data: ReportData;
   try {
     data = readReportData(db, config);
