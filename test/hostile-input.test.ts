@@ -344,6 +344,11 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     const damaged = await runIn(dir.dir, jsonPipeline(dir.dir, { sinks: [{ type: 'sqlite', path: 'out/damaged.sqlite' }] }));
     expect(damaged).toMatchObject({ code: 2, requests: 0 });
     expect(damaged.stderr).toMatch(/\S*damaged\.sqlite: not a SQLite database, or a damaged one \(database disk image is malformed\)/);
+    // A state store that is not a database is named alone, not with every SQLite output of the run.
+    writeFileSync(dir.path('out/state.sqlite'), 'words, not a database\n'.repeat(10));
+    const state = await runIn(dir.dir, jsonPipeline(dir.dir, { state: { path: 'out/state.sqlite' }, sinks: [{ type: 'sqlite', path: 'out/fresh.sqlite' }] }));
+    expect(state).toMatchObject({ code: 2, requests: 0 });
+    expect(state.stderr).toMatch(/webdata-etl: \S*out\/state\.sqlite: not a SQLite database/);
   });
 
   it('an output path that is a directory is refused naming it (was exit 1)', async () => {

@@ -100,6 +100,8 @@ describe('the JSONL sink', () => {
     const before = sim.stats().requests;
     const shorter = await runOn(sim, pipeline(dir.path('r.jsonl'))).catch((e: unknown) => e);
     expect(String(shorter)).toMatch(/is shorter \(\d+ bytes\) than what was committed to it/);
+    // Named by the sink's field, as every other refusal of a local file is.
+    expect(String(shorter)).toContain('  - jsonl.path: ');
     expect(sim.stats().requests).toBe(before);
 
     writeFileSync(dir.path('other.jsonl'), '{"a":1}\n{"a":2}');

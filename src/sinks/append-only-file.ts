@@ -85,10 +85,10 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
         held = checkpoint?.seq ?? ctx.currentSeq;
         if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
           if (before && (before.dev !== identity.dev || before.ino !== identity.ino)) {
-            throw changedOutside(`${path} is not the file this pipeline wrote (another file was put in its place)`);
+            throw changedOutside(format.kind, `${path} is not the file this pipeline wrote (another file was put in its place)`);
           }
           if (size < checkpoint.bytes) {
-            throw changedOutside(`${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl`);
+            throw changedOutside(format.kind, `${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl`);
           }
           // Bytes past the checkpoint were written but never committed (a crash in between): they go — unless the file
           // is shared, where they may be another pipeline's: then they stay, and the page comes again (at least once).
@@ -134,8 +134,8 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
 }
 
 /** A file that changed under the pipeline: bad local input (exit 2), with what to do. */
-function changedOutside(what: string): ValidationError {
+function changedOutside(kind: string, what: string): ValidationError {
   return new ValidationError('An output file changed outside webdata-etl', [
-    { path: 'path', message: `${what}. Move it aside to start a new file, or put the original back.` },
+    { path: `${kind}.path`, message: `${what}. Move it aside to start a new file, or put the original back.` },
   ]);
 }
