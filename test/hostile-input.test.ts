@@ -328,6 +328,18 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     expect(sqliteRows(dir.path('out/newer.state.sqlite'), `SELECT name FROM sqlite_master WHERE type = 'table'`)).toEqual([{ name: 'webdata_meta' }]);
   });
 
+  it('another program’s database with a "runs" table is refused as a state store naming state.path, and left as it was', async () => {
+    using dir = workdir();
+    mkdirSync(dir.path('out'));
+    const foreign = new Database(dir.path('out/app.sqlite'));
+    foreign.exec(`CREATE TABLE runs (id INTEGER PRIMARY KEY, athlete TEXT, km REAL); INSERT INTO runs (athlete, km) VALUES ('ana', 10.5)`);
+    foreign.close();
+    const result = await runIn(dir.dir, jsonPipeline(dir.dir, { state: { path: 'out/app.sqlite' }, sinks: [{ type: 'csv', path: 'out/x.csv' }] }));
+    expect(result).toMatchObject({ code: 2, requests: 0 });
+    expect(result.stderr).toMatch(/state\.path: \S*app\.sqlite holds runs of another program/);
+    expect(sqliteRows(dir.path('out/app.sqlite'), `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)).toEqual([{ name: 'runs' }]);
+  });
+
   it('an output that is not a SQLite database, or a damaged one, is refused naming it (was exit 1)', async () => {
     using dir = workdir();
     mkdirSync(dir.path('out'));

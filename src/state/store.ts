@@ -367,9 +367,26 @@ function toRunRecord(row: Record<string, unknown>): RunRecord {
   };
 }
 
-/** A store of a newer webdata-etl is refused before anything in it changes (this one would create its own tables in it). */
+/**
+ * A store of a newer webdata-etl, or another program's database with tables of our names, is refused before anything
+ * in it changes (this one would create its own tables in it).
+ */
 function refuseNewerSchema(db: Database.Database): void {
   const hasMeta = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'webdata_meta'`).get() !== undefined;
+  if (!hasMeta) {
+    // Tables of our names in a database we never wrote are another program's: reading its "runs" as ours would
+    // resume nonsense, writing ours into it would corrupt its data.
+    const names = ['runs', 'series', 'pages', 'spend', 'run_sinks'];
+    const foreign = db.prepare(`SELECT name FROM sqlite_master WHERE name IN (${names.map(() => '?').join(', ')}) ORDER BY name`).pluck().all(...names) as string[];
+    if (foreign.length > 0) {
+      throw new ValidationError('Invalid state store', [
+        {
+          path: 'state.path',
+          message: `${db.name} holds ${foreign.join(', ')} of another program (it has no webdata_meta table, so webdata-etl never wrote it): give the pipeline another state file (state.path, or the SQLite sink's path)`,
+        },
+      ]);
+    }
+  }
   const version = hasMeta ? (db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined) : undefined;
   if (version !== undefined && Number(version) > STATE_SCHEMA_VERSION) {
     throw new ValidationError('Invalid state store', [
