@@ -170,6 +170,14 @@ test('probe', () => {
     expect(readdirSync(home)).toEqual([]);
   });
 
+  it('the installed webdata-etl bin on an old Node says in one line what it needs (was a TypeError from inside undici), exit 1', async () => {
+    const result = await run(oldNode().node, [join(ROOT, 'dist/cli/main.js'), 'run', 'pipelines/rank-tracking.ts', '--simulator'], { env: oldShellEnv() });
+    expect(result.code).toBe(1);
+    const floor = FLOOR.join('\\.');
+    expect(result.stderr).toMatch(new RegExp(`^webdata-etl: needs Node\\.js ${floor} or newer; this is [\\d.]+\\. Install Node\\.js 24 LTS \\(https://nodejs\\.org\\) and run it again\\n$`));
+    expect(result.stdout).toBe('');
+  });
+
   it('arguments, exit code and a death by signal come through the Node it provides', PROVISIONING, async () => {
     const env = oldShellEnv();
     const echoed = await run(oldNode().node, [LAUNCHER, '-e', 'console.log(JSON.stringify([process.versions.node, process.argv.slice(1)])); process.exitCode = 3', '--', 'a b', '', "c'd"], { env });

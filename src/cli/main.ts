@@ -3,68 +3,21 @@
 // grow. One malloc arena (glibc; ignored elsewhere): with one per thread, memory that V8's helper threads and SQLite
 // freed stays in arenas the process holds — 25–30 MB more at half a million items. Together they keep a run of
 // millions of items under 300 MB at no cost in speed (measured: README, "Proven under … volume").
-import { VERSION } from '../version.ts';
-import { estimateCommand } from './estimate-command.ts';
-import { exportCommand } from './export-command.ts';
-import { reportCommand } from './report-command.ts';
-import { EXIT, exitCodeFor } from './exit-codes.ts';
-import { runCommand } from './run-command.ts';
-import { runsCommand } from './runs-command.ts';
-import { simulate } from './simulate.ts';
-import { UsageError } from './usage-error.ts';
+import { createRequire } from 'node:module';
 
-const help = `Usage: webdata-etl <command> [options]
+// Checked before anything else is loaded: on an older Node the first import fails far from here (undici on Node 20:
+// "Cannot read properties of undefined (reading 'bind')"), which tells a user nothing. The floor has one home,
+// package.json's engines.node (">=MAJOR.MINOR"), one level above src/ and dist/ alike.
+const engines = (createRequire(import.meta.url)('../../package.json') as { engines: { node: string } }).engines.node;
+const [floorMajor = 0, floorMinor = 0] = (/^>=(\d+)\.(\d+)/.exec(engines) ?? []).slice(1).map(Number);
+const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+// WEBDATA_NODE_TOO_OLD=1 acts as though this Node were too old, as scripts/with-node.mjs does: for tests on machines with none.
+const tooOld = major < floorMajor || (major === floorMajor && minor < floorMinor) || process.env.WEBDATA_NODE_TOO_OLD === '1';
 
-Harvests the Structured Public Web Data API into SQLite tables and CSV files.
-
-Commands:
-  run <pipeline>        run a pipeline (.ts/.js module or .json config); resumes an interrupted run
-  estimate <pipeline>   worst-case requests and credits, before anything is spent
-  runs <pipeline|db>    the history of a pipeline's runs
-  export <db>           analytics reports and items as CSV, JSON Lines or Parquet
-  report <db>           one self-contained HTML page with charts
-  simulate              run the local API simulator
-
-Options:
-  -h, --help     show help (also after a command: webdata-etl run --help)
-  -v, --version  show the version
-
-Environment: WEBDATA_BASE_URL (the API's {base_url}), WEBDATA_API_KEY (or WEBDATA_TOKEN), HTTPS_PROXY, NO_PROXY.
-Exit codes: 0 finished, 1 unexpected, 2 invalid configuration or usage, 3 authentication (401),
-4 plan/permission/credits/quota, 5 failed series, 75 try again later, 130 interrupted. See webdata-etl run --help.
-`;
-
-const commands: Record<string, (args: string[]) => Promise<number>> = {
-  run: runCommand,
-  estimate: estimateCommand,
-  runs: runsCommand,
-  export: exportCommand,
-  report: reportCommand,
-  simulate: async (args) => {
-    await simulate(args);
-    return EXIT.ok;
-  },
-};
-
-async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
-    process.stdout.write(help);
-    return command === undefined ? EXIT.usage : EXIT.ok;
-  }
-  if (command === '-v' || command === '--version') {
-    process.stdout.write(`${VERSION}\n`);
-    return EXIT.ok;
-  }
-  const handler = commands[command];
-  if (!handler) throw new UsageError(`unknown command "${command}"; expected one of: ${Object.keys(commands).join(', ')} (see --help)`);
-  return handler(rest);
-}
-
-try {
-  process.exitCode = await main(process.argv.slice(2));
-} catch (error) {
-  // Bad usage and bad input are the user's to fix: a message, no stack trace.
-  process.stderr.write(`webdata-etl: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = exitCodeFor({ error });
+if (tooOld) {
+  process.stderr.write(`webdata-etl: needs Node.js ${floorMajor}.${floorMinor} or newer; this is ${process.versions.node}. Install Node.js 24 LTS (https://nodejs.org) and run it again\n`);
+  process.exitCode = 1;
+} else {
+  const { runCli } = await import('./commands.ts');
+  await runCli(process.argv.slice(2));
 }
