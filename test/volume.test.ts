@@ -17,7 +17,7 @@ const ROOT = join(import.meta.dirname, '..');
 
 /**
  * What the `webdata-etl` bin's shebang (`#!/usr/bin/env -S NAME=value … node --flag …`) sets: its environment and
- * Node flags, the way the command runs for its users. The README gives the same for `node pipelines/x.ts`.
+ * Node flags, the way the command runs for its users. docs/testing.md ("Volume") gives the same for `node pipelines/x.ts`.
  */
 const BIN = (() => {
   const words = (readFileSync(join(ROOT, 'src/cli/main.ts'), 'utf8').split('\n', 1)[0] ?? '').replace(/^#!\/usr\/bin\/env -S /, '').split(/\s+/);
@@ -96,7 +96,7 @@ describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the
     expect(summary.items.served).toBe(QUERIES * 500);
     expect(summary.items.written).toBe(summary.items.served - summary.items.duplicates);
     expect(summary.items.written).toBeGreaterThan(QUERIES * 490);
-    // The figures, for the README (measured, not asserted: timing depends on the machine and its load).
+    // The figures, for docs/testing.md (measured, not asserted: timing depends on the machine and its load).
     console.log(`[volume] ${summary.items.served} items served, ${summary.items.written} written: peak RSS ${result.peakRssMb} MB, ${(summary.durationMs / 1000).toFixed(1)} s`);
     expect(result.peakRssMb).toBeLessThan(RSS_LIMIT_MB);
     expectNoKey(dir.dir, result.stdout + result.stderr);

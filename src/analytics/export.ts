@@ -102,7 +102,7 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
           path: 'report',
           message:
             `${source} does not exist: the views are created by the SQLite sink for its table ("${config.table}"); ` +
-            '"changes" needs append mode, and none of them exist with a dedupe wider than the series (see README, "Analytics")',
+            '"changes" needs append mode, and none of them exist with a dedupe wider than the series (see docs/analytics.md, "Where the views apply")',
         },
       ]);
     }

@@ -2,7 +2,7 @@
 // A small young generation (4 MB semi-spaces): V8 then collects page-sized garbage early instead of letting the heap
 // grow. One malloc arena (glibc; ignored elsewhere): with one per thread, memory that V8's helper threads and SQLite
 // freed stays in arenas the process holds — 25–30 MB more at half a million items. Together they keep a run of
-// millions of items under 300 MB at no cost in speed (measured: README, "Proven under … volume").
+// millions of items under 300 MB at no cost in speed (measured: docs/testing.md, "Volume").
 import { createRequire } from 'node:module';
 
 // Checked before anything else is loaded: on an older Node the first import fails far from here (undici on Node 20:

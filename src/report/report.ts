@@ -111,7 +111,7 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
       );
     }
     if (data.histories.length === 0 && data.rankBuckets.length === 0) {
-      sections.push('<section class="empty"><p>This output has no analytics views (a dedupe wider than the series, or custom columns): see the README, “Analytics”.</p></section>');
+      sections.push('<section class="empty"><p>This output has no analytics views (a dedupe wider than the series, or custom columns): see docs/analytics.md, “Where the views apply”.</p></section>');
     }
   }
 
