@@ -3,20 +3,103 @@ export const REDACTED = '[redacted]';
 
 // Shorter values would match ordinary text and redact it for nothing; real keys are far longer.
 const MIN_SECRET_LENGTH = 4;
+// A secret's beginning this long, left at the end of a cut text, is taken for the secret: a cut (ours, or a read that
+// stopped at its limit) can fall inside an echoed key, and the half before it is still most of the key.
+const MIN_PREFIX = 8;
+// A base64 core shorter than this would match ordinary text; keys of 10 characters or more give longer cores.
+const MIN_BASE64_CORE = 12;
 
 /**
- * Returns a function that replaces every occurrence of the given secrets in a text.
- * Servers sometimes echo request headers in error bodies, so anything we keep from a response
- * (and every message built from it) passes through this before it is stored or shown.
+ * Replaces every secret in a text (`redact(text)`), or does so and then cuts it to `max` characters
+ * (`redact.cut(text, max)`), redacting what a cut may leave of one at its end.
  */
-export function redactor(secrets: ReadonlyArray<string | undefined>): (text: string) => string {
-  const values = [...new Set(secrets.filter((s): s is string => typeof s === 'string' && s.length >= MIN_SECRET_LENGTH))]
+export interface Redactor {
+  (text: string): string;
+  cut(text: string, max: number): string;
+}
+
+/**
+ * Servers echo request headers in error bodies, in `Location`s and sometimes in 2xx pages, and not always as sent:
+ * JSON-escaped (`\/`, `\u002F`), percent-encoded (either case of hex), as HTML entities, or inside base64. So each
+ * secret is matched in each of those encodings, character by character (a server may escape some characters and not
+ * others), and as the three base64 cores that stand for it at any byte alignment of an encoded blob. The forms are
+ * compiled once into one pattern; everything kept from a response passes through it before it is stored or shown.
+ */
+export function redactor(secrets: ReadonlyArray<string | undefined>): Redactor {
+  const values = [...new Set(secrets.filter((s): s is string => typeof s === 'string' && s.length >= MIN_SECRET_LENGTH))];
+  const forms = values
+    .flatMap((value) => [[...value].map((char) => charPattern([char])), ...base64Cores(value)])
     // Longest first, so that a secret containing another is replaced whole.
     .sort((a, b) => b.length - a.length);
-  if (values.length === 0) return (text) => text;
-  return (text) => {
-    let out = text;
-    for (const value of values) out = out.replaceAll(value, REDACTED);
-    return out;
-  };
+  if (forms.length === 0) return Object.assign((text: string) => text, { cut: (text: string, max: number) => text.slice(0, max) });
+
+  const whole = new RegExp(forms.map((form) => form.join('')).join('|'), 'g');
+  const cutShort = forms.filter((form) => form.length > MIN_PREFIX).map(prefixPattern);
+  const tail = cutShort.length > 0 ? new RegExp(`(?:${cutShort.join('|')})$`) : undefined;
+  const redact = (text: string) => text.replace(whole, REDACTED);
+  return Object.assign(redact, {
+    cut(text: string, max: number) {
+      const kept = redact(text).slice(0, max);
+      return tail ? kept.replace(tail, REDACTED) : kept;
+    },
+  });
+}
+
+/** A form's first MIN_PREFIX characters or more, at the end of a text. */
+function prefixPattern(form: readonly string[]): string {
+  let rest = '';
+  for (let i = form.length - 1; i >= MIN_PREFIX; i--) rest = `(?:${form[i]}${rest})?`;
+  return form.slice(0, MIN_PREFIX).join('') + rest;
+}
+
+/**
+ * The base64 of a secret depends on where in the blob it starts (which of 3 byte alignments); for each, the characters
+ * made of the secret's bits alone are the same whatever surrounds it. base64url's `-` and `_` stand for `+` and `/`.
+ */
+function base64Cores(secret: string): string[][] {
+  const bytes = Buffer.from(secret, 'utf8');
+  const cores: string[][] = [];
+  for (const [offset, skip] of [[0, 0], [1, 2], [2, 3]] as const) {
+    const length = offset + bytes.length;
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64');
+    // Whole 6-bit characters that hold no bit of the bytes around the secret.
+    const core = encoded.slice(skip, Math.floor((length * 8) / 6));
+    if (core.length < MIN_BASE64_CORE) return [];
+    cores.push([...core].map((char) => charPattern(char === '+' ? ['+', '-'] : char === '/' ? ['/', '_'] : [char])));
+  }
+  return cores;
+}
+
+const HTML_NAMES: Readonly<Record<string, readonly string[]>> = {
+  '&': ['amp'], '<': ['lt'], '>': ['gt'], '"': ['quot'], "'": ['apos'], '/': ['sol'], '\\': ['bsol'], '+': ['plus'],
+  '=': ['equals'], '.': ['period'], '_': ['lowbar'], ':': ['colon'], ',': ['comma'], ';': ['semi'], '!': ['excl'],
+  '#': ['num'], '$': ['dollar'], '%': ['percnt'], '*': ['ast', 'midast'], '?': ['quest'], '@': ['commat'],
+  '[': ['lsqb', 'lbrack'], ']': ['rsqb', 'rbrack'], '{': ['lcub', 'lbrace'], '}': ['rcub', 'rbrace'], '|': ['vert', 'verbar'],
+  '^': ['Hat'], '`': ['grave'], '(': ['lpar'], ')': ['rpar'],
+};
+
+/** One character of a form (or any of its equivalents) as it may appear: literal, JSON-escaped, percent-encoded, an HTML entity. */
+function charPattern(chars: readonly string[]): string {
+  const alternatives = new Set<string>();
+  for (const char of chars) {
+    const codePoint = char.codePointAt(0) as number;
+    alternatives.add(escapeRegExp(char));
+    // JSON: \uXXXX for any character (a surrogate pair beyond the BMP), and the short escapes.
+    alternatives.add(Array.from({ length: char.length }, (_, i) => String.raw`\\u${hex(char.charCodeAt(i), 4)}`).join(''));
+    if (char === '/' || char === '"' || char === '\\') alternatives.add(String.raw`\\` + escapeRegExp(char));
+    alternatives.add([...Buffer.from(char, 'utf8')].map((byte) => `%${hex(byte, 2)}`).join(''));
+    alternatives.add(`&#0*${codePoint};?`);
+    alternatives.add(`&#[xX]0*${hex(codePoint, 1)};?`);
+    for (const name of HTML_NAMES[char] ?? []) alternatives.add(`&${name};`);
+  }
+  return `(?:${[...alternatives].join('|')})`;
+}
+
+/** Hex digits of `n`, either case. */
+function hex(n: number, width: number): string {
+  return [...n.toString(16).padStart(width, '0')].map((digit) => (/[a-f]/.test(digit) ? `[${digit}${digit.toUpperCase()}]` : digit)).join('');
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
 }

@@ -1,6 +1,6 @@
 import { Agent, type Dispatcher, EnvHttpProxyAgent } from 'undici';
 import type { z } from 'zod';
-import { redactor } from '../redact.ts';
+import { type Redactor, redactor } from '../redact.ts';
 import { MalformedResponseError, ValidationError } from './errors.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from './endpoint-path.ts';
 import { type ClientOptions, isLoopbackHost, resolveClientOptions } from './options.ts';
@@ -70,8 +70,15 @@ export interface Client {
  */
 export function createClient(options: ClientOptions): Client {
   const resolved = resolveClientOptions(options);
-  const { baseUrl, apiKey, token, tokenHeader, tokenScheme, timeoutMs, maxBodyBytes, userAgent } = resolved;
-  const redact = redactor([apiKey, token, token && tokenScheme ? `${tokenScheme} ${token}` : undefined]);
+  const { baseUrl, apiKey, token, tokenHeader, tokenScheme, timeoutMs, maxBodyBytes, userAgent, onWarning } = resolved;
+  // The token alone is enough: wherever the header's "Bearer <token>" is echoed, the token in it is redacted.
+  const redact = redactor([apiKey, token]);
+  let warned = false;
+  const echoed = () => {
+    if (warned) return;
+    warned = true;
+    onWarning?.(`the server echoed the ${apiKey ? 'API key' : 'token'}; it was redacted`);
+  };
   const ownDispatcher = resolved.dispatcher === undefined;
   const dispatcher: Dispatcher = resolved.dispatcher ?? defaultDispatcher(baseUrl);
   const allow = { extraCountries: resolved.extraCountries, extraLangs: resolved.extraLangs };
@@ -89,7 +96,7 @@ export function createClient(options: ClientOptions): Client {
       payload = JSON.stringify(body);
       headers['content-type'] = 'application/json';
     }
-    return exchange({ dispatcher, timeoutMs, maxBodyBytes, redact }, { method, path, url, headers, body: payload, signal });
+    return exchange({ dispatcher, timeoutMs, maxBodyBytes, redact, echoed }, { method, path, url, headers, body: payload, signal });
   }
 
   function parseJson(answer: Answer, method: string, path: string): unknown {
@@ -98,7 +105,7 @@ export function createClient(options: ClientOptions): Client {
     } catch (error) {
       throw new MalformedResponseError(
         `${method} ${path} → ${answer.status}: the body is not valid JSON (${(error as Error).message}); it was probably charged`,
-        { method, path, status: answer.status, requestId: answer.requestId, body: excerpt(redact(answer.text)) },
+        { method, path, status: answer.status, requestId: answer.requestId, body: excerpt(answer.text, redact) },
       );
     }
   }
@@ -126,7 +133,7 @@ export function createClient(options: ClientOptions): Client {
           path: SEARCH_PATH,
           status: answer.status,
           requestId: answer.requestId,
-          body: excerpt(redact(answer.text)),
+          body: excerpt(answer.text, redact),
         });
       }
       const record = body as { data: Item[] } & Record<string, unknown>;
@@ -146,7 +153,7 @@ export function createClient(options: ClientOptions): Client {
             .slice(0, 3)
             .map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`)
             .join('; ')}); it was probably charged`,
-          { method, path, status: answer.status, requestId: answer.requestId, body: excerpt(redact(answer.text)) },
+          { method, path, status: answer.status, requestId: answer.requestId, body: excerpt(answer.text, redact) },
         );
       }
       return { ...meta(answer), body: parsed.data };
@@ -206,7 +213,10 @@ function toQuery(query: EndpointRequest['query']): URLSearchParams {
   return params;
 }
 
-function excerpt(text: string): string {
+const EXCERPT_CHARS = 2048;
+
+/** The start of a body on one line, for an error. The body was redacted whole; what the cut leaves of a secret is too. */
+function excerpt(text: string, redact: Redactor): string {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > 2048 ? `${flat.slice(0, 2048)}…` : flat;
+  return flat.length > EXCERPT_CHARS ? `${redact.cut(flat, EXCERPT_CHARS)}…` : flat;
 }

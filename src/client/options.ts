@@ -77,6 +77,11 @@ export const clientOptionsSchema = z.strictObject({
   extraCountries: codeList.default([]),
   /** Language codes the engine accepts beyond ISO 639-1 tags (e.g. `iw`). */
   extraLangs: codeList.default([]),
+  /**
+   * Told (once per client) when a server echoed the key or token in an answer — a body, even a 2xx one, or a header.
+   * What was echoed is redacted before anything reads it; the warning is for whoever runs the server to fix.
+   */
+  onWarning: z.custom<(message: string) => void>((value) => typeof value === 'function', { error: 'must be a function (message) => void' }).optional(),
   /** An undici dispatcher to send through; by default one that honours HTTPS_PROXY and NO_PROXY. */
   dispatcher: z.custom<Dispatcher>((value) => typeof value === 'object' && value !== null && 'dispatch' in value, {
     error: 'must be an undici Dispatcher',

@@ -1,4 +1,5 @@
 import { type Dispatcher, request } from 'undici';
+import type { Redactor } from '../redact.ts';
 import { AbortedError, MalformedResponseError, NetworkError, TimeoutError, type WebDataError } from './errors.ts';
 import { statusError } from './status-error.ts';
 
@@ -6,8 +7,10 @@ export interface TransportOptions {
   dispatcher: Dispatcher;
   timeoutMs: number;
   maxBodyBytes: number;
-  /** Applied to everything kept from a response or an underlying error. */
-  redact: (text: string) => string;
+  /** Applied to everything kept from a response (body, headers) or an underlying error, before anything is cut. */
+  redact: Redactor;
+  /** Called whenever a response (its body or a header) held a secret, which was redacted. */
+  echoed: () => void;
 }
 
 export interface Outgoing {
@@ -26,14 +29,17 @@ export interface Answer {
   status: number;
   headers: ResponseHeaders;
   requestId: string | undefined;
-  /** The body decoded as UTF-8, a leading byte-order mark removed. */
+  /** The body decoded as UTF-8, a leading byte-order mark removed, secrets redacted. */
   text: string;
   bytes: number;
   durationMs: number;
 }
 
-/** Bytes of an error body kept for context: enough for any error message, bounded against huge pages. */
-const ERROR_EXCERPT_BYTES = 4096;
+/** Characters of an error body kept for context: enough for any error message, bounded against huge pages. */
+const ERROR_EXCERPT_CHARS = 4096;
+// Read past the excerpt, so that a secret the excerpt's end falls in is read whole and redacted before the cut.
+const ERROR_READ_BYTES = 2 * ERROR_EXCERPT_CHARS;
+const REQUEST_ID_CHARS = 200;
 const REQUEST_ID_HEADERS = ['x-request-id', 'request-id', 'x-correlation-id', 'x-amzn-requestid', 'cf-ray'];
 
 // Failures where the request certainly never reached the server: nothing can have been charged.
@@ -75,42 +81,66 @@ export async function exchange(options: TransportOptions, outgoing: Outgoing): P
     throw failure(error, 'send');
   }
 
-  const { statusCode: status, headers } = response;
+  const { statusCode: status } = response;
+  // Every header value is redacted before any is read: a Location, a request id or a debugging header can echo the key.
+  const headers = redactHeaders(response.headers, options);
   const rawId = pickRequestId(headers);
-  const requestId = rawId === undefined ? undefined : options.redact(rawId);
+  const requestId = rawId === undefined ? undefined : options.redact.cut(rawId, REQUEST_ID_CHARS);
 
   if (status >= 300) {
-    const excerpt = await readAtMost(response.body, ERROR_EXCERPT_BYTES).catch(() => undefined);
-    throw statusError({
-      ...details,
-      status,
-      headers,
-      redact: options.redact,
-      requestId,
-      body: excerpt && oneLine(options.redact(decode(excerpt.bytes)), excerpt.truncated),
-    });
+    const read = await readAtMost(response.body, ERROR_READ_BYTES).catch(() => undefined);
+    throw statusError({ ...details, status, headers, redact: options.redact, requestId, body: read && errorExcerpt(read, options) });
   }
 
-  let read: { bytes: Buffer; truncated: boolean };
+  const declared = Number(first(headers['content-length']));
+  const tooLarge = () =>
+    new MalformedResponseError(
+      `${method} ${path} → ${status}: the body is larger than maxBodyBytes (${options.maxBodyBytes}); it was probably charged`,
+      { ...details, status, requestId },
+    );
+  if (declared > options.maxBodyBytes) {
+    // Announced too large: not a byte of it is read.
+    response.body.destroy();
+    throw tooLarge();
+  }
+  let read: Read;
   try {
     read = await readAtMost(response.body, options.maxBodyBytes);
   } catch (error) {
     throw failure(error, 'body', requestId);
   }
-  if (read.truncated) {
-    throw new MalformedResponseError(
-      `${method} ${path} → ${status}: the body is larger than maxBodyBytes (${options.maxBodyBytes}); it was probably charged`,
-      { ...details, status, requestId },
-    );
-  }
+  if (read.truncated) throw tooLarge();
+  const bytes = Buffer.concat(read.chunks, read.length);
   return {
     status,
     headers,
     requestId,
-    text: decode(read.bytes),
-    bytes: read.bytes.length,
+    text: scrub(decode(bytes), options),
+    bytes: bytes.length,
     durationMs: performance.now() - started,
   };
+}
+
+/** The text with its secrets redacted; tells `echoed` when there were any. */
+function scrub(text: string, options: TransportOptions): string {
+  const clean = options.redact(text);
+  if (clean !== text) options.echoed();
+  return clean;
+}
+
+function redactHeaders(headers: ResponseHeaders, options: TransportOptions): ResponseHeaders {
+  const clean: ResponseHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    clean[name] = Array.isArray(value) ? value.map((v) => scrub(v, options)) : value === undefined ? undefined : scrub(value, options);
+  }
+  return clean;
+}
+
+/** The start of an error body on one line: redacted whole first, then cut (a secret at the cut is redacted too). */
+function errorExcerpt(read: Read, options: TransportOptions): string {
+  const flat = scrub(decode(Buffer.concat(read.chunks, read.length).subarray(0, ERROR_READ_BYTES)), options).replace(/\s+/g, ' ').trim();
+  const kept = options.redact.cut(flat, ERROR_EXCERPT_CHARS);
+  return read.truncated || flat.length > ERROR_EXCERPT_CHARS ? `${kept}…` : kept;
 }
 
 interface FailureContext {
@@ -121,7 +151,7 @@ interface FailureContext {
   signal: AbortSignal | undefined;
   timeoutMs: number;
   requestId: string | undefined;
-  redact: (text: string) => string;
+  redact: Redactor;
 }
 
 function transportError(error: unknown, context: FailureContext): WebDataError {
@@ -154,26 +184,40 @@ function isTlsFailure(code: string | undefined): boolean {
   return code !== undefined && (/CERT|TLS|SSL/.test(code) || code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE');
 }
 
-function summarize(error: unknown, redact: (text: string) => string): { name: string; code?: string; message: string } {
-  if (!(error instanceof Error)) return { name: 'Error', message: redact(String(error)) };
+// An underlying error's message can quote what the server sent; it is kept bounded.
+const CAUSE_MESSAGE_CHARS = 1000;
+
+function summarize(error: unknown, redact: Redactor): { name: string; code?: string; message: string } {
+  if (!(error instanceof Error)) return { name: 'Error', message: redact.cut(String(error), CAUSE_MESSAGE_CHARS) };
   const withCode = error as Error & { code?: unknown; cause?: { code?: unknown } };
   const code = typeof withCode.code === 'string' ? withCode.code : typeof withCode.cause?.code === 'string' ? withCode.cause.code : undefined;
-  return code === undefined ? { name: error.name, message: redact(error.message) } : { name: error.name, code, message: redact(error.message) };
+  const message = redact.cut(error.message, CAUSE_MESSAGE_CHARS);
+  return code === undefined ? { name: error.name, message } : { name: error.name, code, message };
 }
 
-async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): unknown }, limit: number) {
+interface Read {
+  chunks: Buffer[];
+  length: number;
+  /** More than `limit` bytes came: the body was let go of, and `chunks` hold only what was read before. */
+  truncated: boolean;
+}
+
+/**
+ * Reads a body up to `limit` bytes. Past it, stops reading and destroys the body (which also frees the connection):
+ * the rest is never buffered, and what was read is not copied (the caller of a body over the limit has no use for it).
+ */
+async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): unknown }, limit: number): Promise<Read> {
   const chunks: Buffer[] = [];
   let length = 0;
   for await (const chunk of body) {
     chunks.push(chunk);
     length += chunk.length;
     if (length > limit) {
-      // Stop reading: the rest is not ours to buffer. Destroying the body also frees the connection.
       body.destroy();
-      return { bytes: Buffer.concat(chunks).subarray(0, limit), truncated: true };
+      return { chunks, length, truncated: true };
     }
   }
-  return { bytes: Buffer.concat(chunks, length), truncated: false };
+  return { chunks, length, truncated: false };
 }
 
 const decoder = new TextDecoder('utf-8');
@@ -182,16 +226,14 @@ function decode(bytes: Uint8Array): string {
   return decoder.decode(bytes);
 }
 
-function oneLine(text: string, truncated: boolean): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return truncated ? `${flat}…` : flat;
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }
 
 function pickRequestId(headers: ResponseHeaders): string | undefined {
   for (const name of REQUEST_ID_HEADERS) {
-    const value = headers[name];
-    const text = Array.isArray(value) ? value[0] : value;
-    if (text) return text.slice(0, 200);
+    const text = first(headers[name]);
+    if (text) return text;
   }
   return undefined;
 }

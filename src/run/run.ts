@@ -78,7 +78,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   const emit = options.onEvent ?? (() => undefined);
   const { client, destination } = options.client
     ? { client: options.client, destination: { origin: new URL(options.client.baseUrl).origin, from: 'the client given to run()', credentials: 'the client’s own' } }
-    : buildClient(pipeline, options, env);
+    : buildClient(pipeline, options, env, emit);
   const ownClient = options.client === undefined;
   const databases = databaseRegistry();
   const sinks = pipeline.sinks as Sink<unknown>[];
@@ -304,10 +304,17 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   }
 }
 
-function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Record<string, string | undefined>>) {
+function buildClient(pipeline: Pipeline, options: RunOptions, env: Readonly<Record<string, string | undefined>>, emit: (event: RunEvent) => void) {
   const { baseUrl, apiKey, token, destination } = resolveDestination(pipeline, options, env);
+  const warned = new Set<string>();
   const client = createClient({
     baseUrl,
+    // Once per run: a server that echoes the key does so in every answer.
+    onWarning: (message) => {
+      if (warned.has(message)) return;
+      warned.add(message);
+      emit({ type: 'warning', message });
+    },
     ...(apiKey ? { apiKey } : token ? { token } : {}),
     ...(pipeline.api.timeoutMs ? { timeoutMs: pipeline.api.timeoutMs } : {}),
     ...(pipeline.api.userAgent ? { userAgent: pipeline.api.userAgent } : {}),

@@ -47,6 +47,11 @@ export const faultRuleSchema = z.discriminatedUnion('fault', [
   z.strictObject({ ...ruleBase, fault: z.literal('delay'), ms: z.int().nonnegative() }),
   /** Send the status line and part of a 200 body, then stall: the client must time out while reading. */
   z.strictObject({ ...ruleBase, fault: z.literal('stall-body') }),
+  /**
+   * Answer 200 (and charge) with a body of `bytes` bytes, streamed as the client reads it and never held whole (it can
+   * be far larger than the simulator's memory); `declareLength` sends its Content-Length, otherwise it is chunked.
+   */
+  z.strictObject({ ...ruleBase, fault: z.literal('oversize'), bytes: z.int().positive(), declareLength: z.boolean().default(false) }),
 ]);
 
 export type FaultRule = z.input<typeof faultRuleSchema>;

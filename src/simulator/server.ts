@@ -244,6 +244,13 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         open.delete(res);
         return charged;
       }
+      case 'oversize':
+        entry.status = 200;
+        debit();
+        open.add(res);
+        await streamOversize(res, fault.bytes, fault.declareLength);
+        open.delete(res);
+        return true;
       case 'delay':
         return false;
     }
@@ -442,6 +449,23 @@ function sendMalformed(res: ServerResponse, form: 'truncated' | 'not-json' | 'no
   const type = form === 'html' ? 'text/html' : 'application/json; charset=utf-8';
   res.writeHead(200, { 'content-type': type, 'content-length': String(Buffer.byteLength(bodies[form])) });
   res.end(bodies[form]);
+}
+
+/** A body of `bytes` bytes that starts like a search page, written chunk by chunk as the client takes them. */
+async function streamOversize(res: ServerResponse, bytes: number, declareLength: boolean): Promise<void> {
+  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', ...(declareLength ? { 'content-length': String(bytes) } : {}) });
+  const head = Buffer.from('{"data":[{"title":"');
+  const filler = Buffer.alloc(64 * 1024, 'x');
+  const closed = new Promise<void>((resolve) => res.once('close', resolve));
+  let left = bytes;
+  for (let chunk = head; left > 0 && !res.destroyed; chunk = filler) {
+    const part = chunk.subarray(0, Math.min(chunk.length, left));
+    left -= part.length;
+    // Backpressure: wait for the client to read (or leave) rather than queue the whole body in memory.
+    if (!res.write(part)) await Promise.race([new Promise((resolve) => res.once('drain', resolve)), closed]);
+  }
+  if (!res.destroyed) res.end();
+  await closed;
 }
 
 async function readJson(req: IncomingMessage): Promise<{ ok: true; value: unknown } | { ok: false; message: string }> {
