@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { canonicalUrl, normalize, searchPages, toSqlite } from '../src/index.ts';
+import { simulator } from './helpers.ts';
+import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
+
+describe('normalize', () => {
+  it('finds fields by the aliases real APIs use, and keeps what it cannot use in raw', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const depth = 20_000;
+    const data = [
+      { name: 'Bing style', url: 'https://bing.example/', snippet: 'from bing' },
+      { title: 'Serp style', link: 'https://serp.example/', snippet: 's' },
+      { title: '  Cafe\u0301  ', url: 'https://brave.example/', description: 'brave' },
+      { title: 'Tavily', url: 'https://tavily.example/', content: 'tavily' },
+      { href: 'https://href.example/', title: 12345, snippet: { html: '<b>x</b>' } },
+      { title: 'nul\u0000 and lone \ud800 surrogate', url: 'https://odd.example/', deep: 'DEEP' },
+      { url: 'not a url at all' },
+    ];
+    // Nesting deeper than JSON.stringify can handle (JSON.parse can): sent as text.
+    const body = JSON.stringify({ data }).replace('"DEEP"', `${'{"next":'.repeat(depth)}{}${'}'.repeat(depth)}`);
+    sim.inject({ fault: 'status', status: 200, body, times: 1 });
+    await runOn(sim, {
+      name: 'aliases',
+      source: searchPages({ queries: ['x'], maxPages: 1, count: null }),
+      stages: [normalize()],
+      sinks: [toSqlite({ path: dir.path('n.sqlite') })],
+    });
+    const rows = sqliteRows(dir.path('n.sqlite'));
+    expect(rows.map((r) => [r.title, r.url, r.domain, r.snippet])).toEqual([
+      ['Bing style', 'https://bing.example/', 'bing.example', 'from bing'],
+      ['Serp style', 'https://serp.example/', 'serp.example', 's'],
+      ['Café', 'https://brave.example/', 'brave.example', 'brave'],
+      ['Tavily', 'https://tavily.example/', 'tavily.example', 'tavily'],
+      ['12345', 'https://href.example/', 'href.example', null],
+      ['nul and lone \ufffd surrogate', 'https://odd.example/', 'odd.example', null],
+      [null, 'not a url at all', null, null],
+    ]);
+    expect(rows[2]?.title).toBe('Caf\u00e9');
+    // raw keeps the item as received, however deep.
+    expect(String(rows[5]?.raw).length).toBeGreaterThan(depth * 8);
+    let nested = JSON.parse(String(rows[5]?.raw)).deep;
+    let levels = 0;
+    while (nested.next) {
+      nested = nested.next;
+      levels += 1;
+    }
+    expect(levels).toBe(depth);
+    expect(JSON.parse(String(rows[4]?.raw))).toEqual(data[4]);
+  });
+
+  it('canonical URLs: scheme and host case, default port, fragment and tracking parameters go; the rest sorted', () => {
+    expect(canonicalUrl('HTTPS://WWW.Example.COM:443/Path?b=2&utm_campaign=x&a=1&gclid=abc#frag')).toBe('https://www.example.com/Path?a=1&b=2');
+    expect(canonicalUrl('http://example.com:80/?srsltid=1&id=7')).toBe('http://example.com/?id=7');
+    expect(canonicalUrl('https://books.example/books?id=1')).not.toBe(canonicalUrl('https://books.example/books?id=2'));
+    expect(canonicalUrl('  not a url ')).toBe('not a url');
+    expect(canonicalUrl('https://a.example/?z=1&z=0')).toBe('https://a.example/?z=0&z=1');
+  });
+});
