@@ -19,6 +19,9 @@ const RATE_WINDOW_MS = 5000;
  * Progress and logs on stderr: a live line on a terminal, a plain line every few seconds otherwise, or JSON lines
  * for log collectors. stdout stays for data.
  */
+/** Pauses longer than this are shown. */
+const VISIBLE_PAUSE_MS = 2000;
+
 export function progressReporter(options: ProgressOptions) {
   const write = options.write ?? ((text: string) => process.stderr.write(text));
   const now = options.now ?? Date.now;
@@ -130,6 +133,13 @@ export function progressReporter(options: ProgressOptions) {
           break;
         case 'warning':
           log(`${paint(33, 'warning')}: ${event.message}`);
+          break;
+        case 'pause':
+          // A pause long enough to look like a hang is said, with why and until when; short ones are routine.
+          if (event.ms > VISIBLE_PAUSE_MS) {
+            if (options.mode === 'json') json('pause', { ms: event.ms, reason: event.reason, cause: event.cause, until: event.until });
+            else log(`${paint(33, 'pause')}: ${duration(event.ms)}, until ${event.until} (${event.cause})`);
+          }
           break;
         default:
           break;

@@ -17,15 +17,25 @@ export interface Clock {
   hold?(): () => void;
 }
 
+/** The longest timer Node arms as asked: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Sleeps `ms` in steps no longer than MAX_TIMER_MS, so that no timer is ever armed past it. `wait` is one step's
+ * sleep (injectable: a test counts the steps of a month's sleep without waiting for it).
+ */
+export async function sleepInSteps(
+  ms: number,
+  signal: AbortSignal | undefined,
+  wait: (ms: number, signal: AbortSignal | undefined) => Promise<void> = (step, s) => delay(step, undefined, { signal: s }),
+): Promise<void> {
+  signal?.throwIfAborted();
+  for (let left = ms; left > 0; left -= MAX_TIMER_MS) await wait(Math.min(left, MAX_TIMER_MS), signal);
+}
+
 export const systemClock: Clock = {
   now: () => performance.now(),
-  sleep: async (ms, signal) => {
-    if (ms <= 0) {
-      signal?.throwIfAborted();
-      return;
-    }
-    await delay(ms, undefined, { signal });
-  },
+  sleep: (ms, signal) => sleepInSteps(ms, signal),
 };
 
 export interface VirtualClock extends Clock {

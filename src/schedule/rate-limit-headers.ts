@@ -1,8 +1,10 @@
+import { boundHeaderDelay } from '../client/retry-after.ts';
+
 /** What a response said about the client's remaining allowance. */
 export interface RateLimitHint {
   /** Requests still allowed in the current window. */
   remaining: number;
-  /** Milliseconds until the window resets. */
+  /** Milliseconds until the window resets: at most a year (see `boundHeaderDelay`). */
   resetMs: number;
   /** The window's quota, when sent. */
   limit?: number | undefined;
@@ -29,14 +31,16 @@ export function readRateLimitHeaders(headers: Headers, nowEpochMs: number = Date
     const remaining = params.get('r') ?? params.get('remaining');
     const reset = params.get('t') ?? params.get('reset');
     if (remaining !== undefined && reset !== undefined) {
-      return { remaining, resetMs: reset * 1000, limit: params.get('limit'), policyRate };
+      const resetMs = boundHeaderDelay(reset * 1000);
+      if (resetMs !== undefined) return { remaining, resetMs, limit: params.get('limit'), policyRate };
     }
   }
   for (const prefix of ['ratelimit-', 'x-ratelimit-']) {
     const remaining = number(text(headers[`${prefix}remaining`]));
     const reset = number(text(headers[`${prefix}reset`]));
     if (remaining !== undefined && reset !== undefined) {
-      return { remaining, resetMs: resetDelta(reset, nowEpochMs), limit: number(text(headers[`${prefix}limit`])), policyRate };
+      const resetMs = boundHeaderDelay(resetDelta(reset, nowEpochMs));
+      if (resetMs !== undefined) return { remaining, resetMs, limit: number(text(headers[`${prefix}limit`])), policyRate };
     }
   }
   return undefined;

@@ -7,6 +7,7 @@ import { type Charge, createCreditMeter, type CreditSnapshot } from './credit-me
 import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
 import { requestsPerSecond, resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
 import { createPacer } from './pacer.ts';
+import { decidePause } from './pause-rule.ts';
 import { readRateLimitHeaders } from './rate-limit-headers.ts';
 import { createRateController } from './rate-controller.ts';
 
@@ -59,7 +60,15 @@ export type SchedulerEvent =
       uncertain: boolean;
     }
   | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
-  | { type: 'pause'; ms: number; reason: 'rate_limited' | 'rate_limit_headers' }
+  | {
+      type: 'pause';
+      ms: number;
+      reason: 'rate_limited' | 'rate_limit_headers';
+      /** Wall-clock end of the pause (ISO 8601), for people reading progress. */
+      until: string;
+      /** What asked for it: `Retry-After 30 s`, `RateLimit: 0 left, window resets in 40 s`, `backoff after a 429`. */
+      cause: string;
+    }
   | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers' }
   | { type: 'stop'; reason: StopReason; message: string; path?: string | undefined };
 
@@ -187,7 +196,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
   };
 
-  const pauseFor = (ms: number, reason: 'rate_limited' | 'rate_limit_headers') => {
+  const pauseFor = (ms: number, reason: 'rate_limited' | 'rate_limit_headers', cause: string) => {
     const now = clock.now();
     const until = now + ms;
     if (until <= pausedUntil) return;
@@ -196,7 +205,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     const pause = ++pauses;
     pacer.pauseUntil(until);
     queue.pause();
-    emit({ type: 'pause', ms, reason });
+    emit({ type: 'pause', ms, reason, until: new Date(Date.now() + ms).toISOString(), cause });
     // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
     // clock reaches their end, and a queue left paused would never start again.
     clock.sleep(ms, halt.signal).then(
@@ -219,9 +228,15 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     // Requests still in flight will take from the same allowance.
     const left = hint.remaining - inFlight;
     if (left <= 0) {
-      pauseFor(hint.resetMs, 'rate_limit_headers');
+      const cause = `rate-limit headers: no requests left, the window resets in ${Math.ceil(hint.resetMs / 1000)} s`;
+      const decision = decidePause(hint.resetMs, config.rateLimit.maxRetryAfterMs, cause, Date.now());
+      if (decision.kind === 'quota') stopRun({ reason: 'quota', resumeAt: decision.resumeAt, message: decision.message });
+      else pauseFor(decision.ms, 'rate_limit_headers', cause);
       return;
     }
+    // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
+    // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
+    if (hint.resetMs > config.rateLimit.maxRetryAfterMs) return;
     const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
     if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
   };
@@ -345,14 +360,9 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       case 'rate_limited': {
         counters.rateLimited += 1;
         const retryAfter = disposition.retryAfterMs;
-        if (retryAfter !== undefined && retryAfter > config.rateLimit.maxRetryAfterMs) {
-          const resumeAt = new Date(Date.now() + retryAfter);
-          stopRun({
-            reason: 'quota',
-            error,
-            resumeAt,
-            message: `the server asked to wait ${Math.ceil(retryAfter / 1000)} s (a quota, not a burst): stopped; resume after ${resumeAt.toISOString()}`,
-          });
+        const asked = retryAfter === undefined ? undefined : decidePause(retryAfter, config.rateLimit.maxRetryAfterMs, `Retry-After ${Math.ceil(retryAfter / 1000)} s`, Date.now());
+        if (asked?.kind === 'quota') {
+          stopRun({ reason: 'quota', error, resumeAt: asked.resumeAt, message: asked.message });
           return finish(task, stoppedOutcome(task) as Outcome<Answered>);
         }
         if (stalled()) {
@@ -363,9 +373,9 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
         if (task.rateLimitedAttempts > config.rateLimit.retries) return finish(task, failure);
         consecutiveRateLimits += 1;
         const backoff = fullJitter(consecutiveRateLimits, config.rateLimit.baseDelayMs, config.rateLimit.maxDelayMs, random);
-        const pause = Math.max(retryAfter ?? 0, backoff);
+        const pause = Math.max(asked?.ms ?? 0, backoff);
         if (config.adaptive && controller.onRateLimited(sentAt)) applyRate('rate_limited');
-        if (pause > 0) pauseFor(pause, 'rate_limited');
+        if (pause > 0) pauseFor(pause, 'rate_limited', asked && asked.ms >= backoff ? `429, Retry-After ${Math.ceil(asked.ms / 1000)} s` : '429, backing off');
         emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: pause });
         return retryLater(task, 0);
       }
