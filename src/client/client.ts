@@ -1,6 +1,7 @@
 import { Agent, type Dispatcher, EnvHttpProxyAgent } from 'undici';
 import type { z } from 'zod';
 import { type Redactor, redactor } from '../redact.ts';
+import type { CodeAllowance } from './codes.ts';
 import { MalformedResponseError, ValidationError } from './errors.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from './endpoint-path.ts';
 import { type ClientOptions, isLoopbackHost, resolveClientOptions } from './options.ts';
@@ -50,6 +51,11 @@ export interface EndpointResponse<T = unknown> extends ResponseMeta {
 export interface CallOptions {
   /** Cancels the request, including the reading of its body. */
   signal?: AbortSignal | undefined;
+  /**
+   * Codes allowed for this call beyond ISO, on top of the client's own `extraCountries`/`extraLangs`: a source that
+   * accepted an engine-specific code passes it here, so that what it validated is what the client sends.
+   */
+  allow?: CodeAllowance | undefined;
 }
 
 export interface Client {
@@ -121,8 +127,8 @@ export function createClient(options: ClientOptions): Client {
   return {
     baseUrl,
 
-    async search(params, { signal } = {}) {
-      const valid = parseSearchParams(params, allow);
+    async search(params, { signal, allow: also } = {}) {
+      const valid = parseSearchParams(params, also ? { extraCountries: [...allow.extraCountries, ...(also.extraCountries ?? [])], extraLangs: [...allow.extraLangs, ...(also.extraLangs ?? [])] } : allow);
       const query = new URLSearchParams();
       for (const [name, value] of Object.entries(valid)) if (value !== undefined) query.set(name, String(value));
       const answer = await send('GET', SEARCH_PATH, query, undefined, signal);

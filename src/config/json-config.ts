@@ -71,7 +71,7 @@ export function pipelineFromConfig(config: unknown): PipelineDefinition {
       ]);
     }
   }
-  const { search, endpoint, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = ValidationError.parse(jsonConfigSchema, config, 'Invalid pipeline config');
+  const { search, endpoint, dedupe: dedupeOptions, sinks, $schema: _schema, ...rest } = ValidationError.parse(jsonConfigSchema, withApiCodes(config), 'Invalid pipeline config');
   const sources = [...(search ? [searchPages(search)] : []), ...(endpoint ? [endpointPages(endpoint)] : [])];
   if (sources.length === 0) {
     throw new ValidationError('Invalid pipeline config', [{ path: 'search', message: 'give a source: "search": { "queries": […] } and/or "endpoint": { "path": "/…" }' }]);
@@ -86,4 +86,20 @@ export function pipelineFromConfig(config: unknown): PipelineDefinition {
       return type === 'sqlite' ? toSqlite(options) : type === 'csv' ? toCsv(options as CsvSinkOptions) : toJsonl(options as JsonlSinkOptions);
     }),
   };
+}
+
+/**
+ * `api.extraCountries` / `api.extraLangs` allow a code for the whole pipeline, its search source included (which
+ * checks its countries and langs itself): one allow-list, merged into the source's before anything is validated.
+ */
+function withApiCodes(config: object): object {
+  const { api, search } = config as { api?: Record<string, unknown>; search?: Record<string, unknown> };
+  if (typeof search !== 'object' || search === null || typeof api !== 'object' || api === null) return config;
+  const merged = { ...search };
+  for (const field of ['extraCountries', 'extraLangs'] as const) {
+    const own = search[field] ?? [];
+    const wide = api[field];
+    if (Array.isArray(own) && Array.isArray(wide) && wide.length > 0) merged[field] = [...new Set([...own, ...wide])];
+  }
+  return { ...config, search: merged };
 }

@@ -65,6 +65,7 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
   const queries = listed.map((entry) => entry.query);
   const countries = config.countries.length > 0 ? [...new Set(config.countries)] : [''];
   const langs = config.langs.length > 0 ? [...new Set(config.langs)] : [''];
+  const allow = { extraCountries: config.extraCountries, extraLangs: config.extraLangs };
 
   function* series(): Generator<Series> {
     for (const { query, tags } of listed) {
@@ -111,7 +112,8 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
                 ...(one.country ? { country: one.country } : {}),
                 ...(one.lang ? { lang: one.lang } : {}),
               },
-              { signal },
+              // The codes this source allowed beyond ISO are allowed for its requests too: one allow-list, not two.
+              { signal, allow },
             );
             return { ...response, items: response.data };
           }),
