@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { createResultsViews } from '../src/index.ts';
+import { createResultsViews } from '../src/analytics/index.ts';
 import { openStateStore } from '../src/state/store.ts';
 
 export const R1 = '2026-01-01T00-00-00-000Z-aaaaaa';

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { normalize, searchPages, type Simulator, toSqlite } from '../src/index.ts';
+import { normalize, searchPages, toSqlite } from '../src/index.ts';
+import { type Simulator } from '../src/simulator/index.ts';
 import { simulator, TEST_KEY } from './helpers.ts';
 import { runOn, workdir } from './pipeline-helpers.ts';
 

@@ -2,7 +2,8 @@ import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { createServer as createTcpServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, NetworkError, parseRetryAfter, VERSION } from '../src/index.ts';
+import { createClient, NetworkError, VERSION } from '../src/index.ts';
+import { parseRetryAfter } from '../src/client/retry-after.ts';
 import { rejection, TEST_KEY } from './helpers.ts';
 
 /** A bare HTTP server that records what the client sends, so that the wire format is checked, not our own reading of it. */

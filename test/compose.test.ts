@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { items, mapItems, type Page, pipe, type RunContext, type Stage, StageContractError, throughStages } from '../src/index.ts';
+import { items, mapItems, type Page, pipe, type RunContext, type Stage, StageContractError } from '../src/index.ts';
+import { throughStages } from '../src/pipeline/compose.ts';
 import { seriesStates } from '../src/pipeline/context.ts';
 
 const series = { id: 's', endpoint: '/x', query: 'q', country: '', lang: '' };

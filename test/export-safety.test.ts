@@ -2,7 +2,9 @@ import { linkSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, 
 import { Writable } from 'node:stream';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { exportReport, ValidationError, writeReport } from '../src/index.ts';
+import { ValidationError } from '../src/index.ts';
+import { exportReport } from '../src/analytics/index.ts';
+import { writeReport } from '../src/report/index.ts';
 import { writeOutputFile, writeOutputFileWith } from '../src/output-file.ts';
 import { handMadeDatabase } from './analytics-fixture.ts';
 import { cli } from './cli-helpers.ts';

@@ -5,7 +5,7 @@ import { MAX_HEADER_DELAY_MS, parseRetryAfter } from '../src/client/retry-after.
 import { MAX_TIMER_MS, sleepInSteps } from '../src/schedule/clock.ts';
 import { decidePause } from '../src/schedule/pause-rule.ts';
 import { readRateLimitHeaders } from '../src/schedule/rate-limit-headers.ts';
-import { createScheduler, type SchedulerEvent, virtualClock } from '../src/index.ts';
+import { createScheduler, type SchedulerEvent, virtualClock } from '../src/schedule/index.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { clientFor, simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalUrl, normalize, searchPages, toSqlite } from '../src/index.ts';
+import { normalize, searchPages, toSqlite } from '../src/index.ts';
+import { canonicalUrl } from '../src/stages/canonical-url.ts';
 import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { parse } from 'csv-parse/sync';
-import { type PipelineDefinition, run, type RunOptions, type Simulator } from '../src/index.ts';
+import { type PipelineDefinition, run, type RunOptions } from '../src/index.ts';
+import { type Simulator } from '../src/simulator/index.ts';
 import { TEST_KEY } from './helpers.ts';
 
 /**

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { renderReport, writeReport } from '../src/index.ts';
+import { renderReport, writeReport } from '../src/report/index.ts';
 import { openStateStore } from '../src/state/store.ts';
 import { handMadeDatabase } from './analytics-fixture.ts';
 import { workdir } from './pipeline-helpers.ts';

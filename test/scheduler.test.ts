@@ -1,15 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-
-  createScheduler,
-  estimate,
-  type Outcome,
-  type SchedulerEvent,
-  type SchedulerOptions,
-  type SearchResponse,
-  type Simulator,
-  virtualClock,
-} from '../src/index.ts';
+import { type SearchResponse } from '../src/index.ts';
+import { createScheduler, estimate, type Outcome, type SchedulerEvent, type SchedulerOptions, virtualClock } from '../src/schedule/index.ts';
+import { type Simulator } from '../src/simulator/index.ts';
 import { clientFor, simulator, TEST_KEY } from './helpers.ts';
 
 /** A scheduler and a client on one simulator, all in the same virtual time. */

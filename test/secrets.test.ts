@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, normalize, type RunEvent, searchPages, type Simulator, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
+import { createClient, normalize, type RunEvent, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
+import { type Simulator } from '../src/simulator/index.ts';
 import { resolveClientOptions } from '../src/client/options.ts';
 import { redactor } from '../src/redact.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';

@@ -6,4 +6,3 @@ export { createPacer, type Pacer } from './pacer.ts';
 export { type Clock, systemClock, virtualClock, type VirtualClock } from './clock.ts';
 export { readRateLimitHeaders, type RateLimitHint } from './rate-limit-headers.ts';
 export { estimate, type Estimate, type WorkUnit } from './estimate.ts';
-export { fullJitter } from './backoff.ts';

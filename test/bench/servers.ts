@@ -1,7 +1,7 @@
 // The two kinds of rate-limited server a scenario can run against, behind one shape, so that each scenario is
 // written once and the limiter is the only thing that changes.
 import { randomBytes } from 'node:crypto';
-import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/index.ts';
+import { type Simulator, type SimulatorOptions, startSimulator } from '../../src/simulator/index.ts';
 import { startNginx } from './nginx.ts';
 
 export type ServerKind = 'simulator' | 'nginx';

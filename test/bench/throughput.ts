@@ -13,22 +13,9 @@ import { finished } from 'node:stream/promises';
 import Database from 'better-sqlite3';
 import { stringify } from 'csv-stringify';
 import { stringify as stringifySync } from 'csv-stringify/sync';
-import {
-  createClient,
-  DEFAULT_CSV_COLUMNS,
-  dedupe,
-  definePipeline,
-  normalize,
-  type Page,
-  run,
-  type RunSummary,
-  searchPages,
-  type Series,
-  type Sink,
-  type Source,
-  toCsv,
-  toSqlite,
-} from '../../src/index.ts';
+import { createClient, dedupe, definePipeline, normalize, type Page, run, type RunSummary, searchPages, type Sink, type Source, toCsv, toSqlite } from '../../src/index.ts';
+import { type Series } from '../../src/pipeline/page.ts';
+import { DEFAULT_CSV_COLUMNS } from '../../src/sinks/csv.ts';
 import { unlimitedTarget } from './servers.ts';
 
 const PAGES_PER_QUERY = 5;

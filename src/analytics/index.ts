@@ -1,0 +1,3 @@
+// webdata-etl/analytics: the views over a results table, and exports of them.
+export { exportReport, exportOptionsSchema, type ExportOptions, REPORTS, REPORT_NAMES } from './export.ts';
+export { createResultsViews, createSpendView, applicableViews, viewName, type ResultsView } from './views.ts';
