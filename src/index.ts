@@ -48,10 +48,10 @@ export {
   MalformedResponseError,
   AbortedError,
   ValidationError,
-} from './client/errors.ts';
-export { StageContractError } from './pipeline/compose.ts';
-export { RunLifecycleError } from './run/lifecycle.ts';
-export { OutputError } from './run/output-error.ts';
-export { LeaseHeldError } from './state/lease.ts';
+  StageContractError,
+  RunLifecycleError,
+  OutputError,
+  LeaseHeldError,
+} from './errors/index.ts';
 
 export { VERSION } from './version.ts';

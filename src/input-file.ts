@@ -1,5 +1,5 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { ValidationError } from './client/errors.ts';
+import { ValidationError } from './errors/validation-error.ts';
 
 export interface InputFileLimit {
   /** The most bytes the file may hold; a larger one is refused, never read whole. */

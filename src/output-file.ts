@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, fchmodSync, fsyncSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { ValidationError } from './client/errors.ts';
+import { ValidationError } from './errors/validation-error.ts';
 
 /**
  * Files a user asks for by name (exports, the HTML report, a summary): written whole or not at all, readable by
@@ -115,7 +115,7 @@ export function checkOutputPath(out: string, options: { field?: string; database
 function destination(path: string): { path: string; replace: boolean; mode: number | undefined } {
   const real = realTarget(path);
   const stat = statOf(real);
-  if (stat?.isDirectory()) throw new Error(`${path} is a directory, not a file`);
+  if (stat?.isDirectory()) throw new ValidationError('Invalid output', [{ path: 'out', message: `${path} is a directory: give a file name` }]);
   if (stat && !stat.isFile()) return { path: real, replace: false, mode: undefined };
   mkdirSync(dirname(real), { recursive: true });
   return { path: real, replace: true, mode: stat ? stat.mode & 0o777 : undefined };

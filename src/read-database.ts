@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import { ValidationError } from './client/errors.ts';
+import { ValidationError } from './errors/validation-error.ts';
 
 /**
  * Opens a database the user named for reading (exports, the report, `runs`), read-only.

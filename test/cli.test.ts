@@ -41,6 +41,18 @@ describe('webdata-etl run', () => {
     expect(statSync(dir.path('out/summary.json')).mode & 0o777).toBe(0o600);
   });
 
+  it('2: the library’s options are named as flags on the command line (--fresh, --resume)', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const both = await cli(['run', config(dir.dir), '--fresh', '--resume'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('webdata-etl: --fresh and --resume contradict each other: choose one');
+    const nothing = await cli(['run', config(dir.dir), '--resume'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr).toContain('nothing to resume: this pipeline has no runs yet (run it without --resume)');
+    expect(sim.stats().requests).toBe(0);
+  });
+
   it('2: a bad field is reported by its path, before any request', async () => {
     await using sim = await simulator();
     using dir = workdir();

@@ -200,7 +200,7 @@ describe('the life of a run', () => {
 
     const refused = await runChild({ ...spec, resume: true }).done;
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('resume it with a larger total cap');
+    expect(refused.stderr).toContain('resume it with a larger total cap (`budget: N`, N > ');
 
     const more = await runChild({ ...spec, resume: true, budgetOverride: 20 }).done;
     expect(more.summary).toMatchObject({ runId: resumed.summary?.runId, credits: { budget: 20 } });
@@ -236,7 +236,9 @@ describe('the life of a run', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('queries: added "scale", removed "espresso"');
     expect(refused.stderr).toContain('maxPages: 4 → 2');
-    expect(refused.stderr).toContain('--fresh');
+    // The library speaks of its options; the command line translates them into flags.
+    expect(refused.stderr).toContain('run with `fresh: true` to abandon it');
+    expect(refused.stderr).not.toContain('--fresh');
     // Refused before anything was sent or written.
     expect(readFileSync(dir.path('out.csv'), 'utf8')).toBe(csvBefore);
 

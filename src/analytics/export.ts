@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { stringify } from 'csv-stringify/sync';
 import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { checkOutputPath, writeOutputFileWith } from '../output-file.ts';
 import { openForReading } from '../read-database.ts';
 import { viewName } from './views.ts';

@@ -6,7 +6,7 @@ import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
 import { simulate } from './simulate.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors/usage-error.ts';
 
 const help = `Usage: webdata-etl <command> [options]
 

@@ -1,4 +1,4 @@
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors/usage-error.ts';
 
 /**
  * What `export` and `report` share: one database to read, and the filters `--query`, `--country` and `--table`

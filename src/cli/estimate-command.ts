@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { estimate } from '../schedule/estimate.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors/usage-error.ts';
 
 export const estimateHelp = `Usage: webdata-etl estimate <pipeline.ts|pipeline.json> [--json]
 

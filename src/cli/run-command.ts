@@ -9,7 +9,7 @@ import { startSimulator } from '../simulator/server.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors/usage-error.ts';
 
 const OPTIONS_HELP = `Options:
   --fresh                abandon an unfinished run (its partial rows go) and start a new one
@@ -85,7 +85,7 @@ export async function runFromCommandLine(pipeline: Pipeline | PipelineDefinition
       code = EXIT.ok;
     } else code = await execute(pipeline, values, process.argv[1] === undefined ? undefined : relative(process.cwd(), process.argv[1]));
   } catch (error) {
-    process.stderr.write(`webdata-etl: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`webdata-etl: ${inFlagWords(error instanceof Error ? error.message : String(error))}\n`);
     code = exitCodeFor({ error });
   }
   process.exitCode = code;
@@ -139,7 +139,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   }
   reporter.finish(summary, failure);
   if (failure !== undefined) {
-    process.stderr.write(`webdata-etl: ${failure instanceof Error ? failure.message : String(failure)}\n`);
+    process.stderr.write(`webdata-etl: ${inFlagWords(failure instanceof Error ? failure.message : String(failure))}\n`);
     return exitCodeFor({ error: failure });
   }
   const text = `${JSON.stringify(summary, null, 2)}\n`;
@@ -149,4 +149,9 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   else process.stdout.write(text);
   if (values['summary-json']) writeOutputFile(values['summary-json'], text);
   return exitCodeFor({ summary });
+}
+
+/** The library names run() options (`fresh: true`, `budget: N`); on the command line they are flags. */
+function inFlagWords(message: string): string {
+  return message.replaceAll('`fresh: true`', '--fresh').replaceAll('`resume: true`', '--resume').replaceAll('`budget: N`', '--budget N');
 }

@@ -5,7 +5,7 @@ import { statePath } from '../run/run.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors/usage-error.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite> [--json]
 

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { startSimulator } from '../simulator/server.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors/usage-error.ts';
 
 export const simulateHelp = `Usage: webdata-etl simulate [options]
 

@@ -3,19 +3,7 @@ export { createClient, SEARCH_PATH, type Client, type Item, type SearchResponse,
 export { type ClientOptions, clientOptionsSchema, isLoopbackHost } from './options.ts';
 export { type SearchParams, type ValidSearchParams, searchParamsSchema, parseSearchParams } from './search-params.ts';
 export { parseRetryAfter } from './retry-after.ts';
-export {
-  WebDataError,
-  BadRequestError,
-  AuthenticationError,
-  PlanError,
-  RateLimitError,
-  ServerError,
-  UnexpectedStatusError,
-  NetworkError,
-  TimeoutError,
-  MalformedResponseError,
-  AbortedError,
-  ValidationError,
-  type FailureKind,
-  type ValidationIssue,
-} from './errors.ts';
+export { WebDataError, type FailureKind } from '../errors/web-data-error.ts';
+export { BadRequestError, AuthenticationError, PlanError, RateLimitError, ServerError, UnexpectedStatusError } from '../errors/status-errors.ts';
+export { NetworkError, TimeoutError, MalformedResponseError, AbortedError } from '../errors/transport-errors.ts';
+export { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';

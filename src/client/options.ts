@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import { USER_AGENT } from '../version.ts';
-import { ValidationError } from './errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 
 const LOOPBACK_HOSTS = new Set(['localhost', '[::1]', '::1']);
 

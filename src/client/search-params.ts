@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { type CodeAllowance, checkCountry, checkLang } from './codes.ts';
-import { ValidationError } from './errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 
 const positiveInt = (what: string) =>
   z.int({ error: `must be a positive integer (${what})` }).positive({ error: `must be a positive integer (${what})` });

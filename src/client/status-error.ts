@@ -1,13 +1,5 @@
-import {
-  AuthenticationError,
-  BadRequestError,
-  PlanError,
-  RateLimitError,
-  ServerError,
-  UnexpectedStatusError,
-  type WebDataError,
-  type WebDataErrorDetails,
-} from './errors.ts';
+import { AuthenticationError, BadRequestError, PlanError, RateLimitError, ServerError, UnexpectedStatusError } from '../errors/status-errors.ts';
+import { type WebDataError, type WebDataErrorDetails } from '../errors/web-data-error.ts';
 import { parseRetryAfter } from './retry-after.ts';
 
 export interface FailedResponse extends WebDataErrorDetails {

@@ -1,6 +1,7 @@
 import { type Dispatcher, request } from 'undici';
 import type { Redactor } from '../redact.ts';
-import { AbortedError, MalformedResponseError, NetworkError, TimeoutError, type WebDataError } from './errors.ts';
+import { AbortedError, MalformedResponseError, NetworkError, TimeoutError } from '../errors/transport-errors.ts';
+import { type WebDataError } from '../errors/web-data-error.ts';
 import { statusError } from './status-error.ts';
 
 export interface TransportOptions {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { type PipelineDefinition, pipelineSchema } from '../run/define.ts';
 import { type CsvSinkOptions, csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
 import { type JsonlSinkOptions, jsonlSinkOptionsSchema, toJsonl } from '../sinks/jsonl.ts';

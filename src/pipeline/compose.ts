@@ -1,5 +1,6 @@
 import type { RunContext } from './context.ts';
 import type { Page } from './page.ts';
+import { StageContractError } from '../errors/stage-contract-error.ts';
 
 /**
  * A stage: a plain async-iterable transform of pages. A user's own stage is an `async function*` with this
@@ -8,14 +9,6 @@ import type { Page } from './page.ts';
  */
 // `any` by default: each stage is typed where it is defined; a chain of them is heterogeneous.
 export type Stage<I = any, O = any> = (pages: AsyncIterable<Page<I>>, ctx: RunContext) => AsyncIterable<Page<O>>;
-
-/** A stage broke the one-page-in, one-page-out contract. */
-export class StageContractError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'StageContractError';
-  }
-}
 
 /** Chains stages: `pipe(pages, [a, b], ctx)` is `b(a(pages, ctx), ctx)`. */
 export function pipe<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: readonly Stage[], ctx: RunContext): AsyncIterable<Page<O>> {

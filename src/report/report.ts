@@ -1,6 +1,6 @@
 import { basename } from 'node:path';
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
 import { openForReading } from '../read-database.ts';
 import { RUN_STATUSES } from '../run/summary.ts';

@@ -6,6 +6,7 @@ import type { SeriesIdentity, SpendRow, StateStore } from '../state/store.ts';
 import { crashPoint } from './crash-points.ts';
 import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
+import { OutputError } from '../errors/output-error.ts';
 
 export interface CommitterOptions {
   store: StateStore;
@@ -89,7 +90,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
       const seq = store.currentSeq() + 1;
       const records = staged.map((sink) => writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, seq)));
       writingTo(store.path, store.db.transaction(() => {
-        if (store.nextSeq() !== seq) throw new Error('the page journal moved under this run: is another process writing to the state store?');
+        if (store.nextSeq() !== seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
         for (const row of ledger.splice(0)) store.spend(row);
         alsoCommit?.();
         store.commitSeries(runId, identity(page.series), {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';

@@ -1,4 +1,4 @@
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Pipeline } from './define.ts';
 
 /** Where the key goes, and who decided: shown before the first request and kept in the summary. */

@@ -1,4 +1,5 @@
 import { type RunRecord, UNFINISHED } from '../state/store.ts';
+import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 
 export interface LifecycleOptions {
   /** Abandon an unfinished run (its partial rows go) and start a new one. Finished runs are never touched. */
@@ -13,14 +14,6 @@ export type Decision =
   | { mode: 'new'; abandon?: RunRecord | undefined; budget: number | null }
   | { mode: 'resume'; run: RunRecord; retryFailed: boolean; budget: number | null };
 
-/** Why a run cannot start as asked; the message says what to do. */
-export class RunLifecycleError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'RunLifecycleError';
-  }
-}
-
 /**
  * What this invocation does (DESIGN §4): an interrupted run resumes by default; a finished run makes the next
  * invocation a new run; `resume` continues a finished run stopped by its budget (with a new cap) or retries its
@@ -32,7 +25,7 @@ export function decide(
   pipelineBudget: number | null,
   options: LifecycleOptions,
 ): Decision {
-  if (options.fresh && options.resume) throw new RunLifecycleError('--fresh and --resume contradict each other: choose one');
+  if (options.fresh && options.resume) throw new RunLifecycleError('`fresh: true` and `resume: true` contradict each other: choose one');
   const unfinished = latest !== undefined && UNFINISHED.has(latest.status);
 
   if (options.fresh) return { mode: 'new', abandon: unfinished ? latest : undefined, budget: options.budget ?? pipelineBudget };
@@ -45,21 +38,21 @@ export function decide(
 
   if (!options.resume) return { mode: 'new', budget: options.budget ?? pipelineBudget };
 
-  if (!latest) throw new RunLifecycleError('nothing to resume: this pipeline has no runs yet (run it without --resume)');
+  if (!latest) throw new RunLifecycleError('nothing to resume: this pipeline has no runs yet (run it without `resume: true`)');
   checkSamePlan(latest, plan);
   if (latest.status === 'budget') {
     const spent = Number((latest.summary?.credits as { spent?: number } | undefined)?.spent ?? 0);
     const budget = options.budget ?? latest.budget ?? pipelineBudget;
     if (budget !== null && budget <= spent) {
       throw new RunLifecycleError(
-        `run ${latest.runId} stopped on its budget after spending ${spent} credits of ${budget}: resume it with a larger total cap (--budget N, N > ${spent})`,
+        `run ${latest.runId} stopped on its budget after spending ${spent} credits of ${budget}: resume it with a larger total cap (\`budget: N\`, N > ${spent})`,
       );
     }
     return { mode: 'resume', run: latest, retryFailed: true, budget };
   }
   if (latest.status === 'failed_series') return { mode: 'resume', run: latest, retryFailed: true, budget: options.budget ?? latest.budget ?? pipelineBudget };
   throw new RunLifecycleError(
-    `nothing to resume: the last run (${latest.runId}) ${latest.status === 'completed' ? 'completed' : `ended as ${latest.status}`}; run without --resume to start a new run`,
+    `nothing to resume: the last run (${latest.runId}) ${latest.status === 'completed' ? 'completed' : `ended as ${latest.status}`}; run without \`resume: true\` to start a new run`,
   );
 }
 
@@ -67,7 +60,7 @@ function checkSamePlan(run: RunRecord, plan: { fingerprint: string; data: Record
   if (run.fingerprint === plan.fingerprint) return;
   throw new RunLifecycleError(
     `run ${run.runId} was started with a different plan, so it cannot be resumed: ${describeChange(run.plan, plan.data)}. ` +
-      'Restore the previous plan to resume it, or run with --fresh to abandon it (its partial rows go) and start a new run.',
+      'Restore the previous plan to resume it, or run with `fresh: true` to abandon it (its partial rows go) and start a new run.',
   );
 }
 

@@ -1,21 +1,4 @@
-/** Why an output could not be written: each has its remedy and its exit code. */
-export type OutputProblem = 'full' | 'read_only' | 'locked' | 'corrupt' | 'invalid_path';
-
-/**
- * A failure of the disk, not of the API: the output or the state store is on a full disk, is read-only, is locked
- * by another process, is not a SQLite database (or a damaged one), or its path cannot be a file (a directory).
- * Committed data is intact (SQLite rolls back, a file sink is cut back to its checkpoint on the next run), and the run
- * resumes once the cause is gone. The last two are the user's input to fix, never to wait out.
- */
-export class OutputError extends Error {
-  readonly problem: OutputProblem;
-
-  constructor(problem: OutputProblem, message: string, cause: unknown) {
-    super(message, { cause });
-    this.name = 'OutputError';
-    this.problem = problem;
-  }
-}
+import { OutputError } from '../errors/output-error.ts';
 
 const FULL = /^(ENOSPC|EDQUOT|SQLITE_FULL)$/;
 const READ_ONLY = /^(EROFS|EACCES|EPERM|SQLITE_READONLY.*|SQLITE_CANTOPEN.*)$/;

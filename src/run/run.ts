@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { type Client, createClient } from '../client/client.ts';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { throughStages } from '../pipeline/compose.ts';
 import { seriesStates } from '../pipeline/context.ts';
 import { createPermits } from '../pipeline/permits.ts';

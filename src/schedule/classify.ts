@@ -1,4 +1,4 @@
-import { WebDataError } from '../client/errors.ts';
+import { WebDataError } from '../errors/web-data-error.ts';
 
 /** Why the scheduler stops sending for the whole run (or, for `forbidden`, for one endpoint; for `budget`, one series). */
 export type StopReason = 'budget' | 'unauthorized' | 'payment_required' | 'forbidden' | 'quota' | 'stall' | 'interrupted' | 'aborted';

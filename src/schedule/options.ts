@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Clock } from './clock.ts';
 
 const positive = (what: string) => z.number({ error: `must be a number (${what})` }).positive({ error: `must be greater than 0 (${what})` });

@@ -1,5 +1,5 @@
 import PQueue from 'p-queue';
-import type { WebDataError } from '../client/errors.ts';
+import type { WebDataError } from '../errors/web-data-error.ts';
 import { fullJitter } from './backoff.ts';
 import { classify, mayHaveBeenCharged, type StopReason } from './classify.ts';
 import { type Clock, systemClock } from './clock.ts';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 
 const rate = z.number().min(0).max(1);
 

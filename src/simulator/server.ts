@@ -6,6 +6,7 @@ import { type Endpoint, ENDPOINTS } from './endpoints.ts';
 import { type Fault, faultBook, matches, type RequestFacts } from './faults.ts';
 import { type FaultRule, keySchema, type ResolvedKey, resolveSimulatorOptions, type SimulatorOptions } from './options.ts';
 import { KeyAccount, type Refusal } from './plans.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 
 const PREFIX = '/api/v1';
 const MAX_REQUEST_BODY = 1024 * 1024;
@@ -330,7 +331,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     updateKey(name, patch) {
       const account = accounts.get(name);
-      if (!account) throw new Error(`no simulated key named "${name}"`);
+      if (!account) throw new ValidationError('Invalid key update', [{ path: 'name', message: `no simulated key named "${name}"` }]);
       account.update(patch, clock());
     },
     close,

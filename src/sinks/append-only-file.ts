@@ -1,6 +1,6 @@
 import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { crashPoint } from '../run/crash-points.ts';
 import type { SinkCheckpoints } from '../state/checkpoints.ts';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { NORMALIZED_COLUMNS, normalizedItemSchema } from '../stages/normalized-item.ts';
 import { toJson } from '../stages/json.ts';
 

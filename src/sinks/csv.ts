@@ -2,7 +2,7 @@ import { readSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
 import { appendOnlyFile } from './append-only-file.ts';
 import { checkNormalized, columnName, csvValue } from './columns.ts';

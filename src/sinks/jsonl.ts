@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { readSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { toJson } from '../stages/json.ts';
 import { appendOnlyFile } from './append-only-file.ts';
 import type { Sink, SinkContext } from './sink.ts';

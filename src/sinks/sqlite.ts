@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/store.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';

@@ -1,4 +1,4 @@
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Source, SourcePlan } from './source.ts';
 
 /**

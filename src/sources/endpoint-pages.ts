@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { MalformedResponseError, ValidationError } from '../client/errors.ts';
+import { MalformedResponseError } from '../errors/transport-errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
 import { characterCount, MAX_QUERY_CHARACTERS } from '../client/search-params.ts';
 import type { Series } from '../pipeline/page.ts';

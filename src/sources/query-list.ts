@@ -1,5 +1,5 @@
 import { parse } from 'csv-parse/sync';
-import { type ValidationIssue, ValidationError } from '../client/errors.ts';
+import { type ValidationIssue, ValidationError } from '../errors/validation-error.ts';
 import { characterCount, MAX_QUERY_CHARACTERS, queryLengthProblem } from '../client/search-params.ts';
 import { readInputFile } from '../input-file.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';

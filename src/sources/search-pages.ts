@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SEARCH_PATH } from '../client/client.ts';
 import { checkCountry, checkLang } from '../client/codes.ts';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Series } from '../pipeline/page.ts';
 import { fetchAll, pageSeries } from './paging.ts';
 import { readQueryList } from './query-list.ts';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import { canonicalUrl } from './canonical-url.ts';
 import { toJson } from './json.ts';

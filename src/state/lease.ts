@@ -1,28 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type Database from 'better-sqlite3';
+import { LeaseHeldError, type LeaseHolder } from '../errors/lease-held-error.ts';
 
 /** How long a lease lives without renewal; holders renew at a third of it. */
 export const LEASE_TTL_MS = 60_000;
-
-/** Who holds a lease. */
-export interface LeaseHolder {
-  pipeline: string;
-  pid: number;
-  host: string;
-  since: string;
-}
-
-/** Another live process holds what this run needs: its state store or one of its outputs. Try again later (exit 75). */
-export class LeaseHeldError extends Error {
-  readonly holder: LeaseHolder;
-
-  constructor(message: string, holder: LeaseHolder) {
-    super(message);
-    this.name = 'LeaseHeldError';
-    this.holder = holder;
-  }
-}
 
 export interface Lease {
   /** Never throws: a row it cannot remove is taken over by the next run. */

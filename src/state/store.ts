@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { createSpendView } from '../analytics/views.ts';
-import { ValidationError } from '../client/errors.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
