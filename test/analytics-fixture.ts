@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { createResultsViews } from '../src/analytics/index.ts';
+import { createResultsViews, createSpendView } from '../src/analytics/index.ts';
 import { openStateStore } from '../src/state/store.ts';
 
 export const R1 = '2026-01-01T00-00-00-000Z-aaaaaa';
@@ -13,6 +13,7 @@ const DOMAIN: Record<string, string> = { a: 'x.com', b: 'x.com', c: 'y.com', d: 
 export function handMadeDatabase(path: string, runs: readonly string[] = [R1, R2]) {
   const db = new Database(path);
   const store = openStateStore(db);
+  createSpendView(db);
   db.exec(`CREATE TABLE results (run_id TEXT NOT NULL, query TEXT NOT NULL, country TEXT NOT NULL, lang TEXT NOT NULL, page INTEGER NOT NULL,
     position INTEGER NOT NULL, rank INTEGER, title TEXT, url TEXT, domain TEXT, snippet TEXT, dedupe_key TEXT, fetched_at TEXT NOT NULL, raw TEXT NOT NULL)`);
   const insert = db.prepare(`INSERT INTO results VALUES (?, 'q', ?, 'en', 1, ?, ?, ?, ?, ?, NULL, ?, ?, '{}')`);

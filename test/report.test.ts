@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { renderReport, writeReport } from '../src/report/index.ts';
+import { createSpendView } from '../src/analytics/index.ts';
 import { openStateStore } from '../src/state/store.ts';
 import { handMadeDatabase } from './analytics-fixture.ts';
 import { workdir } from './pipeline-helpers.ts';
@@ -55,6 +56,7 @@ describe('the HTML report', () => {
     using dir = workdir();
     const empty = new Database(dir.path('empty.sqlite'));
     openStateStore(empty);
+    createSpendView(empty);
     empty.close();
     const html = renderReport({ database: dir.path('empty.sqlite'), now: NOW });
     expect(html).toContain('No results yet');

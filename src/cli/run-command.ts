@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from '../run/define.ts';
 import { run, statePath } from '../run/run.ts';
-import { stopOnSignals } from '../run/signals.ts';
+import { stopOnSignals } from './signals.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { startSimulator } from '../simulator/server.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';

@@ -1,9 +1,9 @@
 import type { Page, Series } from '../pipeline/page.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sources/source.ts';
-import { toJson } from '../stages/json.ts';
+import { toJson } from '../json.ts';
 import type { SeriesIdentity, SpendRow, StateStore } from '../state/store.ts';
-import { crashPoint } from './crash-points.ts';
+import { crashPoint } from '../crash-points.ts';
 import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import { OutputError } from '../errors/output-error.ts';

@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import { applicableViews, createResultsViews, createSpendView } from '../analytics/views.ts';
 import { type Client, createClient } from '../client/client.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { throughStages } from '../pipeline/compose.ts';
@@ -9,7 +11,7 @@ import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type SchedulerEvent } from '../schedule/scheduler.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
-import { toJson } from '../stages/json.ts';
+import { toJson } from '../json.ts';
 import { sinkCheckpoints } from '../state/checkpoints.ts';
 import { acquireLease } from '../state/lease.ts';
 import { seenKeys } from '../state/seen-keys.ts';
@@ -88,6 +90,11 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   try {
     checkOutputs(sinks, statePath(pipeline));
     const store = openStateStore(databases.get(statePath(pipeline)));
+    createSpendView(store.db);
+    const seriesComplete = !pipeline.stages.some((stage) => {
+      const scope = (stage as { dedupeScope?: string }).dedupeScope;
+      return scope !== undefined && scope !== 'series';
+    });
     lease = acquireLease(store.db, pipeline.name);
     const planPrint = fingerprint(plan.fingerprint);
     const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget?.maxCredits ?? null, options);
@@ -99,10 +106,8 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       currentSeq: store.currentSeq(),
       statePath: store.path,
       tagColumns: plan.tagColumns ?? [],
-      seriesComplete: !pipeline.stages.some((stage) => {
-        const scope = (stage as { dedupeScope?: string }).dedupeScope;
-        return scope !== undefined && scope !== 'series';
-      }),
+      // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
+      resultsTable: (db: Database.Database, table: string, mode: 'append' | 'replace' | 'upsert') => createResultsViews(db, table, applicableViews(mode, seriesComplete)),
     };
     const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
     for (const sink of sinks) {

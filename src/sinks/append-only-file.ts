@@ -2,7 +2,7 @@ import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, writeSync } f
 import { dirname } from 'node:path';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
-import { crashPoint } from '../run/crash-points.ts';
+import { crashPoint } from '../crash-points.ts';
 import type { SinkCheckpoints } from '../state/checkpoints.ts';
 import { type Lease, leaseOutput } from '../state/lease.ts';
 import { claimFile, fileOutputKey, registryPathFor } from '../state/output-claims.ts';

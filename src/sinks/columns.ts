@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import { NORMALIZED_COLUMNS, normalizedItemSchema } from '../stages/normalized-item.ts';
-import { toJson } from '../stages/json.ts';
+import { toJson } from '../json.ts';
 
 /** A column name that is safe to quote in SQL and to put in a CSV header. */
 export const columnName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, { error: 'must be a column name: letters, digits and _, not starting with a digit' });

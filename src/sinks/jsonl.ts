@@ -3,7 +3,7 @@ import { readSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
-import { toJson } from '../stages/json.ts';
+import { toJson } from '../json.ts';
 import { appendOnlyFile } from './append-only-file.ts';
 import type { Sink, SinkContext } from './sink.ts';
 

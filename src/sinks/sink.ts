@@ -15,8 +15,11 @@ export interface SinkContext {
   readonly currentSeq: number;
   /** Tag columns every row carries (from a query list): sinks with default columns add them. */
   readonly tagColumns: readonly string[];
-  /** Whether each series' rows are complete (no dedupe wider than the series): analytics views depend on it. */
-  readonly seriesComplete: boolean;
+  /**
+   * A SQLite sink with the default columns announces its results table here once it is ready; the runner then
+   * creates the analytics views over it (sinks do not build analytics).
+   */
+  resultsTable?(db: Database.Database, table: string, mode: 'append' | 'replace' | 'upsert'): void;
   /** The state store's file: with the pipeline's name, who writes an output (see the output registry). */
   readonly statePath: string;
 }

@@ -6,7 +6,6 @@ import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/store.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
-import { applicableViews, createResultsViews } from '../analytics/views.ts';
 import { sinkCheckpoints } from '../state/checkpoints.ts';
 import { type Lease, leaseOutput } from '../state/lease.ts';
 import type { Sink, SinkContext } from './sink.ts';
@@ -73,7 +72,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
       prepareTable(db, table, stored, ctx.tagColumns);
       if (mode === 'upsert') uniqueKey(db, table);
-      if (!config.columns) createResultsViews(db, table, applicableViews(mode, ctx.seriesComplete));
+      if (!config.columns) ctx.resultsTable?.(db, table, mode);
       const checkpoints = sinkCheckpoints(db);
       const existing = checkpoints.get(id);
       if (existing) held = existing.seq;

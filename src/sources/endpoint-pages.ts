@@ -4,7 +4,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
 import { characterCount, MAX_QUERY_CHARACTERS } from '../client/search-params.ts';
 import type { Series } from '../pipeline/page.ts';
-import { toJson } from '../stages/json.ts';
+import { toJson } from '../json.ts';
 import { type Fetched, fetchAll, pageSeries } from './paging.ts';
 import type { Source, SourcePlan } from './source.ts';
 

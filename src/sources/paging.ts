@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Page, PageMeta, Series } from '../pipeline/page.ts';
 import { pageKey } from '../pipeline/page.ts';
 import type { Outcome } from '../schedule/scheduler.ts';
-import { toJson } from '../stages/json.ts';
+import { toJson } from '../json.ts';
 import { createChannel } from './channel.ts';
 import type { SeriesEnd, SeriesResume, SourceContext } from './source.ts';
 

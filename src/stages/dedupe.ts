@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import { canonicalUrl } from './canonical-url.ts';
-import { toJson } from './json.ts';
+import { toJson } from '../json.ts';
 
 type Keyed = { readonly [field: string]: unknown };
 

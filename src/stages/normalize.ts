@@ -2,7 +2,7 @@ import type { Item } from '../client/client.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import type { Page } from '../pipeline/page.ts';
 import { canonicalUrl, domainOf } from './canonical-url.ts';
-import { toJson } from './json.ts';
+import { toJson } from '../json.ts';
 import type { NormalizedItem } from './normalized-item.ts';
 
 /** Where each field may be found, first match wins: the names real search APIs use (see the corpus). */

@@ -1,5 +1,4 @@
 import type Database from 'better-sqlite3';
-import { createSpendView } from '../analytics/views.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
@@ -169,7 +168,6 @@ export function openStateStore(db: Database.Database) {
       PRIMARY KEY (run_id, sink_id)
     );
   `);
-  createSpendView(db);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
   if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
   db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
