@@ -328,6 +328,27 @@ describe('proactive pacing from rate-limit headers', () => {
   }
 });
 
+describe('wall-clock time', () => {
+  it('comes from the injected clock: a pause’s end and a quota’s resumeAt are virtual time, not the system’s', async () => {
+    const epochAt = Date.UTC(2030, 0, 1);
+    const clock = virtualClock(0, epochAt);
+    await using sim = await simulator({ clock: clock.now, epoch: clock.epoch });
+    const client = clientFor(sim);
+    const events: SchedulerEvent[] = [];
+    const scheduler = createScheduler({ clock, random: () => 0.5, concurrency: 1 });
+    scheduler.on((event) => events.push(event));
+    sim.inject({ fault: 'status', status: 429, headers: { 'retry-after': '3' }, times: 1 });
+    sim.inject({ fault: 'status', status: 429, headers: { 'retry-after': '7200' }, times: 1 });
+    const outcome = await scheduler.request({ series: 's', path: '/searchengine/search' }, (signal) => client.search({ q: 'q' }, { signal }));
+    await client.close();
+    const pause = events.find((event) => event.type === 'pause');
+    expect(pause).toMatchObject({ until: new Date(epochAt + 3000).toISOString(), cause: '429, Retry-After 3 s' });
+    expect(outcome).toMatchObject({ ok: false, kind: 'stopped', reason: 'quota' });
+    // Asked 3 virtual seconds after the start: the quota ends 7200 s after that.
+    expect((outcome as { resumeAt?: Date }).resumeAt?.getTime()).toBe(epochAt + 3000 + 7_200_000);
+  });
+});
+
 describe('stats and events', () => {
   it('report requests by status, retries, pauses, rate, concurrency and credits', async () => {
     await using t = await setup({}, { concurrency: 3, rate: { requestsPerSecond: 10 } });

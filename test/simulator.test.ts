@@ -245,6 +245,26 @@ describe('faults', () => {
     expect([gate.arrived, sim.stats().credits.main?.debited]).toEqual([2, 4]);
   });
 
+  it('wall-clock time comes from its epoch option: Unix-time resets and HTTP dates are the injected time, not the system’s', async () => {
+    const at = Date.UTC(2030, 0, 1);
+    await using sim = await simulator({
+      epoch: () => at,
+      rateLimitHeaders: 'x-ratelimit',
+      retryAfter: 'http-date',
+      keys: [{ key: TEST_KEY, name: 'main', quota: { requests: 1, windowMs: 60_000 } }],
+    });
+    const client = clientFor(sim);
+    const first = await client.search({ q: 'a' });
+    const reset = Number(first.headers['x-ratelimit-reset']);
+    expect(reset * 1000 - at).toBeGreaterThan(0);
+    expect(reset * 1000 - at).toBeLessThanOrEqual(60_000);
+    const res = await fetch(`${sim.url}/searchengine/search?q=b`, { headers: { 'x-api-key': TEST_KEY } });
+    expect(res.status).toBe(429);
+    expect(Date.parse(res.headers.get('retry-after') ?? '') - at).toBeGreaterThan(0);
+    expect(Date.parse(res.headers.get('retry-after') ?? '') - at).toBeLessThanOrEqual(62_000);
+    await client.close();
+  });
+
   it('latency delays answers', async () => {
     await using sim = await simulator({ latencyMs: 60 });
     await using client = clientFor(sim);

@@ -15,6 +15,16 @@ export interface Clock {
    * clock sees requests at the times they were sent.
    */
   hold?(): () => void;
+  /**
+   * Wall-clock time, milliseconds since the Unix epoch: for what people read and servers send (a pause's end, when to
+   * resume, an `X-RateLimit-Reset` in Unix seconds). Without it, `epochOf` reads the system's.
+   */
+  epoch?(): number;
+}
+
+/** The clock's wall-clock time: the one place the scheduler reads the system's time when a clock has none. */
+export function epochOf(clock: Clock): number {
+  return clock.epoch ? clock.epoch() : Date.now();
 }
 
 /** The longest timer Node arms as asked: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
@@ -35,6 +45,7 @@ export async function sleepInSteps(
 
 export const systemClock: Clock = {
   now: () => performance.now(),
+  epoch: () => Date.now(),
   sleep: (ms, signal) => sleepInSteps(ms, signal),
 };
 
@@ -47,9 +58,11 @@ export interface VirtualClock extends Clock {
  * A clock in which time passes only through sleeps: each pending timer fires in order of its due time, one per
  * turn of the event loop (so that I/O in between still runs), and `now()` jumps to it. Real I/O takes no
  * virtual time, and none passes while the clock is held (see `Clock.hold`). Share one with the simulator (`startSimulator({ clock: clock.now })`) to test rate limits in
- * virtual seconds that pass in real milliseconds.
+ * virtual seconds that pass in real milliseconds. Given `epochAt`, its wall-clock time (`epoch()`) is `epochAt` plus the
+ * virtual time passed (share it with the simulator's `epoch`); without, wall-clock time is the system's, as the
+ * client's (which reads HTTP dates in `Retry-After` by the system's time).
  */
-export function virtualClock(start = 0): VirtualClock {
+export function virtualClock(start = 0, epochAt?: number): VirtualClock {
   let now = start;
   let sequence = 0;
   const timers: { at: number; seq: number; fire: () => void }[] = [];
@@ -74,6 +87,7 @@ export function virtualClock(start = 0): VirtualClock {
 
   return {
     now: () => now,
+    ...(epochAt === undefined ? {} : { epoch: () => epochAt + (now - start) }),
     get pending() {
       return timers.length;
     },

@@ -2,7 +2,7 @@ import PQueue from 'p-queue';
 import type { WebDataError } from '../errors/web-data-error.ts';
 import { fullJitter } from './backoff.ts';
 import { classify, mayHaveBeenCharged, type StopReason } from './classify.ts';
-import { type Clock, systemClock } from './clock.ts';
+import { type Clock, epochOf, systemClock } from './clock.ts';
 import { type Charge, createCreditMeter, type CreditSnapshot } from './credit-meter.ts';
 import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
 import { requestsPerSecond, resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
@@ -205,7 +205,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     const pause = ++pauses;
     pacer.pauseUntil(until);
     queue.pause();
-    emit({ type: 'pause', ms, reason, until: new Date(Date.now() + ms).toISOString(), cause });
+    emit({ type: 'pause', ms, reason, until: new Date(epochOf(clock) + ms).toISOString(), cause });
     // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
     // clock reaches their end, and a queue left paused would never start again.
     clock.sleep(ms, halt.signal).then(
@@ -219,7 +219,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   /** Proactive pacing from rate-limit headers: slow down (or wait for the reset) before the server says 429. */
   const heed = (headers: Headers | undefined) => {
     if (!headers || !config.adaptive) return;
-    const hint = readRateLimitHeaders(headers);
+    const hint = readRateLimitHeaders(headers, epochOf(clock));
     if (!hint) return;
     const now = clock.now();
     if (hint.policyRate !== undefined && hint.policyRate < controller.rate) {
@@ -229,7 +229,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     const left = hint.remaining - inFlight;
     if (left <= 0) {
       const cause = `rate-limit headers: no requests left, the window resets in ${Math.ceil(hint.resetMs / 1000)} s`;
-      const decision = decidePause(hint.resetMs, config.rateLimit.maxRetryAfterMs, cause, Date.now());
+      const decision = decidePause(hint.resetMs, config.rateLimit.maxRetryAfterMs, cause, epochOf(clock));
       if (decision.kind === 'quota') stopRun({ reason: 'quota', resumeAt: decision.resumeAt, message: decision.message });
       else pauseFor(decision.ms, 'rate_limit_headers', cause);
       return;
@@ -360,7 +360,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       case 'rate_limited': {
         counters.rateLimited += 1;
         const retryAfter = disposition.retryAfterMs;
-        const asked = retryAfter === undefined ? undefined : decidePause(retryAfter, config.rateLimit.maxRetryAfterMs, `Retry-After ${Math.ceil(retryAfter / 1000)} s`, Date.now());
+        const asked = retryAfter === undefined ? undefined : decidePause(retryAfter, config.rateLimit.maxRetryAfterMs, `Retry-After ${Math.ceil(retryAfter / 1000)} s`, epochOf(clock));
         if (asked?.kind === 'quota') {
           stopRun({ reason: 'quota', error, resumeAt: asked.resumeAt, message: asked.message });
           return finish(task, stoppedOutcome(task) as Outcome<Answered>);

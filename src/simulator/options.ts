@@ -139,6 +139,11 @@ export const simulatorOptionsSchema = z.strictObject({
   logLimit: z.int().nonnegative().default(100_000),
   /** Milliseconds since an arbitrary origin; injectable so that rate-limit tests need no real waiting. */
   clock: z.custom<() => number>((v) => typeof v === 'function').optional(),
+  /**
+   * Wall-clock time, milliseconds since the Unix epoch (for HTTP dates, Unix-time resets and drift); default the
+   * system's. Share a virtual clock's `epoch` with the scheduler so that both read the same time.
+   */
+  epoch: z.custom<() => number>((v) => typeof v === 'function').optional(),
 });
 
 export type SimulatorOptions = z.input<typeof simulatorOptionsSchema>;

@@ -25,6 +25,8 @@ export interface ResultSettings {
   untitledRate: number;
   /** Re-rank every this many milliseconds of wall-clock time (rankings change between runs); 0: never. */
   driftEveryMs: number;
+  /** Wall-clock time (ms since the Unix epoch); default the system's. */
+  epoch?: (() => number) | undefined;
 }
 
 /** A result before it is dressed in one engine's field names. */
@@ -88,7 +90,7 @@ export function searchPage(query: SearchQuery, settings: ResultSettings): Record
 }
 
 function rankedList(query: SearchQuery, settings: ResultSettings): Result[] {
-  const epoch = settings.driftEveryMs > 0 ? Math.floor(Date.now() / settings.driftEveryMs) : 0;
+  const epoch = settings.driftEveryMs > 0 ? Math.floor((settings.epoch ?? Date.now)() / settings.driftEveryMs) : 0;
   const id = `${settings.seed}\u0001${query.q}\u0001${query.country}\u0001${query.lang}\u0001${settings.resultsPerQuery}\u0001${settings.untitledRate}\u0001${epoch}`;
   const cached = cache.get(id);
   if (cached) return cached;

@@ -7,6 +7,7 @@ import { type Fault, faultBook, matches, type RequestFacts } from './faults.ts';
 import { type FaultRule, keySchema, type ResolvedKey, resolveSimulatorOptions, type SimulatorOptions } from './options.ts';
 import { KeyAccount, type Refusal } from './plans.ts';
 import { ValidationError } from '../errors/validation-error.ts';
+import { generator, hash } from './rng.ts';
 
 const PREFIX = '/api/v1';
 const MAX_REQUEST_BODY = 1024 * 1024;
@@ -76,6 +77,9 @@ export interface Simulator {
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
   const settings = resolveSimulatorOptions(options);
   const clock = settings.clock ?? (() => performance.now());
+  const epoch = settings.epoch ?? (() => Date.now());
+  // Latencies drawn from the seed, like everything else the simulator decides.
+  const latencyRandom = generator(hash(settings.seed, 'latency'));
   const keys = settings.keys ?? [keySchema.parse({ key: `sim_${randomBytes(12).toString('hex')}`, name: 'default' })];
   const accounts = new Map<string, KeyAccount>();
   const byKey = new Map<string, KeyAccount>();
@@ -260,7 +264,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   function latency(): number {
     const l = settings.latencyMs;
     if (typeof l === 'number') return l;
-    return l.min + Math.random() * Math.max(0, l.max - l.min);
+    return l.min + latencyRandom() * Math.max(0, l.max - l.min);
   }
 
   function rateLimitHeaders(account: KeyAccount): Record<string, string> {
@@ -275,7 +279,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       case 'ietf-legacy':
         return { 'ratelimit-limit': String(limit), 'ratelimit-remaining': String(remaining), 'ratelimit-reset': String(reset), 'ratelimit-policy': `${limit};w=${window}` };
       default:
-        return { 'x-ratelimit-limit': String(limit), 'x-ratelimit-remaining': String(remaining), 'x-ratelimit-reset': String(Math.ceil(Date.now() / 1000) + reset) };
+        return { 'x-ratelimit-limit': String(limit), 'x-ratelimit-remaining': String(remaining), 'x-ratelimit-reset': String(Math.ceil(epoch() / 1000) + reset) };
     }
   }
 
@@ -283,7 +287,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (refusal.status !== 429 || settings.retryAfter === 'none') return {};
     const seconds = Math.max(1, Math.ceil(refusal.retryAfterMs / 1000));
     if (settings.retryAfter === 'seconds') return { 'retry-after': String(seconds) };
-    return { 'retry-after': new Date(Date.now() + (seconds + 1) * 1000).toUTCString() };
+    return { 'retry-after': new Date(epoch() + (seconds + 1) * 1000).toUTCString() };
   }
 
   const server = createServer({ keepAlive: true }, (req, res) => {
