@@ -1,0 +1,59 @@
+import type { Sink } from '../sinks/sink.ts';
+import type { SourcePlan } from '../sources/source.ts';
+import type { Scheduler } from '../schedule/scheduler.ts';
+import type { seenKeys } from '../state/seen-keys.ts';
+import type { Pipeline } from './define.ts';
+import type { Destination } from './destination.ts';
+import type { OpenedRun } from './open-run.ts';
+import { summarize } from './summarize.ts';
+import type { RunSummary } from './summary.ts';
+
+/** Statuses of a run that ended by its own rules (the others resume). */
+const FINISHED = new Set(['completed', 'budget', 'failed_series']);
+
+/**
+ * The last phase: the summary, kept in the `runs` table. A run that ended by its own rules is finished (sinks told,
+ * its run-scoped dedupe keys forgotten); one that failed is recorded as interrupted, and the failure rethrown.
+ */
+export async function closeRun(
+  parts: { pipeline: Pipeline; plan: SourcePlan; opened: OpenedRun; scheduler: Scheduler; sinks: readonly Sink<unknown>[]; keys: ReturnType<typeof seenKeys>; destination: Destination },
+  failure: unknown,
+): Promise<RunSummary> {
+  const { pipeline, plan, opened, scheduler, sinks, keys, destination } = parts;
+  const { store, runId, decision, previous, startedAt } = opened;
+  const finish = () => {
+    const finishedAt = new Date();
+    return summarize({
+      store,
+      runId,
+      pipeline: pipeline.name,
+      seriesTotal: plan.seriesCount,
+      stop: scheduler.stopped,
+      budgetReached: scheduler.budgetReached,
+      budget: decision.budget,
+      rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
+      destination,
+      outputs: (pipeline.sinks as Sink<unknown>[]).map((sink) => ({ kind: sink.kind, path: sink.path, delivery: sink.delivery ?? 'exactly_once' })),
+      startedAt: previous?.startedAt ?? startedAt.toISOString(),
+      finishedAt: finishedAt.toISOString(),
+      durationMs: finishedAt.getTime() - startedAt.getTime() + Number(previous?.summary?.durationMs ?? 0),
+    });
+  };
+  if (failure !== undefined) {
+    try {
+      const summary = finish();
+      store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
+    } catch {
+      // The disk that failed the run may refuse this too: the run then stays "running", which the next invocation
+      // resumes all the same. The failure itself is what the caller must hear about.
+    }
+    throw failure;
+  }
+  const summary = finish();
+  if (FINISHED.has(summary.status)) {
+    for (const sink of sinks) await sink.finish?.(runId);
+    keys.forgetRun();
+  }
+  store.finishRun(runId, summary.status, summary.finishedAt, summary);
+  return summary;
+}

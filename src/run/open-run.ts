@@ -1,0 +1,85 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type Database from 'better-sqlite3';
+import { applicableViews, createResultsViews, createSpendView } from '../analytics/views.ts';
+import { toJson } from '../json.ts';
+import type { Sink } from '../sinks/sink.ts';
+import type { SourcePlan } from '../sources/source.ts';
+import { sinkCheckpoints } from '../state/checkpoints.ts';
+import { acquireLease, type Lease } from '../state/lease.ts';
+import { openStateStore, type RunRecord, type StateStore } from '../state/store.ts';
+import type { databaseRegistry } from './databases.ts';
+import type { Pipeline } from './define.ts';
+import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
+import { checkOutputs, statePath } from './outputs.ts';
+
+/** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
+export interface Held {
+  lease?: Lease | undefined;
+  sinks: Sink<unknown>[];
+}
+
+export interface OpenedRun {
+  store: StateStore;
+  runId: string;
+  decision: Decision;
+  /** The run this invocation resumes, if it does. */
+  previous: RunRecord | undefined;
+  startedAt: Date;
+}
+
+/**
+ * The first phase of a run (DESIGN §4): the state store and its lease, what this invocation does (a new run, a
+ * resume, `fresh`), the sinks opened (and an abandoned run's rows taken back out of them), and the run recorded.
+ */
+export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: LifecycleOptions, databases: ReturnType<typeof databaseRegistry>, held: Held): Promise<OpenedRun> {
+  const sinks = pipeline.sinks as Sink<unknown>[];
+  checkOutputs(sinks, statePath(pipeline));
+  const store = openStateStore(databases.get(statePath(pipeline)));
+  createSpendView(store.db);
+  held.lease = acquireLease(store.db, pipeline.name);
+  const planPrint = fingerprint(plan.fingerprint);
+  const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget?.maxCredits ?? null, options);
+
+  // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
+  const seriesComplete = !pipeline.stages.some((stage) => {
+    const scope = (stage as { dedupeScope?: string }).dedupeScope;
+    return scope !== undefined && scope !== 'series';
+  });
+  const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
+  const sinkContext = {
+    runId,
+    pipeline: pipeline.name,
+    database: databases.get,
+    stateCheckpoints: sinkCheckpoints(store.db),
+    currentSeq: store.currentSeq(),
+    statePath: store.path,
+    tagColumns: plan.tagColumns ?? [],
+    resultsTable: (db: Database.Database, table: string, mode: 'append' | 'replace' | 'upsert') => createResultsViews(db, table, applicableViews(mode, seriesComplete)),
+  };
+  for (const sink of sinks) {
+    await sink.open(sinkContext);
+    held.sinks.push(sink);
+  }
+  if (decision.mode === 'new' && decision.abandon) {
+    // fresh: the unfinished run's partial rows go; its spend stays on record (it was paid).
+    const starts = store.sinkStarts(decision.abandon.runId);
+    for (const sink of held.sinks) await sink.discard?.(decision.abandon.runId, starts.get(sink.id) ?? { seq: 0, bytes: null });
+    store.abandonRun(decision.abandon.runId, new Date().toISOString());
+  }
+
+  const startedAt = new Date();
+  const previous = decision.mode === 'resume' ? decision.run : undefined;
+  if (previous) store.reopenRun(runId, decision.budget);
+  else store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget: decision.budget });
+  for (const sink of held.sinks) store.recordSinkStart(runId, sink.id, sink.held?.() ?? store.currentSeq(), sink.committedBytes?.() ?? null);
+  return { store, runId, decision, previous, startedAt };
+}
+
+/** Sortable by time, unique enough for one pipeline: `2026-11-21T22-30-05-123Z-a1b2c3`. */
+function newRunId(): string {
+  return `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomBytes(3).toString('hex')}`;
+}
+
+function fingerprint(plan: Record<string, unknown>): string {
+  return createHash('sha256').update(toJson(plan)).digest('hex').slice(0, 32);
+}

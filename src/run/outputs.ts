@@ -1,0 +1,44 @@
+import { dirname, join, resolve } from 'node:path';
+import { ValidationError } from '../errors/validation-error.ts';
+import type { Sink } from '../sinks/sink.ts';
+import type { Pipeline } from './define.ts';
+
+/** The state store lives in the first SQLite sink's file, so that its rows and the state can commit together. */
+export function statePath(pipeline: Pipeline): string {
+  if (pipeline.state.path) return resolve(pipeline.state.path);
+  const sinks = pipeline.sinks as Sink<unknown>[];
+  const sqlite = sinks.find((sink) => sink.kind === 'sqlite');
+  if (sqlite) return sqlite.path;
+  return join(dirname((sinks[0] as Sink<unknown>).path), `${pipeline.name}.state.sqlite`);
+}
+
+/**
+ * Two sinks of one pipeline writing the same file or table would interleave (or cut) each other's rows, and a file
+ * sink on the state store's own file would corrupt it: refused before anything is opened.
+ */
+export function checkOutputs(sinks: readonly Sink<unknown>[], state: string): void {
+  const outputs = sinks.map((sink) => ({ file: sink.path === '-' ? undefined : resolve(sink.path), table: sink.kind === 'sqlite' ? (sink as { table?: string }).table : undefined }));
+  const issues: { path: string; message: string }[] = [];
+  outputs.forEach((output, index) => {
+    if (output.file === undefined) return;
+    // SQLite sinks may share a database file, each with its own table; anything else needs the file to itself.
+    const clash = outputs.findIndex((other, o) => o < index && other.file === output.file && (other.table === undefined || output.table === undefined || other.table === output.table));
+    const where = `${(sinks[index] as Sink<unknown>).path}${output.table ? ` (table "${output.table}")` : ''}`;
+    if (clash !== -1) issues.push({ path: `sinks.${index}`, message: `writes ${where}, as sinks.${clash} does: give each sink its own file or table` });
+    else if (output.table === undefined && output.file === resolve(state)) {
+      issues.push({ path: `sinks.${index}`, message: `writes ${where}, which is the state store: give the sink another file, or state.path another place` });
+    }
+  });
+  if (issues.length > 0) throw new ValidationError('Invalid pipeline outputs', issues);
+}
+
+/**
+ * A failure of the disk, turned into what to do: where the failing write did not say which file it was, SQLite's own
+ * errors come from one of its files (the state store's or a SQLite sink's), the others from any output.
+ */
+export function outputSuspects(error: unknown, pipeline: Pipeline): string {
+  const sinks = pipeline.sinks as Sink<unknown>[];
+  const sqlite = String((error as { code?: unknown } | undefined)?.code).startsWith('SQLITE_');
+  const suspects = sinks.filter((sink) => !sqlite || sink.kind === 'sqlite').map((sink) => sink.path);
+  return [...new Set([statePath(pipeline), ...suspects.filter((path) => path !== '-')])].join(', ');
+}

@@ -1,0 +1,32 @@
+import { type Client, createClient } from '../client/client.ts';
+import type { Pipeline } from './define.ts';
+import { type Destination, resolveDestination } from './destination.ts';
+import type { RunEvent, RunOptions } from './run-types.ts';
+
+/**
+ * The run's client and where it sends the key: the one given to run() (its owner closes it), or one built from the
+ * options, the environment and the pipeline, whose warnings (a server echoing the key) become run events, once each.
+ */
+export function clientForRun(pipeline: Pipeline, options: RunOptions, emit: (event: RunEvent) => void): { client: Client; destination: Destination; owned: boolean } {
+  if (options.client) {
+    const destination = { origin: new URL(options.client.baseUrl).origin, from: 'the client given to run()', credentials: 'the client’s own' };
+    return { client: options.client, destination, owned: false };
+  }
+  const { baseUrl, apiKey, token, destination } = resolveDestination(pipeline, options, options.env ?? process.env);
+  const warned = new Set<string>();
+  const client = createClient({
+    baseUrl,
+    // Once per run: a server that echoes the key does so in every answer.
+    onWarning: (message) => {
+      if (warned.has(message)) return;
+      warned.add(message);
+      emit({ type: 'warning', message });
+    },
+    ...(apiKey ? { apiKey } : token ? { token } : {}),
+    ...(pipeline.api.timeoutMs ? { timeoutMs: pipeline.api.timeoutMs } : {}),
+    ...(pipeline.api.userAgent ? { userAgent: pipeline.api.userAgent } : {}),
+    ...(pipeline.api.extraCountries ? { extraCountries: pipeline.api.extraCountries } : {}),
+    ...(pipeline.api.extraLangs ? { extraLangs: pipeline.api.extraLangs } : {}),
+  });
+  return { client, destination, owned: true };
+}

@@ -1,0 +1,48 @@
+import type { Client } from '../client/client.ts';
+import type { Clock } from '../schedule/clock.ts';
+import type { SchedulerEvent } from '../schedule/scheduler.ts';
+import type { Destination, DestinationInput } from './destination.ts';
+import type { LifecycleOptions } from './lifecycle.ts';
+
+export interface RunOptions extends LifecycleOptions {
+  /** Overrides WEBDATA_BASE_URL and the pipeline's `api.baseUrl`. */
+  baseUrl?: string | undefined;
+  /** Overrides WEBDATA_API_KEY (programmatic use; pipeline files never carry a key). */
+  apiKey?: string | undefined;
+  token?: string | undefined;
+  /** Where WEBDATA_* variables are read; default `process.env`. */
+  env?: Readonly<Record<string, string | undefined>> | undefined;
+  /** Stops the run gracefully: nothing new is sent, answers in flight are committed, the run can be resumed. */
+  signal?: AbortSignal | undefined;
+  /** Aborts the run: requests in flight are cancelled (what was committed stays). */
+  abortSignal?: AbortSignal | undefined;
+  /** Progress: scheduler events, and one event per page committed and per series ended. */
+  onEvent?: ((event: RunEvent) => void) | undefined;
+  clock?: Clock | undefined;
+  /** A client to use instead of one built from the options (its owner closes it). */
+  client?: Client | undefined;
+  /** Who set `baseUrl` and `apiKey`/`token` (e.g. `--base-url`), for the destination shown before the first request. */
+  sources?: DestinationInput['sources'];
+  /** The file the pipeline came from, named as the address's source when the pipeline decides it. */
+  pipelineFile?: string | undefined;
+}
+
+export type RunEvent =
+  | SchedulerEvent
+  | {
+      type: 'start';
+      runId: string;
+      pipeline: string;
+      series: number;
+      maxPages: number;
+      budget: number | null;
+      spentBefore: number;
+      resumed: boolean;
+      replayed: number;
+      notes: readonly string[];
+      /** Where the key goes: the origin, who chose it, and what credentials. */
+      destination: Destination;
+    }
+  | { type: 'warning'; message: string }
+  | { type: 'page'; key: string; series: string; number: number; items: number; served: number; duplicates: number }
+  | { type: 'series'; series: string; reason: string; pages: number };

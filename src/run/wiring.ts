@@ -1,0 +1,137 @@
+import type { Client } from '../client/client.ts';
+import type { SeriesStates } from '../pipeline/context.ts';
+import { createPermits } from '../pipeline/permits.ts';
+import type { Clock } from '../schedule/clock.ts';
+import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
+import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
+import type { seenKeys } from '../state/seen-keys.ts';
+import type { RunRecord, StateStore } from '../state/store.ts';
+import type { createCommitter } from './commit.ts';
+import type { Pipeline } from './define.ts';
+import type { RunEvent, RunOptions } from './run-types.ts';
+
+/** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
+export function schedulerFor(pipeline: Pipeline, budget: number | null, spentBefore: number, clock: Clock | undefined): Scheduler {
+  const rate = pipeline.rate;
+  return createScheduler({
+    rate: rate.requestsPerSecond ? { requestsPerSecond: rate.requestsPerSecond } : rate.requests && rate.intervalMs ? { requests: rate.requests, intervalMs: rate.intervalMs } : undefined,
+    concurrency: rate.concurrency,
+    ...(budget === null ? {} : { budget: { maxCredits: budget } }),
+    // The budget caps the run across all its invocations.
+    spentBefore,
+    credits: { weights: pipeline.credits.weights },
+    ...(pipeline.retry ? { retry: pipeline.retry } : {}),
+    ...(pipeline.rateLimit ? { rateLimit: pipeline.rateLimit } : {}),
+    ...(clock ? { clock } : {}),
+  });
+}
+
+/**
+ * Every answer's spend into the ledger. Resolves to the failure of a ledger write (a full or locked disk), which fails
+ * the run through its own path: the listener runs inside the scheduler, where a throw would be nobody's to catch.
+ */
+export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof createCommitter>, runId: string): () => unknown {
+  let failure: unknown;
+  scheduler.on((event) => {
+    if (event.type !== 'response' || failure !== undefined) return;
+    try {
+      committer.spend({
+        runId,
+        at: new Date().toISOString(),
+        seriesId: event.series,
+        path: event.path,
+        attempt: event.attempt,
+        status: String(event.status),
+        credits: event.credits,
+        uncertain: event.uncertain,
+        latencyMs: Math.round(event.latencyMs),
+      });
+    } catch (error) {
+      failure = error;
+      scheduler.abort();
+    }
+  });
+  return () => failure;
+}
+
+/** The caller's signals: `signal` stops gracefully, `abortSignal` cancels what is in flight. Returns the unsubscribe. */
+export function obeySignals(scheduler: Scheduler, options: Pick<RunOptions, 'signal' | 'abortSignal'>): () => void {
+  const stop = () => scheduler.stop('interrupted', 'interrupted by a signal: nothing new is sent; answers in flight are committed');
+  const abortNow = () => scheduler.abort();
+  options.signal?.addEventListener('abort', stop, { once: true });
+  options.abortSignal?.addEventListener('abort', abortNow, { once: true });
+  if (options.signal?.aborted) stop();
+  if (options.abortSignal?.aborted) abortNow();
+  return () => {
+    options.signal?.removeEventListener('abort', stop);
+    options.abortSignal?.removeEventListener('abort', abortNow);
+  };
+}
+
+export interface SourceWiring {
+  ctx: SourceContext;
+  /** Cancels what sources have in flight. */
+  abort: AbortController;
+  /** A committed page's outcome, handed back to the series that is waiting for it. */
+  processed(key: string, result: { new: number; end?: SeriesEndReason }): void;
+}
+
+/** What sources see of the run: its client and scheduler, series progress to resume from, permits, and commits. */
+export function sourceContext(parts: {
+  pipeline: Pipeline;
+  runId: string;
+  client: Client;
+  scheduler: Scheduler;
+  store: StateStore;
+  committer: ReturnType<typeof createCommitter>;
+  states: SeriesStates;
+  keys: ReturnType<typeof seenKeys>;
+  previous: RunRecord | undefined;
+  retryFailed: boolean;
+  emit: (event: RunEvent) => void;
+}): SourceWiring {
+  const { runId, store, committer, states, keys, previous, retryFailed, emit } = parts;
+  const abort = new AbortController();
+  const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
+  // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
+  const permits = createPermits(parts.scheduler.stats().concurrency);
+  const ctx: SourceContext = {
+    runId,
+    pipeline: parts.pipeline.name,
+    signal: abort.signal,
+    seriesState: (stage, series, init) => states.get(stage, series, init),
+    seenKeys: (runScoped) => keys.view(runScoped),
+    client: parts.client,
+    scheduler: parts.scheduler,
+    progress(series) {
+      if (!previous) return undefined;
+      const progress = store.progress(runId, series.id);
+      if (!progress) return undefined;
+      const reason = progress.reason as SeriesEndReason | null;
+      if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) return { done: true };
+      if (progress.state) states.restore(series.id, progress.state);
+      committer.resumeSeries(series.id, progress.noNew);
+      return {
+        done: false,
+        nextPage: progress.nextPage ?? undefined,
+        pages: progress.pages,
+        digest: progress.digest ?? undefined,
+        cursor: progress.cursor ?? undefined,
+      };
+    },
+    pagePermit: () => permits.acquire(abort.signal),
+    processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
+    seriesEnded(series, end) {
+      committer.seriesEnded(series, end);
+      emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });
+    },
+  };
+  return {
+    ctx,
+    abort,
+    processed(key, result) {
+      waiting.get(key)?.(result);
+      waiting.delete(key);
+    },
+  };
+}
