@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { createResultsViews, createSpendView } from '../src/analytics/index.ts';
-import { openStateStore } from '../src/state/store.ts';
+import { openStateStore } from '../src/state/sqlite/store.ts';
 
 export const R1 = '2026-01-01T00-00-00-000Z-aaaaaa';
 export const R2 = '2026-01-02T00-00-00-000Z-bbbbbb';

@@ -5,7 +5,7 @@ import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { renderReport, writeReport } from '../src/report/index.ts';
 import { createSpendView } from '../src/analytics/index.ts';
-import { openStateStore } from '../src/state/store.ts';
+import { openStateStore } from '../src/state/sqlite/store.ts';
 import { handMadeDatabase } from './analytics-fixture.ts';
 import { workdir } from './pipeline-helpers.ts';
 

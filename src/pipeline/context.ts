@@ -1,4 +1,4 @@
-import type { SeenKeys } from '../state/seen-keys.ts';
+import type { SeenKeys } from '../state/interfaces.ts';
 import type { Series } from './page.ts';
 
 /** What every stage gets besides its pages. */

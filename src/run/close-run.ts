@@ -1,7 +1,7 @@
 import type { Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
-import type { seenKeys } from '../state/seen-keys.ts';
+import type { SeenKeyStore } from '../state/interfaces.ts';
 import type { Pipeline } from './define.ts';
 import type { Destination } from './destination.ts';
 import type { OpenedRun } from './open-run.ts';
@@ -16,7 +16,7 @@ const FINISHED = new Set(['completed', 'budget', 'failed_series']);
  * its run-scoped dedupe keys forgotten); one that failed is recorded as interrupted, and the failure rethrown.
  */
 export async function closeRun(
-  parts: { pipeline: Pipeline; plan: SourcePlan; opened: OpenedRun; scheduler: Scheduler; sinks: readonly Sink<unknown>[]; keys: ReturnType<typeof seenKeys>; destination: Destination },
+  parts: { pipeline: Pipeline; plan: SourcePlan; opened: OpenedRun; scheduler: Scheduler; sinks: readonly Sink<unknown>[]; keys: SeenKeyStore; destination: Destination },
   failure: unknown,
 ): Promise<RunSummary> {
   const { pipeline, plan, opened, scheduler, sinks, keys, destination } = parts;

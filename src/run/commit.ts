@@ -2,7 +2,7 @@ import type { Page, Series } from '../pipeline/page.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sources/source.ts';
 import { toJson } from '../json.ts';
-import type { SeriesIdentity, SpendRow, StateStore } from '../state/store.ts';
+import type { SeriesIdentity, SpendRow, StateStore } from '../state/interfaces.ts';
 import { crashPoint } from '../crash-points.ts';
 import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
@@ -89,7 +89,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
       // Pages commit one at a time, so the next sequence number is known before the transaction that takes it.
       const seq = store.currentSeq() + 1;
       const records = staged.map((sink) => writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, seq)));
-      writingTo(store.path, store.db.transaction(() => {
+      writingTo(store.path, store.transaction(() => {
         if (store.nextSeq() !== seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
         for (const row of ledger.splice(0)) store.spend(row);
         alsoCommit?.();
@@ -156,7 +156,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
 
     /** Spend rows of answers whose pages never committed (the run ended first): still paid, still recorded. */
     flush(): void {
-      if (ledger.length > 0) store.db.transaction(() => ledger.splice(0).forEach((row) => store.spend(row)))();
+      if (ledger.length > 0) store.transaction(() => ledger.splice(0).forEach((row) => store.spend(row)))();
     },
   };
 }

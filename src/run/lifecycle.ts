@@ -1,4 +1,5 @@
-import { type RunRecord, UNFINISHED } from '../state/store.ts';
+import { UNFINISHED } from '../state/interfaces.ts';
+import type { RunRecord } from '../state/interfaces.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 
 export interface LifecycleOptions {

@@ -4,9 +4,8 @@ import { applicableViews, createResultsViews, createSpendView } from '../analyti
 import { toJson } from '../json.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
-import { sinkCheckpoints } from '../state/checkpoints.ts';
-import { acquireLease, type Lease } from '../state/lease.ts';
-import { openStateStore, type RunRecord, type StateStore } from '../state/store.ts';
+import type { Lease, RunRecord, StateStore } from '../state/interfaces.ts';
+import { openStateStore } from '../state/sqlite/store.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from './define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
@@ -34,9 +33,8 @@ export interface OpenedRun {
 export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: LifecycleOptions, databases: ReturnType<typeof databaseRegistry>, held: Held): Promise<OpenedRun> {
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
-  const store = openStateStore(databases.get(statePath(pipeline)));
-  createSpendView(store.db);
-  held.lease = acquireLease(store.db, pipeline.name);
+  const store = openStore(pipeline, databases);
+  held.lease = store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
   const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget?.maxCredits ?? null, options);
 
@@ -50,7 +48,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     runId,
     pipeline: pipeline.name,
     database: databases.get,
-    stateCheckpoints: sinkCheckpoints(store.db),
+    stateCheckpoints: store.checkpoints,
     currentSeq: store.currentSeq(),
     statePath: store.path,
     tagColumns: plan.tagColumns ?? [],
@@ -73,6 +71,17 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   else store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget: decision.budget });
   for (const sink of held.sinks) store.recordSinkStart(runId, sink.id, sink.held?.() ?? store.currentSeq(), sink.committedBytes?.() ?? null);
   return { store, runId, decision, previous, startedAt };
+}
+
+/**
+ * The state store, where the pipeline says (DESIGN §4: the first SQLite sink's file by default), with the spend view
+ * beside it. The one place the runner knows the store is SQLite: a second implementation is chosen here.
+ */
+function openStore(pipeline: Pipeline, databases: ReturnType<typeof databaseRegistry>): StateStore {
+  const db = databases.get(statePath(pipeline));
+  const store = openStateStore(db);
+  createSpendView(db);
+  return store;
 }
 
 /** Sortable by time, unique enough for one pipeline: `2026-11-21T22-30-05-123Z-a1b2c3`. */

@@ -1,5 +1,4 @@
 import { seriesStates } from '../pipeline/context.ts';
-import { seenKeys } from '../state/seen-keys.ts';
 import { closeRun } from './close-run.ts';
 import { createCommitter } from './commit.ts';
 import { commitPages } from './commit-loop.ts';
@@ -35,7 +34,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
-    const keys = seenKeys(store.db, runId);
+    const keys = store.seenKeys(runId);
     const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', alsoCommit: () => keys.flush() });
     const replayed = await committer.replay();
 

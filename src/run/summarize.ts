@@ -1,6 +1,6 @@
 import type { StopInfo } from '../schedule/scheduler.ts';
 import { COMPLETE_REASONS, type SeriesEndReason } from '../sources/source.ts';
-import type { StateStore } from '../state/store.ts';
+import type { StateStore } from '../state/interfaces.ts';
 import type { RunStatus, RunSummary } from './summary.ts';
 
 export interface RunFacts {

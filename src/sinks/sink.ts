@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { Page } from '../pipeline/page.ts';
-import type { SinkCheckpoints } from '../state/checkpoints.ts';
+import type { SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 
 /** What a sink gets when the run opens it. */

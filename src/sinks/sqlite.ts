@@ -4,10 +4,11 @@ import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
-import { RESERVED_TABLES } from '../state/store.ts';
+import { RESERVED_TABLES } from '../state/sqlite/store.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
-import { sinkCheckpoints } from '../state/checkpoints.ts';
-import { type Lease, leaseOutput } from '../state/lease.ts';
+import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
+import { leaseOutput } from '../state/sqlite/lease.ts';
+import type { Lease } from '../state/interfaces.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */

@@ -1,6 +1,6 @@
 import { basename, dirname, join } from 'node:path';
 import type Database from 'better-sqlite3';
-import { ValidationError } from '../errors/validation-error.ts';
+import { ValidationError } from '../../errors/validation-error.ts';
 
 /**
  * File outputs of a directory are registered in one small SQLite file there: which pipelines write each file and the

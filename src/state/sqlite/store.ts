@@ -1,5 +1,9 @@
 import type Database from 'better-sqlite3';
-import { ValidationError } from '../errors/validation-error.ts';
+import { ValidationError } from '../../errors/validation-error.ts';
+import type { JournalEntry, RunRecord, SeriesIdentity, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
+import { sinkCheckpoints } from './checkpoints.ts';
+import { acquireLease } from './lease.ts';
+import { seenKeys } from './seen-keys.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
@@ -20,80 +24,13 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
 /** Bumped when the state tables change. */
 export const STATE_SCHEMA_VERSION = 1;
 
-/** Run statuses that mean "not finished": the next invocation resumes them by default. */
-export const UNFINISHED = new Set(['running', 'interrupted', 'stopped']);
-
-export interface RunRecord {
-  runId: string;
-  pipeline: string;
-  status: string;
-  startedAt: string;
-  finishedAt: string | null;
-  fingerprint: string;
-  /** The data the fingerprint was taken of, to say what changed. */
-  plan: Record<string, unknown>;
-  budget: number | null;
-  summary: Record<string, unknown> | null;
-  error: string | null;
-  invocations: number;
-}
-
-/** Where a series stands: what the next invocation needs to go on exactly where it stopped. */
-export interface SeriesProgress {
-  seriesId: string;
-  /** `active`: under way or not reached; `ended`: by a rule, the budget, a failure or a 403; `stopped`: with the run. */
-  status: 'active' | 'ended' | 'stopped';
-  reason: string | null;
-  nextPage: number | null;
-  pages: number;
-  /** Digest of the last committed page's items (the repeat rule). */
-  digest: string | null;
-  /** Pages in a row with nothing new (the no_new rule). */
-  noNew: number;
-  /** Cursor-paged series: what the next request sends. */
-  cursor: Record<string, unknown> | null;
-  /** Stage states, as committed with the series' last page. */
-  state: Record<string, object> | null;
-  error: string | null;
-}
-
-export interface SeriesIdentity {
-  seriesId: string;
-  endpoint: string;
-  query: string;
-  country: string;
-  lang: string;
-}
-
-/** One journal entry: a committed page as the sinks get it. */
-export interface JournalEntry {
-  seq: number;
-  runId: string;
-  pageKey: string;
-  seriesId: string;
-  number: number;
-  meta: Record<string, unknown>;
-  output: unknown[];
-}
-
-export interface SpendRow {
-  runId: string;
-  at: string;
-  seriesId: string;
-  path: string;
-  attempt: number;
-  status: string;
-  credits: number;
-  uncertain: boolean;
-  latencyMs: number;
-}
 
 /**
  * The run-state store (DESIGN §4): one SQLite database per pipeline, the SQLite sink's own when there is one, so
  * that a page's rows and its state commit in one transaction. It holds runs, series progress and stage state, the
  * page journal, the spend ledger and the lease. The interface is the seam for another store (PostgreSQL) later.
  */
-export function openStateStore(db: Database.Database) {
+export function openStateStore(db: Database.Database): SqliteStateStore {
   refuseNewerSchema(db);
   db.exec(`
     CREATE TABLE IF NOT EXISTS webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -211,9 +148,14 @@ export function openStateStore(db: Database.Database) {
     runSinks: db.prepare(`SELECT sink_id, start_seq, start_bytes FROM run_sinks WHERE run_id = ?`),
   };
 
+  const checkpoints = sinkCheckpoints(db);
   return {
     db: db as Database.Database,
     path: db.name,
+    transaction: (fn) => db.transaction(fn),
+    lease: (pipeline) => acquireLease(db, pipeline),
+    checkpoints,
+    seenKeys: (runId) => seenKeys(db, runId),
 
     startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void {
       statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget);
@@ -347,7 +289,10 @@ export function openStateStore(db: Database.Database) {
   };
 }
 
-export type StateStore = ReturnType<typeof openStateStore>;
+/** The SQLite state store: the interface, and its database for what lives beside it in the same file (SQLite sinks, views). */
+export interface SqliteStateStore extends StateStore {
+  readonly db: Database.Database;
+}
 
 function toRunRecord(row: Record<string, unknown>): RunRecord {
   return {

@@ -1,17 +1,12 @@
 import type Database from 'better-sqlite3';
-
-/** What a sink holds: every journal page up to `seq`, and for a file, its committed length. */
-export interface Checkpoint {
-  seq: number;
-  bytes: number | null;
-}
+import type { Checkpoint, SinkCheckpoints } from '../interfaces.ts';
 
 /**
  * Sink checkpoints, in whichever database the sink commits to: a SQLite sink keeps its checkpoint in its own file
  * (updated in the same transaction as its rows); file sinks keep theirs in the state store (updated right after
  * their synchronous write).
  */
-export function sinkCheckpoints(db: Database.Database) {
+export function sinkCheckpoints(db: Database.Database): SinkCheckpoints {
   db.exec(`CREATE TABLE IF NOT EXISTS sink_checkpoints (sink_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, bytes INTEGER, updated_at TEXT NOT NULL)`);
   const get = db.prepare(`SELECT seq, bytes FROM sink_checkpoints WHERE sink_id = ?`);
   const set = db.prepare(`
@@ -27,4 +22,3 @@ export function sinkCheckpoints(db: Database.Database) {
   };
 }
 
-export type SinkCheckpoints = ReturnType<typeof sinkCheckpoints>;

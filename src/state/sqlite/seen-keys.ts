@@ -1,25 +1,5 @@
 import type Database from 'better-sqlite3';
-
-/** Where an item was seen, for the `sightings` table. */
-export interface Sighting {
-  key: string;
-  query: string;
-  country: string;
-  lang: string;
-  page: number;
-  position: number;
-  rank: number | null;
-  fetchedAt: string;
-  /** Whether it was new to the dedupe scope there (else a duplicate of an earlier sighting). */
-  first: boolean;
-}
-
-/** Keys a dedupe stage has seen in scopes wider than a series, and where items were seen. */
-export interface SeenKeys {
-  has(scope: string, key: string): boolean;
-  add(scope: string, key: string): void;
-  sighting(sighting: Sighting): void;
-}
+import type { SeenKeys, SeenKeyStore, Sighting } from '../interfaces.ts';
 
 /**
  * Dedupe state for the scopes `query` and `global` and for `persistent` dedupe, in an indexed table of the state
@@ -27,7 +7,7 @@ export interface SeenKeys {
  * take ~1.9 GB of heap). What a page adds is held until the page commits, and written in its transaction: a page
  * that never committed leaves no key behind, so re-fetching it after a crash does not see its own items as seen.
  */
-export function seenKeys(db: Database.Database, runId: string) {
+export function seenKeys(db: Database.Database, runId: string): SeenKeyStore {
   db.exec(`
     CREATE TABLE IF NOT EXISTS dedupe_keys (scope TEXT NOT NULL, key TEXT NOT NULL, run_id TEXT, PRIMARY KEY (scope, key)) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS sightings (
@@ -86,4 +66,3 @@ export function seenKeys(db: Database.Database, runId: string) {
   };
 }
 
-export type SeenKeyStore = ReturnType<typeof seenKeys>;

@@ -1,15 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type Database from 'better-sqlite3';
-import { LeaseHeldError, type LeaseHolder } from '../errors/lease-held-error.ts';
+import { LeaseHeldError, type LeaseHolder } from '../../errors/lease-held-error.ts';
+import type { Lease } from '../interfaces.ts';
 
 /** How long a lease lives without renewal; holders renew at a third of it. */
 export const LEASE_TTL_MS = 60_000;
 
-export interface Lease {
-  /** Never throws: a row it cannot remove is taken over by the next run. */
-  release(): void;
-}
 
 interface LeaseRow {
   key: string;
