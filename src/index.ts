@@ -29,6 +29,7 @@ export { toSqlite, type SqliteSinkOptions } from './sinks/sqlite.ts';
 export { toCsv, type CsvSinkOptions } from './sinks/csv.ts';
 export { toJsonl, type JsonlSinkOptions } from './sinks/jsonl.ts';
 export { type Sink } from './sinks/sink.ts';
+export { defineSink, type SinkSpec } from './sinks/define-sink.ts';
 
 // The client
 export { createClient, type Client, type Item, type SearchResponse } from './client/client.ts';

@@ -32,8 +32,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
   const inside = sinks.filter((sink) => sink.kind === 'sqlite' && sink.path === store.path);
   const staged = sinks.filter((sink) => !inside.includes(sink) && sink.stage !== undefined);
   const after = sinks.filter((sink) => !inside.includes(sink) && !staged.includes(sink));
-  const needsJournal = keepJournal || after.some((sink) => sink.held !== undefined);
-  const replayable = sinks.filter((sink) => sink.held !== undefined);
+  // Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it.
+  const needsJournal = keepJournal || after.length > 0;
   const noNew = new Map<string, number>();
   const committed = new Map<string, number>();
   const pendingEnds = new Map<string, { series: Series; end: SeriesEnd }>();
@@ -62,8 +62,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
   };
 
   const prune = () => {
-    if (keepJournal || replayable.length === 0) return;
-    store.prune(Math.min(...replayable.map((sink) => (sink.held as () => number)())));
+    if (keepJournal || sinks.length === 0) return;
+    store.prune(Math.min(...sinks.map((sink) => sink.held())));
   };
 
   return {
@@ -142,8 +142,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
     /** Re-delivers to each sink the committed pages it lacks (after a crash between a commit and a sink). */
     async replay(): Promise<number> {
       let delivered = 0;
-      for (const sink of replayable) {
-        const held = (sink.held as () => number)();
+      for (const sink of sinks) {
+        const held = sink.held();
         for (const entry of store.journalAfter(held)) {
           const { series, ...meta } = entry.meta as unknown as { series: Series } & Page['meta'];
           await writingTo(sink.path, () => sink.write({ key: entry.pageKey, series, number: entry.number, items: entry.output, meta }, entry.seq));

@@ -69,7 +69,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const previous = decision.mode === 'resume' ? decision.run : undefined;
   if (previous) store.reopenRun(runId, decision.budget);
   else store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget: decision.budget });
-  for (const sink of held.sinks) store.recordSinkStart(runId, sink.id, sink.held?.() ?? store.currentSeq(), sink.committedBytes?.() ?? null);
+  for (const sink of held.sinks) store.recordSinkStart(runId, sink.id, sink.held(), sink.committedBytes?.() ?? null);
   return { store, runId, decision, previous, startedAt };
 }
 

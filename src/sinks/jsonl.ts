@@ -5,7 +5,8 @@ import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import { toJson } from '../json.ts';
 import { appendOnlyFile } from './append-only-file.ts';
-import type { Sink, SinkContext } from './sink.ts';
+import type { Sink } from './sink.ts';
+import { defineSink } from './define-sink.ts';
 
 export const jsonlSinkOptionsSchema = z.strictObject({
   /** The file, or `-` for stdout (not exactly once: see `toStdout`). */
@@ -55,38 +56,27 @@ function toFile(path: string, lines: (items: readonly Item[]) => string, shared:
  */
 function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
   const stdout = process.stdout;
-  const id = 'jsonl:-';
-  let checkpoints: SinkContext['stateCheckpoints'] | undefined;
-  let held = 0;
   let failure: Error | undefined;
   // A reader that went away (EPIPE) while no write waits for 'drain' would be an uncaught error that kills the
   // process; this way it ends the run at the next page.
   const onError = (error: Error) => {
     failure ??= error;
   };
-  return {
+  return defineSink<Item>({
     kind: 'jsonl',
-    path: '-',
-    id,
-    delivery: 'at_least_once',
-    open(ctx) {
-      checkpoints = ctx.stateCheckpoints;
-      held = checkpoints.get(id)?.seq ?? ctx.currentSeq;
-      checkpoints.set(id, { seq: held, bytes: null });
+    target: '-',
+    open() {
       stdout.on('error', onError);
     },
-    held: () => held,
-    async write(page, seq) {
+    async write(page) {
       if (failure) throw failure;
       // Backpressure: a slow reader holds the run back instead of the whole output piling up in memory.
       if (page.items.length > 0 && !stdout.write(lines(page.items))) await once(stdout, 'drain');
-      checkpoints?.set(id, { seq, bytes: null });
-      held = seq;
     },
     close() {
       stdout.off('error', onError);
     },
-  };
+  });
 }
 
 /**

@@ -26,10 +26,9 @@ export interface SinkContext {
 
 /**
  * Where pages go. A sink writes each page once, in one commit (a transaction, or a synchronous write), and records
- * in that commit (or right after it, for files) the journal sequence number of the last page it holds. After a
- * crash the runner re-delivers, from the journal, the committed pages a sink lacks: exactly once per sink.
- * Sinks are plug-ins: anything with these methods is one (without `held`, a sink is not replayed after a crash: a
- * page committed just before a kill may never reach it).
+ * in that commit (or right after it, for files) the journal sequence number of the last page it holds (`held`).
+ * After a crash the runner re-delivers, from the journal, the committed pages a sink lacks: exactly once per sink.
+ * To write a sink of your own, give `defineSink` its `write` (and `open`, `close`): it provides the rest.
  */
 export interface Sink<I = NormalizedItem> {
   /** e.g. `sqlite`, `csv`. */
@@ -39,8 +38,8 @@ export interface Sink<I = NormalizedItem> {
   /** Stable identity across runs: kind, file (and table). */
   readonly id: string;
   open(ctx: SinkContext): void | Promise<void>;
-  /** The sequence number of the last journal page this sink holds (valid after `open`). */
-  held?(): number;
+  /** The sequence number of the last journal page this sink holds (valid after `open`): what replay starts after. */
+  held(): number;
   write(page: Page<I>, seq: number): void | Promise<void>;
   /**
    * File sinks whose checkpoint lives in the state store: write the page's bytes now, not yet committed, and return
