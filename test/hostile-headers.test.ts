@@ -1,14 +1,19 @@
 // A server's headers decide pauses: a hostile or broken one must not be able to stop a run silently for a day, crash
 // it with a date past the end of time, or switch pacing off with a timer Node cannot arm (issue 14, items 5 and 6).
+import { setTimeout as delay } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { progressReporter } from '../src/cli/progress.ts';
 import { MAX_HEADER_DELAY_MS, parseRetryAfter } from '../src/client/retry-after.ts';
+import { toJsonl } from '../src/index.ts';
+import type { RunEvent } from '../src/run/run.ts';
 import { MAX_TIMER_MS, sleepInSteps } from '../src/schedule/clock.ts';
+import { createScheduler, type SchedulerEvent, systemClock, virtualClock } from '../src/schedule/index.ts';
 import { decidePause } from '../src/schedule/pause-rule.ts';
 import { readRateLimitHeaders } from '../src/schedule/rate-limit-headers.ts';
-import { createScheduler, type SchedulerEvent, virtualClock } from '../src/schedule/index.ts';
+import { searchPages } from '../src/sources/search-pages.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { clientFor, simulator } from './helpers.ts';
-import { workdir } from './pipeline-helpers.ts';
+import { runOn, workdir } from './pipeline-helpers.ts';
 
 const YEAR = 365 * 24 * 3600 * 1000;
 const OK_BODY = { data: [{ title: 'a', url: 'https://a.example/' }] };
@@ -96,10 +101,72 @@ describe('a hostile server’s pauses through the command line', () => {
     expect(met.stderr).toContain('the server asked to wait a year or more');
   });
 
-  it('a pause of more than 2 s is shown with its cause and its end; the run then completes', async () => {
-    const met = await runMeeting({ 'retry-after': '3' }, 429);
-    expect(met.code, met.stderr).toBe(0);
-    expect(met.stderr).toMatch(/pause: 3s, until \d{4}-\d\d-\d\dT[\d:.]+Z \(429, Retry-After 3 s\)/);
+});
+
+describe('long pauses are shown', () => {
+  it('a 5 s Retry-After pause (under maxRetryAfterMs) is shown with its cause and its end, in virtual time', async () => {
+    const epochAt = Date.UTC(2030, 0, 1);
+    const clock = virtualClock(0, epochAt);
+    await using sim = await simulator({ clock: clock.now, epoch: clock.epoch });
+    using dir = workdir();
+    sim.inject({ fault: 'status', status: 429, headers: { 'retry-after': '5' }, times: 1 });
+    const lines: string[] = [];
+    const progress = progressReporter({ mode: 'plain', write: (text) => lines.push(text), now: () => epochAt });
+    const summary = await runOn(
+      sim,
+      { name: 'paused', source: searchPages({ queries: ['q'], maxPages: 1 }), sinks: [toJsonl({ path: dir.path('out.jsonl') })] },
+      { clock, onEvent: (event) => progress.onEvent(event) },
+    );
+    progress.finish(summary, undefined);
+    expect(summary.status).toBe('completed');
+    // 5 virtual seconds after the start: the end is the clock's wall-clock time, not the system's.
+    expect(lines).toContain(`pause: 5s, until ${new Date(epochAt + 5000).toISOString()} (429, Retry-After 5 s)\n`);
+    expect(clock.now()).toBeGreaterThanOrEqual(5000);
+  });
+
+  it('only pauses longer than 2 s are shown; JSON mode gives the reason, the cause and the end', () => {
+    const pause = (ms: number): RunEvent => ({ type: 'pause', ms, reason: 'rate_limit_headers', until: '2030-01-01T00:00:02.000Z', cause: 'rate-limit headers' });
+    const plain: string[] = [];
+    const shown = progressReporter({ mode: 'plain', write: (text) => plain.push(text) });
+    shown.onEvent(pause(2000));
+    shown.onEvent(pause(250));
+    expect(plain).toEqual([]);
+    shown.onEvent(pause(2001));
+    expect(plain).toEqual(['pause: 2s, until 2030-01-01T00:00:02.000Z (rate-limit headers)\n']);
+    const json: string[] = [];
+    progressReporter({ mode: 'json', write: (text) => json.push(text) }).onEvent(pause(90_000));
+    expect(JSON.parse(json[0] as string)).toMatchObject({ event: 'pause', ms: 90_000, reason: 'rate_limit_headers', cause: 'rate-limit headers', until: '2030-01-01T00:00:02.000Z' });
+  });
+});
+
+describe('no timer past 2^31-1 ms', () => {
+  it('a reset of 3e6 s (over 2^31 ms) that the run may sleep through keeps it paused: no overflow, nothing sent', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    await using sim = await simulator();
+    const client = clientFor(sim);
+    sim.inject({ fault: 'status', status: 200, body: OK_BODY, headers: { ratelimit: 'r=0;t=3000000' }, times: 1 });
+    // The run is allowed to sleep 40 days (the real system clock: it is its timers that must not overflow).
+    const scheduler = createScheduler({ clock: systemClock, concurrency: 1, rateLimit: { maxRetryAfterMs: 40 * 24 * 3600 * 1000 } });
+    const events: SchedulerEvent[] = [];
+    scheduler.on((event) => events.push(event));
+    const send = (q: string) => scheduler.request({ series: q, path: '/searchengine/search' }, (signal) => client.search({ q }, { signal }));
+    try {
+      expect((await send('first')).ok).toBe(true);
+      const second = send('second');
+      // An overflowing timer fires after 1 ms, and the second request would be on its way: give it ample time to.
+      await delay(200);
+      expect(sim.stats().requests).toBe(1);
+      expect(warnings).not.toContain('TimeoutOverflowWarning');
+      expect(events.find((event) => event.type === 'pause')).toMatchObject({ ms: 3_000_000_000, reason: 'rate_limit_headers' });
+      scheduler.stop();
+      expect(await second).toMatchObject({ ok: false, kind: 'stopped', reason: 'interrupted' });
+    } finally {
+      process.off('warning', onWarning);
+      scheduler.abort();
+      await client.close();
+    }
   });
 });
 
@@ -121,5 +188,23 @@ describe('rate caps from headers', () => {
     // the plan's rate) they took 40.
     expect(clock.now()).toBeLessThan(5_000);
     expect(events.filter((event) => event.type === 'adapt' && event.reason === 'rate_limit_headers')).toEqual([]);
+  });
+
+  it('a policy with a window longer than maxRetryAfterMs is no cap either; one with a short window is', async () => {
+    const rateCaps = async (policy: string) => {
+      const clock = virtualClock(0);
+      await using sim = await simulator({ clock: clock.now });
+      sim.inject({ fault: 'status', status: 200, body: OK_BODY, headers: { 'ratelimit-policy': policy, ratelimit: 'r=50;t=1' } });
+      const client = clientFor(sim);
+      const events: SchedulerEvent[] = [];
+      const scheduler = createScheduler({ clock, rate: { requestsPerSecond: 10 }, concurrency: 1 });
+      scheduler.on((event) => events.push(event));
+      await Promise.all(['a', 'b', 'c'].map((q) => scheduler.request({ series: q, path: '/searchengine/search' }, (signal) => client.search({ q }, { signal }))));
+      await client.close();
+      return events.filter((event) => event.type === 'adapt' && event.reason === 'rate_limit_headers');
+    };
+    // One request a day (and, absurd, one in 1e400 s): a quota's window, left to the server to say when it runs out.
+    expect(await rateCaps('"day";q=1;w=86400, "absurd";q=1;w=1e400')).toEqual([]);
+    expect(await rateCaps('"minute";q=60;w=60')).toMatchObject([{ rate: 1 }]);
   });
 });

@@ -15,13 +15,13 @@ export interface ProgressOptions {
 
 const RATE_WINDOW_MS = 5000;
 
+/** Pauses longer than this are shown. */
+const VISIBLE_PAUSE_MS = 2000;
+
 /**
  * Progress and logs on stderr: a live line on a terminal, a plain line every few seconds otherwise, or JSON lines
  * for log collectors. stdout stays for data.
  */
-/** Pauses longer than this are shown. */
-const VISIBLE_PAUSE_MS = 2000;
-
 export function progressReporter(options: ProgressOptions) {
   const write = options.write ?? ((text: string) => process.stderr.write(text));
   const now = options.now ?? Date.now;

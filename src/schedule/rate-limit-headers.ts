@@ -8,8 +8,14 @@ export interface RateLimitHint {
   resetMs: number;
   /** The window's quota, when sent. */
   limit?: number | undefined;
-  /** A sustained rate (requests per second) implied by a policy (`q` per `w` seconds), when sent. */
-  policyRate?: number | undefined;
+  /** Sustained rates the server's policies allow (`q` requests per `w` seconds), when sent. */
+  policies: readonly Policy[];
+}
+
+/** One `RateLimit-Policy` member: `rate` requests per second over a window of `windowMs` (at most a year). */
+export interface Policy {
+  rate: number;
+  windowMs: number;
 }
 
 type Headers = Record<string, string | string[] | undefined>;
@@ -24,7 +30,7 @@ type Headers = Record<string, string | string[] | undefined>;
  * Returns nothing when the response has no usable pair of remaining and reset.
  */
 export function readRateLimitHeaders(headers: Headers, nowEpochMs: number = Date.now()): RateLimitHint | undefined {
-  const policyRate = readPolicyRate(text(headers['ratelimit-policy']));
+  const policies = readPolicies(text(headers['ratelimit-policy']));
   const structured = text(headers.ratelimit);
   if (structured) {
     const params = parameters(structured);
@@ -32,7 +38,7 @@ export function readRateLimitHeaders(headers: Headers, nowEpochMs: number = Date
     const reset = params.get('t') ?? params.get('reset');
     if (remaining !== undefined && reset !== undefined) {
       const resetMs = boundHeaderDelay(reset * 1000);
-      if (resetMs !== undefined) return { remaining, resetMs, limit: params.get('limit'), policyRate };
+      if (resetMs !== undefined) return { remaining, resetMs, limit: params.get('limit'), policies };
     }
   }
   for (const prefix of ['ratelimit-', 'x-ratelimit-']) {
@@ -40,7 +46,7 @@ export function readRateLimitHeaders(headers: Headers, nowEpochMs: number = Date
     const reset = number(text(headers[`${prefix}reset`]));
     if (remaining !== undefined && reset !== undefined) {
       const resetMs = boundHeaderDelay(resetDelta(reset, nowEpochMs));
-      if (resetMs !== undefined) return { remaining, resetMs, limit: number(text(headers[`${prefix}limit`])), policyRate };
+      if (resetMs !== undefined) return { remaining, resetMs, limit: number(text(headers[`${prefix}limit`])), policies };
     }
   }
   return undefined;
@@ -52,20 +58,23 @@ function resetDelta(reset: number, nowEpochMs: number): number {
   return reset * 1000; // delta seconds
 }
 
-/** `"default";q=100;w=60` or `100;w=60` (several policies: the tightest). */
-function readPolicyRate(value: string | undefined): number | undefined {
-  if (!value) return undefined;
-  let tightest: number | undefined;
+/**
+ * `"default";q=100;w=60` or `100;w=60`, several separated by commas. Each is returned with its window, so that the
+ * scheduler can leave aside a window it would not sleep through (a quota's, not a rate's: see `heed`).
+ */
+function readPolicies(value: string | undefined): Policy[] {
+  if (!value) return [];
+  const policies: Policy[] = [];
   for (const member of value.split(',')) {
     const params = parameters(member);
     const quota = params.get('q') ?? number(member.split(';')[0]?.trim());
     const window = params.get('w');
-    if (quota !== undefined && window !== undefined && window > 0) {
-      const rate = quota / window;
-      tightest = tightest === undefined ? rate : Math.min(tightest, rate);
+    const windowMs = window === undefined ? undefined : boundHeaderDelay(window * 1000);
+    if (quota !== undefined && quota >= 0 && window !== undefined && window > 0 && windowMs !== undefined) {
+      policies.push({ rate: quota / window, windowMs });
     }
   }
-  return tightest;
+  return policies;
 }
 
 /** Numeric `key=value` parameters of a structured-field item or a comma-separated dictionary. */

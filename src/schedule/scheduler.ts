@@ -222,21 +222,24 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     const hint = readRateLimitHeaders(headers, epochOf(clock));
     if (!hint) return;
     const now = clock.now();
-    if (hint.policyRate !== undefined && hint.policyRate < controller.rate) {
-      if (controller.capUntil(hint.policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
+    const longest = config.rateLimit.maxRetryAfterMs;
+    // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
+    const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
+    if (policyRate < controller.rate) {
+      if (controller.capUntil(policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
     }
     // Requests still in flight will take from the same allowance.
     const left = hint.remaining - inFlight;
     if (left <= 0) {
       const cause = `rate-limit headers: no requests left, the window resets in ${Math.ceil(hint.resetMs / 1000)} s`;
-      const decision = decidePause(hint.resetMs, config.rateLimit.maxRetryAfterMs, cause, epochOf(clock));
+      const decision = decidePause(hint.resetMs, longest, cause, epochOf(clock));
       if (decision.kind === 'quota') stopRun({ reason: 'quota', resumeAt: decision.resumeAt, message: decision.message });
       else pauseFor(decision.ms, 'rate_limit_headers', cause);
       return;
     }
     // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
     // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
-    if (hint.resetMs > config.rateLimit.maxRetryAfterMs) return;
+    if (hint.resetMs > longest) return;
     const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
     if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
   };
