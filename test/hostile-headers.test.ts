@@ -4,6 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { progressReporter } from '../src/cli/progress.ts';
 import { MAX_HEADER_DELAY_MS, parseRetryAfter } from '../src/client/retry-after.ts';
+import { statusError } from '../src/client/status-error.ts';
 import { toJsonl } from '../src/index.ts';
 import type { RunEvent } from '../src/run/run.ts';
 import { MAX_TIMER_MS, sleepInSteps } from '../src/schedule/clock.ts';
@@ -37,6 +38,10 @@ describe('header-derived durations are bounded', () => {
     expect(MAX_HEADER_DELAY_MS).toBe(YEAR);
     // Every bounded value is a valid offset for a Date (the old 1e23 ms threw RangeError in toISOString).
     expect(() => new Date(now + (parseRetryAfter('99999999999999999999', now) ?? 0)).toISOString()).not.toThrow();
+    // Said as what it is, not as the bound it was read as.
+    const error = statusError({ status: 429, path: '/searchengine/search', headers: { 'retry-after': '99999999999999999999' }, redact: (text) => text, now });
+    expect(error.message).toContain('(Retry-After a year or more)');
+    expect(error.message).not.toContain('31536000');
   });
 
   it('RateLimit, RateLimit-Reset and X-RateLimit-Reset windows are bounded to a year', () => {
@@ -98,7 +103,8 @@ describe('a hostile server’s pauses through the command line', () => {
     expect(met.stderr).not.toMatch(/RangeError|Invalid time value|unhandled/i);
     expect(met.summary).toMatchObject({ status: 'stopped', reason: 'quota' });
     expect(Number.isNaN(Date.parse(met.summary.resumeAt))).toBe(false);
-    expect(met.stderr).toContain('the server asked to wait a year or more');
+    expect(met.stderr).toContain('the server asked to wait a year or more (Retry-After a year or more;');
+    expect(met.stderr).not.toContain('31536000');
   });
 
 });

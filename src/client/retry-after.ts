@@ -11,6 +11,11 @@ export function boundHeaderDelay(ms: number): number | undefined {
   return Math.min(Math.max(0, ms), MAX_HEADER_DELAY_MS);
 }
 
+/** A header's wait for people: `40 s`, or `a year or more` for one bounded at a year (not the bound as if sent). */
+export function describeWait(ms: number): string {
+  return ms >= MAX_HEADER_DELAY_MS ? 'a year or more' : `${Math.ceil(ms / 1000)} s`;
+}
+
 /**
  * Parses `Retry-After` (RFC 9110 §10.2.3): delta-seconds or an HTTP date. Returns milliseconds from `now`, at most
  * a year (a longer or absurd value, `99999999999999999999`, reads as a year: a quota, never a crash or a timer

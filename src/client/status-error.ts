@@ -1,6 +1,6 @@
 import { AuthenticationError, BadRequestError, PlanError, RateLimitError, ServerError, UnexpectedStatusError } from '../errors/status-errors.ts';
 import { type WebDataError, type WebDataErrorDetails } from '../errors/web-data-error.ts';
-import { parseRetryAfter } from './retry-after.ts';
+import { describeWait, parseRetryAfter } from './retry-after.ts';
 
 export interface FailedResponse extends WebDataErrorDetails {
   status: number;
@@ -39,7 +39,7 @@ export function statusError(response: FailedResponse): WebDataError {
   }
   if (status === 429) {
     const retryAfterMs = parseRetryAfter(headers['retry-after'], now);
-    const wait = retryAfterMs === undefined ? 'no usable Retry-After' : `Retry-After ${Math.ceil(retryAfterMs / 1000)} s`;
+    const wait = retryAfterMs === undefined ? 'no usable Retry-After' : `Retry-After ${describeWait(retryAfterMs)}`;
     return new RateLimitError(
       `${at} Too Many Requests: rate or quota limit exceeded (${wait}) ${notCharged}. Back off and reduce concurrency.${context}`,
       { ...details, status, retryAfterMs },

@@ -1,4 +1,4 @@
-import { boundHeaderDelay, MAX_HEADER_DELAY_MS } from '../client/retry-after.ts';
+import { boundHeaderDelay, describeWait } from '../client/retry-after.ts';
 
 /**
  * The one rule for every pause a server's header asks for (`Retry-After` on a 429 or 503, an exhausted
@@ -17,7 +17,7 @@ export function decidePause(ms: number, maxRetryAfterMs: number, what: string, n
   const bounded = boundHeaderDelay(ms) ?? 0;
   if (bounded <= maxRetryAfterMs) return { kind: 'sleep', ms: bounded };
   const resumeAt = new Date(nowEpochMs + bounded);
-  const wait = bounded >= MAX_HEADER_DELAY_MS ? 'a year or more' : `${Math.ceil(bounded / 1000)} s`;
+  const wait = describeWait(bounded);
   return {
     kind: 'quota',
     ms: bounded,
@@ -25,3 +25,4 @@ export function decidePause(ms: number, maxRetryAfterMs: number, what: string, n
     message: `the server asked to wait ${wait} (${what}; a quota, not a burst, beyond rateLimit.maxRetryAfterMs ${maxRetryAfterMs} ms): stopped; resume after ${resumeAt.toISOString()}`,
   };
 }
+

@@ -1,4 +1,5 @@
 import PQueue from 'p-queue';
+import { describeWait } from '../client/retry-after.ts';
 import type { WebDataError } from '../errors/web-data-error.ts';
 import { fullJitter } from './backoff.ts';
 import { classify, mayHaveBeenCharged, type StopReason } from './classify.ts';
@@ -231,7 +232,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     // Requests still in flight will take from the same allowance.
     const left = hint.remaining - inFlight;
     if (left <= 0) {
-      const cause = `rate-limit headers: no requests left, the window resets in ${Math.ceil(hint.resetMs / 1000)} s`;
+      const cause = `rate-limit headers: no requests left, the window resets in ${describeWait(hint.resetMs)}`;
       const decision = decidePause(hint.resetMs, longest, cause, epochOf(clock));
       if (decision.kind === 'quota') stopRun({ reason: 'quota', resumeAt: decision.resumeAt, message: decision.message });
       else pauseFor(decision.ms, 'rate_limit_headers', cause);
@@ -363,7 +364,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       case 'rate_limited': {
         counters.rateLimited += 1;
         const retryAfter = disposition.retryAfterMs;
-        const asked = retryAfter === undefined ? undefined : decidePause(retryAfter, config.rateLimit.maxRetryAfterMs, `Retry-After ${Math.ceil(retryAfter / 1000)} s`, epochOf(clock));
+        const asked = retryAfter === undefined ? undefined : decidePause(retryAfter, config.rateLimit.maxRetryAfterMs, `Retry-After ${describeWait(retryAfter)}`, epochOf(clock));
         if (asked?.kind === 'quota') {
           stopRun({ reason: 'quota', error, resumeAt: asked.resumeAt, message: asked.message });
           return finish(task, stoppedOutcome(task) as Outcome<Answered>);
@@ -378,7 +379,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
         const backoff = fullJitter(consecutiveRateLimits, config.rateLimit.baseDelayMs, config.rateLimit.maxDelayMs, random);
         const pause = Math.max(asked?.ms ?? 0, backoff);
         if (config.adaptive && controller.onRateLimited(sentAt)) applyRate('rate_limited');
-        if (pause > 0) pauseFor(pause, 'rate_limited', asked && asked.ms >= backoff ? `429, Retry-After ${Math.ceil(asked.ms / 1000)} s` : '429, backing off');
+        if (pause > 0) pauseFor(pause, 'rate_limited', asked && asked.ms >= backoff ? `429, Retry-After ${describeWait(asked.ms)}` : '429, backing off');
         emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: pause });
         return retryLater(task, 0);
       }
