@@ -1,31 +1,40 @@
 import { createHash } from 'node:crypto';
-import type { Page, PageMeta, Series } from '../pipeline/page.ts';
+import type { ResponseMeta } from '../client/client.ts';
+import type { Page, Series } from '../pipeline/page.ts';
 import { pageKey } from '../pipeline/page.ts';
 import type { Outcome } from '../schedule/scheduler.ts';
 import { toJson } from '../json.ts';
 import { createChannel } from './channel.ts';
-import type { SeriesEnd, SeriesResume, SourceContext } from './source.ts';
+import type { PageRequest, Paginator, Resumed } from './paginators/index.ts';
+import type { SeriesEnd, SourceContext } from './source.ts';
+import { pageEnd, type StopLimits } from './stop-rules.ts';
 
-/** Where a series resumes (undefined: from its first page). */
-export type Resumed = Exclude<SeriesResume, { done: true }> | undefined;
-
-/** One answered page, as a source hands it to the paging loop. */
+/** One answered page, as a source's `fetch` gives it to the paging loop. */
 export interface Fetched {
   items: unknown[];
   status: number;
   requestId: string | undefined;
   durationMs: number;
   bytes: number;
-  /** Cursor-paged endpoints: what to send for the next page; `null` when the server says there is none. */
-  next?: Record<string, unknown> | null | undefined;
+  /** The whole body, for paginators that read it (a cursor). */
+  body?: unknown;
+  /** The answer's headers, for the scheduler to heed (rate-limit headers). */
+  headers?: ResponseMeta['headers'];
 }
 
-export interface PagingRules {
-  firstPage: number;
-  maxPages: number;
-  /** A page with fewer items than this ends the series (`short`); undefined: no such rule. */
-  shortBelow: number | undefined;
+/** What `pageSeries` pages: one series, with its source's paginator, stop limits and request. */
+export interface SeriesPaging {
+  series: Series;
+  resume: Resumed;
+  ctx: SourceContext;
+  /** Hands a page on (through the bounded channel of `fetchAll`). */
+  push: (page: Page) => Promise<void>;
+  paginator: Paginator;
+  limits: StopLimits;
+  /** End the series after this many pages in a row with nothing new after the stages (`no_new`). */
   stopAfterNoNew: number | undefined;
+  /** Sends one request for the series (the scheduler calls it, retrying as its table says). */
+  fetch: (request: PageRequest, signal: AbortSignal) => Promise<Fetched>;
 }
 
 /**
@@ -84,27 +93,25 @@ export async function* fetchAll(
 }
 
 /**
- * Pages one series in order until a stop rule of DESIGN §3, the budget, a failure or the run's stop. `fetch` sends
- * one request through the scheduler: page numbers count from `firstPage`; cursor-paged sources also get the cursor
- * the previous page gave.
+ * Pages one series in order until a stop rule of DESIGN §3 (`STOP_RULES`, then `no_new`), the budget, a failure or
+ * the run's stop. Each request goes through the scheduler under a page permit; the paginator says what it sends.
  */
-export async function pageSeries(
-  series: Series,
-  resume: Resumed,
-  ctx: SourceContext,
-  push: (page: Page) => Promise<void>,
-  rules: PagingRules,
-  fetch: (number: number, cursor: Record<string, unknown> | undefined) => Promise<Outcome<Fetched>>,
-): Promise<SeriesEnd> {
-  let previous = resume?.digest;
-  let cursor = resume?.cursor;
-  let fetched = resume?.pages ?? 0;
+export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
+  const { series, ctx, push, paginator, limits, stopAfterNoNew } = options;
+  let previous = options.resume?.digest;
+  let fetched = options.resume?.pages ?? 0;
   let pushed = 0;
-  for (let number = resume?.nextPage ?? rules.firstPage; ; number++) {
+  let request = paginator.first(options.resume);
+  for (;;) {
     const release = await ctx.pagePermit();
-    let outcome: Outcome<Fetched>;
+    let outcome: Outcome<Fetched & { next: PageRequest | null }>;
     try {
-      outcome = await fetch(number, cursor);
+      const asked = request;
+      outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint }, async (signal) => {
+        const answer = await options.fetch(asked, signal);
+        // Inside the request: a paginator that cannot read the answer fails the series as a malformed answer does.
+        return { ...answer, next: following(paginator, answer, asked) };
+      });
     } catch (error) {
       release();
       throw error;
@@ -120,24 +127,13 @@ export async function pageSeries(
     const answer = outcome.value;
     const digest = createHash('sha1').update(toJson(answer.items)).digest('base64');
     // The rules that need only the page as served, decided now so that the end commits with the page.
-    const end: PageMeta['end'] =
-      answer.items.length === 0
-        ? 'empty'
-        : digest === previous
-          ? 'repeat'
-          : rules.shortBelow !== undefined && answer.items.length < rules.shortBelow
-            ? 'short'
-            : answer.next === null
-              ? 'end'
-              : fetched >= rules.maxPages
-                ? 'max_pages'
-                : undefined;
+    const end = pageEnd({ items: answer.items.length, digest, previousDigest: previous, hasNext: answer.next !== null, fetched }, limits);
     previous = digest;
-    cursor = answer.next ?? undefined;
+    const cursor = answer.next?.cursor;
     const page: Page = {
-      key: pageKey(series, number),
+      key: pageKey(series, request.number),
       series,
-      number,
+      number: request.number,
       items: answer.items as Page['items'],
       meta: {
         status: answer.status,
@@ -149,13 +145,13 @@ export async function pageSeries(
         digest,
         ...(cursor ? { cursor } : {}),
         ...(end ? { end } : {}),
-        ...(rules.stopAfterNoNew === undefined ? {} : { noNewLimit: rules.stopAfterNoNew }),
+        ...(stopAfterNoNew === undefined ? {} : { noNewLimit: stopAfterNoNew }),
       },
     };
     // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
     const committed = ctx.processed(page);
     void committed.then(release);
-    const afterStages = !end && rules.stopAfterNoNew !== undefined ? committed : undefined;
+    const afterStages = !end && stopAfterNoNew !== undefined ? committed : undefined;
     // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
     await push(page);
     if (end) return { reason: end, pages: pushed };
@@ -163,5 +159,16 @@ export async function pageSeries(
       const result = await afterStages;
       if (result.end) return { reason: result.end, pages: pushed };
     }
+    // No end: the paginator found a next page (else the `end` rule held).
+    request = answer.next as PageRequest;
   }
+}
+
+/** The paginator's next request; its number must follow (page keys and a resume's next page depend on it). */
+function following(paginator: Paginator, answer: Fetched, request: PageRequest): PageRequest | null {
+  const next = paginator.next({ body: answer.body, items: answer.items, request });
+  if (next !== null && next.number !== request.number + 1) {
+    throw new Error(`the paginator asked for page ${next.number} after page ${request.number}: each request's number must be the previous one's + 1`);
+  }
+  return next;
 }

@@ -3,9 +3,10 @@ import { SEARCH_PATH } from '../client/client.ts';
 import { checkCountry, checkLang } from '../client/codes.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Series } from '../pipeline/page.ts';
-import { fetchAll, pageSeries } from './paging.ts';
+import { defineSource } from './define-source.ts';
+import { pageNumber } from './paginators/index.ts';
 import { readQueryList } from './query-list.ts';
-import type { Source, SourcePlan } from './source.ts';
+import type { Source } from './source.ts';
 
 export const DEFAULT_MAX_PAGES = 5;
 export const DEFAULT_COUNT = 10;
@@ -77,50 +78,31 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
     }
   }
 
-  const rules = {
-    firstPage: config.firstPage,
-    maxPages: config.maxPages,
-    shortBelow: config.stopOnShortPage && config.count !== null ? config.count : undefined,
-    stopAfterNoNew: config.stopAfterNoNew,
-  };
-
-  const plan = (): SourcePlan => ({
+  const source = defineSource({
     endpoint: SEARCH_PATH,
+    series,
     seriesCount: queries.length * countries.length * langs.length,
+    paginator: pageNumber({ first: config.firstPage }),
     maxPages: config.maxPages,
+    pageSize: config.stopOnShortPage && config.count !== null ? config.count : undefined,
+    stopAfterNoNew: config.stopAfterNoNew,
     fingerprint: { endpoint: SEARCH_PATH, queries, countries, langs, maxPages: config.maxPages, count: config.count, firstPage: config.firstPage },
     tagColumns,
-    notes:
-      dropped.blank || dropped.duplicate
-        ? [`queries: ${dropped.duplicate} repeated and ${dropped.blank} blank dropped (never sent twice)`]
-        : [],
-    series,
+    notes: dropped.blank || dropped.duplicate ? [`queries: ${dropped.duplicate} repeated and ${dropped.blank} blank dropped (never sent twice)`] : [],
+    async fetch(one, request, { client, signal }) {
+      const response = await client.search(
+        {
+          q: one.query,
+          page: request.number,
+          ...(config.count === null ? {} : { count: config.count }),
+          ...(one.country ? { country: one.country } : {}),
+          ...(one.lang ? { lang: one.lang } : {}),
+        },
+        // The codes this source allowed beyond ISO are allowed for its requests too: one allow-list, not two.
+        { signal, allow },
+      );
+      return { ...response, items: response.data };
+    },
   });
-
-  return {
-    dropped,
-    plan,
-    pages: (ctx) =>
-      fetchAll(series(), ctx, (one, resume, push) =>
-        pageSeries(one, resume, ctx, push, rules, (page) =>
-          ctx.scheduler.request({ series: one.id, path: SEARCH_PATH }, async (signal) => {
-            const response = await ctx.client.search(
-              {
-                q: one.query,
-                page,
-                ...(config.count === null ? {} : { count: config.count }),
-                ...(one.country ? { country: one.country } : {}),
-                ...(one.lang ? { lang: one.lang } : {}),
-              },
-              // The codes this source allowed beyond ISO are allowed for its requests too: one allow-list, not two.
-              { signal, allow },
-            );
-            return { ...response, items: response.data };
-          }),
-        ),
-      ),
-  };
+  return { dropped, ...source };
 }
-
-
-

@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import type { Client } from '../client/client.ts';
+import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
+import { ValidationError } from '../errors/validation-error.ts';
+import type { Series } from '../pipeline/page.ts';
+import { type Fetched, fetchAll, pageSeries } from './paging.ts';
+import type { PageRequest, Paginator } from './paginators/index.ts';
+import type { Source, SourcePlan } from './source.ts';
+
+/** What a source of your own decides: its series, how their pages follow each other, and how one is fetched. */
+export interface SourceSpec {
+  /** The catalog path its requests go to (credit weights, the 403 rule and the plan go by it); every series' `endpoint`. */
+  endpoint: string;
+  /**
+   * Its series in order, each with an `id` stable across invocations (a resume finds a series' progress by it).
+   * Called for the plan and again for the run: a generator over a long list is fine.
+   */
+  series(): Iterable<Series>;
+  /** How many series there are (default: counted by going through `series()`). */
+  seriesCount?: number;
+  /** How a series' pages follow each other (`pageNumber()`, `cursorFrom(…)`, `custom(…)`), or one per series. */
+  paginator: Paginator | ((series: Series) => Paginator);
+  /** Pages per series at the most (the `max_pages` rule; always bounded). */
+  maxPages: number;
+  /** Items a full page holds: a shorter page ends its series (`short`). Unset: only empty pages end it. */
+  pageSize?: number | undefined;
+  /** End a series after this many pages in a row with nothing new after the stages (`no_new`). */
+  stopAfterNoNew?: number | undefined;
+  /**
+   * Everything that decides the requests, for the run's plan: a resume with a different plan is refused. Default:
+   * the endpoint, the series' ids, maxPages and pageSize; give your own when other settings shape the requests.
+   */
+  fingerprint?: Record<string, unknown>;
+  /** Columns of tags carried into every row (from `series.tags`), for sinks with default columns. */
+  tagColumns?: readonly string[];
+  /** Things worth telling the user before the run. */
+  notes?: readonly string[];
+  /**
+   * Sends one request for `series` (the scheduler calls it under the run's rate, budget and retries: throw the
+   * client's errors as they come) and gives its items. Add `request.params` to what the request sends.
+   */
+  fetch(series: Series, request: PageRequest, io: { client: Client; signal: AbortSignal }): Promise<Fetched>;
+}
+
+/**
+ * A source from what it must decide, with the plumbing provided: series run side by side under the scheduler and
+ * the page permits, each paged until the stop rules (empty, repeat, short, end, max_pages, no_new), the budget, a
+ * failure or the run's stop; pages are committed exactly once and a resumed run goes on from where each series was.
+ */
+export function defineSource(spec: SourceSpec): Source {
+  ValidationError.parse(specSchema, spec, 'Invalid source', 'source');
+  const limits = { maxPages: spec.maxPages, shortBelow: spec.pageSize };
+  const paginatorFor = typeof spec.paginator === 'function' ? spec.paginator : () => spec.paginator as Paginator;
+
+  const plan = (): SourcePlan => ({
+    endpoint: spec.endpoint,
+    seriesCount: spec.seriesCount ?? [...spec.series()].length,
+    maxPages: spec.maxPages,
+    fingerprint: spec.fingerprint ?? {
+      endpoint: spec.endpoint,
+      series: Array.from(spec.series(), (series) => series.id),
+      maxPages: spec.maxPages,
+      pageSize: spec.pageSize ?? null,
+    },
+    ...(spec.tagColumns ? { tagColumns: spec.tagColumns } : {}),
+    ...(spec.notes ? { notes: spec.notes } : {}),
+    series: () => spec.series(),
+  });
+
+  return {
+    plan,
+    pages: (ctx) =>
+      fetchAll(spec.series()[Symbol.iterator](), ctx, (series, resume, push) =>
+        pageSeries({
+          series,
+          resume,
+          ctx,
+          push,
+          paginator: paginatorFor(series),
+          limits,
+          stopAfterNoNew: spec.stopAfterNoNew,
+          fetch: (request, signal) => spec.fetch(series, request, { client: ctx.client, signal }),
+        }),
+      ),
+  };
+}
+
+const fn = (what: string) => z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', { error: `must be a function ${what}` });
+const paginatorSchema = z.union([fn('(series) => paginator'), z.looseObject({ first: fn('(resume) => request'), next: fn('(answer) => request | null') })], {
+  error: 'must be a paginator such as pageNumber(), cursorFrom(from, param) or custom(next), or a function (series) => paginator',
+});
+
+/** The spec's shape, checked before anything is sent (a user's source is input like any other). */
+const specSchema = z.looseObject({
+  endpoint: z.string().refine(isEndpointPath, { error: ENDPOINT_PATH_HINT }),
+  series: fn('() => iterable of series'),
+  seriesCount: z.int().nonnegative().optional(),
+  paginator: paginatorSchema,
+  maxPages: z.int().positive().max(10_000),
+  pageSize: z.int().positive().optional(),
+  stopAfterNoNew: z.int().positive().optional(),
+  fingerprint: z.record(z.string(), z.unknown()).optional(),
+  fetch: fn('(series, request, { client, signal }) => Promise<answer>'),
+});
