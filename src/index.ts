@@ -14,11 +14,13 @@ export { searchPages, type SearchPagesOptions } from './sources/search-pages.ts'
 export { endpointPages, type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';
 export { combineSources } from './sources/combine.ts';
 export { type Source } from './sources/source.ts';
+export { defineSource, type SourceSpec } from './sources/define-source.ts';
+export { paginators, type Paginator, type PageRequest, type PageAnswer } from './sources/paginators/index.ts';
 
 // Stages
 export { type Stage, pipe } from './pipeline/compose.ts';
 export { type RunContext } from './pipeline/context.ts';
-export { type Page } from './pipeline/page.ts';
+export { type Page, type Series } from './pipeline/page.ts';
 export { normalize } from './stages/normalize.ts';
 export { type NormalizedItem } from './stages/normalized-item.ts';
 export { dedupe, type DedupeOptions } from './stages/dedupe.ts';

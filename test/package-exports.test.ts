@@ -27,7 +27,7 @@ describe('the package root and its subpaths, from the built package', () => {
         'AbortedError', 'AuthenticationError', 'BadRequestError', 'EXIT', 'LeaseHeldError', 'MalformedResponseError', 'NetworkError',
         'OutputError', 'PlanError', 'RateLimitError', 'RunLifecycleError', 'ServerError', 'StageContractError', 'TimeoutError',
         'UnexpectedStatusError', 'VERSION', 'ValidationError', 'WebDataError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
-        'definePipeline', 'endpointPages', 'filterItems', 'items', 'mapItems', 'normalize', 'pipe', 'pipelineFromConfig', 'run',
+        'definePipeline', 'defineSource', 'paginators', 'endpointPages', 'filterItems', 'items', 'mapItems', 'normalize', 'pipe', 'pipelineFromConfig', 'run',
         'runFromCommandLine', 'searchPages', 'toCsv', 'toJsonl', 'toSqlite',
       ].sort(),
     );
