@@ -4,7 +4,7 @@
  * connection refused) or counted as uncertain (a timeout or reset after sending, a malformed 2xx: possibly
  * charged, so counted against the budget, and reported apart).
  *
- * The interface (reserve / commit / release / uncertain) is the seam for a shared meter across processes later.
+ * The interface (reserve / commit / release / uncertain / whenSettled) is the seam for a shared meter across processes later.
  */
 export interface CreditMeter {
   /** Credits of one request to `path`. */
@@ -16,6 +16,11 @@ export interface CreditMeter {
   commit(reservation: Charge): void;
   release(reservation: Charge): void;
   uncertain(reservation: Charge): void;
+  /**
+   * Resolves once a reservation is next committed, released or counted as uncertain (rejects when `signal` aborts):
+   * a request that only reservations in flight hold back waits for one of them to settle rather than give up.
+   */
+  whenSettled(signal: AbortSignal): Promise<void>;
   snapshot(): CreditSnapshot;
 }
 
@@ -60,6 +65,13 @@ export function createCreditMeter(options: CreditMeterOptions = {}): CreditMeter
   const byEndpoint: Record<string, number> = {};
   const bySeries: Record<string, number> = {};
 
+  // Those waiting for a reservation in flight to be committed or returned.
+  const settleWaiters = new Set<() => void>();
+  const settled = () => {
+    for (const wake of settleWaiters) wake();
+    settleWaiters.clear();
+  };
+
   const count = (charge: Charge) => {
     reserved -= charge.weight;
     spent += charge.weight;
@@ -75,14 +87,33 @@ export function createCreditMeter(options: CreditMeterOptions = {}): CreditMeter
       return true;
     },
     couldTake: (weight) => budget === null || spent + weight <= budget,
-    commit: count,
+    commit(charge) {
+      count(charge);
+      settled();
+    },
     release(charge) {
       reserved -= charge.weight;
+      settled();
     },
     uncertain(charge) {
       count(charge);
       uncertain += charge.weight;
+      settled();
     },
+    whenSettled: (signal) =>
+      new Promise<void>((resolve, reject) => {
+        if (signal.aborted) return reject(signal.reason);
+        const wake = () => {
+          signal.removeEventListener('abort', abort);
+          resolve();
+        };
+        const abort = () => {
+          settleWaiters.delete(wake);
+          reject(signal.reason);
+        };
+        settleWaiters.add(wake);
+        signal.addEventListener('abort', abort, { once: true });
+      }),
     snapshot: () => ({
       budget,
       spent,

@@ -1,16 +1,12 @@
 import PQueue from 'p-queue';
-import { describeWait } from '../client/retry-after.ts';
 import type { WebDataError } from '../errors/web-data-error.ts';
-import { fullJitter } from './backoff.ts';
 import { classify, mayHaveBeenCharged, type StopReason } from './classify.ts';
 import { type Clock, epochOf, systemClock } from './clock.ts';
 import { type Charge, createCreditMeter, type CreditSnapshot } from './credit-meter.ts';
 import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
-import { requestsPerSecond, resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
-import { createPacer } from './pacer.ts';
-import { decidePause } from './pause-rule.ts';
-import { readRateLimitHeaders } from './rate-limit-headers.ts';
-import { createRateController } from './rate-controller.ts';
+import { resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
+import { nextStep } from './outcome-policy.ts';
+import { createThrottle } from './throttle.ts';
 
 /** One request of a run: which series it belongs to and which endpoint it calls. */
 export interface Work {
@@ -23,8 +19,6 @@ export interface Work {
 }
 
 type Headers = Record<string, string | string[] | undefined>;
-
-const PACING_MARGIN = 0.99;
 
 /** What `send` resolves to: the client's responses fit. */
 export interface Answered {
@@ -127,27 +121,23 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   const config = resolveSchedulerOptions(options);
   const clock: Clock = config.clock ?? systemClock;
   const random = config.random ?? Math.random;
-  const maxRate = requestsPerSecond(config.rate);
   const meter = createCreditMeter({
     budget: config.budget?.maxCredits,
     weights: config.credits.weights,
     defaultWeight: config.credits.defaultWeight,
     spentBefore: config.spentBefore,
   });
-  // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
-  // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
-  const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
-  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate }, clock);
-  // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
-  // inside one interval of a leaky bucket set exactly at the plan's rate.
-  const paced = (rate: number) => rate * PACING_MARGIN;
-  const pacer = createPacer(paced(maxRate), clock);
   const queue = new PQueue<RoundRobinQueue, FairOptions>({ concurrency: config.concurrency, queueClass: RoundRobinQueue });
-
-  // `halt` wakes whatever waits (the pacer, retry sleeps) when the run stops; `cancel` also aborts requests in flight.
+  // `halt` wakes whatever waits (the pacer, pauses, retry sleeps, reservations) when the run stops; `cancel` also
+  // aborts requests in flight.
   const halt = new AbortController();
   const cancel = new AbortController();
   const listeners = new Set<(event: SchedulerEvent) => void>();
+  const emit = (event: SchedulerEvent) => {
+    for (const listener of listeners) listener(event);
+  };
+  const throttle = createThrottle({ config, clock, gate: queue, emit, halt: halt.signal });
+
   const forbidden = new Map<string, unknown>();
   const idleWaiters: (() => void)[] = [];
   let stopped: StopInfo | undefined;
@@ -156,13 +146,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   let inFlight = 0;
   let consecutiveRateLimits = 0;
   let lastSuccessAt = clock.now();
-  let pausedUntil = Number.NEGATIVE_INFINITY;
-  let pauses = 0;
-  const counters = { total: 0, byStatus: {} as Record<string, number>, retries: 0, rateLimited: 0, rateLimitedWaitMs: 0 };
-
-  const emit = (event: SchedulerEvent) => {
-    for (const listener of listeners) listener(event);
-  };
+  const counters = { total: 0, byStatus: {} as Record<string, number>, retries: 0, rateLimited: 0 };
 
   const finish = (task: Task, outcome: Outcome<Answered>) => {
     task.resolve(outcome);
@@ -187,62 +171,14 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     queue.start();
   };
 
+  const forbid = (path: string, error: unknown, message: string) => {
+    if (forbidden.has(path)) return;
+    forbidden.set(path, error);
+    emit({ type: 'stop', reason: 'forbidden', path, message });
+  };
+
   const enqueue = (task: Task, front = false) => {
     void queue.add(() => attempt(task), { series: task.work.series, front });
-  };
-
-  const applyRate = (reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers') => {
-    pacer.setRate(paced(controller.rate));
-    queue.concurrency = controller.concurrency;
-    emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
-  };
-
-  const pauseFor = (ms: number, reason: 'rate_limited' | 'rate_limit_headers', cause: string) => {
-    const now = clock.now();
-    const until = now + ms;
-    if (until <= pausedUntil) return;
-    counters.rateLimitedWaitMs += until - Math.max(now, pausedUntil);
-    pausedUntil = until;
-    const pause = ++pauses;
-    pacer.pauseUntil(until);
-    queue.pause();
-    emit({ type: 'pause', ms, reason, until: new Date(epochOf(clock) + ms).toISOString(), cause });
-    // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
-    // clock reaches their end, and a queue left paused would never start again.
-    clock.sleep(ms, halt.signal).then(
-      () => {
-        if (pause === pauses) queue.start();
-      },
-      () => undefined,
-    );
-  };
-
-  /** Proactive pacing from rate-limit headers: slow down (or wait for the reset) before the server says 429. */
-  const heed = (headers: Headers | undefined) => {
-    if (!headers || !config.adaptive) return;
-    const hint = readRateLimitHeaders(headers, epochOf(clock));
-    if (!hint) return;
-    const now = clock.now();
-    const longest = config.rateLimit.maxRetryAfterMs;
-    // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
-    const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
-    if (policyRate < controller.rate) {
-      if (controller.capUntil(policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
-    }
-    // Requests still in flight will take from the same allowance.
-    const left = hint.remaining - inFlight;
-    if (left <= 0) {
-      const cause = `rate-limit headers: no requests left, the window resets in ${describeWait(hint.resetMs)}`;
-      const decision = decidePause(hint.resetMs, longest, cause, epochOf(clock));
-      if (decision.kind === 'quota') stopRun({ reason: 'quota', resumeAt: decision.resumeAt, message: decision.message });
-      else pauseFor(decision.ms, 'rate_limit_headers', cause);
-      return;
-    }
-    // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
-    // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
-    if (hint.resetMs > longest) return;
-    const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
-    if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
   };
 
   const count = (status: number | string) => {
@@ -254,36 +190,12 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
 
   const retryLater = (task: Task, delayMs: number) => {
     counters.retries += 1;
-    if (delayMs <= 0) {
-      enqueue(task, true);
-      return;
-    }
+    if (delayMs <= 0) return enqueue(task, true);
     clock.sleep(delayMs, halt.signal).then(
       () => enqueue(task, true),
       () => finish(task, stoppedOutcome(task) as Outcome<Answered>),
     );
   };
-
-  // Tasks waiting for a reservation in flight to be committed or returned.
-  const settleWaiters = new Set<() => void>();
-  const settled = () => {
-    for (const wake of settleWaiters) wake();
-    settleWaiters.clear();
-  };
-  const untilSettled = (signal: AbortSignal) =>
-    new Promise<void>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      const wake = () => {
-        signal.removeEventListener('abort', abort);
-        resolve();
-      };
-      const abort = () => {
-        settleWaiters.delete(wake);
-        reject(signal.reason);
-      };
-      settleWaiters.add(wake);
-      signal.addEventListener('abort', abort, { once: true });
-    });
 
   const refuseForBudget = (task: Task) => {
     budgetReached = true;
@@ -291,26 +203,25 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   };
 
   async function attempt(task: Task): Promise<void> {
+    const { series, path, weight } = task.work;
     const gated = stoppedOutcome(task);
     if (gated) return finish(task, gated);
     // No room left whatever happens to the requests in flight: refuse now rather than after waiting for the pacer.
-    if (!meter.couldTake(task.work.weight)) return refuseForBudget(task);
+    if (!meter.couldTake(weight)) return refuseForBudget(task);
     try {
-      await pacer.acquire(halt.signal);
+      await throttle.acquire(halt.signal);
     } catch {
       return finish(task, stoppedOutcome(task) as Outcome<Answered>);
     }
     const late = stoppedOutcome(task);
     if (late) return finish(task, late);
-
-    const { series, path, weight } = task.work;
     while (!meter.reserve(weight)) {
       // The budget cannot take this request: it is not sent, and its series stops.
       if (!meter.couldTake(weight)) return refuseForBudget(task);
       // Only reservations of requests in flight stand in the way: one of them may yet be returned (a definite
       // failure), so wait for one to settle rather than end the series (or, in a loop, every series left) early.
       try {
-        await untilSettled(halt.signal);
+        await meter.whenSettled(halt.signal);
       } catch {
         return finish(task, stoppedOutcome(task) as Outcome<Answered>);
       }
@@ -333,86 +244,54 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       const uncertain = mayHaveBeenCharged(error);
       if (uncertain) meter.uncertain(charge);
       else meter.release(charge);
-      settled();
       return failed(task, error, sentAt, uncertain ? weight : 0);
     }
     release?.();
     inFlight -= 1;
     meter.commit(charge);
-    settled();
     const status = answer.status ?? 200;
     count(status);
     emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: clock.now() - sentAt, credits: weight, uncertain: false });
     lastSuccessAt = clock.now();
     consecutiveRateLimits = 0;
-    if (config.adaptive && controller.onSuccess(sentAt, clock.now() - sentAt)) applyRate('sustained_success');
-    // A cap from rate-limit headers may have expired since the pacer last heard.
-    else if (pacer.rate !== paced(controller.rate)) pacer.setRate(paced(controller.rate));
-    heed(answer.headers);
+    throttle.onSuccess(sentAt);
+    const quota = throttle.heed(answer.headers, inFlight);
+    if (quota) stopRun(quota);
     return finish(task, { ok: true, value: answer, attempts: task.attempts });
   }
 
+  /** Carries out what the outcome policy says a failed attempt leads to. */
   function failed(task: Task, error: unknown, sentAt: number, credits: number): void {
     const { series, path } = task.work;
     const status = (error as Partial<WebDataError>).status ?? (error as Partial<WebDataError>).kind ?? 'error';
     count(status);
     emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: clock.now() - sentAt, credits, uncertain: credits > 0 });
     const disposition = classify(error);
-    const failure: Outcome<Answered> = { ok: false, kind: 'failed', error, attempts: task.attempts };
-
-    switch (disposition.action) {
-      case 'rate_limited': {
-        counters.rateLimited += 1;
-        const retryAfter = disposition.retryAfterMs;
-        const asked = retryAfter === undefined ? undefined : decidePause(retryAfter, config.rateLimit.maxRetryAfterMs, `Retry-After ${describeWait(retryAfter)}`, epochOf(clock));
-        if (asked?.kind === 'quota') {
-          stopRun({ reason: 'quota', error, resumeAt: asked.resumeAt, message: asked.message });
-          return finish(task, stoppedOutcome(task) as Outcome<Answered>);
-        }
-        if (stalled()) {
-          stopRun({ reason: 'stall', error, message: `nothing succeeded for ${config.rateLimit.stallAfterMs} ms while the server kept answering 429` });
-          return finish(task, stoppedOutcome(task) as Outcome<Answered>);
-        }
-        task.rateLimitedAttempts += 1;
-        if (task.rateLimitedAttempts > config.rateLimit.retries) return finish(task, failure);
+    if (disposition.action === 'rate_limited') {
+      counters.rateLimited += 1;
+      task.rateLimitedAttempts += 1;
+    }
+    const counts = { error, path, attempts: task.attempts, rateLimitedAttempts: task.rateLimitedAttempts, consecutiveRateLimits, stalled: stalled(), nowEpochMs: epochOf(clock) };
+    const step = nextStep(disposition, counts, config, random);
+    switch (step.do) {
+      case 'fail':
+        return finish(task, { ok: false, kind: 'failed', error, attempts: task.attempts });
+      case 'retry':
+        emit({ type: 'retry', series, path, reason: 'transient', attempt: task.attempts, delayMs: step.delayMs });
+        return retryLater(task, step.delayMs);
+      case 'back_off':
         consecutiveRateLimits += 1;
-        const backoff = fullJitter(consecutiveRateLimits, config.rateLimit.baseDelayMs, config.rateLimit.maxDelayMs, random);
-        const pause = Math.max(asked?.ms ?? 0, backoff);
-        if (config.adaptive && controller.onRateLimited(sentAt)) applyRate('rate_limited');
-        if (pause > 0) pauseFor(pause, 'rate_limited', asked && asked.ms >= backoff ? `429, Retry-After ${describeWait(asked.ms)}` : '429, backing off');
-        emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: pause });
+        throttle.onRateLimited(sentAt, step.pauseMs, step.cause);
+        emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: step.pauseMs });
         return retryLater(task, 0);
-      }
-      case 'retry': {
-        if (task.attempts >= config.retry.attempts) return finish(task, failure);
-        if (stalled()) {
-          stopRun({ reason: 'stall', error, message: `nothing succeeded for ${config.rateLimit.stallAfterMs} ms; last error: ${(error as Error).message}` });
-          return finish(task, stoppedOutcome(task) as Outcome<Answered>);
-        }
-        const delay = fullJitter(task.attempts, config.retry.baseDelayMs, config.retry.maxDelayMs, random);
-        emit({ type: 'retry', series, path, reason: 'transient', attempt: task.attempts, delayMs: delay });
-        return retryLater(task, delay);
-      }
       case 'stop_run':
-        stopRun({
-          reason: disposition.reason,
-          error,
-          message:
-            disposition.reason === 'unauthorized'
-              ? 'the API key was refused (401): nothing else can succeed'
-              : 'payment required (402): credits or billing; nothing else can succeed',
-        });
+        stopRun(step.stop);
         return finish(task, stoppedOutcome(task) as Outcome<Answered>);
-      case 'stop_endpoint':
-        if (!forbidden.has(path)) {
-          forbidden.set(path, error);
-          emit({ type: 'stop', reason: 'forbidden', path, message: `403 on ${path}: every series of this endpoint stops` });
-        }
+      case 'forbid':
+        forbid(path, error, step.message);
         return finish(task, stoppedOutcome(task) as Outcome<Answered>);
       case 'aborted':
         return finish(task, { ok: false, kind: 'stopped', reason: 'aborted', error, attempts: task.attempts });
-      case 'fail':
-        return finish(task, failure);
     }
   }
 
@@ -457,8 +336,8 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
         requests: { total: counters.total, byStatus: { ...counters.byStatus }, inFlight },
         retries: counters.retries,
         rateLimited: counters.rateLimited,
-        rateLimitedWaitMs: counters.rateLimitedWaitMs,
-        rate: controller.rate,
+        rateLimitedWaitMs: throttle.pausedMs,
+        rate: throttle.rate,
         concurrency: queue.concurrency,
         credits: meter.snapshot(),
       };

@@ -1,0 +1,140 @@
+import { describeWait } from '../client/retry-after.ts';
+import { type Clock, epochOf } from './clock.ts';
+import type { ResolvedSchedulerOptions } from './options.ts';
+import { requestsPerSecond } from './options.ts';
+import { createPacer } from './pacer.ts';
+import { decidePause } from './pause-rule.ts';
+import { readRateLimitHeaders } from './rate-limit-headers.ts';
+import { createRateController } from './rate-controller.ts';
+import type { SchedulerEvent, StopInfo } from './scheduler.ts';
+
+type Headers = Record<string, string | string[] | undefined>;
+type AdaptReason = Extract<SchedulerEvent, { type: 'adapt' }>['reason'];
+type PauseReason = Extract<SchedulerEvent, { type: 'pause' }>['reason'];
+
+/** The part of the queue the throttle drives: how many requests run at once, and holding all of them back. */
+export interface Gate {
+  concurrency: number;
+  pause(): void;
+  start(): unknown;
+}
+
+/**
+ * How fast requests leave: even spacing by the pacer at the rate the controller learns from the server's answers,
+ * the queue's concurrency, and pauses that hold every request back (a 429's, an exhausted allowance's).
+ */
+export interface Throttle {
+  /** Requests per second the controller now allows. */
+  readonly rate: number;
+  /** Time spent paused for 429s and exhausted allowances. */
+  readonly pausedMs: number;
+  /** Waits for the next slot of the pacer. */
+  acquire(signal: AbortSignal): Promise<number>;
+  /** A success: speed up after sustained ones. */
+  onSuccess(sentAt: number): void;
+  /** A 429 sent at `sentAt`: slow down, and pause every request for `pauseMs` (none when 0) because of `cause`. */
+  onRateLimited(sentAt: number, pauseMs: number, cause: string): void;
+  /**
+   * Proactive pacing from a response's rate-limit headers: slow down (or wait for the reset) before the server says
+   * 429. Returns the run's stop when the headers ask for a wait that is a quota's.
+   */
+  heed(headers: Headers | undefined, inFlight: number): StopInfo | undefined;
+}
+
+export interface ThrottleOptions {
+  config: ResolvedSchedulerOptions;
+  clock: Clock;
+  gate: Gate;
+  emit: (event: SchedulerEvent) => void;
+  /** Aborted when the run stops: a pause's timer then lets go. */
+  halt: AbortSignal;
+}
+
+const PACING_MARGIN = 0.99;
+
+export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOptions): Throttle {
+  const maxRate = requestsPerSecond(config.rate);
+  // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
+  // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
+  const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
+  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate }, clock);
+  // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
+  // inside one interval of a leaky bucket set exactly at the plan's rate.
+  const paced = (rate: number) => rate * PACING_MARGIN;
+  const pacer = createPacer(paced(maxRate), clock);
+  let pausedUntil = Number.NEGATIVE_INFINITY;
+  let pauses = 0;
+  let pausedMs = 0;
+
+  const applyRate = (reason: AdaptReason) => {
+    pacer.setRate(paced(controller.rate));
+    gate.concurrency = controller.concurrency;
+    emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
+  };
+
+  const pauseFor = (ms: number, reason: PauseReason, cause: string) => {
+    const now = clock.now();
+    const until = now + ms;
+    if (until <= pausedUntil) return;
+    pausedMs += until - Math.max(now, pausedUntil);
+    pausedUntil = until;
+    const pause = ++pauses;
+    pacer.pauseUntil(until);
+    gate.pause();
+    emit({ type: 'pause', ms, reason, until: new Date(epochOf(clock) + ms).toISOString(), cause });
+    // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
+    // clock reaches their end, and a queue left paused would never start again.
+    clock.sleep(ms, halt).then(
+      () => {
+        if (pause === pauses) gate.start();
+      },
+      () => undefined,
+    );
+  };
+
+  return {
+    get rate() {
+      return controller.rate;
+    },
+    get pausedMs() {
+      return pausedMs;
+    },
+    acquire: (signal) => pacer.acquire(signal),
+    onSuccess(sentAt) {
+      if (config.adaptive && controller.onSuccess(sentAt, clock.now() - sentAt)) applyRate('sustained_success');
+      // A cap from rate-limit headers may have expired since the pacer last heard.
+      else if (pacer.rate !== paced(controller.rate)) pacer.setRate(paced(controller.rate));
+    },
+    onRateLimited(sentAt, pauseMs, cause) {
+      if (config.adaptive && controller.onRateLimited(sentAt)) applyRate('rate_limited');
+      if (pauseMs > 0) pauseFor(pauseMs, 'rate_limited', cause);
+    },
+    heed(headers, inFlight) {
+      if (!headers || !config.adaptive) return undefined;
+      const hint = readRateLimitHeaders(headers, epochOf(clock));
+      if (!hint) return undefined;
+      const now = clock.now();
+      const longest = config.rateLimit.maxRetryAfterMs;
+      // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
+      const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
+      if (policyRate < controller.rate) {
+        if (controller.capUntil(policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
+      }
+      // Requests still in flight will take from the same allowance.
+      const left = hint.remaining - inFlight;
+      if (left <= 0) {
+        const cause = `rate-limit headers: no requests left, the window resets in ${describeWait(hint.resetMs)}`;
+        const decision = decidePause(hint.resetMs, longest, cause, epochOf(clock));
+        if (decision.kind === 'quota') return { reason: 'quota', resumeAt: decision.resumeAt, message: decision.message };
+        pauseFor(decision.ms, 'rate_limit_headers', cause);
+        return undefined;
+      }
+      // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
+      // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
+      if (hint.resetMs > longest) return undefined;
+      const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
+      if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
+      return undefined;
+    },
+  };
+}
