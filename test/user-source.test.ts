@@ -43,6 +43,17 @@ async function served(sim: Simulator, app: string): Promise<Item[][]> {
   return pages;
 }
 
+/** Checks that the database holds every item the endpoint serves for each app, in order, once; returns the pages. */
+async function expectEverythingServed(sim: Simulator, path: string): Promise<number> {
+  let pages = 0;
+  for (const app of APPS) {
+    const expected = await served(sim, app);
+    pages += expected.length;
+    expect(rowsOf(path, app)).toEqual(expected.flat());
+  }
+  return pages;
+}
+
 const rowsOf = (path: string, app: string) => sqliteRows(path, `SELECT * FROM results WHERE query = '${app}' ORDER BY page, position`).map((r) => JSON.parse(String(r.raw)) as Item);
 
 describe('a source a user writes: defineSource with a paginator', () => {
@@ -51,12 +62,7 @@ describe('a source a user writes: defineSource with a paginator', () => {
     using dir = workdir();
     const summary = await runOn(sim, { name: 'reviews', source: reviews({ maxPages: 50 }), stages: [normalize()], sinks: [toSqlite({ path: dir.path('r.sqlite') })] });
     expect(summary).toMatchObject({ status: 'completed', series: { total: 3, byReason: { end: 3 } } });
-    let pages = 0;
-    for (const app of APPS) {
-      const expected = await served(sim, app);
-      pages += expected.length;
-      expect(rowsOf(dir.path('r.sqlite'), app)).toEqual(expected.flat());
-    }
+    const pages = await expectEverythingServed(sim, dir.path('r.sqlite'));
     expect(summary.pages.fetched).toBe(pages);
     // The cursor went out as the paginator said, and the endpoint's own weight was counted.
     expect(sim.log().some((e) => e.query.includes('cursor='))).toBe(true);
@@ -94,12 +100,7 @@ describe('a source a user writes: defineSource with a paginator', () => {
     const requests = sim.log().slice(before);
     // The first request of the resumed invocation went on from a cursor: the series was not started again.
     expect(requests[0]?.query).toContain('cursor=');
-    let pages = 0;
-    for (const app of APPS) {
-      const expected = await served(sim, app);
-      pages += expected.length;
-      expect(rowsOf(dir.path('r.sqlite'), app)).toEqual(expected.flat());
-    }
+    const pages = await expectEverythingServed(sim, dir.path('r.sqlite'));
     expect(resumed.pages.fetched).toBe(pages);
     expect(requests).toHaveLength(pages - 3);
   });
