@@ -6,6 +6,7 @@ import { type Charge, createCreditMeter, type CreditSnapshot } from './credit-me
 import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
 import { resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
 import { nextStep } from './outcome-policy.ts';
+import { createStops } from './stops.ts';
 import { createThrottle } from './throttle.ts';
 
 /** One request of a run: which series it belongs to and which endpoint it calls. */
@@ -114,8 +115,9 @@ interface Task {
 
 /**
  * The one scheduler every request of a run goes through. p-queue provides concurrency (changeable at run time),
- * pausing and, with a round-robin queue class, fairness between series; a pacer of ours spaces requests evenly at
- * a rate that adapts to the server; a credit meter reserves each request's weight before it is sent.
+ * pausing and, with a round-robin queue class, fairness between series; the throttle (throttle.ts) spaces requests
+ * evenly at a rate that adapts to the server; a credit meter reserves each request's weight before it is sent; the
+ * outcome policy (outcome-policy.ts) says what a failure leads to, and `stops` (stops.ts) what may no longer be sent.
  */
 export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   const config = resolveSchedulerOptions(options);
@@ -128,19 +130,17 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     spentBefore: config.spentBefore,
   });
   const queue = new PQueue<RoundRobinQueue, FairOptions>({ concurrency: config.concurrency, queueClass: RoundRobinQueue });
-  // `halt` wakes whatever waits (the pacer, pauses, retry sleeps, reservations) when the run stops; `cancel` also
-  // aborts requests in flight.
-  const halt = new AbortController();
-  const cancel = new AbortController();
   const listeners = new Set<(event: SchedulerEvent) => void>();
   const emit = (event: SchedulerEvent) => {
     for (const listener of listeners) listener(event);
   };
-  const throttle = createThrottle({ config, clock, gate: queue, emit, halt: halt.signal });
+  // Waiting tasks must drain to their stopped outcome, even from a queue paused for a 429.
+  const stops = createStops(emit, () => queue.start());
+  const throttle = createThrottle({ config, clock, gate: queue, emit, halt: stops.signal });
+  // Stopping wakes whatever waits (`stops.signal`); `cancel` also aborts requests in flight.
+  const cancel = new AbortController();
 
-  const forbidden = new Map<string, unknown>();
   const idleWaiters: (() => void)[] = [];
-  let stopped: StopInfo | undefined;
   let budgetReached = false;
   let open = 0;
   let inFlight = 0;
@@ -154,28 +154,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     if (open === 0) for (const wake of idleWaiters.splice(0)) wake();
   };
 
-  const stoppedOutcome = (task: Task): Outcome<Answered> | undefined => {
-    if (stopped) return { ok: false, kind: 'stopped', reason: stopped.reason, error: stopped.error, resumeAt: stopped.resumeAt, attempts: task.attempts };
-    if (forbidden.has(task.work.path)) {
-      return { ok: false, kind: 'stopped', reason: 'forbidden', error: forbidden.get(task.work.path), attempts: task.attempts };
-    }
-    return undefined;
-  };
-
-  const stopRun = (info: StopInfo) => {
-    if (stopped) return;
-    stopped = info;
-    emit({ type: 'stop', reason: info.reason, message: info.message });
-    halt.abort();
-    // Waiting tasks must drain to their stopped outcome, even from a queue paused for a 429.
-    queue.start();
-  };
-
-  const forbid = (path: string, error: unknown, message: string) => {
-    if (forbidden.has(path)) return;
-    forbidden.set(path, error);
-    emit({ type: 'stop', reason: 'forbidden', path, message });
-  };
+  const stoppedOutcome = (task: Task) => stops.outcome(task.work.path, task.attempts);
 
   const enqueue = (task: Task, front = false) => {
     void queue.add(() => attempt(task), { series: task.work.series, front });
@@ -191,7 +170,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   const retryLater = (task: Task, delayMs: number) => {
     counters.retries += 1;
     if (delayMs <= 0) return enqueue(task, true);
-    clock.sleep(delayMs, halt.signal).then(
+    clock.sleep(delayMs, stops.signal).then(
       () => enqueue(task, true),
       () => finish(task, stoppedOutcome(task) as Outcome<Answered>),
     );
@@ -209,7 +188,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     // No room left whatever happens to the requests in flight: refuse now rather than after waiting for the pacer.
     if (!meter.couldTake(weight)) return refuseForBudget(task);
     try {
-      await throttle.acquire(halt.signal);
+      await throttle.acquire(stops.signal);
     } catch {
       return finish(task, stoppedOutcome(task) as Outcome<Answered>);
     }
@@ -221,7 +200,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       // Only reservations of requests in flight stand in the way: one of them may yet be returned (a definite
       // failure), so wait for one to settle rather than end the series (or, in a loop, every series left) early.
       try {
-        await meter.whenSettled(halt.signal);
+        await meter.whenSettled(stops.signal);
       } catch {
         return finish(task, stoppedOutcome(task) as Outcome<Answered>);
       }
@@ -256,7 +235,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     consecutiveRateLimits = 0;
     throttle.onSuccess(sentAt);
     const quota = throttle.heed(answer.headers, inFlight);
-    if (quota) stopRun(quota);
+    if (quota) stops.stopRun(quota);
     return finish(task, { ok: true, value: answer, attempts: task.attempts });
   }
 
@@ -285,10 +264,10 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
         emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: step.pauseMs });
         return retryLater(task, 0);
       case 'stop_run':
-        stopRun(step.stop);
+        stops.stopRun(step.stop);
         return finish(task, stoppedOutcome(task) as Outcome<Answered>);
       case 'forbid':
-        forbid(path, error, step.message);
+        stops.forbid(path, error, step.message);
         return finish(task, stoppedOutcome(task) as Outcome<Answered>);
       case 'aborted':
         return finish(task, { ok: false, kind: 'stopped', reason: 'aborted', error, attempts: task.attempts });
@@ -310,14 +289,14 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       });
     },
     stop(reason = 'interrupted', message = 'stopped on request: nothing new is sent; requests in flight settle') {
-      stopRun({ reason, message });
+      stops.stopRun({ reason, message });
     },
     abort() {
-      stopRun({ reason: 'aborted', message: 'aborted: requests in flight were cancelled' });
+      stops.stopRun({ reason: 'aborted', message: 'aborted: requests in flight were cancelled' });
       cancel.abort();
     },
     get stopped() {
-      return stopped;
+      return stops.run;
     },
     affordable(path) {
       const able = meter.couldTake(meter.weightOf(path));
@@ -327,7 +306,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     get budgetReached() {
       return budgetReached;
     },
-    forbidden,
+    forbidden: stops.forbidden,
     onIdle() {
       return open === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
     },
