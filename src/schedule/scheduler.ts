@@ -155,6 +155,8 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   };
 
   const stoppedOutcome = (task: Task) => stops.outcome(task.work.path, task.attempts);
+  // For a task whose wait the stop woke, or that a stop or a 403 just ended: its stopped outcome is there.
+  const finishStopped = (task: Task) => finish(task, stoppedOutcome(task) as Outcome<Answered>);
 
   const enqueue = (task: Task, front = false) => {
     void queue.add(() => attempt(task), { series: task.work.series, front });
@@ -172,7 +174,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     if (delayMs <= 0) return enqueue(task, true);
     clock.sleep(delayMs, stops.signal).then(
       () => enqueue(task, true),
-      () => finish(task, stoppedOutcome(task) as Outcome<Answered>),
+      () => finishStopped(task),
     );
   };
 
@@ -190,7 +192,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     try {
       await throttle.acquire(stops.signal);
     } catch {
-      return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+      return finishStopped(task);
     }
     const late = stoppedOutcome(task);
     if (late) return finish(task, late);
@@ -202,7 +204,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
       try {
         await meter.whenSettled(stops.signal);
       } catch {
-        return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+        return finishStopped(task);
       }
       const later = stoppedOutcome(task);
       if (later) return finish(task, later);
@@ -265,10 +267,10 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
         return retryLater(task, 0);
       case 'stop_run':
         stops.stopRun(step.stop);
-        return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+        return finishStopped(task);
       case 'forbid':
         stops.forbid(path, error, step.message);
-        return finish(task, stoppedOutcome(task) as Outcome<Answered>);
+        return finishStopped(task);
       case 'aborted':
         return finish(task, { ok: false, kind: 'stopped', reason: 'aborted', error, attempts: task.attempts });
     }
