@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { dedupe, endpointPages, type Item, normalize, pipelineFromConfig, toSqlite } from '../src/index.ts';
-import { clientFor, simulator } from './helpers.ts';
+import { virtualClock } from '../src/schedule/index.ts';
+import { clientFor, simulator, TEST_KEY } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 
 describe('endpointPages: other catalog endpoints', () => {
@@ -141,5 +142,27 @@ describe('endpointPages: other catalog endpoints', () => {
     expect(summary.pages.fetched).toBe(3);
     expect(() => pipelineFromConfig({ name: 'none', sinks: [{ type: 'csv', path: 'x.csv' }] })).toThrow(/search: give a source/);
     expect(() => pipelineFromConfig({ name: 'bad', endpoint: { path: 'no-slash' }, sinks: [{ type: 'csv', path: 'x.csv' }] })).toThrow(/endpoint\.path: must be an endpoint path/);
+  });
+
+  it('paces to the rate-limit headers of its answers before the server has to answer 429, as the search source does', async () => {
+    const clock = virtualClock(0);
+    await using sim = await simulator({ clock: clock.now, rateLimitHeaders: 'ietf', keys: [{ key: TEST_KEY, name: 'main', quota: { requests: 2, windowMs: 10_000 } }] });
+    using dir = workdir();
+    const summary = await runOn(
+      sim,
+      {
+        name: 'reviews-paced',
+        source: endpointPages({ path: '/appstore/reviews', params: [{ app_id: 'com.example.a', store: 'ios' }], cursor: { from: 'next_cursor', param: 'cursor' }, maxPages: 12 }),
+        stages: [normalize()],
+        sinks: [toSqlite({ path: dir.path('r.sqlite') })],
+        rate: { concurrency: 1 },
+      },
+      { clock },
+    );
+    expect(summary.status).toBe('completed');
+    // More pages than one window allows: the run had to wait for the quota's windows.
+    expect(summary.pages.fetched).toBeGreaterThan(2);
+    // Without the headers the scheduler learns the quota only from its 429s (one per window at least).
+    expect(sim.stats().byStatus['429'] ?? 0).toBe(0);
   });
 });

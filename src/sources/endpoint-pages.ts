@@ -156,8 +156,8 @@ export function endpointPages(options: EndpointPagesOptions): Source {
         const object = item !== null && typeof item === 'object' && !Array.isArray(item) ? (item as Record<string, unknown>) : { value: item };
         return config.mapItem ? config.mapItem(object, one) : object;
       });
-      // Not its headers: this source has never handed them to the scheduler (kept as it was in a restructuring).
-      return { items, status: response.status, requestId: response.requestId, durationMs: response.durationMs, bytes: response.bytes, body: response.body };
+      // Its headers too: the scheduler paces to rate-limit headers before the server has to answer 429.
+      return { items, status: response.status, headers: response.headers, requestId: response.requestId, durationMs: response.durationMs, bytes: response.bytes, body: response.body };
     },
   });
 }
