@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type SearchResponse } from '../src/index.ts';
-import { createScheduler, estimate, type Outcome, type SchedulerEvent, type SchedulerOptions, virtualClock } from '../src/schedule/index.ts';
+import { createCreditMeter, createPacer, type CreditMeter, createScheduler, estimate, type Outcome, type Pacer, type SchedulerEvent, type SchedulerOptions, virtualClock } from '../src/schedule/index.ts';
 import { type Simulator } from '../src/simulator/index.ts';
 import { clientFor, simulator, TEST_KEY } from './helpers.ts';
 
@@ -326,6 +326,38 @@ describe('proactive pacing from rate-limit headers', () => {
       expect(t.sim.stats().byStatus['429'] ?? 0).toBeLessThanOrEqual(style === 'x-ratelimit' ? 3 : 2);
     });
   }
+});
+
+describe('seams for limits shared beyond this process', () => {
+  it('a credit meter and a pacer of the caller’s own take every reservation and every slot', async () => {
+    const clock = virtualClock(0);
+    await using sim = await simulator({ clock: clock.now });
+    const client = clientFor(sim);
+    const inner = createCreditMeter({ budget: 3 });
+    const calls = { reserve: 0, commit: 0, acquire: 0 };
+    const meter: CreditMeter = {
+      ...inner,
+      reserve: (weight) => (calls.reserve++, inner.reserve(weight)),
+      commit: (charge) => (calls.commit++, inner.commit(charge)),
+    };
+    const scheduler = createScheduler({
+      clock,
+      meter,
+      pacer: (rate, c) => {
+        const own = createPacer(rate, c);
+        return Object.assign(Object.create(own) as Pacer, { acquire: (signal?: AbortSignal) => (calls.acquire++, own.acquire(signal)) });
+      },
+    });
+    const outcomes = await Promise.all(['a', 'b', 'c', 'd'].map((q) => scheduler.request({ series: q, path: '/searchengine/search' }, (signal) => client.search({ q }, { signal }))));
+    await client.close();
+    // The meter given holds the budget: three sent, the fourth turned away by it.
+    expect(outcomes.filter((o) => o.ok)).toHaveLength(3);
+    expect(outcomes.filter((o) => !o.ok && o.kind === 'stopped' && o.reason === 'budget')).toHaveLength(1);
+    expect(calls).toMatchObject({ commit: 3 });
+    expect(calls.reserve).toBeGreaterThanOrEqual(3);
+    expect(calls.acquire).toBeGreaterThanOrEqual(3);
+    expect(sim.stats().requests).toBe(3);
+  });
 });
 
 describe('wall-clock time', () => {

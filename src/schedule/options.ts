@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Clock } from './clock.ts';
+import type { CreditMeter } from './credit-meter.ts';
+import type { Pacer } from './pacer.ts';
 
 const positive = (what: string) => z.number({ error: `must be a number (${what})` }).positive({ error: `must be greater than 0 (${what})` });
 const ms = (what: string) => z.int({ error: `must be a whole number of milliseconds (${what})` }).nonnegative();
@@ -49,6 +51,13 @@ export const schedulerOptionsSchema = z.strictObject({
   clock: z.custom<Clock>((v) => typeof v === 'object' && v !== null && 'now' in v && 'sleep' in v).optional(),
   /** Source of jitter, in [0, 1). */
   random: z.custom<() => number>((v) => typeof v === 'function').optional(),
+  /**
+   * The seams for a limit shared beyond this process (DESIGN §9): a credit meter of your own (reserve, commit,
+   * release), which then owns the budget, weights and earlier spend; and a pacer factory (acquire a slot at a rate).
+   * Default: in-process ones.
+   */
+  meter: z.custom<CreditMeter>((v) => typeof v === 'object' && v !== null && 'reserve' in v && 'commit' in v && 'release' in v).optional(),
+  pacer: z.custom<(requestsPerSecond: number, clock: Clock) => Pacer>((v) => typeof v === 'function').optional(),
 });
 
 export type SchedulerOptions = z.input<typeof schedulerOptionsSchema>;

@@ -123,12 +123,14 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   const config = resolveSchedulerOptions(options);
   const clock: Clock = config.clock ?? systemClock;
   const random = config.random ?? Math.random;
-  const meter = createCreditMeter({
-    budget: config.budget?.maxCredits,
-    weights: config.credits.weights,
-    defaultWeight: config.credits.defaultWeight,
-    spentBefore: config.spentBefore,
-  });
+  const meter =
+    config.meter ??
+    createCreditMeter({
+      budget: config.budget?.maxCredits,
+      weights: config.credits.weights,
+      defaultWeight: config.credits.defaultWeight,
+      spentBefore: config.spentBefore,
+    });
   const queue = new PQueue<RoundRobinQueue, FairOptions>({ concurrency: config.concurrency, queueClass: RoundRobinQueue });
   const listeners = new Set<(event: SchedulerEvent) => void>();
   const emit = (event: SchedulerEvent) => {

@@ -61,7 +61,7 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
   // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
   // inside one interval of a leaky bucket set exactly at the plan's rate.
   const paced = (rate: number) => rate * PACING_MARGIN;
-  const pacer = createPacer(paced(maxRate), clock);
+  const pacer = (config.pacer ?? createPacer)(paced(maxRate), clock);
   let pausedUntil = Number.NEGATIVE_INFINITY;
   let pauses = 0;
   let pausedMs = 0;
