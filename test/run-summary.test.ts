@@ -58,6 +58,18 @@ describe('summary and state', () => {
     expect(String(error)).toContain('WEBDATA_BASE_URL');
   });
 
+  it('a budget is one shape, { maxCredits }, from run() to the meter: a bare number is refused naming budget, before any request', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const pipeline = { name: 'budgeted', source: searchPages({ queries: ['x'], maxPages: 3 }), stages: [normalize()], sinks: [toCsv({ path: dir.path('b.csv') })] };
+    const error = await runOn(sim, pipeline, { budget: 2 as unknown as { maxCredits: number } }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect(String(error)).toContain('budget');
+    expect(sim.stats().requests).toBe(0);
+    const summary = await runOn(sim, pipeline, { budget: { maxCredits: 2 } });
+    expect(summary).toMatchObject({ status: 'budget', credits: { spent: 2, budget: 2 } });
+  });
+
   it('bad definitions are refused with the field named', () => {
     expect(() => searchPages({ queries: ['x'], countries: ['uk'] })).toThrow(/search\.countries\.0: .*did you mean "gb"/);
     expect(() => searchPages({ queries: [] })).toThrow(/search\.queries: must hold at least one query/);

@@ -301,7 +301,7 @@ describe('credit meter', () => {
       ...Array.from({ length: 6 }, () => ({ path: '/searchengine/search', maxRequests: 5 })),
       { path: '/video/search', maxRequests: 3 },
     ];
-    expect(estimate(units, { weights: { '/video/search': 2 }, budget: 30 })).toEqual({
+    expect(estimate(units, { weights: { '/video/search': 2 }, budget: { maxCredits: 30 } })).toEqual({
       requests: 33,
       credits: 36,
       byEndpoint: { '/searchengine/search': { series: 6, requests: 30, credits: 30 }, '/video/search': { series: 1, requests: 3, credits: 6 } },
@@ -333,7 +333,7 @@ describe('seams for limits shared beyond this process', () => {
     const clock = virtualClock(0);
     await using sim = await simulator({ clock: clock.now });
     const client = clientFor(sim);
-    const inner = createCreditMeter({ budget: 3 });
+    const inner = createCreditMeter({ budget: { maxCredits: 3 } });
     const calls = { reserve: 0, commit: 0, acquire: 0 };
     const meter: CreditMeter = {
       ...inner,

@@ -95,7 +95,7 @@ describe('a source a user writes: defineSource with a paginator', () => {
     const stopped = await runOn(sim, { ...pipeline, budget: { maxCredits: 3 } });
     expect(stopped).toMatchObject({ status: 'budget', pages: { fetched: 3 } });
     const before = sim.log().length;
-    const resumed = await runOn(sim, pipeline, { resume: true, budget: 100 });
+    const resumed = await runOn(sim, pipeline, { resume: true, budget: { maxCredits: 100 } });
     expect(resumed).toMatchObject({ runId: stopped.runId, status: 'completed', series: { byReason: { end: 3 } } });
     const requests = sim.log().slice(before);
     // The first request of the resumed invocation went on from a cursor: the series was not started again.

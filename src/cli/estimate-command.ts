@@ -27,7 +27,7 @@ export async function estimateCommand(args: string[]): Promise<number> {
   function* units() {
     for (let i = 0; i < plan.seriesCount; i++) yield { path: plan.endpoint, maxRequests: plan.maxPages };
   }
-  const worst = estimate(units(), { weights: pipeline.credits.weights, budget: pipeline.budget?.maxCredits ?? null });
+  const worst = estimate(units(), { weights: pipeline.credits.weights, budget: pipeline.budget ?? null });
   const dropped = (pipeline.source as { dropped?: { blank: number; duplicate: number } }).dropped;
   const result = { pipeline: pipeline.name, endpoint: plan.endpoint, series: plan.seriesCount, maxPagesPerSeries: plan.maxPages, ...worst, ...(dropped ? { droppedQueries: dropped } : {}) };
   if (values.json) {

@@ -128,7 +128,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
       abortSignal: signals.abortSignal,
       fresh: values.fresh,
       resume: values.resume,
-      budget,
+      ...(budget === undefined ? {} : { budget: { maxCredits: budget } }),
       onEvent: reporter.onEvent,
     });
   } catch (error) {

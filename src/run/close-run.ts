@@ -30,7 +30,7 @@ export async function closeRun(
       seriesTotal: plan.seriesCount,
       stop: scheduler.stopped,
       budgetReached: scheduler.budgetReached,
-      budget: decision.budget,
+      budget: decision.budget?.maxCredits ?? null,
       rateLimitedWaitMs: scheduler.stats().rateLimitedWaitMs + Number(previous?.summary?.rateLimitedWaitMs ?? 0),
       destination,
       outputs: (pipeline.sinks as Sink<unknown>[]).map((sink) => ({ kind: sink.kind, path: sink.path, delivery: sink.delivery ?? 'exactly_once' })),

@@ -3,6 +3,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
+import { budgetSchema } from '../schedule/budget.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
@@ -42,7 +43,7 @@ export const pipelineSchema = z.strictObject({
     .refine((r) => !(r.requestsPerSecond !== undefined && r.requests !== undefined), { error: 'give requestsPerSecond or requests per intervalMs, not both' })
     .default({ concurrency: 4 }),
   /** The most credits the run may spend, across all its resumes. */
-  budget: z.strictObject({ maxCredits: z.number().nonnegative() }).optional(),
+  budget: budgetSchema.optional(),
   /** Credits per request by endpoint path (the contract shows none; default 1). */
   credits: z.strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}) }).default({ weights: {} }),
   /** 5xx, network errors, timeouts: attempts per request and backoff (see the scheduler). */

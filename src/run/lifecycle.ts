@@ -1,6 +1,8 @@
 import { UNFINISHED } from '../state/interfaces.ts';
 import type { RunRecord } from '../state/interfaces.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
+import { ValidationError } from '../errors/validation-error.ts';
+import { type Budget, budgetSchema } from '../schedule/budget.ts';
 
 export interface LifecycleOptions {
   /** Abandon an unfinished run (its partial rows go) and start a new one. Finished runs are never touched. */
@@ -8,12 +10,12 @@ export interface LifecycleOptions {
   /** Continue a finished run that stopped on its budget, or retry its failed series. */
   resume?: boolean | undefined;
   /** With `resume`: the run's new total credit cap. */
-  budget?: number | undefined;
+  budget?: Budget | undefined;
 }
 
 export type Decision =
-  | { mode: 'new'; abandon?: RunRecord | undefined; budget: number | null }
-  | { mode: 'resume'; run: RunRecord; retryFailed: boolean; budget: number | null };
+  | { mode: 'new'; abandon?: RunRecord | undefined; budget: Budget | null }
+  | { mode: 'resume'; run: RunRecord; retryFailed: boolean; budget: Budget | null };
 
 /**
  * What this invocation does (DESIGN §4): an interrupted run resumes by default; a finished run makes the next
@@ -23,9 +25,11 @@ export type Decision =
 export function decide(
   latest: RunRecord | undefined,
   plan: { fingerprint: string; data: Record<string, unknown> },
-  pipelineBudget: number | null,
+  pipelineBudget: Budget | null,
   options: LifecycleOptions,
 ): Decision {
+  // A number where the budget belongs (`budget: 500`) is refused, naming the shape, before anything is decided.
+  if (options.budget !== undefined) ValidationError.parse(budgetSchema, options.budget, 'Invalid run options', 'budget');
   if (options.fresh && options.resume) throw new RunLifecycleError('`fresh: true` and `resume: true` contradict each other: choose one');
   const unfinished = latest !== undefined && UNFINISHED.has(latest.status);
 
@@ -34,7 +38,7 @@ export function decide(
   if (unfinished) {
     checkSamePlan(latest, plan);
     // The budget caps the run across all its resumes; a new cap may be given.
-    return { mode: 'resume', run: latest, retryFailed: options.resume === true, budget: options.budget ?? latest.budget ?? pipelineBudget };
+    return { mode: 'resume', run: latest, retryFailed: options.resume === true, budget: options.budget ?? recorded(latest) ?? pipelineBudget };
   }
 
   if (!options.resume) return { mode: 'new', budget: options.budget ?? pipelineBudget };
@@ -43,15 +47,15 @@ export function decide(
   checkSamePlan(latest, plan);
   if (latest.status === 'budget') {
     const spent = Number((latest.summary?.credits as { spent?: number } | undefined)?.spent ?? 0);
-    const budget = options.budget ?? latest.budget ?? pipelineBudget;
-    if (budget !== null && budget <= spent) {
+    const budget = options.budget ?? recorded(latest) ?? pipelineBudget;
+    if (budget !== null && budget.maxCredits <= spent) {
       throw new RunLifecycleError(
-        `run ${latest.runId} stopped on its budget after spending ${spent} credits of ${budget}: resume it with a larger total cap (\`budget: N\`, N > ${spent})`,
+        `run ${latest.runId} stopped on its budget after spending ${spent} credits of ${budget.maxCredits}: resume it with a larger total cap (\`budget: N\`, N > ${spent})`,
       );
     }
     return { mode: 'resume', run: latest, retryFailed: true, budget };
   }
-  if (latest.status === 'failed_series') return { mode: 'resume', run: latest, retryFailed: true, budget: options.budget ?? latest.budget ?? pipelineBudget };
+  if (latest.status === 'failed_series') return { mode: 'resume', run: latest, retryFailed: true, budget: options.budget ?? recorded(latest) ?? pipelineBudget };
   throw new RunLifecycleError(
     `nothing to resume: the last run (${latest.runId}) ${latest.status === 'completed' ? 'completed' : `ended as ${latest.status}`}; run without \`resume: true\` to start a new run`,
   );
@@ -88,4 +92,9 @@ export function describeChange(before: Record<string, unknown>, after: Record<st
 
 function clip(values: string[]): string {
   return values.length > 5 ? `${values.slice(0, 5).join(', ')} and ${values.length - 5} more` : values.join(', ');
+}
+
+/** The budget a run was recorded with (the store keeps the number). */
+function recorded(run: RunRecord): Budget | null {
+  return run.budget === null ? null : { maxCredits: run.budget };
 }

@@ -36,7 +36,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const store = openStore(pipeline, databases);
   held.lease = store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
-  const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget?.maxCredits ?? null, options);
+  const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, options);
 
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
   const seriesComplete = !pipeline.stages.some((stage) => {
@@ -67,8 +67,10 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
 
   const startedAt = new Date();
   const previous = decision.mode === 'resume' ? decision.run : undefined;
-  if (previous) store.reopenRun(runId, decision.budget);
-  else store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget: decision.budget });
+  // The store keeps the number.
+  const budget = decision.budget?.maxCredits ?? null;
+  if (previous) store.reopenRun(runId, budget);
+  else store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget });
   for (const sink of held.sinks) store.recordSinkStart(runId, sink.id, sink.held(), sink.committedBytes?.() ?? null);
   return { store, runId, decision, previous, startedAt };
 }

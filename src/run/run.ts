@@ -51,7 +51,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       pipeline: pipeline.name,
       series: plan.seriesCount,
       maxPages: plan.maxPages,
-      budget: decision.budget,
+      budget: decision.budget?.maxCredits ?? null,
       spentBefore,
       resumed: previous !== undefined,
       replayed,

@@ -1,6 +1,7 @@
 import type { Client } from '../client/client.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import { createPermits } from '../pipeline/permits.ts';
+import type { Budget } from '../schedule/budget.ts';
 import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
@@ -11,12 +12,12 @@ import type { Pipeline } from './define.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
-export function schedulerFor(pipeline: Pipeline, budget: number | null, spentBefore: number, clock: Clock | undefined): Scheduler {
+export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined): Scheduler {
   const rate = pipeline.rate;
   return createScheduler({
     rate: rate.requestsPerSecond ? { requestsPerSecond: rate.requestsPerSecond } : rate.requests && rate.intervalMs ? { requests: rate.requests, intervalMs: rate.intervalMs } : undefined,
     concurrency: rate.concurrency,
-    ...(budget === null ? {} : { budget: { maxCredits: budget } }),
+    ...(budget === null ? {} : { budget }),
     // The budget caps the run across all its invocations.
     spentBefore,
     credits: { weights: pipeline.credits.weights },

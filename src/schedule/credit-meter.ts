@@ -1,3 +1,5 @@
+import type { Budget } from './budget.ts';
+
 /**
  * Counts credits so that a budget is never exceeded, at any concurrency: a request's weight is reserved before
  * it is sent, and the reservation is then committed (a 2xx), released (a definite failure: an error status, a
@@ -47,7 +49,7 @@ export interface CreditSnapshot {
 }
 
 export interface CreditMeterOptions {
-  budget?: number | null | undefined;
+  budget?: Budget | null | undefined;
   /** Credits per request by endpoint path; paths not listed weigh `defaultWeight`. */
   weights?: Readonly<Record<string, number>> | undefined;
   defaultWeight?: number | undefined;
@@ -56,7 +58,7 @@ export interface CreditMeterOptions {
 }
 
 export function createCreditMeter(options: CreditMeterOptions = {}): CreditMeter {
-  const budget = options.budget ?? null;
+  const budget = options.budget?.maxCredits ?? null;
   const weights = options.weights ?? {};
   const defaultWeight = options.defaultWeight ?? 1;
   let spent = options.spentBefore ?? 0;

@@ -1,3 +1,5 @@
+import type { Budget } from './budget.ts';
+
 /** A unit of planned work: a series and the most requests it can make (its page cap). */
 export interface WorkUnit {
   path: string;
@@ -18,7 +20,7 @@ export interface Estimate {
 export interface EstimateOptions {
   weights?: Readonly<Record<string, number>> | undefined;
   defaultWeight?: number | undefined;
-  budget?: number | null | undefined;
+  budget?: Budget | null | undefined;
 }
 
 /** Worst-case requests and credits of a plan, before anything is sent. */
@@ -37,6 +39,6 @@ export function estimate(units: Iterable<WorkUnit>, options: EstimateOptions = {
     requests += unit.maxRequests;
     credits += unit.maxRequests * weight;
   }
-  const budget = options.budget ?? null;
+  const budget = options.budget?.maxCredits ?? null;
   return { requests, credits, byEndpoint, budget, withinBudget: budget === null || credits <= budget };
 }

@@ -3,6 +3,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import type { Clock } from './clock.ts';
 import type { CreditMeter } from './credit-meter.ts';
 import type { Pacer } from './pacer.ts';
+import { budgetSchema } from './budget.ts';
 
 const positive = (what: string) => z.number({ error: `must be a number (${what})` }).positive({ error: `must be greater than 0 (${what})` });
 const ms = (what: string) => z.int({ error: `must be a whole number of milliseconds (${what})` }).nonnegative();
@@ -41,7 +42,7 @@ export const schedulerOptionsSchema = z.strictObject({
   /** Learn the server's limit from 429s and rate-limit headers (on by default). */
   adaptive: z.boolean().default(true),
   /** Credits the run may spend in all, across resumes. */
-  budget: z.strictObject({ maxCredits: z.number().nonnegative() }).optional(),
+  budget: budgetSchema.optional(),
   /** Credits per request by endpoint path (default 1). */
   credits: z
     .strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}), defaultWeight: z.number().nonnegative().default(1) })

@@ -126,7 +126,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   const meter =
     config.meter ??
     createCreditMeter({
-      budget: config.budget?.maxCredits,
+      budget: config.budget,
       weights: config.credits.weights,
       defaultWeight: config.credits.defaultWeight,
       spentBefore: config.spentBefore,
