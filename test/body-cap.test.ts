@@ -53,8 +53,10 @@ describe('a 2xx body larger than the cap (maxBodyBytes, 32 MB by default)', () =
     await using sim = await simulator({ rules: [{ fault: 'oversize', bytes: BODY, declareLength: true, match: { q: 'huge' } }] });
     const outcome = await oversizeInChild(sim, 'huge');
     expect(outcome).toMatchObject({ name: 'MalformedResponseError', mayHaveBeenCharged: true });
-    // 0–2 MB here; reading it up to the cap first, as the client did, made it 55–60 MB.
-    expect(outcome.growth).toBeLessThan(CAP / 4);
+    // 0–2 MB on a quiet machine, 14 MB once under CI load (socket buffers filled before the refusal, a collection
+    // not yet run); reading it up to the cap first, as the client did, holds the cap's 32 MB at least (55–60 MB seen).
+    // The bound sits between the two with room on both sides: memory, not timing, decides it.
+    expect(outcome.growth).toBeLessThan(CAP * 0.75);
   });
 
   it('through run(): that request fails as malformed and its credits count as uncertain spend; the run goes on', async () => {
