@@ -129,7 +129,9 @@ export function createClient(options: ClientOptions): Client {
     baseUrl,
 
     async search(params, { signal, allow: also } = {}) {
-      const valid = parseSearchParams(params, also ? { extraCountries: [...allow.extraCountries, ...(also.extraCountries ?? [])], extraLangs: [...allow.extraLangs, ...(also.extraLangs ?? [])] } : allow);
+      // Merged only when the call brings codes of its own: the search source passes its (usually empty) list on every request.
+      const extra = also?.extraCountries?.length || also?.extraLangs?.length;
+      const valid = parseSearchParams(params, extra ? { extraCountries: [...allow.extraCountries, ...(also?.extraCountries ?? [])], extraLangs: [...allow.extraLangs, ...(also?.extraLangs ?? [])] } : allow);
       const query = new URLSearchParams();
       for (const [name, value] of Object.entries(valid)) if (value !== undefined) query.set(name, String(value));
       const answer = await send('GET', SEARCH_PATH, query, undefined, signal);

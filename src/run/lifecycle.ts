@@ -1,5 +1,4 @@
-import { UNFINISHED } from '../state/interfaces.ts';
-import type { RunRecord } from '../state/interfaces.ts';
+import { type RunRecord, UNFINISHED } from '../state/interfaces.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { type Budget, budgetSchema } from '../schedule/budget.ts';

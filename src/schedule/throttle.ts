@@ -1,7 +1,6 @@
 import { describeWait } from '../client/retry-after.ts';
 import { type Clock, epochOf } from './clock.ts';
-import type { ResolvedSchedulerOptions } from './options.ts';
-import { requestsPerSecond } from './options.ts';
+import { type ResolvedSchedulerOptions, requestsPerSecond } from './options.ts';
 import { createPacer } from './pacer.ts';
 import { decidePause } from './pause-rule.ts';
 import { readRateLimitHeaders } from './rate-limit-headers.ts';

@@ -3,9 +3,8 @@ import { dirname } from 'node:path';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { crashPoint } from '../crash-points.ts';
-import type { SinkCheckpoints } from '../state/interfaces.ts';
+import type { Lease, SinkCheckpoints } from '../state/interfaces.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
-import type { Lease } from '../state/interfaces.ts';
 import { claimFile, fileOutputKey, registryPathFor } from '../state/sqlite/output-claims.ts';
 import type { Sink, SinkContext } from './sink.ts';
 

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ResponseMeta } from '../client/client.ts';
-import type { Page, Series } from '../pipeline/page.ts';
-import { pageKey } from '../pipeline/page.ts';
+import { type Page, pageKey, type Series } from '../pipeline/page.ts';
 import type { Outcome } from '../schedule/scheduler.ts';
 import { toJson } from '../json.ts';
 import { createChannel } from './channel.ts';
