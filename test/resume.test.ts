@@ -200,7 +200,7 @@ describe('the life of a run', () => {
 
     const refused = await runChild({ ...spec, resume: true }).done;
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('resume it with a larger total cap (`budget: N`, N > ');
+    expect(refused.stderr).toContain('resume it with a larger total cap (`budget: { maxCredits: N }`, N > ');
 
     const more = await runChild({ ...spec, resume: true, budgetOverride: 20 }).done;
     expect(more.summary).toMatchObject({ runId: resumed.summary?.runId, credits: { budget: 20 } });

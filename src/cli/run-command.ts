@@ -151,7 +151,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   return exitCodeFor({ summary });
 }
 
-/** The library names run() options (`fresh: true`, `budget: N`); on the command line they are flags. */
+/** The library names run() options (`fresh: true`, `budget: { maxCredits: N }`); on the command line they are flags. */
 function inFlagWords(message: string): string {
-  return message.replaceAll('`fresh: true`', '--fresh').replaceAll('`resume: true`', '--resume').replaceAll('`budget: N`', '--budget N');
+  return message.replaceAll('`fresh: true`', '--fresh').replaceAll('`resume: true`', '--resume').replaceAll('`budget: { maxCredits: N }`', '--budget N');
 }

@@ -49,7 +49,7 @@ export function decide(
     const budget = options.budget ?? recorded(latest) ?? pipelineBudget;
     if (budget !== null && budget.maxCredits <= spent) {
       throw new RunLifecycleError(
-        `run ${latest.runId} stopped on its budget after spending ${spent} credits of ${budget.maxCredits}: resume it with a larger total cap (\`budget: N\`, N > ${spent})`,
+        `run ${latest.runId} stopped on its budget after spending ${spent} credits of ${budget.maxCredits}: resume it with a larger total cap (\`budget: { maxCredits: N }\`, N > ${spent})`,
       );
     }
     return { mode: 'resume', run: latest, retryFailed: true, budget };
