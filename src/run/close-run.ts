@@ -21,7 +21,7 @@ export async function closeRun(
 ): Promise<RunSummary> {
   const { pipeline, plan, opened, scheduler, sinks, keys, destination } = parts;
   const { store, runId, decision, previous, startedAt } = opened;
-  const finish = () => {
+  const finish = async () => {
     const finishedAt = new Date();
     return summarize({
       store,
@@ -41,19 +41,19 @@ export async function closeRun(
   };
   if (failure !== undefined) {
     try {
-      const summary = finish();
-      store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
+      const summary = await finish();
+      await store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
     } catch {
       // The disk that failed the run may refuse this too: the run then stays "running", which the next invocation
       // resumes all the same. The failure itself is what the caller must hear about.
     }
     throw failure;
   }
-  const summary = finish();
+  const summary = await finish();
   if (FINISHED.has(summary.status)) {
     for (const sink of sinks) await sink.finish?.(runId);
-    keys.forgetRun();
+    await keys.forgetRun();
   }
-  store.finishRun(runId, summary.status, summary.finishedAt, summary);
+  await store.finishRun(runId, summary.status, summary.finishedAt, summary);
   return summary;
 }

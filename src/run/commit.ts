@@ -2,11 +2,10 @@ import type { Page, Series } from '../pipeline/page.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sources/source.ts';
 import { toJson } from '../json.ts';
-import type { SeriesIdentity, SpendRow, StateStore } from '../state/interfaces.ts';
+import type { PageCommit, SeenKeyStore, SeriesIdentity, SpendRow, StateStore } from '../state/interfaces.ts';
 import { crashPoint } from '../crash-points.ts';
 import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
-import { OutputError } from '../errors/output-error.ts';
 
 export interface CommitterOptions {
   store: StateStore;
@@ -15,8 +14,8 @@ export interface CommitterOptions {
   states: SeriesStates;
   /** Keep journal entries (with the raw answers) after every sink holds them. */
   keepJournal: boolean;
-  /** Other state the page's processing changed, written inside its transaction (dedupe keys, sightings). */
-  alsoCommit?: () => void;
+  /** Dedupe keys and sightings the page's processing added, written inside its transaction. */
+  keys?: SeenKeyStore;
 }
 
 /**
@@ -26,7 +25,7 @@ export interface CommitterOptions {
  * After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or
  * sending a request.
  */
-export function createCommitter({ store, runId, sinks, states, keepJournal, alsoCommit }: CommitterOptions) {
+export function createCommitter({ store, runId, sinks, states, keepJournal, keys }: CommitterOptions) {
   // SQLite sinks in the state store's own file commit inside the page's transaction, and so do file sinks, whose
   // bytes are written just before it and whose checkpoint is recorded in it; the others take the page after it.
   const inside = sinks.filter((sink) => sink.kind === 'sqlite' && sink.path === store.path);
@@ -38,8 +37,12 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
   const committed = new Map<string, number>();
   const pendingEnds = new Map<string, { series: Series; end: SeriesEnd }>();
   const ledger: SpendRow[] = [];
+  // Spend rows written on their own, not yet known to be written: the run waits for them before it closes.
+  const writing = new Set<Promise<void>>();
+  // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
+  let seq: number | undefined;
 
-  const writeEnd = (series: Series, end: SeriesEnd) => {
+  const writeEnd = (series: Series, end: SeriesEnd) =>
     store.endSeries(runId, identity(series), {
       status: end.reason === 'stopped' ? 'stopped' : 'ended',
       reason: end.reason === 'stopped' ? end.stop : end.reason,
@@ -47,23 +50,22 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
       error: end.error === undefined ? null : end.error instanceof Error ? end.error.message : String(end.error),
       errorKind: end.error === undefined ? null : ((end.error as { kind?: string }).kind ?? 'error'),
     });
-  };
 
   /** Once a series has ended and every page it handed on is committed: record a pageless end, free its state. */
-  const settle = (seriesId: string) => {
+  const settle = async (seriesId: string) => {
     const pending = pendingEnds.get(seriesId);
     if (pending && (committed.get(seriesId) ?? 0) >= pending.end.pages) {
       pendingEnds.delete(seriesId);
-      if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) writeEnd(pending.series, pending.end);
       states.release(seriesId);
       committed.delete(seriesId);
       noNew.delete(seriesId);
+      if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) await writeEnd(pending.series, pending.end);
     }
   };
 
-  const prune = () => {
+  const prune = async () => {
     if (keepJournal || sinks.length === 0) return;
-    store.prune(Math.min(...sinks.map((sink) => sink.held())));
+    await store.prune(Math.min(...sinks.map((sink) => sink.held())));
   };
 
   return {
@@ -73,9 +75,18 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
     },
 
     /** Spend of a request: written at once, or, for a 2xx, with the next page's transaction. */
-    spend(row: SpendRow): void {
-      if (/^2\d\d$/.test(row.status)) ledger.push(row);
-      else store.spend(row);
+    async spend(row: SpendRow): Promise<void> {
+      if (/^2\d\d$/.test(row.status)) {
+        ledger.push(row);
+        return;
+      }
+      const write = store.spend([row]);
+      writing.add(write);
+      try {
+        await write;
+      } finally {
+        writing.delete(write);
+      }
     },
 
     /** Commits a page that came out of the stages; returns what the source needs for its no_new rule. */
@@ -86,14 +97,14 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
       noNew.set(id, streak);
       const end: SeriesEndReason | undefined =
         page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
-      // Pages commit one at a time, so the next sequence number is known before the transaction that takes it.
-      const seq = store.currentSeq() + 1;
-      const records = staged.map((sink) => writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, seq)));
-      writingTo(store.path, store.transaction(() => {
-        if (store.nextSeq() !== seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
-        for (const row of ledger.splice(0)) store.spend(row);
-        alsoCommit?.();
-        store.commitSeries(runId, identity(page.series), {
+      seq = (seq ?? (await store.currentSeq())) + 1;
+      const pageSeq = seq;
+      const files = staged.map((sink) => ({ sink, staged: writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, pageSeq)) }));
+      const commit: PageCommit = {
+        runId,
+        seq: pageSeq,
+        series: identity(page.series),
+        progress: {
           status: end ? 'ended' : 'active',
           reason: end ?? null,
           nextPage: page.number + 1,
@@ -105,38 +116,42 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
           cursor: page.meta.cursor ? toJson(page.meta.cursor) : null,
           // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
           state: end ? null : states.serialize(id),
-        });
-        if (needsJournal) {
-          store.journal({
-            seq,
-            runId,
-            pageKey: page.key,
-            seriesId: id,
-            number: page.number,
-            meta: toJson({ ...page.meta, series: page.series }),
-            output: toJson(page.items),
-            raw: null,
-          });
-        }
-        for (const sink of inside) sink.write(page, seq);
-        for (const record of records) record();
-        crashPoint('page-transaction');
-      }));
+        },
+        spend: ledger.splice(0),
+        journal: needsJournal
+          ? { seq: pageSeq, runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
+          : null,
+        checkpoints: files.map(({ sink, staged }) => ({ sinkId: sink.id, checkpoint: staged.checkpoint })),
+        dedupe: keys ? keys.drain() : null,
+      };
+      try {
+        await writingTo(store.path, () =>
+          store.commitPage(commit, () => {
+            for (const sink of inside) sink.write(page, pageSeq);
+            crashPoint('page-transaction');
+          }),
+        );
+      } catch (error) {
+        // Where the journal stands is no longer known (the commit may or may not have taken its number).
+        seq = undefined;
+        throw error;
+      }
+      for (const file of files) file.staged.committed();
       crashPoint('after-commit');
       for (const [index, sink] of after.entries()) {
         if (index > 0 || inside.length > 0) crashPoint('between-sinks');
-        await writingTo(sink.path, () => sink.write(page, seq));
+        await writingTo(sink.path, () => sink.write(page, pageSeq));
       }
-      prune();
+      await prune();
       committed.set(id, (committed.get(id) ?? 0) + 1);
-      settle(id);
+      await settle(id);
       return end ? { new: fresh, end } : { new: fresh };
     },
 
     /** A series ended: ends carried by a page are already committed; the others are written once its pages are. */
-    seriesEnded(series: Series, end: SeriesEnd): void {
+    async seriesEnded(series: Series, end: SeriesEnd): Promise<void> {
       pendingEnds.set(series.id, { series, end });
-      settle(series.id);
+      await settle(series.id);
     },
 
     /** Re-delivers to each sink the committed pages it lacks (after a crash between a commit and a sink). */
@@ -144,19 +159,20 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, also
       let delivered = 0;
       for (const sink of sinks) {
         const held = sink.held();
-        for (const entry of store.journalAfter(held)) {
+        for await (const entry of store.journalAfter(held)) {
           const { series, ...meta } = entry.meta as unknown as { series: Series } & Page['meta'];
           await writingTo(sink.path, () => sink.write({ key: entry.pageKey, series, number: entry.number, items: entry.output, meta }, entry.seq));
           delivered += 1;
         }
       }
-      prune();
+      await prune();
       return delivered;
     },
 
-    /** Spend rows of answers whose pages never committed (the run ended first): still paid, still recorded. */
-    flush(): void {
-      if (ledger.length > 0) store.transaction(() => ledger.splice(0).forEach((row) => store.spend(row)))();
+    /** Waits for spend rows on their way; writes those of answers whose pages never committed (still paid, still recorded). */
+    async flush(): Promise<void> {
+      await Promise.all(writing);
+      if (ledger.length > 0) await store.spend(ledger.splice(0));
     },
   };
 }

@@ -5,7 +5,7 @@ import { toJson } from '../json.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { Lease, RunRecord, StateStore } from '../state/interfaces.ts';
-import { openStateStore } from '../state/sqlite/store.ts';
+import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from './define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
@@ -34,9 +34,9 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
   const store = openStore(pipeline, databases);
-  held.lease = store.lease(pipeline.name);
+  held.lease = await store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
-  const decision = decide(store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, options);
+  const decision = decide(await store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, options);
 
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
   const seriesComplete = !pipeline.stages.some((stage) => {
@@ -49,7 +49,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     pipeline: pipeline.name,
     database: databases.get,
     stateCheckpoints: store.checkpoints,
-    currentSeq: store.currentSeq(),
+    currentSeq: await store.currentSeq(),
     statePath: store.path,
     tagColumns: plan.tagColumns ?? [],
     resultsTable: (db: Database.Database, table: string, mode: 'append' | 'replace' | 'upsert') => createResultsViews(db, table, applicableViews(mode, seriesComplete)),
@@ -60,18 +60,18 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   }
   if (decision.mode === 'new' && decision.abandon) {
     // fresh: the unfinished run's partial rows go; its spend stays on record (it was paid).
-    const starts = store.sinkStarts(decision.abandon.runId);
+    const starts = await store.sinkStarts(decision.abandon.runId);
     for (const sink of held.sinks) await sink.discard?.(decision.abandon.runId, starts.get(sink.id) ?? { seq: 0, bytes: null });
-    store.abandonRun(decision.abandon.runId, new Date().toISOString());
+    await store.abandonRun(decision.abandon.runId, new Date().toISOString());
   }
 
   const startedAt = new Date();
   const previous = decision.mode === 'resume' ? decision.run : undefined;
   // The store keeps the number.
   const budget = decision.budget?.maxCredits ?? null;
-  if (previous) store.reopenRun(runId, budget);
-  else store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget });
-  for (const sink of held.sinks) store.recordSinkStart(runId, sink.id, sink.held(), sink.committedBytes?.() ?? null);
+  if (previous) await store.reopenRun(runId, budget);
+  else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget });
+  await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
   return { store, runId, decision, previous, startedAt };
 }
 
@@ -81,7 +81,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
  */
 function openStore(pipeline: Pipeline, databases: ReturnType<typeof databaseRegistry>): StateStore {
   const db = databases.get(statePath(pipeline));
-  const store = openStateStore(db);
+  const store = sqliteStateStore(db);
   createSpendView(db);
   return store;
 }

@@ -35,11 +35,11 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
     const keys = store.seenKeys(runId);
-    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', alsoCommit: () => keys.flush() });
+    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys });
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.
-    const spentBefore = previous ? store.spendOf(runId).spent : 0;
+    const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
     const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock);
     scheduler.on(emit);
     const ledgerFailure = recordSpend(scheduler, committer, runId);
@@ -65,13 +65,13 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     unsubscribe();
     await scheduler.onIdle();
     failure ??= ledgerFailure();
-    if (failure === undefined) committer.flush();
+    if (failure === undefined) await committer.flush();
 
     return await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination }, failure);
   } catch (error) {
     throw explainOutputFailure(error, outputSuspects(error, pipeline));
   } finally {
-    held.lease?.release();
+    await held.lease?.release();
     for (const sink of held.sinks) await sink.close();
     databases.closeAll();
     if (owned) await client.close();

@@ -25,7 +25,7 @@ export interface RunFacts {
  * The summary of a run across all its invocations, from the state store (series, spend ledger), with the status
  * by the precedence of DESIGN §4.
  */
-export function summarize(facts: RunFacts): RunSummary {
+export async function summarize(facts: RunFacts): Promise<RunSummary> {
   const { store, runId, stop } = facts;
   const byReason: Record<string, number> = {};
   const stopped: Record<string, number> = {};
@@ -37,7 +37,7 @@ export function summarize(facts: RunFacts): RunSummary {
   let completed = 0;
   let failed = 0;
   let reached = 0;
-  for (const { status, reason, n } of store.seriesEnds(runId)) {
+  for (const { status, reason, n } of await store.seriesEnds(runId)) {
     reached += n;
     if (status === 'ended' && reason) {
       add(byReason, reason, n);
@@ -65,8 +65,9 @@ export function summarize(facts: RunFacts): RunSummary {
   else if (byReason.budget || stopped.budget) status = 'budget';
   else status = 'completed';
 
-  const spend = store.spendOf(runId);
-  const totals = store.seriesTotals(runId);
+  const spend = await store.spendOf(runId);
+  const totals = await store.seriesTotals(runId);
+  const failedBy = await store.failedKinds(runId);
   const message = stop?.message ?? (reason === 'forbidden' ? 'a 403 stopped every series of an endpoint: check the plan and its endpoints' : undefined);
   return {
     runId,
@@ -81,7 +82,7 @@ export function summarize(facts: RunFacts): RunSummary {
     credits: { spent: spend.spent, uncertain: spend.uncertain, budget: facts.budget, byEndpoint: spend.byEndpoint },
     pages: { fetched: totals.pages },
     items: { served: totals.served, written: totals.written, duplicates: totals.duplicates },
-    series: { total: facts.seriesTotal, completed, failed, failedBy: store.failedKinds(runId), stopped, byReason },
+    series: { total: facts.seriesTotal, completed, failed, failedBy, stopped, byReason },
     destination: facts.destination,
     outputs: facts.outputs,
     startedAt: facts.startedAt,

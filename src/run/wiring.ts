@@ -32,10 +32,14 @@ export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBef
  */
 export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof createCommitter>, runId: string): () => unknown {
   let failure: unknown;
+  const fail = (error: unknown) => {
+    failure ??= error;
+    scheduler.abort();
+  };
   scheduler.on((event) => {
     if (event.type !== 'response' || failure !== undefined) return;
-    try {
-      committer.spend({
+    committer
+      .spend({
         runId,
         at: new Date().toISOString(),
         seriesId: event.series,
@@ -45,11 +49,8 @@ export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof c
         credits: event.credits,
         uncertain: event.uncertain,
         latencyMs: Math.round(event.latencyMs),
-      });
-    } catch (error) {
-      failure = error;
-      scheduler.abort();
-    }
+      })
+      .catch(fail);
   });
   return () => failure;
 }
@@ -103,9 +104,9 @@ export function sourceContext(parts: {
     seenKeys: (runScoped) => keys.view(runScoped),
     client: parts.client,
     scheduler: parts.scheduler,
-    progress(series) {
+    async progress(series) {
       if (!previous) return undefined;
-      const progress = store.progress(runId, series.id);
+      const progress = await store.progress(runId, series.id);
       if (!progress) return undefined;
       const reason = progress.reason as SeriesEndReason | null;
       if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) return { done: true };
@@ -121,8 +122,8 @@ export function sourceContext(parts: {
     },
     pagePermit: () => permits.acquire(abort.signal),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
-    seriesEnded(series, end) {
-      committer.seriesEnded(series, end);
+    async seriesEnded(series, end) {
+      await committer.seriesEnded(series, end);
       emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });
     },
   };

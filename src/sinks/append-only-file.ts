@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { crashPoint } from '../crash-points.ts';
-import type { Lease, SinkCheckpoints } from '../state/interfaces.ts';
+import type { SinkCheckpoints } from '../state/interfaces.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { claimFile, fileOutputKey, registryPathFor } from '../state/sqlite/output-claims.ts';
 import type { Sink, SinkContext } from './sink.ts';
@@ -36,7 +36,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
   const id = `${format.kind}:${path}`;
   const shared = options.shared === true;
   let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
-  let lease: Lease | undefined;
+  let lease: ReturnType<typeof leaseOutput> | undefined;
   let bytes = 0;
   let held = 0;
 
@@ -52,17 +52,18 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     bytes = shared ? fstatSync(fd).size : bytes + buffer.length;
   };
 
-  // Writes the page's bytes; the checkpoint is recorded by what it returns (inside the page's transaction).
+  // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction.
   const stage = (page: Page<Item>, seq: number) => {
-    const { fd, checkpoints } = ready();
+    const { fd } = ready();
     if (page.items.length > 0) {
       append(fd, format.render(page.items));
       crashPoint('file-before-checkpoint');
     }
-    const committed = bytes;
-    return () => {
-      checkpoints.set(id, { seq, bytes: committed });
-      held = seq;
+    return {
+      checkpoint: { seq, bytes },
+      committed: () => {
+        held = seq;
+      },
     };
   };
 
@@ -70,7 +71,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     kind: format.kind,
     path,
     id,
-    open(ctx: SinkContext) {
+    async open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
       // Created readable by its owner only: rows may be confidential (narrowed further by a stricter umask).
       const fd = openSync(path, 'a+', 0o600);
@@ -81,7 +82,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
         let size = Number(stat.size);
         const identity = { dev: String(stat.dev), ino: String(stat.ino) };
         const before = claimFile(registry, { key: fileOutputKey(path), label: path, kind: format.kind }, { pipeline: ctx.pipeline, state: ctx.statePath, shared }, { ...identity, size });
-        const checkpoint = ctx.stateCheckpoints.get(id);
+        const checkpoint = await ctx.stateCheckpoints.get(id);
         held = checkpoint?.seq ?? ctx.currentSeq;
         if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
           if (before && (before.dev !== identity.dev || before.ino !== identity.ino)) {
@@ -100,7 +101,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
         bytes = size;
         const start = format.prepare(ctx, fd, size);
         if (start) append(fd, start);
-        ctx.stateCheckpoints.set(id, { seq: held, bytes });
+        await ctx.stateCheckpoints.set(id, { seq: held, bytes });
         file = { fd, checkpoints: ctx.stateCheckpoints };
       } catch (error) {
         closeSync(fd);
@@ -112,16 +113,20 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     held: () => held,
     committedBytes: () => bytes,
     // Outside a run's page transaction (a replay, another runner), the checkpoint follows the write at once.
-    write: (page: Page<Item>, seq: number) => stage(page, seq)(),
+    async write(page: Page<Item>, seq: number) {
+      const staged = stage(page, seq);
+      await ready().checkpoints.set(id, staged.checkpoint);
+      staged.committed();
+    },
     stage,
     delivery: shared ? 'at_least_once' : 'exactly_once',
-    discard(_runId, since) {
+    async discard(_runId, since) {
       const { fd, checkpoints } = ready();
       // A shared file is never cut: what the abandoned run appended stays (at least once).
       if (!shared && since.bytes !== null && since.bytes < bytes) {
         ftruncateSync(fd, since.bytes);
         bytes = since.bytes;
-        checkpoints.set(id, { seq: held, bytes });
+        await checkpoints.set(id, { seq: held, bytes });
       }
     },
     close() {

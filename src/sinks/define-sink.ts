@@ -38,14 +38,14 @@ export function defineSink<I = NormalizedItem>(spec: SinkSpec<I>): Sink<I> {
     async open(ctx) {
       checkpoints = ctx.stateCheckpoints;
       // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
-      held = checkpoints.get(id)?.seq ?? ctx.currentSeq;
-      checkpoints.set(id, { seq: held, bytes: null });
+      held = (await checkpoints.get(id))?.seq ?? ctx.currentSeq;
+      await checkpoints.set(id, { seq: held, bytes: null });
       await spec.open?.(ctx);
     },
     held: () => held,
     async write(page, seq) {
       await spec.write(page, seq);
-      checkpoints?.set(id, { seq, bytes: null });
+      await checkpoints?.set(id, { seq, bytes: null });
       held = seq;
     },
     async close() {

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { Page } from '../pipeline/page.ts';
-import type { SinkCheckpoints } from '../state/interfaces.ts';
+import type { Checkpoint, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 
 /** What a sink gets when the run opens it. */
@@ -43,10 +43,11 @@ export interface Sink<I = NormalizedItem> {
   write(page: Page<I>, seq: number): void | Promise<void>;
   /**
    * File sinks whose checkpoint lives in the state store: write the page's bytes now, not yet committed, and return
-   * what records the new checkpoint — which the runner calls inside the page's own transaction. A crash in between
-   * leaves bytes past the checkpoint, cut back on the next open; so the page needs no journal entry to reach this sink.
+   * the new checkpoint, which the runner records inside the page's own transaction (then calls `committed`). A crash
+   * in between leaves bytes past the checkpoint, cut back on the next open; so the page needs no journal entry to
+   * reach this sink.
    */
-  stage?(page: Page<I>, seq: number): () => void;
+  stage?(page: Page<I>, seq: number): { checkpoint: Checkpoint; committed(): void };
   /** How pages reach the output: exactly once (the default), or at least once (stdout, a file shared by pipelines). */
   readonly delivery?: 'exactly_once' | 'at_least_once';
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */

@@ -66,15 +66,16 @@ export async function* fetchAll(
         exhausted = true;
         break;
       }
-      const resume = ctx.progress(series);
-      // Ended in an earlier invocation of this run: nothing to do.
-      if (resume?.done) continue;
       active += 1;
-      run(series, resume, (page) => channel.push(page))
+      ctx
+        .progress(series)
+        // Ended in an earlier invocation of this run: nothing to do.
+        .then((resume) => (resume?.done ? undefined : run(series, resume, (page) => channel.push(page))))
         // Recording the end can fail too (a full disk): it then fails the stream like any other error.
-        .then((end) => ctx.seriesEnded(series, end))
+        .then((end) => end && ctx.seriesEnded(series, end))
         .catch((error: unknown) => {
-          // A page could not be handed on (the consumer went away), the source broke, or the end could not be recorded.
+          // Progress could not be read, a page could not be handed on (the consumer went away), the source broke, or
+          // the end could not be recorded.
           failure ??= { error };
           channel.cancel(error);
         })

@@ -37,7 +37,7 @@ export interface SourceContext extends RunContext {
   readonly client: Client;
   readonly scheduler: Scheduler;
   /** When resuming a run: where the series stands (undefined: start it from its first page). */
-  progress(series: Series): SeriesResume | undefined;
+  progress(series: Series): Promise<SeriesResume | undefined>;
   /**
    * Waits for a permit to send a page's request: the run lets no more pages than its concurrency be paid for and not
    * yet committed. Give the release back once the page is committed (`processed`) or the request came to nothing.
@@ -52,7 +52,7 @@ export interface SourceContext extends RunContext {
    * A series ended. Ends that come with a page (empty, short, repeat, max_pages, no_new) are carried by the
    * page (`page.meta.end`) and committed with it; this records the others, once the series' pages are committed.
    */
-  seriesEnded(series: Series, end: SeriesEnd): void;
+  seriesEnded(series: Series, end: SeriesEnd): Promise<void>;
 }
 
 /** What a source will do, known before anything is sent: for `estimate` and the plan's fingerprint. */

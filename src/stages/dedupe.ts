@@ -53,10 +53,15 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
       const scope = `${config.persistent ? 'persistent' : 'run'}|${config.scope === 'global' ? '*' : config.scope === 'query' ? `${series.endpoint}|${series.query}` : series.id}`;
       const seen = store ? undefined : ctx.seriesState<Record<string, 1>>('dedupe', series, () => Object.create(null));
       let duplicates = 0;
+      const keys = page.items.map((item) => keyOf(item));
+      // The scope's keys are looked up once per page (a network store answers a page's keys in one query); keys
+      // repeated within the page are caught as they are added.
+      const before = store ? await store.seen(scope, keys.filter((key) => typeof key === 'string')) : undefined;
+      const added = new Set<string>();
       const items = page.items.filter((item, index) => {
-        const key = keyOf(item);
+        const key = keys[index];
         if (key === null || key === undefined) return true;
-        const isNew = store ? !store.has(scope, key) : seen?.[key] !== 1;
+        const isNew = before ? !before.has(key) && !added.has(key) : seen?.[key] !== 1;
         if (store) {
           // Every place the item was seen, new to the scope or not: rows are never rewritten to say so.
           store.sighting({
@@ -70,7 +75,10 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
             fetchedAt: page.meta.fetchedAt,
             first: isNew,
           });
-          if (isNew) store.add(scope, key);
+          if (isNew) {
+            store.add(scope, key);
+            added.add(key);
+          }
         } else if (seen && isNew) seen[key] = 1;
         if (!isNew) duplicates += 1;
         return isNew;

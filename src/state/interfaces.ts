@@ -2,9 +2,9 @@
  * What a run needs of the place its state lives (DESIGN §4, §9): the seams behind which SQLite is the default and
  * PostgreSQL the second implementation. The runner, the committer and the sinks know these interfaces, not a driver.
  *
- * They are synchronous today: SQLite (better-sqlite3) commits a page in one synchronous transaction, and that is what
- * makes a page, its rows and its spend commit together. A network store's implementation will make the page commit
- * one asynchronous call (`commitPage`) carrying the same parts; the rest turns async with it.
+ * Every call is asynchronous, as a network store needs; a page commits in one call (`commitPage`) that carries all it
+ * writes as data, so that any store can write it in one transaction. SQLite answers at once (better-sqlite3 is
+ * synchronous), which is why its implementation is a thin wrapper of the synchronous tables in `sqlite/store.ts`.
  */
 
 export interface RunRecord {
@@ -94,9 +94,17 @@ export interface Sighting {
 
 /** Keys a dedupe stage has seen in scopes wider than a series, and where items were seen. */
 export interface SeenKeys {
-  has(scope: string, key: string): boolean;
+  /** Which of a page's keys the scope has seen (committed, or added by pages not yet committed): one look-up per page. */
+  seen(scope: string, keys: readonly string[]): Promise<ReadonlySet<string>>;
   add(scope: string, key: string): void;
   sighting(sighting: Sighting): void;
+}
+
+/** What pages added to the dedupe state since the last commit: written in the next page's transaction. */
+export interface DedupeWrites {
+  /** `runId` null: kept for good (persistent dedupe); else forgotten when that run finishes. */
+  keys: { scope: string; key: string; runId: string | null }[];
+  sightings: Sighting[];
 }
 
 /** Run statuses that mean "not finished": the next invocation resumes them by default. */
@@ -104,24 +112,24 @@ export const UNFINISHED = new Set(['running', 'interrupted', 'stopped']);
 
 /** A run's hold on something only one run may have at a time (its state store, an output). */
 export interface Lease {
-  /** Never throws: a row it cannot remove is taken over by the next run. */
-  release(): void;
+  /** Never fails: a hold it cannot give back is taken over by the next run. */
+  release(): void | Promise<void>;
 }
 
 /** Sink checkpoints, in whichever store the sink commits to. */
 export interface SinkCheckpoints {
-  get(sinkId: string): Checkpoint | undefined;
-  set(sinkId: string, checkpoint: Checkpoint): void;
+  get(sinkId: string): Promise<Checkpoint | undefined>;
+  set(sinkId: string, checkpoint: Checkpoint): Promise<void>;
 }
 
 /** Dedupe keys and sightings of one run: held until the page commits, then written in its transaction. */
 export interface SeenKeyStore {
   /** The keys as a dedupe stage sees them: run-scoped ones forgotten when the run finishes, or kept for good. */
   view(runScoped: boolean): SeenKeys;
-  /** Writes what pages added since the last flush (inside the page's transaction). */
-  flush(): void;
+  /** Takes what pages added since the last call, for the next page's commit. */
+  drain(): DedupeWrites;
   /** A finished run's run-scoped keys go. */
-  forgetRun(): void;
+  forgetRun(): Promise<void>;
 }
 
 /** Totals of a run's spend ledger. */
@@ -134,53 +142,90 @@ export interface SpendTotals {
   byEndpoint: Record<string, number>;
 }
 
+/** A series' progress as a page leaves it. */
+export interface PageProgress {
+  status: 'active' | 'ended';
+  reason: string | null;
+  nextPage: number;
+  served: number;
+  written: number;
+  duplicates: number;
+  digest: string;
+  noNew: number;
+  cursor: string | null;
+  state: string | null;
+}
+
+/** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
+export interface SeriesEndRecord {
+  status: 'ended' | 'stopped';
+  reason: string;
+  nextPage: number | null;
+  error: string | null;
+  errorKind: string | null;
+}
+
+/** A journal entry as written: meta and items as JSON text. */
+export type JournalWrite = Omit<JournalEntry, 'meta' | 'output'> & { meta: string; output: string; raw: string | null };
+
+/** Everything a page commit writes, in one transaction of the state store (DESIGN §4). */
+export interface PageCommit {
+  runId: string;
+  /** The journal sequence number the page takes: the commit is refused if another writer took it first. */
+  seq: number;
+  series: SeriesIdentity;
+  progress: PageProgress;
+  /** Spend of the answers since the last commit (2xx rows wait for a page, so a page and its cost commit together). */
+  spend: readonly SpendRow[];
+  /** The journal entry, when a sink outside the transaction (or a kept journal) needs it. */
+  journal: JournalWrite | null;
+  /** Checkpoints of file sinks, whose bytes were written just before: the page's commit is what makes them count. */
+  checkpoints: readonly { sinkId: string; checkpoint: Checkpoint }[];
+  dedupe: DedupeWrites | null;
+}
+
 /** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
 export interface StateStore {
   /** Where it lives (a file, or a database URL without its password). */
   readonly path: string;
-  /** Runs `fn` as one transaction of the store; the returned function runs it. */
-  transaction<T>(fn: () => T): () => T;
   /** One run of a pipeline per store at a time. */
-  lease(pipeline: string): Lease;
+  lease(pipeline: string): Promise<Lease>;
   /** Checkpoints of the sinks that keep theirs in the state store (files). */
   readonly checkpoints: SinkCheckpoints;
   /** Dedupe keys and sightings for a run. */
   seenKeys(runId: string): SeenKeyStore;
 
-  startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void;
-  reopenRun(runId: string, budget: number | null): void;
-  finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): void;
-  latestRun(pipeline: string): RunRecord | undefined;
-  runs(pipeline: string): RunRecord[];
+  startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): Promise<void>;
+  reopenRun(runId: string, budget: number | null): Promise<void>;
+  finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): Promise<void>;
+  latestRun(pipeline: string): Promise<RunRecord | undefined>;
+  runs(pipeline: string): Promise<RunRecord[]>;
   /** Abandons an unfinished run (`fresh`): its journal and series go; its spend stays (it was paid). */
-  abandonRun(runId: string, at: string): void;
+  abandonRun(runId: string, at: string): Promise<void>;
 
-  /** The journal's next sequence number (taken), and the current one. */
-  nextSeq(): number;
-  currentSeq(): number;
-  progress(runId: string, seriesId: string): SeriesProgress | undefined;
-  /** A page's series progress, in the page's transaction. */
-  commitSeries(
-    runId: string,
-    series: SeriesIdentity,
-    page: { status: 'active' | 'ended'; reason: string | null; nextPage: number; served: number; written: number; duplicates: number; digest: string; noNew: number; cursor: string | null; state: string | null },
-  ): void;
-  /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
-  endSeries(runId: string, series: SeriesIdentity, end: { status: 'ended' | 'stopped'; reason: string; nextPage: number | null; error: string | null; errorKind: string | null }): void;
-  seriesTotals(runId: string): { pages: number; served: number; written: number; duplicates: number };
-  seriesEnds(runId: string): { status: string; reason: string | null; n: number }[];
-  failedKinds(runId: string): Record<string, number>;
+  /** The journal's current sequence number (the last page committed). */
+  currentSeq(): Promise<number>;
+  progress(runId: string, seriesId: string): Promise<SeriesProgress | undefined>;
+  /**
+   * Commits a page: everything in `commit`, and what `within` writes (sinks that share the store's transaction),
+   * in one transaction. `within` runs inside it, last; whatever it throws rolls the page back.
+   */
+  commitPage(commit: PageCommit, within?: () => void): Promise<void>;
+  endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): Promise<void>;
+  seriesTotals(runId: string): Promise<{ pages: number; served: number; written: number; duplicates: number }>;
+  seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]>;
+  failedKinds(runId: string): Promise<Record<string, number>>;
 
-  journal(entry: Omit<JournalEntry, 'meta' | 'output'> & { meta: string; output: string; raw: string | null }): void;
   /** Journal entries after `seq`, in order. */
-  journalAfter(seq: number): Iterable<JournalEntry>;
+  journalAfter(seq: number): AsyncIterable<JournalEntry>;
   /** Journal entries every sink holds are no longer needed (unless the journal is kept). */
-  prune(heldByAll: number): void;
+  prune(heldByAll: number): Promise<void>;
 
-  spend(row: SpendRow): void;
-  spendOf(runId: string): SpendTotals;
+  /** Spend rows written on their own (answers with no page: failures, and those whose page never committed). */
+  spend(rows: readonly SpendRow[]): Promise<void>;
+  spendOf(runId: string): Promise<SpendTotals>;
 
-  /** Where a sink stood when a run began, so that an abandoned run's output can be taken back. */
-  recordSinkStart(runId: string, sinkId: string, seq: number, bytes: number | null): void;
-  sinkStarts(runId: string): Map<string, { seq: number; bytes: number | null }>;
+  /** Where each sink stood when a run began, so that an abandoned run's output can be taken back. */
+  recordSinkStarts(runId: string, starts: readonly { sinkId: string; seq: number; bytes: number | null }[]): Promise<void>;
+  sinkStarts(runId: string): Promise<Map<string, { seq: number; bytes: number | null }>>;
 }

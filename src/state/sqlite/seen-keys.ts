@@ -1,13 +1,12 @@
 import type Database from 'better-sqlite3';
-import type { SeenKeys, SeenKeyStore, Sighting } from '../interfaces.ts';
+import type { DedupeWrites, SeenKeyStore, Sighting } from '../interfaces.ts';
 
 /**
  * Dedupe state for the scopes `query` and `global` and for `persistent` dedupe, in an indexed table of the state
  * store rather than in memory (DESIGN §4: 10 M keys take about 125 MB on disk, where a JS Set of URL strings would
- * take ~1.9 GB of heap). What a page adds is held until the page commits, and written in its transaction: a page
- * that never committed leaves no key behind, so re-fetching it after a crash does not see its own items as seen.
+ * take ~1.9 GB of heap).
  */
-export function seenKeys(db: Database.Database, runId: string): SeenKeyStore {
+export function dedupeTables(db: Database.Database) {
   db.exec(`
     CREATE TABLE IF NOT EXISTS dedupe_keys (scope TEXT NOT NULL, key TEXT NOT NULL, run_id TEXT, PRIMARY KEY (scope, key)) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS sightings (
@@ -31,38 +30,47 @@ export function seenKeys(db: Database.Database, runId: string): SeenKeyStore {
     `INSERT INTO sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const forgetRun = db.prepare(`DELETE FROM dedupe_keys WHERE run_id = ?`);
-  const pendingKeys = new Map<string, string | null>();
+  return {
+    has: (scope: string, key: string) => lookup.get(scope, key) !== undefined,
+    /** What pages added: call inside the page's transaction. */
+    write(writes: DedupeWrites, runId: string): void {
+      for (const k of writes.keys) insertKey.run(k.scope, k.key, k.runId);
+      for (const s of writes.sightings) {
+        insertSighting.run(runId, s.key, s.query, s.country, s.lang, s.page, s.position, s.rank, s.fetchedAt, s.first ? 1 : 0);
+      }
+    },
+    /** A finished run's own keys are no longer needed (persistent ones stay). */
+    forgetRun: (runId: string) => void forgetRun.run(runId),
+  };
+}
+
+/**
+ * A run's view of the dedupe tables. What a page adds is held until the page commits, and written in its
+ * transaction: a page that never committed leaves no key behind, so re-fetching it after a crash does not see its
+ * own items as seen.
+ */
+export function seenKeys(tables: ReturnType<typeof dedupeTables>, runId: string): SeenKeyStore {
+  const pendingKeys = new Map<string, { scope: string; key: string; runId: string | null }>();
   const pendingSightings: Sighting[] = [];
   const id = (scope: string, key: string) => `${scope}\u0000${key}`;
-
   return {
     /** `runScoped`: keys of this run only (forgotten when it finishes); otherwise kept across runs. */
-    view(runScoped: boolean): SeenKeys {
+    view(runScoped) {
       return {
-        has: (scope, key) => pendingKeys.has(id(scope, key)) || lookup.get(scope, key) !== undefined,
+        seen: async (scope, keys) => new Set(keys.filter((key) => pendingKeys.has(id(scope, key)) || tables.has(scope, key))),
         add: (scope, key) => {
-          pendingKeys.set(id(scope, key), runScoped ? runId : null);
+          pendingKeys.set(id(scope, key), { scope, key, runId: runScoped ? runId : null });
         },
         sighting: (sighting) => {
           pendingSightings.push(sighting);
         },
       };
     },
-    /** Writes what the current page added: call inside the page's transaction. */
-    flush(): void {
-      for (const [composite, owner] of pendingKeys) {
-        const cut = composite.indexOf('\u0000');
-        insertKey.run(composite.slice(0, cut), composite.slice(cut + 1), owner);
-      }
+    drain() {
+      const writes = { keys: [...pendingKeys.values()], sightings: pendingSightings.splice(0) };
       pendingKeys.clear();
-      for (const s of pendingSightings.splice(0)) {
-        insertSighting.run(runId, s.key, s.query, s.country, s.lang, s.page, s.position, s.rank, s.fetchedAt, s.first ? 1 : 0);
-      }
+      return writes;
     },
-    /** A finished run's own keys are no longer needed (persistent ones stay). */
-    forgetRun(): void {
-      forgetRun.run(runId);
-    },
+    forgetRun: async () => tables.forgetRun(runId),
   };
 }
-

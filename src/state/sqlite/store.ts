@@ -1,9 +1,10 @@
 import type Database from 'better-sqlite3';
+import { OutputError } from '../../errors/output-error.ts';
 import { ValidationError } from '../../errors/validation-error.ts';
-import type { JournalEntry, RunRecord, SeriesIdentity, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
-import { seenKeys } from './seen-keys.ts';
+import { dedupeTables } from './seen-keys.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
@@ -24,13 +25,13 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
 /** Bumped when the state tables change. */
 export const STATE_SCHEMA_VERSION = 1;
 
-
 /**
- * The run-state store (DESIGN §4): one SQLite database per pipeline, the SQLite sink's own when there is one, so
- * that a page's rows and its state commit in one transaction. It holds runs, series progress and stage state, the
- * page journal, the spend ledger and the lease. The interface is the seam for another store (PostgreSQL) later.
+ * The run-state tables in SQLite (DESIGN §4): one database per pipeline, the SQLite sink's own when there is one, so
+ * that a page's rows and its state commit in one transaction. They hold runs, series progress and stage state, the
+ * page journal, the spend ledger and the lease. Synchronous, as better-sqlite3 is: `sqliteStateStore` puts them
+ * behind the asynchronous `StateStore` the runner knows; tests and tools that build a store by hand use them as is.
  */
-export function openStateStore(db: Database.Database): SqliteStateStore {
+export function openStateStore(db: Database.Database) {
   refuseNewerSchema(db);
   db.exec(`
     CREATE TABLE IF NOT EXISTS webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -149,13 +150,29 @@ export function openStateStore(db: Database.Database): SqliteStateStore {
   };
 
   const checkpoints = sinkCheckpoints(db);
+  const dedupe = dedupeTables(db);
+  const journal = (entry: JournalWrite) => {
+    statements.insertPage.run(entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw, new Date().toISOString());
+  };
+  const spend = (row: SpendRow) => {
+    statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs);
+  };
+  const commitPage = db.transaction((commit: PageCommit, within?: () => void) => {
+    const seq = statements.nextSeq.get() as number;
+    if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
+    for (const row of commit.spend) spend(row);
+    if (commit.dedupe) dedupe.write(commit.dedupe, commit.runId);
+    statements.commitSeries.run({ runId: commit.runId, ...commit.series, ...commit.progress });
+    if (commit.journal) journal(commit.journal);
+    for (const { sinkId, checkpoint } of commit.checkpoints) checkpoints.set(sinkId, checkpoint);
+    within?.();
+  });
   return {
     db: db as Database.Database,
     path: db.name,
-    transaction: (fn) => db.transaction(fn),
-    lease: (pipeline) => acquireLease(db, pipeline),
+    lease: (pipeline: string) => acquireLease(db, pipeline),
     checkpoints,
-    seenKeys: (runId) => seenKeys(db, runId),
+    dedupe,
 
     startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void {
       statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget);
@@ -182,10 +199,6 @@ export function openStateStore(db: Database.Database): SqliteStateStore {
       })();
     },
 
-    /** The next journal sequence number (call inside the page's transaction). */
-    nextSeq(): number {
-      return statements.nextSeq.get() as number;
-    },
     currentSeq(): number {
       return statements.currentSeq.get() as number;
     },
@@ -206,27 +219,12 @@ export function openStateStore(db: Database.Database): SqliteStateStore {
         error: (row.error as string | null) ?? null,
       };
     },
-    /** A page's effect on its series, committed with the page. */
-    commitSeries(runId: string, series: SeriesIdentity, page: {
-      status: 'active' | 'ended';
-      reason: string | null;
-      nextPage: number;
-      served: number;
-      written: number;
-      duplicates: number;
-      digest: string;
-      noNew: number;
-      cursor: string | null;
-      state: string | null;
-    }): void {
-      statements.commitSeries.run({ runId, ...series, ...page });
+    /** A page, its series' progress, spend, dedupe keys, journal entry and file checkpoints, in one transaction. */
+    commitPage(commit: PageCommit, within?: () => void): void {
+      commitPage(commit, within);
     },
     /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
-    endSeries(
-      runId: string,
-      series: SeriesIdentity,
-      end: { status: 'ended' | 'stopped'; reason: string; nextPage: number | null; error: string | null; errorKind: string | null },
-    ): void {
+    endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): void {
       statements.endSeries.run({ runId, ...series, ...end });
     },
     seriesTotals(runId: string): { pages: number; served: number; written: number; duplicates: number } {
@@ -240,9 +238,7 @@ export function openStateStore(db: Database.Database): SqliteStateStore {
       return Object.fromEntries((statements.failedKinds.all(runId) as { kind: string; n: number }[]).map((r) => [r.kind, r.n]));
     },
 
-    journal(entry: Omit<JournalEntry, 'meta' | 'output'> & { meta: string; output: string; raw: string | null }): void {
-      statements.insertPage.run(entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw, new Date().toISOString());
-    },
+    journal,
     /** Journal entries after `seq`, in order. Read in batches: a sink may write to this connection in between. */
     *journalAfter(seq: number): Generator<JournalEntry> {
       let after = seq;
@@ -268,9 +264,7 @@ export function openStateStore(db: Database.Database): SqliteStateStore {
       statements.prune.run(heldByAll);
     },
 
-    spend(row: SpendRow): void {
-      statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs);
-    },
+    spend,
     spendOf(runId: string) {
       const totals = statements.spendOf.get(runId) as { spent: number; uncertain: number; requests: number; retries: number };
       const byStatus = Object.fromEntries((statements.spendByStatus.all(runId) as { status: string; n: number }[]).map((r) => [r.status, r.n]));
@@ -278,9 +272,9 @@ export function openStateStore(db: Database.Database): SqliteStateStore {
       return { ...totals, byStatus, byEndpoint };
     },
 
-    /** Where a sink stood when a run began, so that an abandoned run's output can be taken back. */
-    recordSinkStart(runId: string, sinkId: string, seq: number, bytes: number | null): void {
-      statements.runSinkStart.run(runId, sinkId, seq, bytes);
+    /** Where each sink stood when a run began, so that an abandoned run's output can be taken back. */
+    recordSinkStarts(runId: string, starts: readonly { sinkId: string; seq: number; bytes: number | null }[]): void {
+      for (const start of starts) statements.runSinkStart.run(runId, start.sinkId, start.seq, start.bytes);
     },
     sinkStarts(runId: string): Map<string, { seq: number; bytes: number | null }> {
       const rows = statements.runSinks.all(runId) as { sink_id: string; start_seq: number; start_bytes: number | null }[];
@@ -289,10 +283,7 @@ export function openStateStore(db: Database.Database): SqliteStateStore {
   };
 }
 
-/** The SQLite state store: the interface, and its database for what lives beside it in the same file (SQLite sinks, views). */
-export interface SqliteStateStore extends StateStore {
-  readonly db: Database.Database;
-}
+export type SqliteStateTables = ReturnType<typeof openStateStore>;
 
 function toRunRecord(row: Record<string, unknown>): RunRecord {
   return {

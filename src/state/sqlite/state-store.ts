@@ -1,0 +1,53 @@
+import type Database from 'better-sqlite3';
+import type { JournalEntry, StateStore } from '../interfaces.ts';
+import { seenKeys } from './seen-keys.ts';
+import { openStateStore } from './store.ts';
+
+/** The SQLite state store: the interface, and its database for what lives beside it in the same file (SQLite sinks, views). */
+export interface SqliteStateStore extends StateStore {
+  readonly db: Database.Database;
+}
+
+/**
+ * The run-state store in a SQLite file, behind the asynchronous interface every store shares. Each call does its
+ * work synchronously before it returns (better-sqlite3 is synchronous), so a page's commit is still one SQLite
+ * transaction, with the rows of SQLite sinks in the same file written inside it by `within`.
+ */
+export function sqliteStateStore(db: Database.Database): SqliteStateStore {
+  const tables = openStateStore(db);
+  return {
+    db,
+    path: tables.path,
+    lease: async (pipeline) => tables.lease(pipeline),
+    checkpoints: {
+      get: async (sinkId) => tables.checkpoints.get(sinkId),
+      set: async (sinkId, checkpoint) => tables.checkpoints.set(sinkId, checkpoint),
+    },
+    seenKeys: (runId) => seenKeys(tables.dedupe, runId),
+    startRun: async (run) => tables.startRun(run),
+    reopenRun: async (runId, budget) => tables.reopenRun(runId, budget),
+    finishRun: async (runId, status, finishedAt, summary, error) => tables.finishRun(runId, status, finishedAt, summary, error),
+    latestRun: async (pipeline) => tables.latestRun(pipeline),
+    runs: async (pipeline) => tables.runs(pipeline),
+    abandonRun: async (runId, at) => tables.abandonRun(runId, at),
+    currentSeq: async () => tables.currentSeq(),
+    progress: async (runId, seriesId) => tables.progress(runId, seriesId),
+    commitPage: async (commit, within) => tables.commitPage(commit, within),
+    endSeries: async (runId, series, end) => tables.endSeries(runId, series, end),
+    seriesTotals: async (runId) => tables.seriesTotals(runId),
+    seriesEnds: async (runId) => tables.seriesEnds(runId),
+    failedKinds: async (runId) => tables.failedKinds(runId),
+    async *journalAfter(seq): AsyncGenerator<JournalEntry> {
+      yield* tables.journalAfter(seq);
+    },
+    prune: async (heldByAll) => tables.prune(heldByAll),
+    spend: async (rows) => {
+      db.transaction(() => {
+        for (const row of rows) tables.spend(row);
+      })();
+    },
+    spendOf: async (runId) => tables.spendOf(runId),
+    recordSinkStarts: async (runId, starts) => tables.recordSinkStarts(runId, starts),
+    sinkStarts: async (runId) => tables.sinkStarts(runId),
+  };
+}
