@@ -27,7 +27,7 @@ const PRECEDENCE = [EXIT.usage, EXIT.authentication, EXIT.plan, EXIT.interrupted
 
 const USAGE_ERRORS = new Set(['ValidationError', 'UsageError', 'RunLifecycleError']);
 /** Output problems that waiting cannot fix: the user must choose another path or file. */
-const USAGE_OUTPUT_PROBLEMS = new Set(['read_only', 'corrupt', 'invalid_path']);
+const USAGE_OUTPUT_PROBLEMS = new Set(['read_only', 'corrupt', 'invalid_path', 'permission']);
 
 /** The exit code of a run that ended with a summary, an error, or (rarely) both. */
 export function exitCodeFor(outcome: { summary?: RunSummary | undefined; error?: unknown }): number {

@@ -1,11 +1,13 @@
 /** Why an output could not be written: each has its remedy and its exit code. */
-export type OutputProblem = 'full' | 'read_only' | 'locked' | 'corrupt' | 'invalid_path';
+export type OutputProblem = 'full' | 'read_only' | 'locked' | 'corrupt' | 'invalid_path' | 'unavailable' | 'permission';
 
 /**
  * A failure of the disk, not of the API: the output or the state store is on a full disk, is read-only, is locked
  * by another process, is not a SQLite database (or a damaged one), or its path cannot be a file (a directory).
  * Committed data is intact (SQLite rolls back, a file sink is cut back to its checkpoint on the next run), and the run
- * resumes once the cause is gone. The last two are the user's input to fix, never to wait out.
+ * resumes once the cause is gone. The last two are the user's input to fix, never to wait out. A database server adds
+ * two: `unavailable` (unreachable, restarting, a statement past its time limit: wait it out) and `permission` (a
+ * privilege the role lacks, or a wrong password: fix it).
  */
 export class OutputError extends Error {
   readonly problem: OutputProblem;

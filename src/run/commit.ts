@@ -26,9 +26,9 @@ export interface CommitterOptions {
  * sending a request.
  */
 export function createCommitter({ store, runId, sinks, states, keepJournal, keys }: CommitterOptions) {
-  // SQLite sinks in the state store's own file commit inside the page's transaction, and so do file sinks, whose
+  // Sinks on the state store's own database commit inside the page's transaction, and so do file sinks, whose
   // bytes are written just before it and whose checkpoint is recorded in it; the others take the page after it.
-  const inside = sinks.filter((sink) => sink.kind === 'sqlite' && sink.path === store.path);
+  const inside = sinks.filter((sink) => sink.database !== undefined && sink.database === store.database);
   const staged = sinks.filter((sink) => !inside.includes(sink) && sink.stage !== undefined);
   const after = sinks.filter((sink) => !inside.includes(sink) && !staged.includes(sink));
   // Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it.
@@ -126,9 +126,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       };
       try {
         await writingTo(store.path, () =>
-          store.commitPage(commit, () => {
-            for (const sink of inside) sink.write(page, pageSeq);
-            crashPoint('page-transaction');
+          store.commitPage(commit, (tx) => {
+            // SQLite's sinks write synchronously (its transaction is); PostgreSQL's queue their statements on the transaction's connection.
+            const writes = inside.map((sink) => sink.write(page, pageSeq, tx)).filter((write) => write instanceof Promise);
+            if (writes.length === 0) return crashPoint('page-transaction');
+            return Promise.all(writes).then(() => crashPoint('page-transaction'));
           }),
         );
       } catch (error) {

@@ -1,15 +1,18 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { postgresPools } from '../postgres/pools.ts';
 import { writingTo } from './output-error.ts';
 
 /**
  * One connection per database file within a run, so that the state store and a SQLite sink on the same file
- * share it (and can commit in one transaction).
+ * share it (and can commit in one transaction); likewise one pool per PostgreSQL database.
  */
 export function databaseRegistry() {
   const open = new Map<string, Database.Database>();
+  const pools = postgresPools();
   return {
+    postgres: pools.get,
     get(path: string): Database.Database {
       const file = resolve(path);
       let db = open.get(file);
@@ -20,9 +23,10 @@ export function databaseRegistry() {
       }
       return db;
     },
-    closeAll(): void {
+    async closeAll(): Promise<void> {
       for (const db of open.values()) if (db.open) db.close();
       open.clear();
+      await pools.closeAll();
     },
   };
 }

@@ -4,6 +4,7 @@ import type { Stage } from '../pipeline/compose.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
 import { budgetSchema } from '../schedule/budget.ts';
+import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
@@ -62,10 +63,15 @@ export const pipelineSchema = z.strictObject({
     .strictObject({
       /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink. */
       path: z.string().min(1).optional(),
+      /** A PostgreSQL database for the run state instead of a SQLite file (no password in it: PGPASSWORD, ~/.pgpass). */
+      url: postgresUrlSchema.optional(),
+      /** The PostgreSQL schema of the state tables, created when missing. */
+      schema: postgresNameSchema.default('webdata'),
       /** `prune` drops a journal entry once every sink holds its page; `keep` keeps them all (with the raw answers). */
       journal: z.enum(['prune', 'keep']).default('prune'),
     })
-    .default({ journal: 'prune' }),
+    .refine((state) => state.path === undefined || state.url === undefined, { error: 'give state.path (a SQLite file) or state.url (PostgreSQL), not both' })
+    .default({ journal: 'prune', schema: 'webdata' }),
 });
 
 export type PipelineDefinition = z.input<typeof pipelineSchema>;

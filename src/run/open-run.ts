@@ -6,6 +6,8 @@ import type { Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { Lease, RunRecord, StateStore } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import { postgresStateStore } from '../state/postgres/store.ts';
+import { postgresTarget } from '../postgres/target.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from './define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
@@ -30,10 +32,10 @@ export interface OpenedRun {
  * The first phase of a run (DESIGN §4): the state store and its lease, what this invocation does (a new run, a
  * resume, `fresh`), the sinks opened (and an abandoned run's rows taken back out of them), and the run recorded.
  */
-export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: LifecycleOptions, databases: ReturnType<typeof databaseRegistry>, held: Held): Promise<OpenedRun> {
+export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: LifecycleOptions & { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>, held: Held): Promise<OpenedRun> {
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
-  const store = openStore(pipeline, databases);
+  const store = await openStore(pipeline, options, databases);
   held.lease = await store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
   const decision = decide(await store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, options);
@@ -48,6 +50,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     runId,
     pipeline: pipeline.name,
     database: databases.get,
+    postgres: databases.postgres,
     stateCheckpoints: store.checkpoints,
     currentSeq: await store.currentSeq(),
     statePath: store.path,
@@ -76,10 +79,16 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
 }
 
 /**
- * The state store, where the pipeline says (DESIGN §4: the first SQLite sink's file by default), with the spend view
- * beside it. The one place the runner knows the store is SQLite: a second implementation is chosen here.
+ * The state store, where the pipeline says: a PostgreSQL database (`stateUrl`, from `--state` or WEBDATA_STATE_URL,
+ * else `state.url`), else a SQLite file (DESIGN §4: the first SQLite sink's file by default) with the spend view
+ * beside it. The one place the runner chooses an implementation.
  */
-function openStore(pipeline: Pipeline, databases: ReturnType<typeof databaseRegistry>): StateStore {
+async function openStore(pipeline: Pipeline, options: { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
+  const url = options.stateUrl ?? pipeline.state.url;
+  if (url !== undefined) {
+    const target = postgresTarget(url);
+    return postgresStateStore(databases.postgres(target), target, { schema: pipeline.state.schema, pipeline: pipeline.name });
+  }
   const db = databases.get(statePath(pipeline));
   const store = sqliteStateStore(db);
   createSpendView(db);

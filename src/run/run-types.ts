@@ -23,6 +23,11 @@ export interface RunOptions extends LifecycleOptions {
   client?: Client | undefined;
   /** Who set `baseUrl` and `apiKey`/`token` (e.g. `--base-url`), for the destination shown before the first request. */
   sources?: DestinationInput['sources'];
+  /**
+   * A PostgreSQL database for the run state, overriding the pipeline's `state` (the command line's `--state`, or
+   * WEBDATA_STATE_URL). Unlike a URL in a file it may carry a password, as DATABASE_URL may.
+   */
+  stateUrl?: string | undefined;
   /** The file the pipeline came from, named as the address's source when the pipeline decides it. */
   pipelineFile?: string | undefined;
 }

@@ -73,7 +73,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   } finally {
     await held.lease?.release();
     for (const sink of held.sinks) await sink.close();
-    databases.closeAll();
+    await databases.closeAll();
     if (owned) await client.close();
   }
 }

@@ -1,6 +1,8 @@
 import type Database from 'better-sqlite3';
 import type { Page } from '../pipeline/page.ts';
-import type { Checkpoint, SinkCheckpoints } from '../state/interfaces.ts';
+import type { Pool } from '../postgres/pools.ts';
+import type { PostgresTarget } from '../postgres/target.ts';
+import type { Checkpoint, SharedTransaction, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 
 /** What a sink gets when the run opens it. */
@@ -9,6 +11,8 @@ export interface SinkContext {
   readonly pipeline: string;
   /** One connection per database file within a run, shared with the state store so that they can commit together. */
   database(path: string): Database.Database;
+  /** One pool per PostgreSQL database within a run, shared with the state store there so that they can commit together. */
+  postgres(target: PostgresTarget): Pool;
   /** Checkpoints kept in the state store, for sinks that are not databases (files). */
   readonly stateCheckpoints: SinkCheckpoints;
   /** The journal's sequence number now: a sink seen for the first time holds everything up to it. */
@@ -37,10 +41,15 @@ export interface Sink<I = NormalizedItem> {
   readonly path: string;
   /** Stable identity across runs: kind, file (and table). */
   readonly id: string;
+  /**
+   * The database it writes to, when it is one (`sqlite:<file>`, `postgres://host:port/db`): a sink on the state
+   * store's database writes inside the page's own transaction, given as `tx` to `write`.
+   */
+  readonly database?: string;
   open(ctx: SinkContext): void | Promise<void>;
   /** The sequence number of the last journal page this sink holds (valid after `open`): what replay starts after. */
   held(): number;
-  write(page: Page<I>, seq: number): void | Promise<void>;
+  write(page: Page<I>, seq: number, tx?: SharedTransaction): void | Promise<void>;
   /**
    * File sinks whose checkpoint lives in the state store: write the page's bytes now, not yet committed, and return
    * the new checkpoint, which the runner records inside the page's own transaction (then calls `committed`). A crash

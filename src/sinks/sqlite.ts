@@ -59,6 +59,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     kind: 'sqlite',
     path,
     id,
+    database: `sqlite:${path}`,
     table,
     open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });

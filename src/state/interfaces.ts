@@ -1,3 +1,5 @@
+import type { PoolClient } from '../postgres/pools.ts';
+
 /**
  * What a run needs of the place its state lives (DESIGN §4, §9): the seams behind which SQLite is the default and
  * PostgreSQL the second implementation. The runner, the committer and the sinks know these interfaces, not a driver.
@@ -184,10 +186,18 @@ export interface PageCommit {
   dedupe: DedupeWrites | null;
 }
 
+/**
+ * The store's transaction of a page, handed to the sinks that write into it (those on the same database): SQLite's
+ * is the connection's own (better-sqlite3 nests a sink's transaction in it), PostgreSQL's is the client holding it.
+ */
+export type SharedTransaction = { readonly kind: 'sqlite' } | { readonly kind: 'postgres'; readonly client: PoolClient };
+
 /** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
 export interface StateStore {
   /** Where it lives (a file, or a database URL without its password). */
   readonly path: string;
+  /** Which database it is (`sqlite:<file>`, `postgres://host:port/db`): a sink on the same one commits in its transactions. */
+  readonly database: string;
   /** One run of a pipeline per store at a time. */
   lease(pipeline: string): Promise<Lease>;
   /** Checkpoints of the sinks that keep theirs in the state store (files). */
@@ -208,9 +218,10 @@ export interface StateStore {
   progress(runId: string, seriesId: string): Promise<SeriesProgress | undefined>;
   /**
    * Commits a page: everything in `commit`, and what `within` writes (sinks that share the store's transaction),
-   * in one transaction. `within` runs inside it, last; whatever it throws rolls the page back.
+   * in one transaction. `within` runs inside it, last; whatever it throws rolls the page back. SQLite's transaction
+   * is synchronous: there `within` must not return a promise.
    */
-  commitPage(commit: PageCommit, within?: () => void): Promise<void>;
+  commitPage(commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>): Promise<void>;
   endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): Promise<void>;
   seriesTotals(runId: string): Promise<{ pages: number; served: number; written: number; duplicates: number }>;
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]>;

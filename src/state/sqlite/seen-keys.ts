@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { DedupeWrites, SeenKeyStore, Sighting } from '../interfaces.ts';
+import type { DedupeWrites, SeenKeyStore } from '../interfaces.ts';
+import { pendingKeys } from '../pending-keys.ts';
 
 /**
  * Dedupe state for the scopes `query` and `global` and for `persistent` dedupe, in an indexed table of the state
@@ -44,33 +45,10 @@ export function dedupeTables(db: Database.Database) {
   };
 }
 
-/**
- * A run's view of the dedupe tables. What a page adds is held until the page commits, and written in its
- * transaction: a page that never committed leaves no key behind, so re-fetching it after a crash does not see its
- * own items as seen.
- */
+/** A run's view of the dedupe tables: what its pages add waits for their commit (see `pendingKeys`). */
 export function seenKeys(tables: ReturnType<typeof dedupeTables>, runId: string): SeenKeyStore {
-  const pendingKeys = new Map<string, { scope: string; key: string; runId: string | null }>();
-  const pendingSightings: Sighting[] = [];
-  const id = (scope: string, key: string) => `${scope}\u0000${key}`;
-  return {
-    /** `runScoped`: keys of this run only (forgotten when it finishes); otherwise kept across runs. */
-    view(runScoped) {
-      return {
-        seen: async (scope, keys) => new Set(keys.filter((key) => pendingKeys.has(id(scope, key)) || tables.has(scope, key))),
-        add: (scope, key) => {
-          pendingKeys.set(id(scope, key), { scope, key, runId: runScoped ? runId : null });
-        },
-        sighting: (sighting) => {
-          pendingSightings.push(sighting);
-        },
-      };
-    },
-    drain() {
-      const writes = { keys: [...pendingKeys.values()], sightings: pendingSightings.splice(0) };
-      pendingKeys.clear();
-      return writes;
-    },
+  return pendingKeys(runId, {
+    has: async (scope, keys) => keys.filter((key) => tables.has(scope, key)),
     forgetRun: async () => tables.forgetRun(runId),
-  };
+  });
 }

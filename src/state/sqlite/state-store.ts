@@ -18,6 +18,7 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
   return {
     db,
     path: tables.path,
+    database: `sqlite:${tables.path}`,
     lease: async (pipeline) => tables.lease(pipeline),
     checkpoints: {
       get: async (sinkId) => tables.checkpoints.get(sinkId),

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { OutputError } from '../../errors/output-error.ts';
 import { ValidationError } from '../../errors/validation-error.ts';
-import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, PageCommit, SharedTransaction, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
@@ -157,7 +157,7 @@ export function openStateStore(db: Database.Database) {
   const spend = (row: SpendRow) => {
     statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs);
   };
-  const commitPage = db.transaction((commit: PageCommit, within?: () => void) => {
+  const commitPage = db.transaction((commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>) => {
     const seq = statements.nextSeq.get() as number;
     if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
     for (const row of commit.spend) spend(row);
@@ -165,7 +165,8 @@ export function openStateStore(db: Database.Database) {
     statements.commitSeries.run({ runId: commit.runId, ...commit.series, ...commit.progress });
     if (commit.journal) journal(commit.journal);
     for (const { sinkId, checkpoint } of commit.checkpoints) checkpoints.set(sinkId, checkpoint);
-    within?.();
+    // A promise here would commit before the sinks' writes: SQLite's transaction is synchronous.
+    if (within?.({ kind: 'sqlite' }) instanceof Promise) throw new Error('a sink sharing the SQLite state store wrote asynchronously inside its transaction');
   });
   return {
     db: db as Database.Database,
@@ -220,7 +221,7 @@ export function openStateStore(db: Database.Database) {
       };
     },
     /** A page, its series' progress, spend, dedupe keys, journal entry and file checkpoints, in one transaction. */
-    commitPage(commit: PageCommit, within?: () => void): void {
+    commitPage(commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>): void {
       commitPage(commit, within);
     },
     /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */

@@ -1,0 +1,81 @@
+import pg from 'pg';
+import { IDENTIFIER, type PostgresTarget } from './target.ts';
+
+/** Connections per database within a run: pages commit one at a time, so a few cover commits, reads and the lease. */
+const POOL_SIZE = 4;
+
+/**
+ * Bounded waits on everything (a hostile or stuck server must not hang a run): connecting, a statement, a
+ * transaction left idle, and a reply on the socket. Milliseconds.
+ */
+export const POSTGRES_TIMEOUTS = { connect: 10_000, statement: 60_000, idleInTransaction: 60_000, query: 75_000 } as const;
+
+export type Pool = pg.Pool;
+export type PoolClient = pg.PoolClient;
+
+/**
+ * One pool per database within a run, so that the state store and the PostgreSQL sinks on the same database share
+ * it. Keyed by the database's identity (server and name), not the URL's spelling.
+ */
+export function postgresPools() {
+  const pools = new Map<string, pg.Pool>();
+  return {
+    get(target: PostgresTarget): pg.Pool {
+      let pool = pools.get(target.database);
+      if (!pool) {
+        pool = new pg.Pool({
+          ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
+          max: POOL_SIZE,
+          application_name: 'webdata-etl',
+          connectionTimeoutMillis: POSTGRES_TIMEOUTS.connect,
+          statement_timeout: POSTGRES_TIMEOUTS.statement,
+          idle_in_transaction_session_timeout: POSTGRES_TIMEOUTS.idleInTransaction,
+          query_timeout: POSTGRES_TIMEOUTS.query,
+          keepAlive: true,
+        });
+        // An idle connection cut by the server (a restart) is reported here; without a listener it would crash the
+        // process. The pool drops it, and the next query gets a new connection.
+        pool.on('error', () => undefined);
+        pools.set(target.database, pool);
+      }
+      return pool;
+    },
+    async closeAll(): Promise<void> {
+      const all = [...pools.values()];
+      pools.clear();
+      await Promise.all(all.map((pool) => pool.end().catch(() => undefined)));
+    },
+  };
+}
+
+export type PostgresPools = ReturnType<typeof postgresPools>;
+
+/**
+ * Runs `work` in a transaction on one connection of the pool. A connection that failed is destroyed, not returned
+ * to the pool, so the next transaction does not inherit a broken socket.
+ */
+export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    try {
+      await client.query('ROLLBACK');
+    } catch (rollback) {
+      broken = rollback as Error;
+    }
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/** A PostgreSQL identifier, validated (letters, digits, _; lower case, as unquoted names fold) and quoted. */
+export function quoteIdentifier(name: string): string {
+  if (!IDENTIFIER.test(name)) throw new Error(`not a valid identifier: ${JSON.stringify(name)}`);
+  return `"${name}"`;
+}

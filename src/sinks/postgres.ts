@@ -1,0 +1,225 @@
+import { z } from 'zod';
+import { LeaseHeldError } from '../errors/lease-held-error.ts';
+import { ValidationError } from '../errors/validation-error.ts';
+import type { Page } from '../pipeline/page.ts';
+import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
+import { atDatabase } from '../postgres/failure.ts';
+import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../postgres/pools.ts';
+import { postgresNameSchema, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
+import { toJson } from '../json.ts';
+import type { SharedTransaction } from '../state/interfaces.ts';
+import { checkNormalized, columnName, DEFAULT_COLUMNS } from './columns.ts';
+import { postgresColumnType, postgresValue } from './postgres-columns.ts';
+import type { Sink, SinkContext } from './sink.ts';
+
+export const postgresSinkOptionsSchema = z.strictObject({
+  table: postgresNameSchema,
+  /** The database; default DATABASE_URL, else libpq's variables (PGHOST, PGUSER, PGPASSWORD, PGDATABASE, PGPORT, PGSSLMODE). */
+  url: postgresUrlSchema.optional(),
+  /** Where the table (and the sink's checkpoints) live; created when missing. */
+  schema: postgresNameSchema.default('public'),
+  /** Columns, in order (default: the normalized item's). */
+  columns: z.array(columnName).min(1).optional(),
+  /** The same three modes as the SQLite sink's (see `toSqlite`). */
+  mode: z.enum(['append', 'replace', 'upsert'], { error: 'must be append, replace or upsert' }).default('append'),
+});
+
+export type PostgresSinkOptions = z.input<typeof postgresSinkOptionsSchema>;
+
+const UPSERT_KEY = ['query', 'country', 'lang', 'dedupe_key'];
+const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
+
+interface Opened {
+  pool: Pool;
+  insert(client: Pool | PoolClient, page: Page<Record<string, unknown>>, seq: number): Promise<void>;
+  lease: HeldLock;
+}
+
+/**
+ * Rows into a PostgreSQL table, exactly once: each page's rows and the sink's checkpoint commit in one transaction —
+ * the state store's own, when it lives in the same database (`write`'s `tx`), else the sink's. Typed columns
+ * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
+ */
+export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string } {
+  const config = ValidationError.parse(postgresSinkOptionsSchema, options, 'Invalid PostgreSQL sink', 'postgres');
+  const { table, schema, mode } = config;
+  const target = postgresTarget(config.url);
+  const where = `the PostgreSQL sink ${target.label}, table ${schema}.${table}`;
+  const qualified = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
+  const checkpointTable = `${quoteIdentifier(schema)}.webdata_checkpoints`;
+  const id = `postgres:${target.database}#${schema}.${table}`;
+  let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
+  let opened: Opened | undefined;
+  let pipeline = '';
+  let held = 0;
+
+  const ready = () => {
+    if (!opened) throw new Error(`the PostgreSQL sink ${where} was not opened`);
+    return opened;
+  };
+
+  return {
+    kind: 'postgres',
+    path: `${target.label}#${schema}.${table}`,
+    id,
+    table,
+    schema,
+    database: target.database,
+    async open(ctx: SinkContext) {
+      pipeline = ctx.pipeline;
+      const pool = ctx.postgres(target);
+      if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
+      if (mode === 'upsert') {
+        const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
+        if (lacking.length > 0) throw new ValidationError('Invalid PostgreSQL sink', [{ path: 'postgres.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
+      }
+      const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
+      const lease = await atDatabase(where, () => leaseTable(pool, `${target.database}#${schema}.${table}`, where, ctx.pipeline));
+      try {
+        held = await atDatabase(where, () =>
+          transaction(pool, async (client) => {
+            await prepareTable(client, { schema, table, qualified, checkpointTable, where }, stored, ctx.tagColumns);
+            if (mode === 'upsert') await uniqueKey(client, qualified, table, where);
+            const row = (await client.query<{ seq: string }>(`SELECT seq FROM ${checkpointTable} WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id])).rows[0];
+            if (row) return Number(row.seq);
+            // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
+            await client.query(`INSERT INTO ${checkpointTable} (pipeline, sink_id, seq) VALUES ($1, $2, $3)`, [pipeline, id, ctx.currentSeq]);
+            return ctx.currentSeq;
+          }),
+        );
+      } catch (error) {
+        await lease.release();
+        throw error;
+      }
+      opened = { pool, lease, insert: inserter(qualified, checkpointTable, columns, mode, () => ({ pipeline, id })) };
+    },
+    held: () => held,
+    async write(page, seq, tx?: SharedTransaction) {
+      const { pool, insert } = ready();
+      if (!config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${where}`);
+      if (tx?.kind === 'postgres') await insert(tx.client, page, seq);
+      else await atDatabase(where, () => transaction(pool, (client) => insert(client, page, seq)));
+      held = seq;
+    },
+    async discard(runId) {
+      const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
+      if (mode === 'upsert' || columns.includes('run_id')) await atDatabase(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE "${column}" = $1`, [runId]));
+    },
+    async finish(runId) {
+      if (mode === 'replace' && columns.includes('run_id')) await atDatabase(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]));
+    },
+    async close() {
+      const lease = opened?.lease;
+      opened = undefined;
+      await lease?.release();
+    },
+  };
+}
+
+/** The statement that writes a page: one INSERT of every row (arrays unnested), then the checkpoint. */
+function inserter(qualified: string, checkpointTable: string, columns: readonly string[], mode: 'append' | 'replace' | 'upsert', owner: () => { pipeline: string; id: string }) {
+  const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
+  const types = stored.map((c) => postgresColumnType(c === 'first_seen' || c === 'last_seen' ? 'fetched_at' : c === 'first_run_id' ? 'run_id' : c));
+  const unnest = `SELECT * FROM unnest(${types.map((t, i) => `$${i + 1}::${t.replace(/ NOT NULL$/, '')}[]`).join(', ')})`;
+  const names = stored.map((c) => `"${c}"`).join(', ');
+  const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
+  const sql =
+    mode === 'upsert'
+      ? `INSERT INTO ${qualified} (${names}) ${unnest} ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
+      : `INSERT INTO ${qualified} (${names}) ${unnest}`;
+  return async (client: Pool | PoolClient, page: Page<Record<string, unknown>>, seq: number) => {
+    // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
+    // it would row by row.
+    const items = mode === 'upsert' ? lastPerKey(page.items) : page.items;
+    if (items.length > 0) {
+      const arrays = stored.map(() => [] as unknown[]);
+      for (const item of items) {
+        const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
+        values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
+      }
+      await client.query(sql, arrays);
+    }
+    const { pipeline, id } = owner();
+    await client.query(`UPDATE ${checkpointTable} SET seq = $3, updated_at = now() WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id, seq]);
+  };
+}
+
+function lastPerKey(items: readonly Record<string, unknown>[]): Record<string, unknown>[] {
+  const byKey = new Map<string, Record<string, unknown>>();
+  const out: Record<string, unknown>[] = [];
+  for (const item of items) {
+    if (item.dedupe_key === null || item.dedupe_key === undefined) out.push(item);
+    else byKey.set(toJson([item.query, item.country, item.lang, item.dedupe_key]), item);
+  }
+  return [...out, ...byKey.values()];
+}
+
+interface TableNames {
+  schema: string;
+  table: string;
+  qualified: string;
+  checkpointTable: string;
+  where: string;
+}
+
+/**
+ * The schema, the table and the checkpoints table, created when missing. Existence is looked up first: PostgreSQL
+ * checks the CREATE privilege before IF NOT EXISTS, so a role that may only write an existing table still can.
+ */
+async function prepareTable(client: PoolClient, names: TableNames, columns: readonly string[], addable: readonly string[]): Promise<void> {
+  const { schema, table, qualified, checkpointTable, where } = names;
+  const schemaExists = (await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
+  if (!schemaExists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`);
+  const existing = (
+    await client.query<{ name: string }>(`SELECT column_name AS name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])
+  ).rows.map((r) => r.name);
+  if (existing.length > 0) {
+    // Tag columns are the query list's to choose: a new one is added to the table, empty for earlier rows.
+    for (const column of addable.filter((c) => !existing.includes(c))) {
+      await client.query(`ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS "${column}" text`);
+      existing.push(column);
+    }
+    const missing = columns.filter((c) => !existing.includes(c));
+    if (missing.length > 0) {
+      throw new ValidationError(`The table ${schema}.${table} has other columns`, [
+        { path: 'postgres.table', message: `it lacks ${missing.join(', ')} (it has ${existing.join(', ')}): use another table, or the same columns (${where})` },
+      ]);
+    }
+  } else {
+    await client.query(`CREATE TABLE IF NOT EXISTS ${qualified} (${columns.map((c) => `"${c}" ${postgresColumnType(c)}`).join(', ')})`);
+    const series = ['query', 'country', 'lang', 'run_id'].filter((c) => columns.includes(c));
+    if (series.length >= 3) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_series" ON ${qualified} (${series.join(', ')})`);
+    if (columns.includes('dedupe_key')) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_dedupe_key" ON ${qualified} (dedupe_key)`);
+  }
+  const checkpointsExist = (await client.query(`SELECT to_regclass($1) AS t`, [`${quoteIdentifier(schema)}.webdata_checkpoints`])).rows[0]?.t !== null;
+  if (!checkpointsExist) {
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${checkpointTable} (pipeline text NOT NULL, sink_id text NOT NULL, seq bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, sink_id))`,
+    );
+  }
+}
+
+async function uniqueKey(client: PoolClient, qualified: string, table: string, where: string): Promise<void> {
+  try {
+    await client.query('SAVEPOINT unique_key');
+    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS "${table}_upsert_key" ON ${qualified} (${UPSERT_KEY.join(', ')})`);
+    await client.query('RELEASE SAVEPOINT unique_key');
+  } catch (error) {
+    if ((error as { code?: string }).code !== '23505') throw error;
+    throw new ValidationError(`The table ${qualified} cannot take upserts`, [
+      { path: 'postgres.mode', message: `it holds several rows per (query, country, lang, dedupe_key) — written in append mode? Use another table for upsert (${where})` },
+    ]);
+  }
+}
+
+/** One writer per table at a time, whichever pipeline or machine: an advisory lock for the run's length. */
+async function leaseTable(pool: Pool, key: string, where: string, pipeline: string): Promise<HeldLock> {
+  const lock = await tryAdvisoryLock(pool, `webdata-etl:table:${key}`);
+  if (lock) return lock;
+  throw new LeaseHeldError(`${where} is being written by another run (of pipeline "${pipeline}" or another): one writer per table at a time. Wait for it to finish, or write to another table.`, {
+    pipeline: 'unknown',
+    pid: 0,
+    host: 'unknown',
+    since: 'unknown',
+  });
+}

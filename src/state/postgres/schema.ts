@@ -1,0 +1,136 @@
+import { ValidationError } from '../../errors/validation-error.ts';
+import { type Pool, quoteIdentifier, transaction } from '../../postgres/pools.ts';
+
+/**
+ * The state tables in PostgreSQL, as migrations: each entry takes the schema from the version before it to its own
+ * number, and is never edited once released (a new change is a new entry). `s` is the quoted schema name.
+ * Every table a run writes carries the pipeline, so that many pipelines share one schema: the journal's sequence,
+ * the checkpoints and the persistent dedupe keys are each pipeline's own.
+ */
+export const MIGRATIONS: readonly ((s: string) => string)[] = [
+  (s) => `
+    CREATE TABLE ${s}.pipelines (pipeline text PRIMARY KEY, seq bigint NOT NULL DEFAULT 0);
+    CREATE TABLE ${s}.runs (
+      run_id text PRIMARY KEY,
+      pipeline text NOT NULL,
+      status text NOT NULL,
+      started_at timestamptz NOT NULL,
+      finished_at timestamptz,
+      fingerprint text NOT NULL,
+      plan text NOT NULL,
+      budget double precision,
+      summary text,
+      error text,
+      invocations integer NOT NULL DEFAULT 1,
+      created bigint GENERATED ALWAYS AS IDENTITY
+    );
+    CREATE INDEX runs_pipeline ON ${s}.runs (pipeline, started_at);
+    CREATE TABLE ${s}.series (
+      run_id text NOT NULL,
+      series_id text NOT NULL,
+      endpoint text NOT NULL,
+      query text NOT NULL,
+      country text NOT NULL,
+      lang text NOT NULL,
+      status text NOT NULL,
+      reason text,
+      next_page integer,
+      pages integer NOT NULL DEFAULT 0,
+      items_served integer NOT NULL DEFAULT 0,
+      items_written integer NOT NULL DEFAULT 0,
+      duplicates integer NOT NULL DEFAULT 0,
+      digest text,
+      no_new integer NOT NULL DEFAULT 0,
+      cursor text,
+      state text,
+      error text,
+      error_kind text,
+      PRIMARY KEY (run_id, series_id)
+    );
+    CREATE TABLE ${s}.pages (
+      pipeline text NOT NULL,
+      seq bigint NOT NULL,
+      run_id text NOT NULL,
+      page_key text NOT NULL,
+      series_id text NOT NULL,
+      number integer NOT NULL,
+      meta text NOT NULL,
+      output text NOT NULL,
+      raw text,
+      committed_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (pipeline, seq)
+    );
+    CREATE INDEX pages_run ON ${s}.pages (run_id, seq);
+    CREATE TABLE ${s}.spend (
+      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      run_id text NOT NULL,
+      at timestamptz NOT NULL,
+      series_id text NOT NULL,
+      path text NOT NULL,
+      attempt integer NOT NULL,
+      status text NOT NULL,
+      credits double precision NOT NULL,
+      uncertain boolean NOT NULL,
+      latency_ms double precision NOT NULL
+    );
+    CREATE INDEX spend_run ON ${s}.spend (run_id);
+    CREATE TABLE ${s}.run_sinks (run_id text NOT NULL, sink_id text NOT NULL, start_seq bigint NOT NULL, start_bytes bigint, PRIMARY KEY (run_id, sink_id));
+    CREATE TABLE ${s}.sink_checkpoints (
+      pipeline text NOT NULL,
+      sink_id text NOT NULL,
+      seq bigint NOT NULL,
+      bytes bigint,
+      updated_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (pipeline, sink_id)
+    );
+    CREATE TABLE ${s}.dedupe_keys (pipeline text NOT NULL, scope text NOT NULL, key text NOT NULL, run_id text, PRIMARY KEY (pipeline, scope, key));
+    CREATE INDEX dedupe_keys_run ON ${s}.dedupe_keys (run_id) WHERE run_id IS NOT NULL;
+    CREATE TABLE ${s}.sightings (
+      run_id text NOT NULL,
+      dedupe_key text NOT NULL,
+      query text NOT NULL,
+      country text NOT NULL,
+      lang text NOT NULL,
+      page integer NOT NULL,
+      position integer NOT NULL,
+      rank integer,
+      fetched_at timestamptz NOT NULL,
+      first boolean NOT NULL
+    );
+    CREATE INDEX sightings_key ON ${s}.sightings (dedupe_key);
+    CREATE INDEX sightings_run ON ${s}.sightings (run_id);
+    CREATE TABLE ${s}.leases (pipeline text PRIMARY KEY, holder text NOT NULL, pid integer NOT NULL, host text NOT NULL, acquired_at timestamptz NOT NULL);
+  `,
+];
+
+/** The schema version this webdata-etl writes. */
+export const POSTGRES_STATE_VERSION = MIGRATIONS.length;
+
+/**
+ * Creates the schema and brings it to this version, once, however many processes start together: the migrations
+ * run in one transaction under an advisory lock. A schema of a newer webdata-etl is refused before anything changes.
+ * Returns the version found before (0: a new schema).
+ */
+export async function migrate(pool: Pool, schema: string, label: string): Promise<number> {
+  const s = quoteIdentifier(schema);
+  return transaction(pool, async (client) => {
+    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`webdata-etl:migrate:${schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const { rows } = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${s}.schema_version`);
+    const found = rows[0]?.version ?? 0;
+    if (found > POSTGRES_STATE_VERSION) {
+      throw new ValidationError('Invalid state store', [
+        {
+          path: 'state.url',
+          message: `${label}, schema "${schema}", holds state written by a newer webdata-etl (state schema ${found}; this one knows ${POSTGRES_STATE_VERSION}): upgrade webdata-etl, or give the pipeline another state.schema`,
+        },
+      ]);
+    }
+    for (let version = found + 1; version <= POSTGRES_STATE_VERSION; version++) {
+      await client.query((MIGRATIONS[version - 1] as (s: string) => string)(s));
+      await client.query(`INSERT INTO ${s}.schema_version (version) VALUES ($1)`, [version]);
+    }
+    return found;
+  });
+}

@@ -1,0 +1,324 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { LeaseHeldError } from '../../errors/lease-held-error.ts';
+import { OutputError } from '../../errors/output-error.ts';
+import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
+import { atDatabase } from '../../postgres/failure.ts';
+import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
+import type { PostgresTarget } from '../../postgres/target.ts';
+import type { Checkpoint, DedupeWrites, JournalEntry, Lease, PageCommit, RunRecord, SeenKeyStore, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
+import { pendingKeys } from '../pending-keys.ts';
+import { migrate } from './schema.ts';
+
+export interface PostgresStateStore extends StateStore {
+  readonly kind: 'postgres';
+  readonly pool: Pool;
+  readonly schema: string;
+}
+
+const JOURNAL_BATCH = 256;
+
+/**
+ * The run-state store in PostgreSQL (DESIGN §9), the same tables as SQLite's under one schema (default `webdata`),
+ * created and migrated here. Unlike a SQLite file, one schema serves many pipelines: everything a run writes carries
+ * its pipeline, and the lease is one pipeline's. A page commits in one transaction, with the rows of PostgreSQL
+ * sinks on the same database written inside it (`commitPage`'s `within`).
+ */
+export async function postgresStateStore(pool: Pool, target: PostgresTarget, options: { schema: string; pipeline: string }): Promise<PostgresStateStore> {
+  const { schema, pipeline } = options;
+  const where = `the state store ${target.label}`;
+  const s = quoteIdentifier(schema);
+  await atDatabase(where, () => migrate(pool, schema, target.label));
+  const query = <R extends object = Record<string, unknown>>(text: string, values: unknown[] = []) =>
+    atDatabase(where, async () => (await pool.query<R>(text, values)).rows);
+  await query(`INSERT INTO ${s}.pipelines (pipeline) VALUES ($1) ON CONFLICT DO NOTHING`, [pipeline]);
+
+  const writeSpend = async (client: Pool | PoolClient, rows: readonly SpendRow[]) => {
+    if (rows.length === 0) return;
+    await client.query(
+      `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
+       SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[], $8::bool[], $9::float8[])`,
+      columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9),
+    );
+  };
+  const writeDedupe = async (client: PoolClient, writes: DedupeWrites, runId: string) => {
+    if (writes.keys.length > 0) {
+      await client.query(
+        `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
+        [pipeline, ...columns(writes.keys, (k) => [k.scope, k.key, k.runId], 3)],
+      );
+    }
+    if (writes.sightings.length > 0) {
+      await client.query(
+        `INSERT INTO ${s}.sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first)
+         SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[], $9::timestamptz[], $10::bool[])`,
+        [runId, ...columns(writes.sightings, (w) => [w.key, w.query, w.country, w.lang, w.page, w.position, w.rank, w.fetchedAt, w.first], 9)],
+      );
+    }
+  };
+  const setCheckpoint = (client: Pool | PoolClient, sinkId: string, checkpoint: Checkpoint) =>
+    client.query(
+      `INSERT INTO ${s}.sink_checkpoints (pipeline, sink_id, seq, bytes, updated_at) VALUES ($1, $2, $3, $4, now())
+       ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
+      [pipeline, sinkId, checkpoint.seq, checkpoint.bytes],
+    );
+
+  const store: PostgresStateStore = {
+    kind: 'postgres',
+    pool,
+    schema,
+    path: `${target.label} (schema ${schema})`,
+    database: target.database,
+    lease: (name) => atDatabase(where, () => leasePipeline(pool, s, schema, name)),
+    checkpoints: {
+      async get(sinkId) {
+        const rows = await query<{ seq: string; bytes: string | null }>(`SELECT seq, bytes FROM ${s}.sink_checkpoints WHERE pipeline = $1 AND sink_id = $2`, [pipeline, sinkId]);
+        const row = rows[0];
+        return row && { seq: Number(row.seq), bytes: row.bytes === null ? null : Number(row.bytes) };
+      },
+      async set(sinkId, checkpoint) {
+        await atDatabase(where, () => setCheckpoint(pool, sinkId, checkpoint));
+      },
+    },
+    seenKeys(runId): SeenKeyStore {
+      return pendingKeys(runId, {
+        async has(scope, keys) {
+          const rows = await query<{ key: string }>(`SELECT key FROM ${s}.dedupe_keys WHERE pipeline = $1 AND scope = $2 AND key = ANY($3::text[])`, [pipeline, scope, keys]);
+          return rows.map((row) => row.key);
+        },
+        forgetRun: async () => void (await query(`DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id = $2`, [pipeline, runId])),
+      });
+    },
+
+    async startRun(run) {
+      await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ($1, $2, 'running', $3, $4, $5, $6)`, [
+        run.runId,
+        run.pipeline,
+        run.startedAt,
+        run.fingerprint,
+        JSON.stringify(run.plan),
+        run.budget,
+      ]);
+    },
+    async reopenRun(runId, budget) {
+      await query(`UPDATE ${s}.runs SET status = 'running', finished_at = NULL, error = NULL, budget = $1, invocations = invocations + 1 WHERE run_id = $2`, [budget, runId]);
+    },
+    async finishRun(runId, status, finishedAt, summary, error) {
+      await query(`UPDATE ${s}.runs SET status = $1, finished_at = $2, summary = $3, error = $4 WHERE run_id = $5`, [
+        status,
+        finishedAt,
+        summary === undefined ? null : JSON.stringify(summary),
+        error ?? null,
+        runId,
+      ]);
+    },
+    async latestRun(name) {
+      const rows = await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY started_at DESC, created DESC LIMIT 1`, [name]);
+      return rows[0] && toRunRecord(rows[0]);
+    },
+    async runs(name) {
+      return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY started_at, created`, [name])).map(toRunRecord);
+    },
+    async abandonRun(runId, at) {
+      await atDatabase(where, () =>
+        transaction(pool, async (client) => {
+          await client.query(`DELETE FROM ${s}.pages WHERE pipeline = $1 AND run_id = $2`, [pipeline, runId]);
+          await client.query(`DELETE FROM ${s}.series WHERE run_id = $1`, [runId]);
+          await client.query(`UPDATE ${s}.runs SET status = 'abandoned', finished_at = $1 WHERE run_id = $2`, [at, runId]);
+        }),
+      );
+    },
+
+    async currentSeq() {
+      const rows = await query<{ seq: string }>(`SELECT seq FROM ${s}.pipelines WHERE pipeline = $1`, [pipeline]);
+      return Number(rows[0]?.seq ?? 0);
+    },
+    async progress(runId, seriesId) {
+      const row = (await query(`SELECT * FROM ${s}.series WHERE run_id = $1 AND series_id = $2`, [runId, seriesId]))[0];
+      return row && toProgress(seriesId, row);
+    },
+    async commitPage(commit: PageCommit, within) {
+      await atDatabase(where, () =>
+        transaction(pool, async (client) => {
+          const taken = await client.query<{ seq: string }>(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = $1 RETURNING seq`, [pipeline]);
+          if (Number(taken.rows[0]?.seq) !== commit.seq) {
+            throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
+          }
+          await writeSpend(client, commit.spend);
+          if (commit.dedupe) await writeDedupe(client, commit.dedupe, commit.runId);
+          const { series, progress } = commit;
+          await client.query(
+            `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $11, $12, $13, $14, $15, $16)
+             ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
+               pages = series.pages + 1, items_served = series.items_served + excluded.items_served, items_written = series.items_written + excluded.items_written,
+               duplicates = series.duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
+               state = excluded.state, error = NULL`,
+            [commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason, progress.nextPage,
+              progress.served, progress.written, progress.duplicates, progress.digest, progress.noNew, progress.cursor, progress.state],
+          );
+          const entry = commit.journal;
+          if (entry) {
+            await client.query(
+              `INSERT INTO ${s}.pages (pipeline, seq, run_id, page_key, series_id, number, meta, output, raw) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+              [pipeline, entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw],
+            );
+          }
+          for (const { sinkId, checkpoint } of commit.checkpoints) await setCheckpoint(client, sinkId, checkpoint);
+          await within?.({ kind: 'postgres', client });
+        }),
+      );
+    },
+    async endSeries(runId, series, end) {
+      await query(
+        `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+         ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind`,
+        [runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, end.status, end.reason, end.nextPage, end.error, end.errorKind],
+      );
+    },
+    async seriesTotals(runId) {
+      const rows = await query<{ pages: number; served: number; written: number; duplicates: number }>(
+        `SELECT COALESCE(SUM(pages), 0)::float8 AS pages, COALESCE(SUM(items_served), 0)::float8 AS served, COALESCE(SUM(items_written), 0)::float8 AS written,
+                COALESCE(SUM(duplicates), 0)::float8 AS duplicates FROM ${s}.series WHERE run_id = $1`,
+        [runId],
+      );
+      return rows[0] as { pages: number; served: number; written: number; duplicates: number };
+    },
+    async seriesEnds(runId) {
+      return query<{ status: string; reason: string | null; n: number }>(`SELECT status, reason, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 GROUP BY status, reason`, [runId]);
+    },
+    async failedKinds(runId) {
+      const rows = await query<{ kind: string; n: number }>(
+        `SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended' AND reason = 'failed' GROUP BY kind`,
+        [runId],
+      );
+      return Object.fromEntries(rows.map((r) => [r.kind, r.n]));
+    },
+
+    async *journalAfter(seq): AsyncGenerator<JournalEntry> {
+      let after = seq;
+      for (;;) {
+        const rows = await query(`SELECT * FROM ${s}.pages WHERE pipeline = $1 AND seq > $2 ORDER BY seq LIMIT ${JOURNAL_BATCH}`, [pipeline, after]);
+        if (rows.length === 0) return;
+        for (const row of rows) {
+          after = Number(row.seq);
+          yield {
+            seq: after,
+            runId: row.run_id as string,
+            pageKey: row.page_key as string,
+            seriesId: row.series_id as string,
+            number: row.number as number,
+            meta: JSON.parse(row.meta as string) as Record<string, unknown>,
+            output: JSON.parse(row.output as string) as unknown[],
+          };
+        }
+      }
+    },
+    async prune(heldByAll) {
+      await query(`DELETE FROM ${s}.pages WHERE pipeline = $1 AND seq <= $2`, [pipeline, heldByAll]);
+    },
+
+    spend: (rows) => atDatabase(where, () => writeSpend(pool, rows)),
+    async spendOf(runId) {
+      const totals = (
+        await query<{ spent: number; uncertain: number; requests: number; retries: number }>(
+          `SELECT COALESCE(SUM(credits), 0)::float8 AS spent, COALESCE(SUM(CASE WHEN uncertain THEN credits ELSE 0 END), 0)::float8 AS uncertain,
+                  COUNT(*)::int AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0)::int AS retries FROM ${s}.spend WHERE run_id = $1`,
+          [runId],
+        )
+      )[0] as { spent: number; uncertain: number; requests: number; retries: number };
+      const byStatus = await query<{ status: string; n: number }>(`SELECT status, COUNT(*)::int AS n FROM ${s}.spend WHERE run_id = $1 GROUP BY status`, [runId]);
+      const byPath = await query<{ path: string; credits: number }>(
+        `SELECT path, SUM(credits)::float8 AS credits FROM ${s}.spend WHERE run_id = $1 AND credits > 0 GROUP BY path`,
+        [runId],
+      );
+      return { ...totals, byStatus: Object.fromEntries(byStatus.map((r) => [r.status, r.n])), byEndpoint: Object.fromEntries(byPath.map((r) => [r.path, r.credits])) };
+    },
+
+    async recordSinkStarts(runId, starts) {
+      for (const start of starts) {
+        await query(`INSERT INTO ${s}.run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, [runId, start.sinkId, start.seq, start.bytes]);
+      }
+    },
+    async sinkStarts(runId) {
+      const rows = await query<{ sink_id: string; start_seq: string; start_bytes: string | null }>(`SELECT sink_id, start_seq, start_bytes FROM ${s}.run_sinks WHERE run_id = $1`, [runId]);
+      return new Map(rows.map((r) => [r.sink_id, { seq: Number(r.start_seq), bytes: r.start_bytes === null ? null : Number(r.start_bytes) }]));
+    },
+  };
+  return store;
+}
+
+/**
+ * One run of a pipeline at a time, across every machine using this database: an advisory lock held for the run's
+ * length (it goes with a dead holder's connection). The `leases` row only says who holds it, for another run's message.
+ */
+async function leasePipeline(pool: Pool, s: string, schema: string, pipeline: string): Promise<Lease> {
+  const lock = await tryAdvisoryLock(pool, `webdata-etl:${schema}:${pipeline}`);
+  if (!lock) {
+    const holder = (await pool.query<{ pid: number; host: string; acquired_at: Date }>(`SELECT pid, host, acquired_at FROM ${s}.leases WHERE pipeline = $1`, [pipeline])).rows[0];
+    const since = holder?.acquired_at.toISOString() ?? 'unknown';
+    const who = holder ? `pid ${holder.pid} on ${holder.host}, since ${since}` : 'another process';
+    throw new LeaseHeldError(
+      `pipeline "${pipeline}" is already running (${who}): one run of a pipeline at a time. Wait for it to finish, or stop it (Ctrl-C, or kill the process) and run again.`,
+      { pipeline, pid: holder?.pid ?? 0, host: holder?.host ?? 'unknown', since },
+    );
+  }
+  const holder = randomBytes(8).toString('hex');
+  try {
+    await lock.client.query(
+      `INSERT INTO ${s}.leases (pipeline, holder, pid, host, acquired_at) VALUES ($1, $2, $3, $4, now())
+       ON CONFLICT (pipeline) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, host = excluded.host, acquired_at = excluded.acquired_at`,
+      [pipeline, holder, process.pid, hostname()],
+    );
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
+  return {
+    async release() {
+      await lock.client.query(`DELETE FROM ${s}.leases WHERE pipeline = $1 AND holder = $2`, [pipeline, holder]).catch(() => undefined);
+      await lock.release();
+    },
+  };
+}
+
+/** Rows of column arrays for `unnest`: one array per column, `width` of them. */
+function columns<T>(rows: readonly T[], pick: (row: T) => unknown[], width: number): unknown[][] {
+  const out: unknown[][] = Array.from({ length: width }, () => []);
+  for (const row of rows) pick(row).forEach((value, i) => (out[i] as unknown[]).push(value));
+  return out;
+}
+
+const iso = (value: unknown): string | null => (value instanceof Date ? value.toISOString() : ((value as string | null) ?? null));
+
+function toRunRecord(row: Record<string, unknown>): RunRecord {
+  return {
+    runId: row.run_id as string,
+    pipeline: row.pipeline as string,
+    status: row.status as string,
+    startedAt: iso(row.started_at) as string,
+    finishedAt: iso(row.finished_at),
+    fingerprint: row.fingerprint as string,
+    plan: JSON.parse(row.plan as string) as Record<string, unknown>,
+    budget: (row.budget as number | null) ?? null,
+    summary: row.summary ? (JSON.parse(row.summary as string) as Record<string, unknown>) : null,
+    error: (row.error as string | null) ?? null,
+    invocations: row.invocations as number,
+  };
+}
+
+function toProgress(seriesId: string, row: Record<string, unknown>): SeriesProgress {
+  return {
+    seriesId,
+    status: row.status as SeriesProgress['status'],
+    reason: (row.reason as string | null) ?? null,
+    nextPage: (row.next_page as number | null) ?? null,
+    pages: row.pages as number,
+    digest: (row.digest as string | null) ?? null,
+    noNew: row.no_new as number,
+    cursor: row.cursor ? (JSON.parse(row.cursor as string) as Record<string, unknown>) : null,
+    state: row.state ? (JSON.parse(row.state as string) as Record<string, object>) : null,
+    error: (row.error as string | null) ?? null,
+  };
+}
