@@ -28,6 +28,7 @@ export { mapItems, filterItems, items } from './stages/items.ts';
 
 // Sinks
 export { toSqlite, type SqliteSinkOptions } from './sinks/sqlite.ts';
+export { toPostgres, type PostgresSinkOptions } from './sinks/postgres.ts';
 export { toCsv, type CsvSinkOptions } from './sinks/csv.ts';
 export { toJsonl, type JsonlSinkOptions } from './sinks/jsonl.ts';
 export { type Sink } from './sinks/sink.ts';

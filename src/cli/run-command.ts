@@ -10,12 +10,15 @@ import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { isPostgresUrl } from '../postgres/target.ts';
 
 const OPTIONS_HELP = `Options:
   --fresh                abandon an unfinished run (its partial rows go) and start a new one
   --resume               continue a finished run that stopped on its budget (with --budget) or retry its failed series
   --budget <credits>     the most credits the run may spend in all; with --resume, the run's new total cap
   --base-url <url>       the API's {base_url} (overrides WEBDATA_BASE_URL and the pipeline's api.baseUrl)
+  --state <url>          keep the run state in PostgreSQL, postgres://user@host/db (overrides WEBDATA_STATE_URL and
+                         the pipeline's state); the password comes from PGPASSWORD or ~/.pgpass, never a flag
   --simulator            run against a built-in simulator started for this run (no account, no network)
   --summary-json <file>  also write the run's summary to this file
   --quiet                no progress or summary on stderr (errors still)
@@ -46,6 +49,7 @@ const flags = {
   resume: { type: 'boolean' },
   budget: { type: 'string' },
   'base-url': { type: 'string' },
+  state: { type: 'string' },
   simulator: { type: 'boolean' },
   'summary-json': { type: 'string' },
   quiet: { type: 'boolean' },
@@ -98,6 +102,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const format = values['log-format'] ?? 'text';
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
+  const stateUrl = stateUrlOf(values.state, process.env.WEBDATA_STATE_URL);
   if (values['summary-json'] !== undefined) {
     // Refused before any credit is spent: the summary written over the state store or an output would destroy it.
     const defined = definePipeline(pipeline);
@@ -124,6 +129,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
           ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
           : {}),
       pipelineFile,
+      ...(stateUrl === undefined ? {} : { stateUrl }),
       signal: signals.signal,
       abortSignal: signals.abortSignal,
       fresh: values.fresh,
@@ -154,4 +160,16 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
 /** The library names run() options (`fresh: true`, `budget: { maxCredits: N }`); on the command line they are flags. */
 function inFlagWords(message: string): string {
   return message.replaceAll('`fresh: true`', '--fresh').replaceAll('`resume: true`', '--resume').replaceAll('`budget: { maxCredits: N }`', '--budget N');
+}
+
+/** `--state`, else WEBDATA_STATE_URL: a PostgreSQL URL; a password only from the environment (a flag shows in `ps`). */
+function stateUrlOf(flag: string | undefined, env: string | undefined): string | undefined {
+  const url = flag ?? (env || undefined);
+  if (url === undefined) return undefined;
+  const from = flag === undefined ? 'WEBDATA_STATE_URL' : '--state';
+  if (!isPostgresUrl(url) || !URL.canParse(url)) throw new UsageError(`${from} must be a PostgreSQL URL such as postgres://user@host:5432/dbname`);
+  if (flag !== undefined && new URL(url).password !== '') {
+    throw new UsageError('--state must not carry a password (the command line shows in the process list): set PGPASSWORD, use ~/.pgpass, or put the URL in WEBDATA_STATE_URL');
+  }
+  return url;
 }

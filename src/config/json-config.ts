@@ -3,7 +3,8 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { type PipelineDefinition, pipelineSchema } from '../run/define.ts';
 import { type CsvSinkOptions, csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
 import { type JsonlSinkOptions, jsonlSinkOptionsSchema, toJsonl } from '../sinks/jsonl.ts';
-import { sqliteSinkOptionsSchema, toSqlite } from '../sinks/sqlite.ts';
+import { type PostgresSinkOptions, postgresSinkOptionsSchema, toPostgres } from '../sinks/postgres.ts';
+import { type SqliteSinkOptions, sqliteSinkOptionsSchema, toSqlite } from '../sinks/sqlite.ts';
 import { combineSources } from '../sources/combine.ts';
 import { endpointConfigSchema, endpointPages } from '../sources/endpoint-pages.ts';
 import type { Source } from '../sources/source.ts';
@@ -17,8 +18,9 @@ const sinkConfigSchema = z.discriminatedUnion(
     sqliteSinkOptionsSchema.extend({ type: z.literal('sqlite') }),
     csvSinkOptionsSchema.extend({ type: z.literal('csv') }),
     jsonlSinkOptionsSchema.extend({ type: z.literal('jsonl') }),
+    postgresSinkOptionsSchema.extend({ type: z.literal('postgres') }),
   ],
-  { error: 'must be a sink: { "type": "sqlite" | "csv" | "jsonl", "path": … }' },
+  { error: 'must be a sink: { "type": "sqlite" | "csv" | "jsonl", "path": … } or { "type": "postgres", "table": … }' },
 );
 
 const shape = pipelineSchema.shape;
@@ -83,7 +85,8 @@ export function pipelineFromConfig(config: unknown): PipelineDefinition {
     stages: dedupeOptions ? [normalize(), dedupe(dedupeOptions)] : [normalize()],
     sinks: sinks.map((sink) => {
       const { type, ...options } = sink;
-      return type === 'sqlite' ? toSqlite(options) : type === 'csv' ? toCsv(options as CsvSinkOptions) : toJsonl(options as JsonlSinkOptions);
+      if (type === 'postgres') return toPostgres(options as PostgresSinkOptions);
+      return type === 'sqlite' ? toSqlite(options as SqliteSinkOptions) : type === 'csv' ? toCsv(options as CsvSinkOptions) : toJsonl(options as JsonlSinkOptions);
     }),
   };
 }

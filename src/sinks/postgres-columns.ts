@@ -12,7 +12,7 @@ const JSON_COLUMNS = new Set(['raw']);
  */
 export function postgresColumnType(column: string): string {
   const field = (normalizedItemSchema.shape as Record<string, z.ZodType>)[column];
-  if (!field) return 'text';
+  if (!field) return TIMES.has(column) ? 'timestamptz' : 'text';
   const nullable = field.safeParse(null).success ? '' : ' NOT NULL';
   if (TIMES.has(column)) return `timestamptz${nullable}`;
   if (JSON_COLUMNS.has(column)) return `jsonb${nullable}`;

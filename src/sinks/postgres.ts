@@ -119,7 +119,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
 /** The statement that writes a page: one INSERT of every row (arrays unnested), then the checkpoint. */
 function inserter(qualified: string, checkpointTable: string, columns: readonly string[], mode: 'append' | 'replace' | 'upsert', owner: () => { pipeline: string; id: string }) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
-  const types = stored.map((c) => postgresColumnType(c === 'first_seen' || c === 'last_seen' ? 'fetched_at' : c === 'first_run_id' ? 'run_id' : c));
+  const types = stored.map(postgresColumnType);
   const unnest = `SELECT * FROM unnest(${types.map((t, i) => `$${i + 1}::${t.replace(/ NOT NULL$/, '')}[]`).join(', ')})`;
   const names = stored.map((c) => `"${c}"`).join(', ');
   const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');

@@ -1,0 +1,124 @@
+import { writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { dedupe, normalize, searchPages, toPostgres, toSqlite } from '../src/index.ts';
+import { simulator } from './helpers.ts';
+import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
+import { postgresAvailable, testDatabase } from './pg-dev-shim.ts';
+
+const describePostgres = describe.skipIf(!postgresAvailable());
+
+async function rows(url: string, sql: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(sql, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Rows as comparable text, whichever database they came from: the columns that do not vary between runs. */
+const STABLE = ['query', 'country', 'lang', 'page', 'position', 'rank', 'title', 'url', 'domain', 'snippet', 'dedupe_key'];
+const stable = (list: Record<string, unknown>[]) =>
+  list.map((row) => JSON.stringify([...STABLE.map((c) => row[c] ?? null), sortedKeys(typeof row.raw === 'string' ? JSON.parse(row.raw) : row.raw)])).sort();
+
+/** jsonb keeps a value, not its text: keys come back in its own order. */
+function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, sortedKeys(v)]));
+}
+
+const plan = (sinks: unknown[], extra: Record<string, unknown> = {}) => ({
+  name: 'pg-sink',
+  source: searchPages({ queries: ['espresso', 'kettle', 'grinder'], countries: ['us', 'gb'], maxPages: 3 }),
+  stages: [normalize(), dedupe()],
+  sinks: sinks as never,
+  ...extra,
+});
+
+describePostgres('the PostgreSQL sink', () => {
+  it('writes the same rows as the SQLite sink, in typed columns (integer, timestamptz, jsonb)', async () => {
+    await using sim = await simulator({ seed: 5 });
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const summary = await runOn(sim, plan([toSqlite({ path: dir.path('out.sqlite') }), toPostgres({ url: db.url, table: 'results' })]));
+      expect(summary.status).toBe('completed');
+      const inPostgres = await rows(db.url, 'SELECT * FROM public.results');
+      expect(inPostgres).toHaveLength(summary.items.written);
+      expect(stable(inPostgres)).toEqual(stable(sqliteRows(dir.path('out.sqlite'))));
+      const types = await rows(db.url, `SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'results' ORDER BY ordinal_position`);
+      expect(Object.fromEntries(types.map((t) => [t.column_name, t.data_type]))).toMatchObject({
+        page: 'integer',
+        position: 'integer',
+        rank: 'integer',
+        title: 'text',
+        fetched_at: 'timestamp with time zone',
+        raw: 'jsonb',
+      });
+      // The sink's checkpoint lives beside its table, in the same database.
+      expect(await rows(db.url, 'SELECT pipeline, seq::int AS seq FROM public.webdata_checkpoints')).toEqual([{ pipeline: 'pg-sink', seq: summary.pages.fetched }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('with the state store in the same database, a page’s rows, checkpoint and journal commit in one transaction: no journal entry is needed', async () => {
+    await using sim = await simulator({ seed: 5 });
+    const db = await testDatabase();
+    try {
+      const summary = await runOn(sim, plan([toPostgres({ url: db.url, table: 'results' })], { state: { url: db.url, journal: 'prune' } }));
+      expect(summary.status).toBe('completed');
+      expect(await rows(db.url, 'SELECT COUNT(*)::int AS n FROM public.results')).toEqual([{ n: summary.items.written }]);
+      expect(await rows(db.url, 'SELECT status FROM webdata.runs')).toEqual([{ status: 'completed' }]);
+      // Written inside the state store's transaction, so never journaled for it.
+      expect(await rows(db.url, 'SELECT COUNT(*)::int AS n FROM webdata.pages')).toEqual([{ n: 0 }]);
+      expect(await rows(db.url, 'SELECT seq::int AS seq FROM webdata.pipelines')).toEqual([{ seq: summary.pages.fetched }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('upsert keeps one row per key with first and last seen; replace keeps the latest finished run; tag columns are added', async () => {
+    await using sim = await simulator({ seed: 5 });
+    const db = await testDatabase();
+    try {
+      const upsert = () => runOn(sim, plan([toPostgres({ url: db.url, table: 'u', mode: 'upsert' })], { name: 'pg-upsert' }));
+      const first = await upsert();
+      const second = await upsert();
+      const keyed = await rows(db.url, 'SELECT COUNT(*)::int AS n, COUNT(DISTINCT (query, country, lang, dedupe_key))::int AS keys FROM u WHERE dedupe_key IS NOT NULL');
+      expect(keyed[0]?.n).toBe(keyed[0]?.keys);
+      const row = (await rows(db.url, `SELECT run_id, first_run_id, first_seen < last_seen AS later, last_seen = fetched_at AS same FROM u LIMIT 1`))[0];
+      expect(row).toEqual({ run_id: second.runId, first_run_id: first.runId, later: true, same: true });
+
+      const replace = () => runOn(sim, plan([toPostgres({ url: db.url, table: 'r', mode: 'replace' })], { name: 'pg-replace' }));
+      await replace();
+      const latest = await replace();
+      expect(await rows(db.url, 'SELECT DISTINCT run_id FROM r')).toEqual([{ run_id: latest.runId }]);
+
+      // A query list with tag columns, into a table made without them: the columns are added, empty for earlier rows.
+      using dir = workdir();
+      writeFileSync(dir.path('keywords.csv'), 'keyword,category\nespresso,kitchen\n');
+      await runOn(sim, {
+        name: 'pg-replace',
+        source: searchPages({ queriesFile: dir.path('keywords.csv'), countries: ['us'], maxPages: 1 }),
+        stages: [normalize()],
+        sinks: [toPostgres({ url: db.url, table: 'r' })],
+      });
+      expect(await rows(db.url, 'SELECT category, COUNT(*)::int AS n FROM r GROUP BY category ORDER BY category')).toEqual([
+        { category: 'kitchen', n: 10 },
+        { category: null, n: latest.items.written },
+      ]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('refuses a password in its URL, and bad names, before anything runs', () => {
+    expect(() => toPostgres({ url: 'postgres://me:secret@db.example/x', table: 'results' })).toThrow(/postgres.url: must not carry a password .*PGPASSWORD/s);
+    expect(() => toPostgres({ table: 'Results; DROP TABLE x' })).toThrow(/postgres.table: must be a PostgreSQL name/);
+    expect(() => toPostgres({ table: 'ok', schema: 'a"b' })).toThrow(/postgres.schema/);
+  });
+});
