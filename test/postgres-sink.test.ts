@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { dedupe, normalize, searchPages, toPostgres, toSqlite } from '../src/index.ts';
@@ -88,6 +88,9 @@ describePostgres('the PostgreSQL sink', () => {
       const upsert = () => runOn(sim, plan([toPostgres({ url: db.url, table: 'u', mode: 'upsert' })], { name: 'pg-upsert' }));
       const first = await upsert();
       const second = await upsert();
+      // With no SQLite file named, the run state went to the first PostgreSQL sink's database (and no file was made).
+      expect(await rows(db.url, `SELECT run_id FROM webdata.runs WHERE pipeline = 'pg-upsert' ORDER BY created`)).toEqual([{ run_id: first.runId }, { run_id: second.runId }]);
+      expect(existsSync('postgres:')).toBe(false);
       const keyed = await rows(db.url, 'SELECT COUNT(*)::int AS n, COUNT(DISTINCT (query, country, lang, dedupe_key))::int AS keys FROM u WHERE dedupe_key IS NOT NULL');
       expect(keyed[0]?.n).toBe(keyed[0]?.keys);
       const row = (await rows(db.url, `SELECT run_id, first_run_id, first_seen < last_seen AS later, last_seen = fetched_at AS same FROM u LIMIT 1`))[0];

@@ -7,11 +7,10 @@ import type { SourcePlan } from '../sources/source.ts';
 import type { Lease, RunRecord, StateStore } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { postgresStateStore } from '../state/postgres/store.ts';
-import { postgresTarget } from '../postgres/target.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from './define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
-import { checkOutputs, statePath } from './outputs.ts';
+import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
 
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
@@ -79,16 +78,12 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
 }
 
 /**
- * The state store, where the pipeline says: a PostgreSQL database (`stateUrl`, from `--state` or WEBDATA_STATE_URL,
- * else `state.url`), else a SQLite file (DESIGN §4: the first SQLite sink's file by default) with the spend view
- * beside it. The one place the runner chooses an implementation.
+ * The state store, where the pipeline says: a PostgreSQL database (`stateDatabase`), else a SQLite file (DESIGN §4:
+ * the first SQLite sink's file by default) with the spend view beside it. The one place the runner chooses.
  */
 async function openStore(pipeline: Pipeline, options: { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
-  const url = options.stateUrl ?? pipeline.state.url;
-  if (url !== undefined) {
-    const target = postgresTarget(url);
-    return postgresStateStore(databases.postgres(target), target, { schema: pipeline.state.schema, pipeline: pipeline.name });
-  }
+  const target = stateDatabase(pipeline, options.stateUrl);
+  if (target) return postgresStateStore(databases.postgres(target), target, { schema: pipeline.state.schema, pipeline: pipeline.name });
   const db = databases.get(statePath(pipeline));
   const store = sqliteStateStore(db);
   createSpendView(db);

@@ -2,6 +2,20 @@ import { dirname, join, resolve } from 'node:path';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Pipeline } from './define.ts';
+import { type PostgresTarget, postgresTarget } from '../postgres/target.ts';
+
+/**
+ * The PostgreSQL database of the run state, when it is one: `stateUrl` (the command line's), else `state.url`, else —
+ * when no SQLite file is named for it (`state.path`, a SQLite sink) — the first PostgreSQL sink's database, so that
+ * its rows and the state commit together, as with the first SQLite sink's file.
+ */
+export function stateDatabase(pipeline: Pipeline, stateUrl?: string): PostgresTarget | undefined {
+  const url = stateUrl ?? pipeline.state.url;
+  if (url !== undefined) return postgresTarget(url);
+  const sinks = pipeline.sinks as Sink<unknown>[];
+  if (pipeline.state.path !== undefined || sinks.some((sink) => sink.kind === 'sqlite')) return undefined;
+  return (sinks.find((sink) => sink.kind === 'postgres') as { target?: PostgresTarget } | undefined)?.target;
+}
 
 /** The state store lives in the first SQLite sink's file, so that its rows and the state can commit together. */
 export function statePath(pipeline: Pipeline): string {

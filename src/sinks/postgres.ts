@@ -5,7 +5,7 @@ import type { Page } from '../pipeline/page.ts';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../postgres/pools.ts';
-import { postgresNameSchema, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
+import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import type { SharedTransaction } from '../state/interfaces.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS } from './columns.ts';
@@ -40,7 +40,7 @@ interface Opened {
  * the state store's own, when it lives in the same database (`write`'s `tx`), else the sink's. Typed columns
  * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
  */
-export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string } {
+export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string; readonly target: PostgresTarget } {
   const config = ValidationError.parse(postgresSinkOptionsSchema, options, 'Invalid PostgreSQL sink', 'postgres');
   const { table, schema, mode } = config;
   const target = postgresTarget(config.url);
@@ -64,6 +64,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     id,
     table,
     schema,
+    target,
     database: target.database,
     async open(ctx: SinkContext) {
       pipeline = ctx.pipeline;
