@@ -1,0 +1,107 @@
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { simulator } from './helpers.ts';
+import { cli, config, envFor } from './cli-helpers.ts';
+import { workdir } from './pipeline-helpers.ts';
+import { postgresAvailable, testDatabase } from './pg-dev-shim.ts';
+
+const describePostgres = describe.skipIf(!postgresAvailable());
+
+async function query(url: string, sql: string): Promise<Record<string, unknown>[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** A loopback port nothing listens on (taken, then let go). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const postgresSink = (url: string) => ({ sinks: [{ type: 'postgres', table: 'results', url }] });
+
+describePostgres('PostgreSQL from the command line', () => {
+  it('a JSON config with a postgres sink and state runs into the database', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const file = config(dir.dir, { ...postgresSink(db.url), state: { url: db.url } });
+      const result = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(result.code, result.stderr).toBe(0);
+      const summary = JSON.parse(result.stdout) as { items: { written: number }; runId: string };
+      expect(await query(db.url, 'SELECT COUNT(*)::int AS n FROM results')).toEqual([{ n: summary.items.written }]);
+      expect(await query(db.url, 'SELECT run_id, status FROM webdata.runs')).toEqual([{ run_id: summary.runId, status: 'completed' }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('--state (or WEBDATA_STATE_URL) puts the run state in PostgreSQL, the rows staying in SQLite', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const byFlag = await cli(['run', config(dir.dir), '--state', db.url], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(byFlag.code, byFlag.stderr).toBe(0);
+      const byEnv = await cli(['run', config(dir.dir, { name: 'by-env', sinks: [{ type: 'sqlite', path: 'env/results.sqlite' }] })], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_STATE_URL: db.url } });
+      expect(byEnv.code, byEnv.stderr).toBe(0);
+      expect(await query(db.url, 'SELECT pipeline, status FROM webdata.runs ORDER BY created')).toEqual([
+        { pipeline: 'cli-test', status: 'completed' },
+        { pipeline: 'by-env', status: 'completed' },
+      ]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('a password in a config file or on --state is refused (exit 2, pointing at PGPASSWORD) before any request', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const inFile = await cli(['run', config(dir.dir, postgresSink('postgres://me:hunter2@127.0.0.1/x'))], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(inFile.code).toBe(2);
+    expect(inFile.stderr).toMatch(/sinks\.0\.url: must not carry a password .*PGPASSWORD/);
+    const onFlag = await cli(['run', config(dir.dir), '--state', 'postgres://me:hunter2@127.0.0.1/x'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(onFlag.code).toBe(2);
+    expect(onFlag.stderr).toMatch(/--state must not carry a password/);
+    for (const result of [inFile, onFlag]) expect(result.stdout + result.stderr).not.toContain('hunter2');
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('an unreachable server at the start: exit 75 before any paid request', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const result = await cli(['run', config(dir.dir), '--state', `postgres://postgres@127.0.0.1:${await closedPort()}/nowhere`], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(75);
+    expect(result.stderr).toMatch(/cannot be reached .*ECONNREFUSED.*run the same command again/s);
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('a role without CREATE on the database: exit 2 naming the privilege, before any request', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const role = `limited_${db.name}`;
+      await query(db.url, `CREATE ROLE ${role} LOGIN`);
+      const url = new URL(db.url);
+      url.username = role;
+      const result = await cli(['run', config(dir.dir), '--state', url.toString()], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toMatch(/permission denied for database .*needs CREATE on the database/s);
+      expect(sim.stats().requests).toBe(0);
+      await query(db.url, `DROP OWNED BY ${role}; DROP ROLE ${role}`);
+    } finally {
+      await db.drop();
+    }
+  });
+});
