@@ -40,7 +40,40 @@ export function explainPostgresFailure(error: unknown, where: string): unknown {
   return error;
 }
 
-/** Runs `work` against a database, its failures explained as the database's. */
+/** Failures before a statement reached the server: retrying them can never apply a write twice. */
+const NOT_SENT = /^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|57P03|53300)$/;
+const NOT_SENT_MESSAGES = /timeout exceeded when trying to connect/i;
+
+/** How long a run waits out a database that went away (a restart, a failover) before it stops with exit 75. */
+export function retryLimitMs(env: Readonly<Record<string, string | undefined>> = process.env): number {
+  const set = Number(env.WEBDATA_POSTGRES_RETRY_MS);
+  return Number.isFinite(set) && set >= 0 ? set : 60_000;
+}
+
+/**
+ * Runs `work` against a database, trying again with backoff while the failure is one that passes (a restart, a cut
+ * connection), for at most `retryLimitMs()`; then, or at once for any other failure, it is explained as the
+ * database's. `idempotent: false` (an INSERT that may have run before its answer was lost) retries only failures that
+ * happened before the statement was sent. `attempt` lets a transaction check whether a lost answer was a commit.
+ */
+export async function retrying<T>(where: string, work: (attempt: number) => Promise<T>, options: { idempotent: boolean; limitMs?: number }): Promise<T> {
+  const limit = options.limitMs ?? retryLimitMs();
+  const started = performance.now();
+  let delay = 100;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work(attempt);
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      const retriable = options.idempotent ? isTransient(error) : (typeof code === 'string' && NOT_SENT.test(code)) || (error instanceof Error && NOT_SENT_MESSAGES.test(error.message));
+      if (!retriable || performance.now() - started + delay > limit) throw explainPostgresFailure(error, where);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 5_000);
+    }
+  }
+}
+
+/** Runs `work` against a database once, its failures explained as the database's. */
 export async function atDatabase<T>(where: string, work: () => Promise<T>): Promise<T> {
   try {
     return await work();

@@ -3,7 +3,7 @@ import { LeaseHeldError } from '../errors/lease-held-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
-import { atDatabase } from '../postgres/failure.ts';
+import { atDatabase, retrying } from '../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../postgres/pools.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
@@ -53,6 +53,8 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
   let pipeline = '';
   let held = 0;
 
+  const checkpointOf = async (pool: Pool) =>
+    Number((await pool.query<{ seq: string }>(`SELECT seq FROM ${checkpointTable} WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id])).rows[0]?.seq ?? 0);
   const ready = () => {
     if (!opened) throw new Error(`the PostgreSQL sink ${where} was not opened`);
     return opened;
@@ -99,15 +101,25 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
       const { pool, insert } = ready();
       if (!config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${where}`);
       if (tx?.kind === 'postgres') await insert(tx.client, page, seq);
-      else await atDatabase(where, () => transaction(pool, (client) => insert(client, page, seq)));
+      else {
+        await retrying(
+          where,
+          async (attempt) => {
+            // A lost answer to COMMIT: the checkpoint says whether the page went in.
+            if (attempt > 1 && (await checkpointOf(pool)) >= seq) return;
+            await transaction(pool, (client) => insert(client, page, seq));
+          },
+          { idempotent: true },
+        );
+      }
       held = seq;
     },
     async discard(runId) {
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      if (mode === 'upsert' || columns.includes('run_id')) await atDatabase(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE "${column}" = $1`, [runId]));
+      if (mode === 'upsert' || columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE "${column}" = $1`, [runId]), { idempotent: true });
     },
     async finish(runId) {
-      if (mode === 'replace' && columns.includes('run_id')) await atDatabase(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]));
+      if (mode === 'replace' && columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]), { idempotent: true });
     },
     async close() {
       const lease = opened?.lease;

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { LeaseHeldError } from '../../errors/lease-held-error.ts';
 import { OutputError } from '../../errors/output-error.ts';
 import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
-import { atDatabase } from '../../postgres/failure.ts';
+import { atDatabase, retrying } from '../../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
 import type { Checkpoint, DedupeWrites, JournalEntry, Lease, PageCommit, RunRecord, SeenKeyStore, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
@@ -29,10 +29,16 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
   const where = `the state store ${target.label}`;
   const s = quoteIdentifier(schema);
   await atDatabase(where, () => migrate(pool, schema, target.label));
+  // Past its opening (where an unreachable server stops the run at once, before any request), the store waits out a
+  // server that went away: every statement here is safe to repeat, but the spend rows' INSERT (see `spend`).
   const query = <R extends object = Record<string, unknown>>(text: string, values: unknown[] = []) =>
-    atDatabase(where, async () => (await pool.query<R>(text, values)).rows);
+    retrying(where, async () => (await pool.query<R>(text, values)).rows, { idempotent: true });
   await query(`INSERT INTO ${s}.pipelines (pipeline) VALUES ($1) ON CONFLICT DO NOTHING`, [pipeline]);
 
+  const currentSeq = async (client: Pool | PoolClient) => {
+    const { rows } = await client.query<{ seq: string }>(`SELECT seq FROM ${s}.pipelines WHERE pipeline = $1`, [pipeline]);
+    return Number(rows[0]?.seq ?? 0);
+  };
   const writeSpend = async (client: Pool | PoolClient, rows: readonly SpendRow[]) => {
     if (rows.length === 0) return;
     await client.query(
@@ -77,7 +83,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         return row && { seq: Number(row.seq), bytes: row.bytes === null ? null : Number(row.bytes) };
       },
       async set(sinkId, checkpoint) {
-        await atDatabase(where, () => setCheckpoint(pool, sinkId, checkpoint));
+        await retrying(where, () => setCheckpoint(pool, sinkId, checkpoint), { idempotent: true });
       },
     },
     seenKeys(runId): SeenKeyStore {
@@ -91,7 +97,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     },
 
     async startRun(run) {
-      await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ($1, $2, 'running', $3, $4, $5, $6)`, [
+      await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ($1, $2, 'running', $3, $4, $5, $6) ON CONFLICT DO NOTHING`, [
         run.runId,
         run.pipeline,
         run.startedAt,
@@ -120,25 +126,25 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY started_at, created`, [name])).map(toRunRecord);
     },
     async abandonRun(runId, at) {
-      await atDatabase(where, () =>
-        transaction(pool, async (client) => {
-          await client.query(`DELETE FROM ${s}.pages WHERE pipeline = $1 AND run_id = $2`, [pipeline, runId]);
-          await client.query(`DELETE FROM ${s}.series WHERE run_id = $1`, [runId]);
-          await client.query(`UPDATE ${s}.runs SET status = 'abandoned', finished_at = $1 WHERE run_id = $2`, [at, runId]);
-        }),
+      await retrying(
+        where,
+        () =>
+          transaction(pool, async (client) => {
+            await client.query(`DELETE FROM ${s}.pages WHERE pipeline = $1 AND run_id = $2`, [pipeline, runId]);
+            await client.query(`DELETE FROM ${s}.series WHERE run_id = $1`, [runId]);
+            await client.query(`UPDATE ${s}.runs SET status = 'abandoned', finished_at = $1 WHERE run_id = $2`, [at, runId]);
+          }),
+        { idempotent: true },
       );
     },
 
-    async currentSeq() {
-      const rows = await query<{ seq: string }>(`SELECT seq FROM ${s}.pipelines WHERE pipeline = $1`, [pipeline]);
-      return Number(rows[0]?.seq ?? 0);
-    },
+    currentSeq: () => retrying(where, () => currentSeq(pool), { idempotent: true }),
     async progress(runId, seriesId) {
       const row = (await query(`SELECT * FROM ${s}.series WHERE run_id = $1 AND series_id = $2`, [runId, seriesId]))[0];
       return row && toProgress(seriesId, row);
     },
     async commitPage(commit: PageCommit, within) {
-      await atDatabase(where, () =>
+      const commitOnce = () =>
         transaction(pool, async (client) => {
           const taken = await client.query<{ seq: string }>(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = $1 RETURNING seq`, [pipeline]);
           if (Number(taken.rows[0]?.seq) !== commit.seq) {
@@ -166,7 +172,16 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           }
           for (const { sinkId, checkpoint } of commit.checkpoints) await setCheckpoint(client, sinkId, checkpoint);
           await within?.({ kind: 'postgres', client });
-        }),
+        });
+      await retrying(
+        where,
+        async (attempt) => {
+          // A lost answer to COMMIT leaves the page committed or not: the journal's number says which (this run holds
+          // the pipeline's lease, so nobody else moves it).
+          if (attempt > 1 && (await currentSeq(pool)) >= commit.seq) return;
+          await commitOnce();
+        },
+        { idempotent: true },
       );
     },
     async endSeries(runId, series, end) {
@@ -219,7 +234,8 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       await query(`DELETE FROM ${s}.pages WHERE pipeline = $1 AND seq <= $2`, [pipeline, heldByAll]);
     },
 
-    spend: (rows) => atDatabase(where, () => writeSpend(pool, rows)),
+    // Not idempotent: a lost answer may hide a written row, so only a failure to send is tried again.
+    spend: (rows) => retrying(where, () => writeSpend(pool, rows), { idempotent: false }),
     async spendOf(runId) {
       const totals = (
         await query<{ spent: number; uncertain: number; requests: number; retries: number }>(
