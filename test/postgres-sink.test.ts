@@ -119,6 +119,19 @@ describePostgres('the PostgreSQL sink', () => {
     }
   });
 
+  it('many tables in the state store’s database: each sink’s lease takes a connection of its own, not one of the run’s pool', async () => {
+    await using sim = await simulator({ seed: 5 });
+    const db = await testDatabase();
+    try {
+      const tables = ['t1', 't2', 't3', 't4', 't5'];
+      const summary = await runOn(sim, plan(tables.map((table) => toPostgres({ url: db.url, table })), { name: 'pg-many' }));
+      expect(summary.status).toBe('completed');
+      for (const table of tables) expect(await rows(db.url, `SELECT COUNT(*)::int AS n FROM ${table}`)).toEqual([{ n: summary.items.written }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('refuses a password in its URL, and bad names, before anything runs', () => {
     expect(() => toPostgres({ url: 'postgres://me:secret@db.example/x', table: 'results' })).toThrow(/postgres.url: must not carry a password .*PGPASSWORD/s);
     expect(() => toPostgres({ table: 'Results; DROP TABLE x' })).toThrow(/postgres.table: must be a PostgreSQL name/);

@@ -1,8 +1,9 @@
-import type { Pool, PoolClient } from './pools.ts';
+import pg from 'pg';
+import type { Pool } from './pools.ts';
 
 export interface HeldLock {
   /** The connection holding it, for statements that must run as the holder. */
-  readonly client: PoolClient;
+  readonly client: pg.Client;
   /** Never fails: a lock it cannot give back goes with its connection. */
   release(): Promise<void>;
 }
@@ -10,32 +11,25 @@ export interface HeldLock {
 /**
  * Takes a session-level advisory lock on a connection of its own, held until released — or until the process dies,
  * when its connection and the lock go with it (no time to live to wait out, on any machine). Undefined when another
- * session holds it.
+ * session holds it. The connection is the pool's settings but not one of its connections: locks held for a run's
+ * length would otherwise leave the pool none for the run's statements.
  */
 export async function tryAdvisoryLock(pool: Pool, name: string): Promise<HeldLock | undefined> {
-  const client = await pool.connect();
+  const client = new pg.Client(pool.options);
+  const end = () => client.end().catch(() => undefined);
+  client.on('error', () => undefined);
   try {
+    await client.connect();
     const { rows } = await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`, [name]);
     if (!rows[0]?.locked) {
-      client.release();
+      await end();
       return undefined;
     }
   } catch (error) {
-    client.release(error as Error);
+    await end();
     throw error;
   }
   // A connection cut while held (a server restart) loses the lock; what it guards has its own check (the journal's
-  // sequence number refuses a second writer's page).
-  client.on('error', () => undefined);
-  return {
-    client,
-    async release() {
-      try {
-        await client.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [name]);
-        client.release();
-      } catch (error) {
-        client.release(error as Error);
-      }
-    },
-  };
+  // sequence number refuses a second writer's page). Closing the connection lets go of the lock.
+  return { client, release: end };
 }
