@@ -1,12 +1,10 @@
 import { createServer } from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import pg from 'pg';
 import { simulator } from './helpers.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
-import { postgresAvailable, testDatabase } from './pg-dev-shim.ts';
-
-const describePostgres = describe.skipIf(!postgresAvailable());
+import { describePostgres, testDatabase } from './pg.ts';
 
 async function query(url: string, sql: string): Promise<Record<string, unknown>[]> {
   const client = new pg.Client({ connectionString: url });

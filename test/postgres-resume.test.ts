@@ -1,11 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import pg from 'pg';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
-import { postgresAvailable, testDatabase } from './pg-dev-shim.ts';
-
-const describePostgres = describe.skipIf(!postgresAvailable());
+import { describePostgres, testDatabase } from './pg.ts';
 
 const SIM = { seed: 21, latencyMs: { min: 2, max: 12 } } as const;
 const PLAN = { queries: ['espresso', 'kettle', 'grinder', 'milk frother', 'tamper'], countries: ['us', 'gb'], maxPages: 4, concurrency: 4 };

@@ -1,12 +1,10 @@
 import { existsSync, writeFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import pg from 'pg';
 import { dedupe, normalize, searchPages, toPostgres, toSqlite } from '../src/index.ts';
 import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
-import { postgresAvailable, testDatabase } from './pg-dev-shim.ts';
-
-const describePostgres = describe.skipIf(!postgresAvailable());
+import { describePostgres, testDatabase } from './pg.ts';
 
 async function rows(url: string, sql: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
   const client = new pg.Client({ connectionString: url });

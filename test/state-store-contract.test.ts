@@ -9,7 +9,7 @@ import { sqliteStateStore } from '../src/state/sqlite/state-store.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { postgresStateStore } from '../src/state/postgres/store.ts';
 import { rejection } from './helpers.ts';
-import { postgresAvailable, testDatabase } from './pg-dev-shim.ts';
+import { postgresAvailable, testDatabase } from './pg.ts';
 
 /**
  * What every state store must do, whatever holds it (DESIGN §4, §9): the runner relies on these and nothing else.

@@ -1,0 +1,42 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { describe, inject } from 'vitest';
+import { type Cluster, postgresBin, startCluster } from './pg-cluster.ts';
+
+const admin = inject('postgresAdminUrl');
+
+/** Whether the tests have a PostgreSQL (see test/pg-setup.ts). */
+export const postgresAvailable = (): boolean => admin !== null;
+
+/** A `describe` skipped when there is no PostgreSQL (the setup said so once, on a line of its own). */
+export const describePostgres = describe.skipIf(!postgresAvailable());
+
+/** Runs one statement (or a few, without parameters) at `url`; returns the rows of the last. */
+export async function sql(url: string, text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** A database of a test's own, so that test files run in parallel; `drop` removes it (closing what is still connected). */
+export async function testDatabase(): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+  if (admin === null) throw new Error('no PostgreSQL for the tests (see test/pg-setup.ts)');
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  await sql(admin, `CREATE DATABASE ${name}`);
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), name, drop: async () => void (await sql(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)) };
+}
+
+/**
+ * A cluster of a test's own, to stop and start mid-run without disturbing other tests. Needs the machine's PostgreSQL
+ * binaries (not only WEBDATA_TEST_DATABASE_URL): undefined without them.
+ */
+export async function privateCluster(): Promise<Cluster | undefined> {
+  const bin = postgresBin();
+  return bin === undefined ? undefined : startCluster(bin);
+}
