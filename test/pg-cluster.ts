@@ -52,7 +52,9 @@ export async function startCluster(bin: string): Promise<Cluster> {
   }
   run('initdb', ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--encoding=UTF8', '--locale=C.UTF-8']);
   const port = await freePort();
-  const options = `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300`;
+  // fsync off is safe here (a stopped server's WAL is in the OS's cache); asynchronous commit is not: an immediate stop
+  // (the restart tests) would lose commits already acknowledged, which no real server does.
+  const options = `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300`;
   const log = join(root, 'log');
   const start = () => run('pg_ctl', ['-D', dataDir, '-o', options, '-l', log, '-w', '-t', '60', 'start']);
   const stop = () => run('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', 'stop']);

@@ -56,6 +56,12 @@ export type PostgresPools = ReturnType<typeof postgresPools>;
  */
 export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // A connection cut while checked out (a server restart) emits 'error' on it, which pg-pool listens for only while
+  // the connection is idle: unheard, it would crash the process. The statement waiting on it fails, and is retried.
+  const heard = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', heard);
   let broken: Error | undefined;
   try {
     await client.query('BEGIN');
@@ -70,6 +76,7 @@ export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient
     }
     throw error;
   } finally {
+    client.off('error', heard);
     client.release(broken);
   }
 }
