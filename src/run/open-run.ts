@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type Database from 'better-sqlite3';
+import { createPostgresResultsViews, createPostgresSpendView } from '../analytics/postgres-views.ts';
 import { applicableViews, createResultsViews, createSpendView } from '../analytics/views.ts';
+import { atDatabase } from '../postgres/failure.ts';
 import { toJson } from '../json.ts';
-import type { Sink } from '../sinks/sink.ts';
+import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { Lease, RunRecord, StateStore } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
@@ -54,7 +55,10 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     currentSeq: await store.currentSeq(),
     statePath: store.path,
     tagColumns: plan.tagColumns ?? [],
-    resultsTable: (db: Database.Database, table: string, mode: 'append' | 'replace' | 'upsert') => createResultsViews(db, table, applicableViews(mode, seriesComplete)),
+    resultsTable: (at: ResultsDatabase, table: string, mode: 'append' | 'replace' | 'upsert') =>
+      at.kind === 'sqlite'
+        ? createResultsViews(at.db, table, applicableViews(mode, seriesComplete))
+        : createPostgresResultsViews(at.pool, at.schema, table, applicableViews(mode, seriesComplete)),
   };
   for (const sink of sinks) {
     await sink.open(sinkContext);
@@ -83,7 +87,12 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
  */
 async function openStore(pipeline: Pipeline, options: { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
   const target = stateDatabase(pipeline, options.stateUrl);
-  if (target) return postgresStateStore(databases.postgres(target), target, { schema: pipeline.state.schema, pipeline: pipeline.name });
+  if (target) {
+    const pool = databases.postgres(target);
+    const store = await postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name });
+    await atDatabase(`the state store ${target.label}`, () => createPostgresSpendView(pool, pipeline.state.schema));
+    return store;
+  }
   const db = databases.get(statePath(pipeline));
   const store = sqliteStateStore(db);
   createSpendView(db);

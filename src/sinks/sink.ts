@@ -5,6 +5,9 @@ import type { PostgresTarget } from '../postgres/target.ts';
 import type { Checkpoint, SharedTransaction, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 
+/** Where a results table lives: a SQLite connection, or a PostgreSQL pool and the table's schema. */
+export type ResultsDatabase = { readonly kind: 'sqlite'; readonly db: Database.Database } | { readonly kind: 'postgres'; readonly pool: Pool; readonly schema: string };
+
 /** What a sink gets when the run opens it. */
 export interface SinkContext {
   readonly runId: string;
@@ -23,7 +26,7 @@ export interface SinkContext {
    * A SQLite sink with the default columns announces its results table here once it is ready; the runner then
    * creates the analytics views over it (sinks do not build analytics).
    */
-  resultsTable?(db: Database.Database, table: string, mode: 'append' | 'replace' | 'upsert'): void;
+  resultsTable?(at: ResultsDatabase, table: string, mode: 'append' | 'replace' | 'upsert'): void | Promise<void>;
   /** The state store's file: with the pipeline's name, who writes an output (see the output registry). */
   readonly statePath: string;
 }

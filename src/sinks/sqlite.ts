@@ -74,7 +74,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
       prepareTable(db, table, stored, ctx.tagColumns);
       if (mode === 'upsert') uniqueKey(db, table);
-      if (!config.columns) ctx.resultsTable?.(db, table, mode);
+      if (!config.columns) ctx.resultsTable?.({ kind: 'sqlite', db }, table, mode);
       const checkpoints = sinkCheckpoints(db);
       const existing = checkpoints.get(id);
       if (existing) held = existing.seq;

@@ -1,0 +1,28 @@
+import type { Pool } from '../postgres/pools.ts';
+import { quoteIdentifier, transaction } from '../postgres/pools.ts';
+import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, spendViewSql, viewName } from './views.ts';
+
+/**
+ * The analytics views over a PostgreSQL results table, in its schema, with the same names, columns and numbers as in
+ * SQLite (the same SQL: see `resultsViewsSql`). Re-created on every run so that they follow the table.
+ */
+export async function createPostgresResultsViews(pool: Pool, schema: string, table: string, views: readonly ResultsView[]): Promise<void> {
+  const s = quoteIdentifier(schema);
+  const name = (view: ResultsView) => `${s}."${viewName(table, view)}"`;
+  const sql = resultsViewsSql(`${s}.${quoteIdentifier(table)}`, name, POSTGRES);
+  await transaction(pool, async (client) => {
+    // Two runs opening at once would race to re-create them: one at a time.
+    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`webdata-etl:views:${schema}.${table}`]);
+    for (const view of DROP_ORDER) await client.query(`DROP VIEW IF EXISTS ${name(view)}`);
+    for (const view of CREATE_ORDER) if (views.includes(view)) await client.query(`CREATE VIEW ${name(view)} AS ${sql[view]}`);
+  });
+}
+
+/** The spend view, in the PostgreSQL state store's schema. */
+export async function createPostgresSpendView(pool: Pool, schema: string): Promise<void> {
+  const s = quoteIdentifier(schema);
+  await transaction(pool, async (client) => {
+    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`webdata-etl:views:${schema}.spend`]);
+    await client.query(`CREATE OR REPLACE VIEW ${s}.report_spend AS ${spendViewSql(`${s}.`, POSTGRES)}`);
+  });
+}
