@@ -172,7 +172,7 @@ describe('file modes of exports and reports', () => {
       const previous = process.umask(umask);
       try {
         for (const format of FORMATS) await exportReport({ database: dir.path('hand.sqlite'), report: 'domains', format, out: dir.path(`out/domains.${format}`) });
-        writeReport({ database: dir.path('hand.sqlite'), out: dir.path('out/report.html') });
+        await writeReport({ database: dir.path('hand.sqlite'), out: dir.path('out/report.html') });
       } finally {
         process.umask(previous);
       }

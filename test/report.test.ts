@@ -21,10 +21,10 @@ function marks(html: string, chart: string, nth = 0): Record<string, number> {
 const NOW = new Date('2026-11-22T00:00:00Z');
 
 describe('the HTML report', () => {
-  it('draws the expected marks for a database computed by hand', () => {
+  it('draws the expected marks for a database computed by hand', async () => {
     using dir = workdir();
     handMadeDatabase(dir.path('hand.sqlite'));
-    const html = renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    const html = await renderReport({ database: dir.path('hand.sqlite'), now: NOW });
     // Two runs: two bars of credits.
     expect(marks(html, 'credits')).toEqual({ bar: 2 });
     // Six rank bands, always.
@@ -41,47 +41,47 @@ describe('the HTML report', () => {
     expect(html).not.toMatch(/<script|<link|src=|url\(/i);
   });
 
-  it('filters by query and country', () => {
+  it('filters by query and country', async () => {
     using dir = workdir();
     handMadeDatabase(dir.path('hand.sqlite'));
-    const gb = renderReport({ database: dir.path('hand.sqlite'), country: 'gb', now: NOW });
+    const gb = await renderReport({ database: dir.path('hand.sqlite'), country: 'gb', now: NOW });
     expect(gb).toContain('in gb (en)');
     // gb's latest rankings: d (y.com), a and b (x.com).
     expect(marks(gb, 'domains')).toEqual({ bar: 2 });
-    const none = renderReport({ database: dir.path('hand.sqlite'), query: 'nothing like it', now: NOW });
+    const none = await renderReport({ database: dir.path('hand.sqlite'), query: 'nothing like it', now: NOW });
     expect(none).toContain('No results yet');
   });
 
-  it('has a clear empty state, and copes with fifty runs', () => {
+  it('has a clear empty state, and copes with fifty runs', async () => {
     using dir = workdir();
     const empty = new Database(dir.path('empty.sqlite'));
     openStateStore(empty);
     createSpendView(empty);
     empty.close();
-    const html = renderReport({ database: dir.path('empty.sqlite'), now: NOW });
+    const html = await renderReport({ database: dir.path('empty.sqlite'), now: NOW });
     expect(html).toContain('No results yet');
     expect(html).toContain('npm start');
     expect(html).not.toContain('data-chart');
 
     const runs = Array.from({ length: 60 }, (_, i) => `2026-01-${String(1 + (i % 28)).padStart(2, '0')}T${String(i % 24).padStart(2, '0')}-00-00-000Z-${String(i).padStart(6, '0')}`).sort();
     handMadeDatabase(dir.path('many.sqlite'), runs);
-    const many = renderReport({ database: dir.path('many.sqlite'), now: NOW });
+    const many = await renderReport({ database: dir.path('many.sqlite'), now: NOW });
     expect(marks(many, 'credits')).toEqual({ bar: 50 });
     expect(many).toContain('the latest 50');
   });
 
-  it('escapes what the data holds', () => {
+  it('escapes what the data holds', async () => {
     using dir = workdir();
     handMadeDatabase(dir.path('hand.sqlite'));
     const db = new Database(dir.path('hand.sqlite'));
     db.prepare(`UPDATE results SET title = '<script>alert(1)</script>' WHERE dedupe_key LIKE '%/b'`).run();
     db.close();
-    const html = renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    const html = await renderReport({ database: dir.path('hand.sqlite'), now: NOW });
     expect(html).not.toContain('<script>');
     expect(html).toContain('&lt;script&gt;');
   });
 
-  it('a tampered database (text where numbers belong, markup everywhere, a summary that is not JSON) renders with nothing injected', () => {
+  it('a tampered database (text where numbers belong, markup everywhere, a summary that is not JSON) renders with nothing injected', async () => {
     using dir = workdir();
     handMadeDatabase(dir.path('hand.sqlite'));
     const db = new Database(dir.path('hand.sqlite'));
@@ -107,7 +107,7 @@ describe('the HTML report', () => {
       UNION ALL SELECT 'q', 'us', 42, 2, 1, 1, 1 UNION ALL SELECT 'q', 'us', NULL, 1, 1, 1, 1;`);
     db.close();
 
-    const html = renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    const html = await renderReport({ database: dir.path('hand.sqlite'), now: NOW });
     // Only the elements the page itself uses: none came from the data.
     const elements = new Set([...html.matchAll(/<\/?([a-zA-Z][\w-]*)/g)].map((m) => (m[1] as string).toLowerCase()));
     const own = ['html', 'head', 'meta', 'title', 'style', 'body', 'header', 'h1', 'h2', 'p', 'main', 'section', 'div', 'span', 'strong', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'svg', 'line', 'text', 'rect', 'path', 'circle', 'figure', 'figcaption', 'code'];
@@ -125,7 +125,7 @@ describe('the HTML report', () => {
     using dir = workdir();
     handMadeDatabase(dir.path('hand.sqlite'));
     const file = dir.path('report.html');
-    writeReport({ database: dir.path('hand.sqlite'), out: file, now: NOW });
+    await writeReport({ database: dir.path('hand.sqlite'), out: file, now: NOW });
     const browser = await chromium.launch({
       executablePath: '/usr/bin/chromium',
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],

@@ -1,14 +1,13 @@
 import { writeSync } from 'node:fs';
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
-import Database from 'better-sqlite3';
 import { stringify } from 'csv-stringify/sync';
 import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import { checkOutputPath, writeOutputFileWith } from '../output-file.ts';
-import { openForReading } from '../read-database.ts';
-import { viewName } from './views.ts';
+import { isPostgresDatabase, openReader, type Reader } from './reader.ts';
+import { type Dialect, viewName } from './views.ts';
 import { filterClause } from './filter.ts';
 
 /** Parquet column types the reports use; every column is nullable. */
@@ -18,6 +17,7 @@ interface Report {
   /** The view (or, for items, the table) it reads. */
   from: (table: string) => string;
   columns: Record<string, ColumnType>;
+  /** A total order (ties broken down to a unique row), so that both databases give the same file. */
   order: string;
   /** Columns the --country filter applies to. */
   countryColumns: string[];
@@ -30,13 +30,13 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
   rankings: {
     from: (table) => viewName(table, 'rankings'),
     columns: { ...text('query', 'country', 'lang'), ...ints('rank'), ...text('title', 'url', 'domain'), ...ints('page', 'position'), ...text('dedupe_key', 'run_id', 'fetched_at') },
-    order: 'query, country, lang, rank',
+    order: 'query, country, lang, rank, page, position',
     countryColumns: ['country'],
   },
   domains: {
     from: (table) => viewName(table, 'domains'),
     columns: { ...text('query', 'country', 'domain'), ...ints('results', 'best_rank'), average_rank: 'DOUBLE', share: 'DOUBLE' },
-    order: 'query, country, results DESC, best_rank',
+    order: 'query, country, results DESC, best_rank, domain',
     countryColumns: ['country'],
   },
   overlap: {
@@ -48,7 +48,7 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
   changes: {
     from: (table) => viewName(table, 'changes'),
     columns: { ...text('query', 'country', 'lang', 'dedupe_key', 'url', 'title'), ...ints('previous_rank', 'current_rank', 'rank_delta'), change: 'STRING' },
-    order: 'query, country, lang, change, current_rank',
+    order: 'query, country, lang, change, current_rank, dedupe_key',
     countryColumns: ['country'],
   },
   spend: {
@@ -62,8 +62,11 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
 export const REPORT_NAMES = ['rankings', 'domains', 'overlap', 'changes', 'spend', 'items'] as const;
 
 export const exportOptionsSchema = z.strictObject({
-  /** The SQLite file a pipeline wrote. */
+  /** The SQLite file a pipeline wrote, or a PostgreSQL database (`postgres://…`; `postgres:` for DATABASE_URL / PGHOST…). */
   database: z.string().min(1),
+  /** PostgreSQL: the schema of the results table (default `public`) and of the run state (default `webdata`). */
+  schema: z.string().optional(),
+  stateSchema: z.string().optional(),
   report: z.enum(REPORT_NAMES, { error: `must be one of ${REPORT_NAMES.join(', ')}` }),
   format: z.enum(['csv', 'jsonl', 'parquet'], { error: 'must be csv, jsonl or parquet' }).default('csv'),
   /** A file, or a stream (stdout); Parquet needs a file. */
@@ -90,26 +93,26 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
   if (config.format === 'parquet' && typeof config.out !== 'string') {
     throw new ValidationError('Invalid export', [{ path: 'out', message: 'Parquet is written to a file: give --out <file.parquet>' }]);
   }
-  if (typeof config.out === 'string') checkOutputPath(config.out, { databases: [config.database] });
-  const db = openForReading(config.database);
+  if (typeof config.out === 'string') checkOutputPath(config.out, { databases: isPostgresDatabase(config.database) ? [] : [config.database] });
+  const reader = await openReader(config.database, config);
   try {
-    const report = config.report === 'items' ? itemsReport(db, config.table) : REPORTS[config.report];
+    const report = config.report === 'items' ? await itemsReport(reader, config.table) : REPORTS[config.report];
+    const at = config.report === 'spend' ? 'state' : 'results';
     const source = report.from(config.table);
-    const exists = db.prepare(`SELECT 1 FROM sqlite_master WHERE name = ? AND type IN ('view', 'table')`).get(source);
-    if (!exists) {
-      throw new ValidationError(`No ${config.report} report in ${config.database}`, [
+    if (!(await reader.exists(source, at))) {
+      throw new ValidationError(`No ${config.report} report in ${reader.label}`, [
         {
           path: 'report',
           message:
-            `${source} does not exist: the views are created by the SQLite sink for its table ("${config.table}"); ` +
+            `${source} does not exist: the views are created by the SQLite and PostgreSQL sinks for their table ("${config.table}"); ` +
             '"changes" needs append mode, and none of them exist with a dedupe wider than the series (see docs/analytics.md, "Where the views apply")',
         },
       ]);
     }
     const where = filterClause(config, report.countryColumns);
     const columns = Object.keys(report.columns);
-    const statement = db.prepare(`SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM "${source}" ${where.sql} ORDER BY ${report.order}`);
-    const rows = statement.iterate(...where.params) as IterableIterator<Record<string, unknown>>;
+    const order = report.order === INSERTION_ORDER ? reader.insertionOrder : byBytes(report.order, report.columns, reader.dialect);
+    const rows = reader.iterate(`SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM ${reader.name(source, at)} ${where.sql} ORDER BY ${order}`, where.params);
     const { out, format, batchRows } = config;
     if (typeof out !== 'string') return { rows: await writeText(rows, columns, format as 'csv' | 'jsonl', toStream(out), batchRows) };
     const count = await writeOutputFileWith(out, async (file) =>
@@ -117,19 +120,31 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
     );
     return { rows: count };
   } finally {
-    db.close();
+    await reader.close();
   }
 }
 
+const INSERTION_ORDER = '(insertion)';
+
 /** The items report is the results table itself, typed from its declared columns. */
-function itemsReport(db: Database.Database, table: string): Report {
-  const info = db.pragma(`table_info("${table}")`) as { name: string; type: string }[];
+async function itemsReport(reader: Reader, table: string): Promise<Report> {
   return {
     from: () => table,
-    columns: Object.fromEntries(info.map((c) => [c.name, c.type.toUpperCase().startsWith('INTEGER') ? 'INT32' : 'STRING'])),
-    order: 'rowid',
+    columns: Object.fromEntries((await reader.columns(table)).map((c) => [c.name, c.integer ? 'INT32' : 'STRING'])),
+    order: INSERTION_ORDER,
     countryColumns: ['country'],
   };
+}
+
+/** An ORDER BY whose text columns compare by bytes, so that both databases give the same order. */
+function byBytes(order: string, columns: Record<string, ColumnType>, dialect: Dialect): string {
+  return order
+    .split(', ')
+    .map((term) => {
+      const [column = '', direction = ''] = term.split(' ');
+      return `${columns[column] === 'STRING' ? dialect.bytes(`"${column}"`) : `"${column}"`} ${direction}`.trim();
+    })
+    .join(', ');
 }
 
 /** Writes to a stream, resolving when it can take more: a slow reader holds the export back instead of rows piling up. */
@@ -139,7 +154,7 @@ function toStream(stream: Writable): (text: string) => Promise<void> {
   };
 }
 
-async function writeText(rows: Iterable<Record<string, unknown>>, columns: string[], format: 'csv' | 'jsonl', write: (text: string) => Promise<void>, batchRows: number): Promise<number> {
+async function writeText(rows: AsyncIterable<Record<string, unknown>>, columns: string[], format: 'csv' | 'jsonl', write: (text: string) => Promise<void>, batchRows: number): Promise<number> {
   const csv = { record_delimiter: 'windows' as const, escape_formulas: true, header: false };
   const chunkRows = Math.min(batchRows, 2000);
   let count = 0;
@@ -155,7 +170,7 @@ async function writeText(rows: Iterable<Record<string, unknown>>, columns: strin
     await write(text);
   };
   if (format === 'csv') await write(stringify([columns], { ...csv, escape_formulas: false }));
-  for (const row of rows) {
+  for await (const row of rows) {
     batch.push(row);
     count += 1;
     if (batch.length >= chunkRows) await flush();
@@ -165,7 +180,7 @@ async function writeText(rows: Iterable<Record<string, unknown>>, columns: strin
 }
 
 /** Parquet in row groups of `batchRows`: typed columns, every one nullable, written to the open file `fd`. */
-function writeParquet(rows: Iterable<Record<string, unknown>>, types: Record<string, ColumnType>, fd: number, batchRows: number): number {
+async function writeParquet(rows: AsyncIterable<Record<string, unknown>>, types: Record<string, ColumnType>, fd: number, batchRows: number): Promise<number> {
   const columns = Object.keys(types);
   const schema = [
     { name: 'root', num_children: columns.length },
@@ -187,7 +202,7 @@ function writeParquet(rows: Iterable<Record<string, unknown>>, types: Record<str
     });
     batch = [];
   };
-  for (const row of rows) {
+  for await (const row of rows) {
     batch.push(row);
     count += 1;
     if (batch.length >= batchRows) flush();

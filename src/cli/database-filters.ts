@@ -1,3 +1,4 @@
+import { isPostgresDatabase } from '../analytics/reader.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 /**
@@ -8,14 +9,24 @@ export const FILTER_OPTIONS = {
   query: { type: 'string' },
   country: { type: 'string' },
   table: { type: 'string' },
+  schema: { type: 'string' },
+  'state-schema': { type: 'string' },
 } as const;
 
+/** How a command names the database it reads, for its help: a file or PostgreSQL. */
+export const DATABASE_HELP = `<db> is a SQLite file, or PostgreSQL: a postgres://user@host/db URL (its password from PGPASSWORD or
+~/.pgpass, never the command line), or postgres: alone for DATABASE_URL or libpq's variables (PGHOST, …).
+  --schema <name>        PostgreSQL: the schema of the results table and its views (default public)
+  --state-schema <name>  PostgreSQL: the schema of the run state (default webdata)`;
+
 /** The filters given, as options for `exportReport` and `writeReport` (an absent one stays absent). */
-export function filtersFrom(values: { query?: string | undefined; country?: string | undefined; table?: string | undefined }) {
+export function filtersFrom(values: { query?: string | undefined; country?: string | undefined; table?: string | undefined; schema?: string | undefined; 'state-schema'?: string | undefined }) {
   return {
     ...(values.query !== undefined ? { query: values.query } : {}),
     ...(values.country !== undefined ? { country: values.country } : {}),
     ...(values.table ? { table: values.table } : {}),
+    ...(values.schema ? { schema: values.schema } : {}),
+    ...(values['state-schema'] ? { stateSchema: values['state-schema'] } : {}),
   };
 }
 
@@ -23,5 +34,15 @@ export function filtersFrom(values: { query?: string | undefined; country?: stri
 export function oneDatabase(positionals: string[], command: string, example: string): string {
   const [database] = positionals;
   if (!database || positionals.length > 1) throw new UsageError(`${command} takes one database: ${example}`);
+  checkDatabaseArgument(database);
   return database;
+}
+
+/** A PostgreSQL URL on the command line: parsable, and without a password (the process list shows arguments). */
+export function checkDatabaseArgument(database: string): void {
+  if (!isPostgresDatabase(database) || /^postgres(ql)?:$/i.test(database)) return;
+  if (!URL.canParse(database)) throw new UsageError(`${database.split('@').at(-1)} is not a PostgreSQL URL such as postgres://user@host:5432/dbname`);
+  if (new URL(database).password !== '') {
+    throw new UsageError('a database URL on the command line must not carry a password (the process list shows it): set PGPASSWORD or use ~/.pgpass, or give postgres: to read DATABASE_URL');
+  }
 }

@@ -1,13 +1,14 @@
 import { parseArgs } from 'node:util';
 import { exportReport, REPORT_NAMES } from '../analytics/export.ts';
 import { checkOutputPath } from '../output-file.ts';
-import { FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
+import { isPostgresDatabase } from '../analytics/reader.ts';
+import { DATABASE_HELP, FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
 import { EXIT } from './exit-codes.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 export const exportHelp = `Usage: webdata-etl export <db> --report <report> [options]
 
-Streams a report out of a pipeline's SQLite output: analytics views, or the items themselves.
+Streams a report out of a pipeline's output (SQLite or PostgreSQL): analytics views, or the items themselves.
 
 Reports:
   rankings   the latest rankings per (query, country, lang)
@@ -26,6 +27,8 @@ Options:
   --country <cc>       only this country
   --table <name>       the results table (default results)
   -h, --help           show this help
+
+${DATABASE_HELP}
 `;
 
 export async function exportCommand(args: string[]): Promise<number> {
@@ -48,7 +51,7 @@ export async function exportCommand(args: string[]): Promise<number> {
   const database = oneDatabase(positionals, 'export', 'webdata-etl export data/rank.sqlite --report rankings');
   if (!values.report) throw new UsageError(`export needs --report (${REPORT_NAMES.join(', ')})`);
   // exportReport checks it too, as "out"; here the message names the flag the user typed.
-  if (values.out !== undefined) checkOutputPath(values.out, { field: '--out', databases: [database] });
+  if (values.out !== undefined) checkOutputPath(values.out, { field: '--out', databases: isPostgresDatabase(database) ? [] : [database] });
   const { rows } = await exportReport({
     database,
     report: values.report as (typeof REPORT_NAMES)[number],

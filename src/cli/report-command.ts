@@ -1,13 +1,14 @@
 import { parseArgs } from 'node:util';
 import { writeReport } from '../report/report.ts';
 import { checkOutputPath } from '../output-file.ts';
-import { FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
+import { isPostgresDatabase } from '../analytics/reader.ts';
+import { DATABASE_HELP, FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
 import { EXIT } from './exit-codes.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 export const reportHelp = `Usage: webdata-etl report <db> --out <report.html> [options]
 
-Makes one self-contained HTML page from a pipeline's SQLite output: the run summary, credits per run, the
+Makes one self-contained HTML page from a pipeline's output (SQLite or PostgreSQL): the run summary, credits per run, the
 distribution of ranks, top domains, rank histories and country overlap. Nothing is fetched when it is viewed.
 
 Options:
@@ -17,6 +18,8 @@ Options:
   --country <cc>    only this country
   --table <name>    the results table (default results)
   -h, --help        show this help
+
+${DATABASE_HELP}
 `;
 
 export async function reportCommand(args: string[]): Promise<number> {
@@ -33,8 +36,8 @@ export async function reportCommand(args: string[]): Promise<number> {
   const database = oneDatabase(positionals, 'report', 'webdata-etl report data/rank.sqlite --out report.html');
   if (!values.out) throw new UsageError('report needs --out <report.html>');
   // writeReport checks it too, as "out"; here the message names the flag the user typed.
-  checkOutputPath(values.out, { field: '--out', databases: [database] });
-  const { bytes } = writeReport({
+  checkOutputPath(values.out, { field: '--out', databases: isPostgresDatabase(database) ? [] : [database] });
+  const { bytes } = await writeReport({
     database,
     out: values.out,
     ...filtersFrom(values),

@@ -1,20 +1,24 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { openForReading } from '../read-database.ts';
-import { statePath } from '../run/run.ts';
+import { isPostgresDatabase, openReader } from '../analytics/reader.ts';
+import { POSTGRES } from '../analytics/views.ts';
+import { stateDatabase, statePath } from '../run/outputs.ts';
+import { checkDatabaseArgument } from './database-filters.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
-export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite> [--json]
+export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]
 
 Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, and why it stopped.
 Given a pipeline file, reads its state store; given a database, lists every pipeline's runs in it.
 
 Options:
-  --json       one JSON object per run
-  -h, --help   show this help
+  --json                 one JSON object per run
+  --state <url>          the pipeline's state is in this PostgreSQL database (as for run; or WEBDATA_STATE_URL)
+  --state-schema <name>  PostgreSQL: the schema of the run state (default webdata, or the pipeline's state.schema)
+  -h, --help             show this help
 `;
 
 interface RunRow {
@@ -30,33 +34,42 @@ interface RunRow {
 }
 
 export async function runsCommand(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  const { values, positionals } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: true,
+    options: { json: { type: 'boolean' }, state: { type: 'string' }, 'state-schema': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
   if (values.help) {
     process.stdout.write(runsHelp);
     return EXIT.ok;
   }
   const [file] = positionals;
   if (!file || positionals.length > 1) throw new UsageError('runs takes one pipeline file or state database: webdata-etl runs pipelines/rank-tracking.ts');
-  let path = file;
+  if (values.state !== undefined) checkDatabaseArgument(values.state);
+  let database = file;
   let pipeline: string | undefined;
-  if (!/\.(sqlite|sqlite3|db)$/i.test(file)) {
+  let stateSchema = values['state-schema'];
+  if (!isPostgresDatabase(file) && !/\.(sqlite|sqlite3|db)$/i.test(file)) {
     const loaded = await loadPipeline(file);
-    path = statePath(loaded);
+    const postgres = stateDatabase(loaded, values.state ?? (process.env.WEBDATA_STATE_URL || undefined));
+    database = postgres ? (postgres.connectionString ?? 'postgres:') : statePath(loaded);
+    stateSchema ??= loaded.state.schema;
     pipeline = loaded.name;
   }
-  if (!existsSync(path)) {
-    process.stderr.write(`no runs yet (${path} does not exist)\n`);
+  if (!isPostgresDatabase(database) && !existsSync(database)) {
+    process.stderr.write(`no runs yet (${database} does not exist)\n`);
     return EXIT.ok;
   }
-  const db = openForReading(path);
+  const reader = await openReader(database, { stateSchema });
   let rows: RunRow[];
   try {
-    const hasRuns = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'`).get();
-    rows = hasRuns
-      ? (db.prepare(`SELECT * FROM runs ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, rowid`).all(...(pipeline ? [pipeline] : [])) as RunRow[])
+    const recorded = reader.dialect === POSTGRES ? 'created' : 'rowid';
+    rows = (await reader.exists('runs', 'state'))
+      ? ((await reader.all(`SELECT * FROM ${reader.name('runs', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, ${recorded}`, pipeline ? [pipeline] : [])) as unknown as RunRow[])
       : [];
   } finally {
-    db.close();
+    await reader.close();
   }
   const runs = rows.map((row) => {
     // Summaries of interrupted invocations may be partial: read every field as optional.

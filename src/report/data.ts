@@ -1,7 +1,7 @@
-import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { filterClause } from '../analytics/filter.ts';
-import { OVERLAP_TOP, viewName } from '../analytics/views.ts';
+import type { Reader } from '../analytics/reader.ts';
+import { OVERLAP_TOP, POSTGRES, viewName } from '../analytics/views.ts';
 
 /*
  * The database is a file like any other: whoever could write it could put text where a number belongs, markup in
@@ -92,48 +92,58 @@ export const RANK_BANDS: readonly [string, number, number][] = [
   ['51+', 51, Number.MAX_SAFE_INTEGER],
 ];
 
-const has = (db: Database.Database, name: string) => db.prepare(`SELECT 1 FROM sqlite_master WHERE name = ?`).get(name) !== undefined;
+/** The first column of the first row, or undefined. */
+const first = (rows: Record<string, unknown>[]): unknown => Object.values(rows[0] ?? {})[0];
 
-/** Everything the report shows, read from a pipeline's SQLite output with plain queries over its views. */
-export function readReportData(db: Database.Database, filter: ReportFilter): ReportData {
+/** Everything the report shows, read from a pipeline's output (SQLite or PostgreSQL) with plain queries over its views. */
+export async function readReportData(reader: Reader, filter: ReportFilter): Promise<ReportData> {
   const { table } = filter;
-  const data: ReportData = { database: db.name, runs: [], rowCount: 0, rankBuckets: [], domains: [], histories: [], overlaps: [] };
-  if (has(db, 'runs')) data.runs = readRuns(db, filter.maxRuns);
-  if (!has(db, table)) return data;
+  const d = reader.dialect;
+  const t = reader.name(table);
+  const data: ReportData = { database: reader.label, runs: [], rowCount: 0, rankBuckets: [], domains: [], histories: [], overlaps: [] };
+  if (await reader.exists('runs', 'state')) data.runs = await readRuns(reader, filter.maxRuns);
+  if (!(await reader.exists(table))) return data;
   const all = filterClause(filter);
-  data.rowCount = finite(db.prepare(`SELECT COUNT(*) FROM "${table}" ${all.sql}`).pluck().get(...all.params)) ?? 0;
+  data.rowCount = finite(first(await reader.all(`SELECT ${d.int('COUNT(*)')} FROM ${t} ${all.sql}`, all.params))) ?? 0;
   if (data.rowCount === 0) return data;
 
   const rankings = viewName(table, 'rankings');
-  if (has(db, rankings)) {
-    const ranks = (db.prepare(`SELECT rank FROM "${rankings}" ${all.sql}`).pluck().all(...all.params) as unknown[]).map(finite);
+  if (await reader.exists(rankings)) {
+    const ranks = (await reader.all(`SELECT rank FROM ${reader.name(rankings)} ${all.sql}`, all.params)).map((row) => finite(row.rank));
     data.rankBuckets = RANK_BANDS.map(([label, from, to]) => ({ label, value: ranks.filter((r) => r !== undefined && r >= from && r <= to).length }));
   }
   const domains = viewName(table, 'domains');
-  if (has(db, domains)) {
+  if (await reader.exists(domains)) {
     data.domains = (
-      db
-        .prepare(`SELECT domain, SUM(results) AS results, MIN(best_rank) AS best FROM "${domains}" ${all.sql} GROUP BY domain ORDER BY results DESC, best, domain LIMIT 12`)
-        .all(...all.params) as { domain: unknown; results: unknown; best: unknown }[]
-    ).map((d) => {
-      const best = finite(d.best);
-      return { label: text(d.domain) || '(no domain)', value: Math.max(0, finite(d.results) ?? 0), note: best === undefined ? 'no rank' : `best rank #${best}` };
+      await reader.all(
+        `SELECT domain, ${d.int('SUM(results)')} AS results, MIN(best_rank) AS best FROM ${reader.name(domains)} ${all.sql} GROUP BY domain ORDER BY results DESC, best, ${d.bytes('domain')} LIMIT 12`,
+        all.params,
+      )
+    ).map((row) => {
+      const best = finite(row.best);
+      return { label: text(row.domain) || '(no domain)', value: Math.max(0, finite(row.results) ?? 0), note: best === undefined ? 'no rank' : `best rank #${best}` };
     });
   }
 
   // Values read back to query the database again (a query, a country, a run) are kept as they are for the query,
   // and converted for the page.
   const queries: unknown[] =
-    filter.query !== undefined ? [filter.query] : db.prepare(`SELECT query FROM "${table}" GROUP BY query ORDER BY COUNT(*) DESC, query LIMIT ?`).pluck().all(filter.maxQueries);
-  const runIds = db.prepare(`SELECT DISTINCT run_id FROM "${table}" ORDER BY run_id DESC LIMIT ?`).pluck().all(filter.maxRuns).reverse();
+    filter.query !== undefined
+      ? [filter.query]
+      : (await reader.all(`SELECT query FROM ${t} GROUP BY query ORDER BY COUNT(*) DESC, ${d.bytes('query')} LIMIT ?`, [filter.maxQueries])).map((row) => row.query);
+  const runIds = (await reader.all(`SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${t} ORDER BY run_id DESC LIMIT ?`, [filter.maxRuns])).map((row) => row.run_id).reverse();
+  const overlap = viewName(table, 'overlap');
+  const hasOverlap = await reader.exists(overlap);
   for (const query of queries) {
-    const place = db
-      .prepare(`SELECT country, lang FROM "${table}" WHERE query = ? ${filter.country !== undefined ? 'AND country = ?' : ''} GROUP BY country, lang ORDER BY COUNT(*) DESC, country LIMIT 1`)
-      .get(...[query, ...(filter.country !== undefined ? [filter.country] : [])]) as { country: unknown; lang: unknown } | undefined;
-    if (place) data.histories.push(history(db, table, query, place.country, place.lang, runIds, filter.maxLines));
-    const overlap = viewName(table, 'overlap');
-    if (has(db, overlap)) {
-      const pairs = (db.prepare(`SELECT lang, country_a, country_b, jaccard FROM "${overlap}" WHERE query = ?`).all(query) as Record<string, unknown>[]).map((p) => {
+    const place = (
+      await reader.all(
+        `SELECT country, lang FROM ${t} WHERE query = ? ${filter.country !== undefined ? 'AND country = ?' : ''} GROUP BY country, lang ORDER BY COUNT(*) DESC, ${d.bytes('country')} LIMIT 1`,
+        [query, ...(filter.country !== undefined ? [filter.country] : [])],
+      )
+    )[0];
+    if (place) data.histories.push(await history(reader, t, query, place.country, place.lang, runIds, filter.maxLines));
+    if (hasOverlap) {
+      const pairs = (await reader.all(`SELECT lang, country_a, country_b, jaccard FROM ${reader.name(overlap)} WHERE query = ?`, [query])).map((p) => {
         const jaccard = finite(p.jaccard);
         // A similarity is in [0, 1]: anything else is shown as no value.
         return { lang: text(p.lang), a: text(p.country_a), b: text(p.country_b), jaccard: jaccard !== undefined && jaccard >= 0 && jaccard <= 1 ? jaccard : undefined };
@@ -151,35 +161,40 @@ export function readReportData(db: Database.Database, filter: ReportFilter): Rep
 }
 
 /** The best results of the latest run, and their rank in each run (null where they were not seen). */
-function history(db: Database.Database, table: string, query: unknown, country: unknown, lang: unknown, runIds: unknown[], maxLines: number): ReportData['histories'][number] {
+async function history(reader: Reader, t: string, query: unknown, country: unknown, lang: unknown, runIds: unknown[], maxLines: number): Promise<ReportData['histories'][number]> {
   const latest = runIds.at(-1);
-  const keys = db
-    .prepare(`SELECT dedupe_key, MIN(rank) AS rank, MAX(COALESCE(title, url, dedupe_key)) AS label FROM "${table}"
-      WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key IS NOT NULL GROUP BY dedupe_key ORDER BY rank LIMIT ?`)
-    .all(query, country, lang, latest, maxLines) as { dedupe_key: unknown; label: unknown }[];
-  const rankIn = db.prepare(`SELECT MIN(rank) FROM "${table}" WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key = ?`).pluck();
-  return {
-    query: text(query),
-    country: text(country),
-    lang: text(lang),
-    runs: runIds.map((run) => shortRun(text(run))),
-    series: keys.map((k) => ({
-      label: text(k.label) || text(k.dedupe_key),
-      ranks: runIds.map((run) => finite(rankIn.get(query, country, lang, run, k.dedupe_key)) ?? null),
-    })),
-  };
+  const keys = await reader.all(
+    `SELECT dedupe_key, MIN(rank) AS rank, MAX(${reader.dialect.bytes('COALESCE(title, url, dedupe_key)')}) AS label FROM ${t}
+      WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key IS NOT NULL GROUP BY dedupe_key ORDER BY rank LIMIT ?`,
+    [query, country, lang, latest, maxLines],
+  );
+  const series: { label: string; ranks: (number | null)[] }[] = [];
+  for (const k of keys) {
+    const ranks: (number | null)[] = [];
+    for (const run of runIds) {
+      ranks.push(finite(first(await reader.all(`SELECT MIN(rank) FROM ${t} WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key = ?`, [query, country, lang, run, k.dedupe_key]))) ?? null);
+    }
+    series.push({ label: text(k.label) || text(k.dedupe_key), ranks });
+  }
+  return { query: text(query), country: text(country), lang: text(lang), runs: runIds.map((run) => shortRun(text(run))), series };
 }
 
-function readRuns(db: Database.Database, maxRuns: number): RunRow[] {
+async function readRuns(reader: Reader, maxRuns: number): Promise<RunRow[]> {
+  const d = reader.dialect;
   const spend = new Map<unknown, { credits: unknown; uncertain: unknown }>();
-  if (has(db, 'spend')) {
-    const sums = db.prepare(`SELECT run_id, SUM(credits) AS credits, SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END) AS uncertain FROM spend GROUP BY run_id`).all();
-    for (const row of sums as { run_id: unknown; credits: unknown; uncertain: unknown }[]) spend.set(row.run_id, row);
+  if (await reader.exists('spend', 'state')) {
+    const sums = await reader.all(
+      `SELECT run_id, ${d.real('SUM(credits)')} AS credits, ${d.real(`SUM(CASE WHEN ${d.isTrue('uncertain')} THEN credits ELSE 0 END)`)} AS uncertain FROM ${reader.name('spend', 'state')} GROUP BY run_id`,
+    );
+    for (const row of sums) spend.set(row.run_id, row as { credits: unknown; uncertain: unknown });
   }
-  const rows = db
-    .prepare(`SELECT run_id, pipeline, status, started_at, CASE WHEN length(summary) <= ${MAX_SUMMARY} THEN summary END AS summary FROM runs
-      WHERE status <> 'abandoned' ORDER BY started_at DESC, rowid DESC LIMIT ?`)
-    .all(maxRuns) as Record<string, unknown>[];
+  // Runs recorded in the same instant keep the order they were recorded in.
+  const recorded = d === POSTGRES ? 'created' : 'rowid';
+  const rows = await reader.all(
+    `SELECT run_id, pipeline, status, started_at, CASE WHEN length(summary) <= ${MAX_SUMMARY} THEN summary END AS summary FROM ${reader.name('runs', 'state')}
+      WHERE status <> 'abandoned' ORDER BY started_at DESC, ${recorded} DESC LIMIT ?`,
+    [maxRuns],
+  );
   return rows.reverse().map((row) => {
     const summary = storedSummary(row.summary);
     const spent = spend.get(row.run_id);

@@ -2,15 +2,18 @@ import { basename } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
-import { openForReading } from '../read-database.ts';
+import { isPostgresDatabase, openReader } from '../analytics/reader.ts';
 import { RUN_STATUSES } from '../run/summary.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
 import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
 
 export const reportOptionsSchema = z.strictObject({
-  /** A pipeline's SQLite output. */
+  /** A pipeline's output: its SQLite file, or a PostgreSQL database (`postgres://…`, or `postgres:`). */
   database: z.string().min(1),
+  /** PostgreSQL: the schema of the results table (default `public`) and of the run state (default `webdata`). */
+  schema: z.string().optional(),
+  stateSchema: z.string().optional(),
   query: z.string().optional(),
   country: z.string().trim().toLowerCase().optional(),
   table: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, { error: 'must be a table name' }).default('results'),
@@ -28,14 +31,14 @@ export type ReportOptions = z.input<typeof reportOptionsSchema>;
  * credits per run, the distribution of ranks, top domains, rank histories and country overlap. Readable on a laptop,
  * printable, and with a clear empty state.
  */
-export function renderReport(options: ReportOptions): string {
+export async function renderReport(options: ReportOptions): Promise<string> {
   const config = ValidationError.parse(reportOptionsSchema, options, 'Invalid report');
-  const db = openForReading(config.database);
+  const reader = await openReader(config.database, config);
   let data: ReportData;
   try {
-    data = readReportData(db, config);
+    data = await readReportData(reader, config);
   } finally {
-    db.close();
+    await reader.close();
   }
   return page(data, config);
 }
@@ -44,11 +47,11 @@ export function renderReport(options: ReportOptions): string {
  * Writes the page to `out` whole or not at all (see output-file.ts), created 0600. An `out` that is the database being
  * read, or one of its -wal, -shm or -journal files, is refused before anything is read or written.
  */
-export function writeReport(options: ReportOptions & { out: string }): { bytes: number } {
+export async function writeReport(options: ReportOptions & { out: string }): Promise<{ bytes: number }> {
   const { out, ...rest } = options;
   ValidationError.parse(z.string().min(1, { error: 'must be a file name' }), out, 'Invalid report', 'out');
-  checkOutputPath(out, { databases: [rest.database] });
-  const html = renderReport(rest);
+  checkOutputPath(out, { databases: isPostgresDatabase(rest.database) ? [] : [rest.database] });
+  const html = await renderReport(rest);
   writeOutputFile(out, html);
   return { bytes: Buffer.byteLength(html) };
 }
