@@ -63,8 +63,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     }
   };
 
+  // Whether the journal may hold entries every sink now has: pages journaled since the last prune, or a past run's.
+  let unpruned = true;
   const prune = async () => {
-    if (keepJournal || sinks.length === 0) return;
+    if (keepJournal || sinks.length === 0 || !unpruned) return;
+    unpruned = false;
     await store.prune(Math.min(...sinks.map((sink) => sink.held())));
   };
 
@@ -124,6 +127,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
         checkpoints: files.map(({ sink, staged }) => ({ sinkId: sink.id, checkpoint: staged.checkpoint })),
         dedupe: keys ? keys.drain() : null,
       };
+      if (commit.journal) unpruned = true;
       try {
         await writingTo(store.path, () =>
           store.commitPage(commit, (tx) => {

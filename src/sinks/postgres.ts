@@ -152,16 +152,19 @@ function inserter(qualified: string, checkpointTable: string, columns: readonly 
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
     // it would row by row.
     const items = mode === 'upsert' ? lastPerKey(page.items) : page.items;
-    if (items.length > 0) {
-      const arrays = stored.map(() => [] as unknown[]);
-      for (const item of items) {
-        const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
-        values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
-      }
-      await client.query(sql, arrays);
-    }
     const { pipeline, id } = owner();
-    await client.query(`UPDATE ${checkpointTable} SET seq = $3, updated_at = now() WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id, seq]);
+    // The rows and the checkpoint in one statement: one round trip per page.
+    const checkpoint = (first: number) => `UPDATE ${checkpointTable} SET seq = $${first + 2}, updated_at = now() WHERE pipeline = $${first} AND sink_id = $${first + 1}`;
+    if (items.length === 0) {
+      await client.query(checkpoint(1), [pipeline, id, seq]);
+      return;
+    }
+    const arrays = stored.map(() => [] as unknown[]);
+    for (const item of items) {
+      const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
+      values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
+    }
+    await client.query(`WITH w_rows AS (${sql}) ${checkpoint(arrays.length + 1)}`, [...arrays, pipeline, id, seq]);
   };
 }
 

@@ -4,6 +4,7 @@
 import { cpus, totalmem } from 'node:os';
 import { nginxAvailable, nginxVersion, NGINX_BINARY } from './nginx.ts';
 import { scenarioBudget, scenarioRateAboveLimit, scenarioRateAtLimit, scenarioServerErrors } from './scenarios.ts';
+import { benchPostgres, scenarioPostgresEndToEnd, scenarioPostgresSink } from './postgres.ts';
 import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
 
 const quick = process.argv.includes('--quick');
@@ -53,6 +54,20 @@ const f_endToEnd = {
   fetchInsertWriteBound: { itemsPerSecond: storeBound, pipelineOverIt: Math.round((f_measured.itemsPerSecond.pipelineServed / storeBound) * 1000) / 1000 },
 };
 
+// PostgreSQL: a throwaway cluster from the machine's binaries (or WEBDATA_BENCH_DATABASE_URL), skipped without either.
+const postgres = await benchPostgres();
+const noPostgres = { skipped: true, note: 'no PostgreSQL (install postgresql, or set WEBDATA_BENCH_DATABASE_URL): PostgreSQL scenarios skipped' };
+let g_postgresSink: Awaited<ReturnType<typeof scenarioPostgresSink>> | typeof noPostgres = noPostgres;
+let h_postgresEndToEnd: Awaited<ReturnType<typeof scenarioPostgresEndToEnd>> | typeof noPostgres = noPostgres;
+if (postgres) {
+  try {
+    g_postgresSink = await scenarioPostgresSink(postgres.admin, throughputQueries);
+    h_postgresEndToEnd = await scenarioPostgresEndToEnd(postgres.admin, throughputQueries);
+  } finally {
+    postgres.close();
+  }
+}
+
 type Measured = { achievedOverServerLimit: number | null; share429: number | null };
 const measured = (s: Measured | typeof skipped): s is Measured => !('skipped' in s);
 
@@ -90,6 +105,15 @@ goals.push({
   met: f_endToEnd.pipelineOverBare >= 0.5,
 });
 
+if (!('skipped' in g_postgresSink)) {
+  goals.push({
+    scenario: 'g_postgresSink',
+    goal: 'pipeline → PostgreSQL items/s >= 0.8 × the faster raw pg method (multi-row INSERT, COPY)',
+    value: g_postgresSink.pipelineOverFastestRaw,
+    met: g_postgresSink.pipelineOverFastestRaw >= 0.8,
+  });
+}
+
 const report = {
   benchmark: 'webdata-etl',
   date: started.toISOString(),
@@ -101,6 +125,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator, e_sinks, f_endToEnd },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator, e_sinks, f_endToEnd, g_postgresSink, h_postgresEndToEnd },
 };
 process.stdout.write(`${compactJson(report)}\n`);

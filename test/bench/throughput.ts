@@ -18,25 +18,25 @@ import { type Series } from '../../src/pipeline/page.ts';
 import { DEFAULT_CSV_COLUMNS } from '../../src/sinks/csv.ts';
 import { unlimitedTarget } from './servers.ts';
 
-const PAGES_PER_QUERY = 5;
-const PER_PAGE = 100;
-const CONCURRENCY = 8;
+export const PAGES_PER_QUERY = 5;
+export const PER_PAGE = 100;
+export const CONCURRENCY = 8;
 
-const log = (line: string) => process.stderr.write(`${line}\n`);
-const perSecond = (items: number, ms: number) => Math.round(items / (ms / 1000));
-const ratio = (part: number, whole: number) => Math.round((part / whole) * 1000) / 1000;
-const queryList = (queries: number) => Array.from({ length: queries }, (_, i) => `throughput query ${i}`);
+export const log = (line: string) => process.stderr.write(`${line}\n`);
+export const perSecond = (items: number, ms: number) => Math.round(items / (ms / 1000));
+export const ratio = (part: number, whole: number) => Math.round((part / whole) * 1000) / 1000;
+export const queryList = (queries: number) => Array.from({ length: queries }, (_, i) => `throughput query ${i}`);
 /** Peak resident memory of this process so far (the kernel's high-water mark), in MB. */
 export const peakRssMb = () => Math.round(process.resourceUsage().maxRSS / 1024);
 
-async function timed<T>(work: () => Promise<T> | T): Promise<{ value: T; ms: number }> {
+export async function timed<T>(work: () => Promise<T> | T): Promise<{ value: T; ms: number }> {
   const started = performance.now();
   const value = await work();
   return { value, ms: Math.round(performance.now() - started) };
 }
 
 /** A zero-latency simulator that serves `queries` × 5 full pages of 100, and a scratch directory. */
-async function setUp() {
+export async function setUp() {
   const target = await unlimitedTarget({ latencyMs: 0, resultsPerQuery: PAGES_PER_QUERY * PER_PAGE, logLimit: 0 });
   const dir = mkdtempSync(join(tmpdir(), 'webdata-bench-'));
   return {
@@ -52,7 +52,7 @@ async function setUp() {
 }
 
 /** Reads every page of the plan once, with a bare client at the given concurrency; items kept as served. */
-async function bareFetch(url: string, apiKey: string, queries: string[], keep: boolean) {
+export async function bareFetch(url: string, apiKey: string, queries: string[], keep: boolean) {
   const client = createClient({ baseUrl: url, apiKey });
   const jobs = queries.flatMap((q) => Array.from({ length: PAGES_PER_QUERY }, (_, i) => ({ q, page: i + 1 })));
   const pages: { q: string; page: number; items: Record<string, unknown>[] }[] = [];
@@ -76,7 +76,7 @@ async function bareFetch(url: string, apiKey: string, queries: string[], keep: b
 }
 
 /** A source that replays pages read earlier: the sink scenario measures stages and sinks, not the network. */
-function replay(pages: { q: string; page: number; items: Record<string, unknown>[] }[]): Source {
+export function replay(pages: { q: string; page: number; items: Record<string, unknown>[] }[]): Source {
   const seriesOf = (q: string): Series => ({ id: `search|${q}||`, endpoint: '/searchengine/search', query: q, country: '', lang: '' });
   const ordered = [...pages].sort((a, b) => a.q.localeCompare(b.q) || a.page - b.page);
   const queries = [...new Set(ordered.map((p) => p.q))];

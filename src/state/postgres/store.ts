@@ -6,7 +6,7 @@ import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
-import type { Checkpoint, DedupeWrites, JournalEntry, Lease, PageCommit, RunRecord, SeenKeyStore, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
+import type { Checkpoint, JournalEntry, Lease, PageCommit, RunRecord, SeenKeyStore, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
 import { migrate } from './schema.ts';
 
@@ -46,21 +46,6 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
        SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[], $8::bool[], $9::float8[])`,
       columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9),
     );
-  };
-  const writeDedupe = async (client: PoolClient, writes: DedupeWrites, runId: string) => {
-    if (writes.keys.length > 0) {
-      await client.query(
-        `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
-        [pipeline, ...columns(writes.keys, (k) => [k.scope, k.key, k.runId], 3)],
-      );
-    }
-    if (writes.sightings.length > 0) {
-      await client.query(
-        `INSERT INTO ${s}.sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first)
-         SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[], $9::timestamptz[], $10::bool[])`,
-        [runId, ...columns(writes.sightings, (w) => [w.key, w.query, w.country, w.lang, w.page, w.position, w.rank, w.fetchedAt, w.first], 9)],
-      );
-    }
   };
   const setCheckpoint = (client: Pool | PoolClient, sinkId: string, checkpoint: Checkpoint) =>
     client.query(
@@ -144,33 +129,69 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       return row && toProgress(seriesId, row);
     },
     async commitPage(commit: PageCommit, within) {
+      // One statement of data-modifying CTEs for the state's part of the page (a round trip each would cost more than
+      // the writes), then the sinks' on the same connection, in one transaction.
       const commitOnce = () =>
         transaction(pool, async (client) => {
-          const taken = await client.query<{ seq: string }>(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = $1 RETURNING seq`, [pipeline]);
-          if (Number(taken.rows[0]?.seq) !== commit.seq) {
-            throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
+          const w = ctes();
+          w.add('w_seq', `UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} RETURNING seq`);
+          if (commit.spend.length > 0) {
+            const [runIds, at, seriesIds, paths, attempts, statuses, credits, uncertain, latency] = columns(commit.spend, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9);
+            w.add(
+              'w_spend',
+              `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
+               SELECT * FROM unnest(${w.p(runIds)}::text[], ${w.p(at)}::timestamptz[], ${w.p(seriesIds)}::text[], ${w.p(paths)}::text[], ${w.p(attempts)}::int[], ${w.p(statuses)}::text[], ${w.p(credits)}::float8[], ${w.p(uncertain)}::bool[], ${w.p(latency)}::float8[])`,
+            );
           }
-          await writeSpend(client, commit.spend);
-          if (commit.dedupe) await writeDedupe(client, commit.dedupe, commit.runId);
+          const dedupe = commit.dedupe;
+          if (dedupe && dedupe.keys.length > 0) {
+            const [scopes, keys, runIds] = columns(dedupe.keys, (k) => [k.scope, k.key, k.runId], 3);
+            w.add('w_keys', `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT ${w.p(pipeline)}, * FROM unnest(${w.p(scopes)}::text[], ${w.p(keys)}::text[], ${w.p(runIds)}::text[]) ON CONFLICT DO NOTHING`);
+          }
+          if (dedupe && dedupe.sightings.length > 0) {
+            const c = columns(dedupe.sightings, (x) => [x.key, x.query, x.country, x.lang, x.page, x.position, x.rank, x.fetchedAt, x.first], 9);
+            const types = ['text', 'text', 'text', 'text', 'int', 'int', 'int', 'timestamptz', 'bool'];
+            w.add(
+              'w_sightings',
+              `INSERT INTO ${s}.sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first)
+               SELECT ${w.p(commit.runId)}, * FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')})`,
+            );
+          }
           const { series, progress } = commit;
-          await client.query(
+          const v = [commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason, progress.nextPage].map(w.p);
+          const totals = [progress.served, progress.written, progress.duplicates, progress.digest, progress.noNew, progress.cursor, progress.state].map(w.p);
+          w.add(
+            'w_series',
             `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $11, $12, $13, $14, $15, $16)
+             VALUES (${v.join(', ')}, 1, ${totals.join(', ')})
              ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
                pages = series.pages + 1, items_served = series.items_served + excluded.items_served, items_written = series.items_written + excluded.items_written,
                duplicates = series.duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
                state = excluded.state, error = NULL`,
-            [commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason, progress.nextPage,
-              progress.served, progress.written, progress.duplicates, progress.digest, progress.noNew, progress.cursor, progress.state],
           );
           const entry = commit.journal;
           if (entry) {
-            await client.query(
-              `INSERT INTO ${s}.pages (pipeline, seq, run_id, page_key, series_id, number, meta, output, raw) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-              [pipeline, entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw],
+            const j = [pipeline, entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw].map(w.p);
+            // Only when the page took the number it expected (else the statement would fail on the journal's key
+            // before the check below could say why).
+            w.add(
+              'w_journal',
+              `INSERT INTO ${s}.pages (pipeline, seq, run_id, page_key, series_id, number, meta, output, raw)
+               SELECT ${j.join(', ')} FROM w_seq WHERE w_seq.seq = ${w.p(commit.seq)}`,
             );
           }
-          for (const { sinkId, checkpoint } of commit.checkpoints) await setCheckpoint(client, sinkId, checkpoint);
+          if (commit.checkpoints.length > 0) {
+            const [ids, seqs, bytes] = columns(commit.checkpoints, (c) => [c.sinkId, c.checkpoint.seq, c.checkpoint.bytes], 3);
+            w.add(
+              'w_checkpoints',
+              `INSERT INTO ${s}.sink_checkpoints (pipeline, sink_id, seq, bytes, updated_at) SELECT ${w.p(pipeline)}, *, now() FROM unnest(${w.p(ids)}::text[], ${w.p(seqs)}::bigint[], ${w.p(bytes)}::bigint[])
+               ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
+            );
+          }
+          const taken = await client.query<{ seq: string }>(w.sql('SELECT seq FROM w_seq'), w.values);
+          if (Number(taken.rows[0]?.seq) !== commit.seq) {
+            throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
+          }
           await within?.({ kind: 'postgres', client });
         });
       await retrying(
@@ -296,6 +317,18 @@ async function leasePipeline(pool: Pool, s: string, schema: string, pipeline: st
       await lock.client.query(`DELETE FROM ${s}.leases WHERE pipeline = $1 AND holder = $2`, [pipeline, holder]).catch(() => undefined);
       await lock.release();
     },
+  };
+}
+
+/** One statement of data-modifying CTEs, its parameters numbered as they are added (`p`). */
+function ctes() {
+  const values: unknown[] = [];
+  const parts: string[] = [];
+  return {
+    values,
+    p: (value: unknown) => `$${values.push(value)}`,
+    add: (name: string, sql: string) => void parts.push(`${name} AS (${sql})`),
+    sql: (final: string) => `WITH ${parts.join(',\n')}\n${final}`,
   };
 }
 

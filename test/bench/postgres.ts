@@ -1,0 +1,127 @@
+// PostgreSQL throughput, in the same process run as the rest of the benchmark, on the same items:
+//   (g) the pipeline into a PostgreSQL sink (state store in the same database: one transaction per page), against raw
+//       node-postgres loops inserting the same rows into the same table (same DDL and indexes), a transaction per
+//       page of 100 as the sink commits: a multi-row INSERT … VALUES, an INSERT … SELECT FROM unnest (the sink's
+//       statement), and COPY FROM STDIN (pg-copy-streams);
+//   (h) end to end against the zero-latency simulator: PostgreSQL as state store and sink, against the same run with
+//       SQLite as both.
+import { join } from 'node:path';
+import { pipeline as pipe } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { dedupe, definePipeline, normalize, run, type RunSummary, searchPages, toPostgres, toSqlite } from '../../src/index.ts';
+import { postgresBin, startCluster, type Cluster } from '../pg-cluster.ts';
+import { bareFetch, CONCURRENCY, log, PAGES_PER_QUERY, PER_PAGE, perSecond, queryList, ratio, replay, setUp, timed } from './throughput.ts';
+
+/** A database to measure in: WEBDATA_BENCH_DATABASE_URL (a server where it may create databases), else a throwaway cluster. */
+export async function benchPostgres(): Promise<{ admin: string; close(): void } | undefined> {
+  if (process.env.WEBDATA_BENCH_DATABASE_URL) return { admin: process.env.WEBDATA_BENCH_DATABASE_URL, close: () => undefined };
+  const bin = postgresBin();
+  if (!bin) return undefined;
+  const cluster: Cluster = await startCluster(bin);
+  return { admin: cluster.url, close: () => cluster.destroy() };
+}
+
+async function freshDatabase(admin: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await client.query(`CREATE DATABASE ${name}`);
+  await client.end();
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** (g) Items per second into PostgreSQL: the pipeline's sink against raw node-postgres loops on the same rows. */
+export async function scenarioPostgresSink(admin: string, queries: number) {
+  log(`(g) PostgreSQL sink: ${queries * PAGES_PER_QUERY * PER_PAGE} items through normalize → dedupe → PostgreSQL, against raw pg loops`);
+  const env = await setUp();
+  const url = await freshDatabase(admin, 'bench_sink');
+  const client = new pg.Client({ connectionString: url });
+  try {
+    const { pages } = await bareFetch(env.url, env.apiKey, queryList(queries), true);
+    const piped = await timed(() =>
+      run(
+        definePipeline({ name: 'bench-pg', source: replay(pages), stages: [normalize(), dedupe()], sinks: [toPostgres({ url, table: 'results' })], rate: { concurrency: CONCURRENCY } }),
+        { baseUrl: env.url, apiKey: env.apiKey, env: {} },
+      ),
+    );
+    const written = (piped.value as RunSummary).items.written;
+    await client.connect();
+    // The rows as the sink wrote them, as text (each type's input form), in the order written.
+    const columns = (await client.query<{ name: string; type: string }>(`SELECT column_name AS name, udt_name AS type FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'results' ORDER BY ordinal_position`)).rows;
+    const names = columns.map((c) => `"${c.name}"`).join(', ');
+    const rows = (await client.query({ text: `SELECT ${columns.map((c) => `"${c.name}"::text`).join(', ')} FROM results`, rowMode: 'array' })).rows as (string | null)[][];
+    const pagesOf = (all: (string | null)[][]) => Array.from({ length: Math.ceil(all.length / PER_PAGE) }, (_, i) => all.slice(i * PER_PAGE, (i + 1) * PER_PAGE));
+    const table = async (name: string) => {
+      await client.query(`DROP TABLE IF EXISTS ${name}; CREATE TABLE ${name} (LIKE results INCLUDING ALL)`);
+      return name;
+    };
+    const perPage = async (name: string, write: (page: (string | null)[][]) => Promise<void>) => {
+      await table(name);
+      return timed(async () => {
+        for (const page of pagesOf(rows)) {
+          await client.query('BEGIN');
+          await write(page);
+          await client.query('COMMIT');
+        }
+      });
+    };
+    const width = columns.length;
+    const values = await perPage('raw_values', async (page) => {
+      const placeholders = page.map((_, r) => `(${columns.map((c, i) => `$${r * width + i + 1}::${c.type}`).join(', ')})`).join(', ');
+      await client.query(`INSERT INTO raw_values (${names}) VALUES ${placeholders}`, page.flat());
+    });
+    const unnest = await perPage('raw_unnest', async (page) => {
+      const arrays = columns.map((_, i) => page.map((row) => row[i] ?? null));
+      await client.query(`INSERT INTO raw_unnest (${names}) SELECT * FROM unnest(${columns.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})`, arrays);
+    });
+    const copy = await perPage('raw_copy', async (page) => {
+      const text = page.map((row) => row.map(copyText).join('\t')).join('\n') + '\n';
+      await pipe(Readable.from([text]), client.query(copyFrom(`COPY raw_copy (${names}) FROM STDIN`)));
+    });
+    const rates = {
+      pipelineToPostgres: perSecond(written, piped.ms),
+      rawMultiRowInsert: perSecond(rows.length, values.ms),
+      rawUnnestInsert: perSecond(rows.length, unnest.ms),
+      rawCopy: perSecond(rows.length, copy.ms),
+    };
+    const fastestRaw = Math.max(rates.rawMultiRowInsert, rates.rawCopy);
+    return {
+      items: { written, rows: rows.length, pages: Math.ceil(rows.length / PER_PAGE) },
+      itemsPerSecond: rates,
+      pipelineOverFastestRaw: ratio(rates.pipelineToPostgres, fastestRaw),
+      copyOverMultiRowInsert: ratio(rates.rawCopy, rates.rawMultiRowInsert),
+      ms: { pipeline: piped.ms, rawMultiRowInsert: values.ms, rawUnnestInsert: unnest.ms, rawCopy: copy.ms },
+    };
+  } finally {
+    await client.end().catch(() => undefined);
+    await env.close();
+  }
+}
+
+/** COPY's text format: tabs, newlines and backslashes escaped, NULL as \N. */
+function copyText(value: string | null): string {
+  if (value === null) return '\\N';
+  return value.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
+}
+
+/** (h) End to end: PostgreSQL as state store and sink, against SQLite as both, on the same simulated pages. */
+export async function scenarioPostgresEndToEnd(admin: string, queries: number) {
+  log(`(h) end to end: ${queries * PAGES_PER_QUERY * PER_PAGE} items, PostgreSQL as state store and sink against SQLite`);
+  const env = await setUp();
+  const url = await freshDatabase(admin, 'bench_e2e');
+  try {
+    const list = queryList(queries);
+    const plan = (name: string, sink: ReturnType<typeof toSqlite> | ReturnType<typeof toPostgres>) =>
+      definePipeline({ name, source: searchPages({ queries: list, maxPages: PAGES_PER_QUERY, count: PER_PAGE }), stages: [normalize(), dedupe()], sinks: [sink], rate: { concurrency: CONCURRENCY } });
+    const sqlite = await timed(() => run(plan('bench-e2e-sqlite', toSqlite({ path: join(env.dir, 'e2e.sqlite') })), { baseUrl: env.url, apiKey: env.apiKey, env: {} }));
+    const postgres = await timed(() => run(plan('bench-e2e-pg', toPostgres({ url, table: 'results' })), { baseUrl: env.url, apiKey: env.apiKey, env: {} }));
+    const rates = { sqlite: perSecond(sqlite.value.items.written, sqlite.ms), postgres: perSecond(postgres.value.items.written, postgres.ms) };
+    return { itemsPerSecond: rates, postgresOverSqlite: ratio(rates.postgres, rates.sqlite), ms: { sqlite: sqlite.ms, postgres: postgres.ms }, status: { sqlite: sqlite.value.status, postgres: postgres.value.status } };
+  } finally {
+    await env.close();
+  }
+}
