@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import { expect, it } from 'vitest';
 import pg from 'pg';
 import { simulator } from './helpers.ts';
-import { cli, config, envFor } from './cli-helpers.ts';
+import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { describePostgres, testDatabase } from './pg.ts';
 
@@ -84,7 +84,7 @@ describePostgres('PostgreSQL from the command line', () => {
     expect(sim.stats().requests).toBe(0);
   });
 
-  it('a role without CREATE on the database: exit 2 naming the privilege, before any request', async () => {
+  it('a role without CREATE on the database: exit 2 naming the privilege, before any request; with a schema made for it, it runs', async () => {
     await using sim = await simulator();
     using dir = workdir();
     const db = await testDatabase();
@@ -97,9 +97,54 @@ describePostgres('PostgreSQL from the command line', () => {
       expect(result.code, result.stderr).toBe(2);
       expect(result.stderr).toMatch(/permission denied for database .*needs CREATE on the database/s);
       expect(sim.stats().requests).toBe(0);
+
+      // Given a schema an administrator made for it (and nothing on the database), the same role runs.
+      await query(db.url, `CREATE SCHEMA webdata AUTHORIZATION ${role}`);
+      const granted = await cli(['run', config(dir.dir), '--state', url.toString()], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(granted.code, granted.stderr).toBe(0);
       await query(db.url, `DROP OWNED BY ${role}; DROP ROLE ${role}`);
     } finally {
       await db.drop();
+    }
+  });
+});
+
+describePostgres('PostgreSQL faults from the command line', () => {
+  it('a statement past its time limit (a table locked by someone else): exit 75, nothing lost; the same command then completes as an uninterrupted run', async () => {
+    await using sim = await simulator({ seed: 3 });
+    await using reference = await simulator({ seed: 3 });
+    using dir = workdir();
+    const db = await testDatabase();
+    const baseline = await testDatabase();
+    const locker = new pg.Client({ connectionString: db.url });
+    try {
+      const plain = await cli(['run', config(dir.dir, postgresSink(baseline.url))], { cwd: dir.dir, env: envFor(reference.url) });
+      expect(plain.code, plain.stderr).toBe(0);
+
+      const file = config(dir.dir, postgresSink(db.url));
+      const env = { ...envFor(sim.url), WEBDATA_POSTGRES_STATEMENT_TIMEOUT_MS: '500' };
+      // The run (its table made) is held on a request while someone else locks the table.
+      const gate = sim.park({ q: 'kettle' });
+      const run = startCli(['run', file], { cwd: dir.dir, env });
+      await run.whileRunning(gate.reached(1));
+      await locker.connect();
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE public.results IN ACCESS EXCLUSIVE MODE');
+      gate.release();
+      const stopped = await run.done;
+      expect(stopped.code, stopped.stderr).toBe(75);
+      expect(stopped.stderr).toMatch(/ran past its time limit .*run the same command again/);
+      await locker.query('ROLLBACK');
+
+      const resumed = await cli(['run', file], { cwd: dir.dir, env });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      const rows = async (url: string) => (await query(url, 'SELECT query, country, page, position, rank, url FROM results')).map((r) => JSON.stringify(r)).sort();
+      expect(await rows(db.url)).toEqual(await rows(baseline.url));
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + 4);
+    } finally {
+      await locker.end().catch(() => undefined);
+      await db.drop();
+      await baseline.drop();
     }
   });
 });

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import pg from 'pg';
 import { ValidationError } from '../errors/validation-error.ts';
 import { explainPostgresFailure } from '../postgres/failure.ts';
-import { POSTGRES_TIMEOUTS, quoteIdentifier } from '../postgres/pools.ts';
+import { postgresTimeouts, quoteIdentifier } from '../postgres/pools.ts';
 import { postgresNameSchema, postgresTarget } from '../postgres/target.ts';
 import { openForReading } from '../read-database.ts';
 import { type Dialect, POSTGRES, SQLITE } from './views.ts';
@@ -68,13 +68,14 @@ async function postgresReader(url: string | undefined, options: ReaderOptions, f
   const schemas = ValidationError.parse(postgresNameSchema.default('public'), options.schema, 'Invalid database', 'schema');
   const stateSchema = ValidationError.parse(postgresNameSchema.default('webdata'), options.stateSchema, 'Invalid database', 'stateSchema');
   const target = postgresTarget(url);
+  const timeouts = postgresTimeouts();
   const pool = new pg.Pool({
     ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
     max: 2,
     application_name: 'webdata-etl',
-    connectionTimeoutMillis: POSTGRES_TIMEOUTS.connect,
-    statement_timeout: POSTGRES_TIMEOUTS.statement,
-    query_timeout: POSTGRES_TIMEOUTS.query,
+    connectionTimeoutMillis: timeouts.connect,
+    statement_timeout: timeouts.statement,
+    query_timeout: timeouts.query,
   });
   pool.on('error', () => undefined);
   const where = `${target.label}`;

@@ -6,9 +6,14 @@ const POOL_SIZE = 4;
 
 /**
  * Bounded waits on everything (a hostile or stuck server must not hang a run): connecting, a statement, a
- * transaction left idle, and a reply on the socket. Milliseconds.
+ * transaction left idle, and a reply on the socket. Milliseconds. A statement's limit can be set by
+ * WEBDATA_POSTGRES_STATEMENT_TIMEOUT_MS (a busy server may need longer; a test, shorter).
  */
-export const POSTGRES_TIMEOUTS = { connect: 10_000, statement: 60_000, idleInTransaction: 60_000, query: 75_000 } as const;
+export function postgresTimeouts(env: Readonly<Record<string, string | undefined>> = process.env) {
+  const set = Number(env.WEBDATA_POSTGRES_STATEMENT_TIMEOUT_MS);
+  const statement = Number.isInteger(set) && set > 0 ? set : 60_000;
+  return { connect: 10_000, statement, idleInTransaction: Math.max(statement, 60_000), query: statement + 15_000 };
+}
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -23,14 +28,15 @@ export function postgresPools() {
     get(target: PostgresTarget): pg.Pool {
       let pool = pools.get(target.database);
       if (!pool) {
+        const timeouts = postgresTimeouts();
         pool = new pg.Pool({
           ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
           max: POOL_SIZE,
           application_name: 'webdata-etl',
-          connectionTimeoutMillis: POSTGRES_TIMEOUTS.connect,
-          statement_timeout: POSTGRES_TIMEOUTS.statement,
-          idle_in_transaction_session_timeout: POSTGRES_TIMEOUTS.idleInTransaction,
-          query_timeout: POSTGRES_TIMEOUTS.query,
+          connectionTimeoutMillis: timeouts.connect,
+          statement_timeout: timeouts.statement,
+          idle_in_transaction_session_timeout: timeouts.idleInTransaction,
+          query_timeout: timeouts.query,
           keepAlive: true,
         });
         // An idle connection cut by the server (a restart) is reported here; without a listener it would crash the

@@ -115,7 +115,10 @@ export async function migrate(pool: Pool, schema: string, label: string): Promis
   const s = quoteIdentifier(schema);
   return transaction(pool, async (client) => {
     await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`webdata-etl:migrate:${schema}`]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    // Looked up first: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS, and a role given a
+    // schema an administrator made needs no more.
+    const exists = (await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
+    if (!exists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
     const { rows } = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${s}.schema_version`);
     const found = rows[0]?.version ?? 0;

@@ -1,0 +1,65 @@
+import { expect, it } from 'vitest';
+import pg from 'pg';
+import { MIGRATIONS, migrate, POSTGRES_STATE_VERSION } from '../src/state/postgres/schema.ts';
+import { rejection } from './helpers.ts';
+import { describePostgres, sql, testDatabase } from './pg.ts';
+
+const tables = async (url: string) => (await sql(url, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'webdata' ORDER BY table_name`)).map((r) => r.table_name);
+
+describePostgres('the PostgreSQL state schema and its migrations', () => {
+  it('each migration applies on top of the one before it, from the first, and records its version', async () => {
+    const db = await testDatabase();
+    try {
+      await sql(db.url, `CREATE SCHEMA webdata; CREATE TABLE webdata.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+      for (const [index, migration] of MIGRATIONS.entries()) {
+        await sql(db.url, migration('"webdata"'));
+        await sql(db.url, `INSERT INTO webdata.schema_version (version) VALUES (${index + 1})`);
+      }
+      const stepByStep = await tables(db.url);
+      // The same end as migrate() from nothing, which finds the version it left and does nothing more.
+      const other = await testDatabase();
+      const pool = new pg.Pool({ connectionString: other.url, max: 2 });
+      try {
+        expect(await migrate(pool, 'webdata', 'test')).toBe(0);
+        expect(await tables(other.url)).toEqual(stepByStep);
+        expect(await migrate(pool, 'webdata', 'test')).toBe(POSTGRES_STATE_VERSION);
+        expect(await sql(other.url, 'SELECT version FROM webdata.schema_version ORDER BY version')).toEqual(MIGRATIONS.map((_, i) => ({ version: i + 1 })));
+      } finally {
+        await pool.end();
+        await other.drop();
+      }
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('processes starting together migrate once', async () => {
+    const db = await testDatabase();
+    const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: db.url, max: 1 }));
+    try {
+      const found = await Promise.all(pools.map((pool) => migrate(pool, 'webdata', 'test')));
+      expect(found.filter((version) => version === 0)).toHaveLength(1);
+      expect(await sql(db.url, 'SELECT count(*)::int AS n FROM webdata.schema_version')).toEqual([{ n: POSTGRES_STATE_VERSION }]);
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+      await db.drop();
+    }
+  });
+
+  it('a schema of a newer webdata-etl is refused before anything in it changes', async () => {
+    const db = await testDatabase();
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      await migrate(pool, 'webdata', 'test');
+      await sql(db.url, `INSERT INTO webdata.schema_version (version) VALUES (${POSTGRES_STATE_VERSION + 1})`);
+      const before = await tables(db.url);
+      const error = await rejection(migrate(pool, 'webdata', 'the database'));
+      expect(error.name).toBe('ValidationError');
+      expect(error.message).toMatch(/state\.url: .*newer webdata-etl \(state schema 2; this one knows 1\)/);
+      expect(await tables(db.url)).toEqual(before);
+    } finally {
+      await pool.end();
+      await db.drop();
+    }
+  });
+});
