@@ -1,0 +1,78 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { expect, it } from 'vitest';
+import { postgresBin } from './pg-cluster.ts';
+import { describePostgres, privateCluster, sql, testDatabase } from './pg.ts';
+
+/**
+ * The test infrastructure itself (test/pg-setup.ts, test/pg.ts, test/pg-cluster.ts): every PostgreSQL suite trusts
+ * that a database is fresh and its own, and the restart tests that a private cluster stops and starts on request.
+ */
+describePostgres('the PostgreSQL the tests run on', () => {
+  it('a fresh database takes CREATE TABLE, INSERT and SELECT, and is empty to begin with', async () => {
+    const db = await testDatabase();
+    try {
+      expect(await sql(db.url, `SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`)).toEqual([{ n: 0 }]);
+      await sql(db.url, 'CREATE TABLE t (id integer PRIMARY KEY, name text NOT NULL)');
+      await sql(db.url, 'INSERT INTO t VALUES ($1, $2), ($3, $4)', [1, 'one', 2, 'two']);
+      expect(await sql(db.url, 'SELECT id, name FROM t ORDER BY id')).toEqual([{ id: 1, name: 'one' }, { id: 2, name: 'two' }]);
+      expect(await sql(db.url, 'SELECT current_database() AS name')).toEqual([{ name: db.name }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('two databases are two: a table in one is not in the other; drop removes a database still connected to', async () => {
+    const [a, b] = await Promise.all([testDatabase(), testDatabase()]);
+    try {
+      expect(a.name).not.toBe(b.name);
+      expect(a.url).not.toBe(b.url);
+      await sql(a.url, 'CREATE TABLE only_in_a (x int)');
+      expect(await sql(b.url, `SELECT to_regclass('only_in_a') AS t`)).toEqual([{ t: null }]);
+      await b.drop();
+      expect(await sql(a.url, 'SELECT count(*)::int AS n FROM pg_database WHERE datname = $1', [b.name])).toEqual([{ n: 0 }]);
+    } finally {
+      await a.drop();
+      await b.drop();
+    }
+  });
+
+  it.skipIf(postgresBin() === undefined)(
+    'a private cluster listens on loopback only, keeps its socket in its own directory, and stops, starts and goes away on request',
+    async () => {
+      const cluster = await privateCluster();
+      if (!cluster) return expect.unreachable('postgresBin() found binaries');
+      let destroyed = false;
+      try {
+        const settings = async () =>
+          Object.fromEntries(
+            (await sql(cluster.url, `SELECT name, setting FROM pg_settings WHERE name IN ('listen_addresses', 'unix_socket_directories', 'fsync')`)).map(
+              (r) => [r.name, r.setting],
+            ),
+          );
+        // Nothing in /var/run/postgresql, nothing on a public interface: the cluster is the test's alone.
+        expect(await settings()).toEqual({ listen_addresses: '127.0.0.1', unix_socket_directories: dirname(cluster.dataDir), fsync: 'off' });
+        expect(readdirSync(dirname(cluster.dataDir))).toContain(`.s.PGSQL.${new URL(cluster.url).port}`);
+        // The newest PostgreSQL on the machine (or the one WEBDATA_TEST_POSTGRES_BIN names).
+        const major = Number((await sql(cluster.url, 'SHOW server_version_num'))[0]?.server_version_num) / 10_000;
+        expect(postgresBin()).toMatch(new RegExp(`/${Math.floor(major)}/bin$`));
+
+        await sql(cluster.url, 'CREATE TABLE kept (x int)');
+        await sql(cluster.url, 'INSERT INTO kept VALUES (7)');
+        cluster.stop();
+        await expect(sql(cluster.url, 'SELECT 1')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+        cluster.start();
+        // Committed before an immediate stop, there after the start (synchronous_commit stays on for this).
+        expect(await sql(cluster.url, 'SELECT x FROM kept')).toEqual([{ x: 7 }]);
+
+        cluster.destroy();
+        destroyed = true;
+        expect(existsSync(cluster.dataDir)).toBe(false);
+        expect(existsSync(dirname(cluster.dataDir))).toBe(false);
+        await expect(sql(cluster.url, 'SELECT 1')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      } finally {
+        if (!destroyed) cluster.destroy();
+      }
+    },
+  );
+});
