@@ -1,5 +1,5 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -7,14 +7,18 @@ import { join } from 'node:path';
 /**
  * A throwaway PostgreSQL cluster from the machine's own binaries, for the tests: `initdb` into a temporary directory,
  * `pg_ctl` on a free loopback port, trust authentication on loopback, no fsync. As root (CI), it runs as the
- * `postgres` user, which PostgreSQL requires.
+ * `postgres` user, which PostgreSQL requires. Nothing of the machine's own PostgreSQL is used (not its service, not
+ * /var/run/postgresql): the socket lives in the cluster's directory.
  */
 export interface Cluster {
   /** A URL of the `postgres` database as the superuser `postgres` (no password: trust on loopback). */
   readonly url: string;
   readonly dataDir: string;
+  /** Stops the server at once (`pg_ctl stop -m immediate`, as a crash would): connections fail with ECONNREFUSED. */
   stop(): void;
+  /** Starts it again, on the same port, once it accepts connections. */
   start(): void;
+  /** Stops it if running and removes its directory. */
   destroy(): void;
 }
 
@@ -38,45 +42,80 @@ async function freePort(): Promise<number> {
 export async function startCluster(bin: string): Promise<Cluster> {
   const root = mkdtempSync(join(tmpdir(), 'webdata-pg-'));
   const dataDir = join(root, 'data');
-  const asRoot = userInfo().uid === 0;
-  // PostgreSQL refuses to run as root: the cluster belongs to the postgres user, who must be able to reach it.
-  const run = (command: string, args: string[]) => {
-    const [file, argv] = asRoot ? ['runuser', ['-u', 'postgres', '--', join(bin, command), ...args]] : [join(bin, command), args];
-    const result = spawnSync(file, argv, { encoding: 'utf8', timeout: 60_000 });
-    if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} failed (${result.status ?? result.signal}): ${result.stderr || result.stdout}`);
-  };
-  if (asRoot) {
-    const { uid, gid } = postgresUser();
-    chownSync(root, uid, gid);
-    chmodSync(root, 0o700);
-  }
-  run('initdb', ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--encoding=UTF8', '--locale=C.UTF-8']);
-  const port = await freePort();
-  // fsync off is safe here (a stopped server's WAL is in the OS's cache); asynchronous commit is not: an immediate stop
-  // (the restart tests) would lose commits already acknowledged, which no real server does.
-  const options = `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300`;
   const log = join(root, 'log');
-  const start = () => run('pg_ctl', ['-D', dataDir, '-o', options, '-l', log, '-w', '-t', '60', 'start']);
+  const asRoot = userInfo().uid === 0;
+  // PostgreSQL refuses to run as root: the cluster belongs to the postgres user, who must be able to reach it. It runs
+  // from its own directory: the tests' may be one postgres cannot enter (a clone under /root), which initdb complains of.
+  const command = (name: string, args: string[]): [string, string[]] =>
+    asRoot ? ['runuser', ['-u', 'postgres', '--', join(bin, name), ...args]] : [join(bin, name), args];
+  const run = (name: string, args: string[]) => {
+    const result = spawnSync(...command(name, args), { cwd: root, encoding: 'utf8', timeout: 60_000 });
+    if (result.status !== 0) {
+      const serverLog = existsSync(log) ? `\nserver log:\n${readFileSync(log, 'utf8').split('\n').slice(-15).join('\n')}` : '';
+      throw new Error(`${name} ${args.join(' ')} failed (${result.status ?? result.signal}): ${result.stderr || result.stdout}${serverLog}`);
+    }
+  };
+  let port = 0;
+  const start = () => {
+    // fsync off is safe here (a stopped server's WAL is in the OS's cache); asynchronous commit is not: an immediate
+    // stop (the restart tests) would lose commits already acknowledged, which no real server does.
+    const options = `-p ${port} -k ${root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300`;
+    run('pg_ctl', ['-D', dataDir, '-o', options, '-l', log, '-w', '-t', '60', 'start']);
+  };
   const stop = () => run('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', 'stop']);
-  start();
-  return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    dataDir,
-    start,
-    stop,
-    destroy() {
+  const destroy = () => {
+    if (existsSync(join(dataDir, 'postmaster.pid'))) {
       try {
         stop();
       } catch {
-        // Already stopped.
+        // Not running after all (it exited on its own): nothing to stop.
       }
-      rmSync(root, { recursive: true, force: true });
-    },
+    }
+    rmSync(root, { recursive: true, force: true });
   };
+  try {
+    if (asRoot) {
+      const { uid, gid } = postgresUser();
+      chownSync(root, uid, gid);
+      chmodSync(root, 0o700);
+    }
+    run('initdb', ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--encoding=UTF8', '--locale=C.UTF-8']);
+    // Between freePort closing its socket and the server binding the port, another process may take it: rare, and
+    // then only that start fails, so a new port is tried.
+    for (let attempt = 1; ; attempt++) {
+      port = await freePort();
+      try {
+        start();
+        break;
+      } catch (error) {
+        if (attempt >= 3 || !/Address already in use/.test(String(error))) throw error;
+      }
+    }
+  } catch (error) {
+    destroy();
+    throw error;
+  }
+  watch(root, command('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', 'stop']));
+  return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, dataDir, start, stop, destroy };
+}
+
+/**
+ * Removes the cluster if the process that started it dies without doing so: vitest interrupted (Ctrl-C exits without
+ * running the global teardown), a worker killed. A server left behind would run until the machine restarts. The
+ * watchdog is a shell in a session of its own (a terminal's Ctrl-C does not reach it) that looks once a second whether
+ * its owner is alive and the directory still there; it exits on its own once destroy() has removed the directory.
+ */
+function watch(root: string, [file, args]: [string, string[]]): void {
+  const script = 'owner=$1; root=$2; shift 2; while kill -0 "$owner" 2>/dev/null && [ -d "$root" ]; do sleep 1; done; ' +
+    '[ -d "$root" ] || exit 0; "$@" >/dev/null 2>&1; rm -rf "$root"';
+  spawn('/bin/sh', ['-c', script, 'webdata-pg-watchdog', String(process.pid), root, file, ...args], { cwd: root, detached: true, stdio: 'ignore' }).unref();
 }
 
 function postgresUser(): { uid: number; gid: number } {
-  const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-  const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-  return { uid, gid };
+  const id = (flag: string) => spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
+  const [uid, gid] = [id('-u'), id('-g')];
+  if (uid.status !== 0 || gid.status !== 0) {
+    throw new Error("PostgreSQL does not run as root, and there is no 'postgres' user to run it as (Debian's postgresql package creates one)");
+  }
+  return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
 }

@@ -1,7 +1,11 @@
-import { existsSync, readdirSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { expect, it } from 'vitest';
-import { postgresBin } from './pg-cluster.ts';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { until } from './helpers.ts';
+import { postgresBin, startCluster } from './pg-cluster.ts';
 import { describePostgres, privateCluster, sql, testDatabase } from './pg.ts';
 
 /**
@@ -75,4 +79,62 @@ describePostgres('the PostgreSQL the tests run on', () => {
       }
     },
   );
+});
+
+/** Whether this process can run a cluster: as root only through the postgres user. */
+const canRunCluster = userInfo().uid !== 0 || spawnSync('id', ['-u', 'postgres']).status === 0;
+
+describe.skipIf(postgresBin() === undefined || !canRunCluster)('a cluster whose test process dies', () => {
+  it('is stopped and removed without it: a killed process leaves no server running and no directory behind', async () => {
+    // A process of its own that starts a cluster and is then killed outright, as an interrupted vitest or a worker
+    // past its time is: no teardown runs.
+    const script = `const { startCluster, postgresBin } = await import(${JSON.stringify(pathToFileURL(join(import.meta.dirname, 'pg-cluster.ts')).href)});
+      const cluster = await startCluster(postgresBin());
+      console.log(JSON.stringify({ url: cluster.url, dataDir: cluster.dataDir }));
+      setInterval(() => {}, 1 << 30);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    await until(() => out.includes('\n') || child.exitCode !== null);
+    const { url, dataDir } = JSON.parse(out) as { url: string; dataDir: string };
+    try {
+      expect(await sql(url, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+      child.kill('SIGKILL');
+      await exited;
+      await until(() => !existsSync(dirname(dataDir)));
+      await expect(sql(url, 'SELECT 1')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
+
+describe.skipIf(!canRunCluster)('a cluster that does not start', () => {
+  it('tries another port when the one it was given was taken meanwhile, then fails with the server log and leaves nothing behind', async () => {
+    // Stand-ins for the binaries (no PostgreSQL needed): initdb makes the data directory; pg_ctl fails as a server
+    // does whose port another process took between the free-port check and its start.
+    const bin = mkdtempSync(join(tmpdir(), 'webdata-fake-pg-'));
+    try {
+      chmodSync(bin, 0o755);
+      const tool = (name: string, body: string) => {
+        writeFileSync(join(bin, name), `#!/bin/sh\n${body}\n`);
+        chmodSync(join(bin, name), 0o755);
+      };
+      tool('initdb', 'mkdir -p "$2"');
+      tool('pg_ctl', 'echo "LOG:  could not bind IPv4 address \\"127.0.0.1\\": Address already in use" >> "$6"; echo "pg_ctl: could not start server" >&2; exit 1');
+      const error = await startCluster(bin).then(
+        () => expect.unreachable('the stand-in pg_ctl never starts'),
+        (e: unknown) => e as Error,
+      );
+      expect(error.message).toMatch(/^pg_ctl .* start failed \(1\): pg_ctl: could not start server/);
+      // Three ports tried, and each attempt's line of the server log is in the message.
+      expect(error.message.match(/Address already in use/g)).toHaveLength(3);
+      const dataDir = /-D (\S+)/.exec(error.message)?.[1] ?? '';
+      expect(dataDir).toMatch(/webdata-pg-[^/]+\/data$/);
+      expect(existsSync(dirname(dataDir))).toBe(false);
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+    }
+  });
 });
