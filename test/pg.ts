@@ -11,6 +11,9 @@ export const postgresAvailable = (): boolean => admin !== null;
 /** A `describe` skipped when there is no PostgreSQL (the setup said so once, on a line of its own). */
 export const describePostgres = describe.skipIf(!postgresAvailable());
 
+/** A `describe` skipped when private clusters cannot be started (no PostgreSQL binaries; the setup said so once). */
+export const describePrivateCluster = describe.skipIf(postgresBin() === undefined);
+
 /** Runs one statement (or a few, without parameters) at `url`; returns the rows of the last. */
 export async function sql(url: string, text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
   const client = new pg.Client({ connectionString: url });
@@ -33,8 +36,10 @@ export async function testDatabase(): Promise<{ url: string; name: string; drop(
 }
 
 /**
- * A cluster of a test's own, to stop and start mid-run without disturbing other tests. Needs the machine's PostgreSQL
- * binaries (not only WEBDATA_TEST_DATABASE_URL): undefined without them.
+ * A cluster of a test's own, to stop and start mid-run without disturbing other tests (stopping the shared one would
+ * fail every file running beside it). Needs the machine's PostgreSQL binaries, even when WEBDATA_TEST_DATABASE_URL
+ * names a server: undefined without them. Wrap such tests in `describePrivateCluster`. The test must `destroy()` it;
+ * if its process dies first, a watchdog does (test/pg-cluster.ts).
  */
 export async function privateCluster(): Promise<Cluster | undefined> {
   const bin = postgresBin();

@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { until } from './helpers.ts';
 import { postgresBin, startCluster } from './pg-cluster.ts';
-import { describePostgres, privateCluster, sql, testDatabase } from './pg.ts';
+import { describePostgres, describePrivateCluster, privateCluster, sql, testDatabase } from './pg.ts';
 
 /**
  * The test infrastructure itself (test/pg-setup.ts, test/pg.ts, test/pg-cluster.ts): every PostgreSQL suite trusts
@@ -40,9 +40,11 @@ describePostgres('the PostgreSQL the tests run on', () => {
       await b.drop();
     }
   });
+});
 
-  it.skipIf(postgresBin() === undefined)(
-    'a private cluster listens on loopback only, keeps its socket in its own directory, and stops, starts and goes away on request',
+describePrivateCluster('a private cluster', () => {
+  it(
+    'listens on loopback only, keeps its socket in its own directory, and stops, starts and goes away on request',
     async () => {
       const cluster = await privateCluster();
       if (!cluster) return expect.unreachable('postgresBin() found binaries');
@@ -81,10 +83,7 @@ describePostgres('the PostgreSQL the tests run on', () => {
   );
 });
 
-/** Whether this process can run a cluster: as root only through the postgres user. */
-const canRunCluster = userInfo().uid !== 0 || spawnSync('id', ['-u', 'postgres']).status === 0;
-
-describe.skipIf(postgresBin() === undefined || !canRunCluster)('a cluster whose test process dies', () => {
+describePrivateCluster('a cluster whose test process dies', () => {
   it('is stopped and removed without it: a killed process leaves no server running and no directory behind', async () => {
     // A process of its own that starts a cluster and is then killed outright, as an interrupted vitest or a worker
     // past its time is: no teardown runs.
@@ -109,6 +108,9 @@ describe.skipIf(postgresBin() === undefined || !canRunCluster)('a cluster whose 
     }
   });
 });
+
+/** Whether this process can run a cluster: as root only through the postgres user. */
+const canRunCluster = userInfo().uid !== 0 || spawnSync('id', ['-u', 'postgres']).status === 0;
 
 describe.skipIf(!canRunCluster)('a cluster that does not start', () => {
   it('tries another port when the one it was given was taken meanwhile, then fails with the server log and leaves nothing behind', async () => {
