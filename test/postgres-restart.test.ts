@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
-import { describePostgres, privateCluster, sql } from './pg.ts';
+import { describePrivateCluster, privateCluster, sql } from './pg.ts';
 import { runChild } from './resume-helpers.ts';
 
 const SIM = { seed: 21, latencyMs: { min: 2, max: 12 } } as const;
@@ -10,7 +10,7 @@ const PLAN = { queries: ['espresso', 'kettle', 'grinder'], countries: ['us', 'gb
 const stableRows = async (url: string) =>
   (await sql(url, 'SELECT query, country, lang, page, position, rank, title, url, dedupe_key FROM results')).map((row) => JSON.stringify(Object.values(row))).sort();
 
-describePostgres('PostgreSQL going away mid-run', () => {
+describePrivateCluster('PostgreSQL going away mid-run', () => {
   it('restarted while pages are in flight: the run waits it out, goes on, and ends as an uninterrupted run', async () => {
     const cluster = await privateCluster();
     if (!cluster) return expect.unreachable('privateCluster needs the machine’s PostgreSQL binaries');

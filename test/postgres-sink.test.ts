@@ -130,6 +130,31 @@ describePostgres('the PostgreSQL sink', () => {
     }
   });
 
+  it('wider dedupe with the state in PostgreSQL (keys looked up there, written with their page) keeps what SQLite keeps', async () => {
+    await using sim = await simulator({ seed: 5, latencyMs: 0 });
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      // Countries share most results: with global dedupe, most of each later series' items are duplicates.
+      const pipeline = (name: string, state: object, sink: unknown) => ({
+        name,
+        source: searchPages({ queries: ['espresso', 'kettle'], countries: ['us', 'gb', 'de', 'fr'], maxPages: 3 }),
+        stages: [normalize(), dedupe({ scope: 'global' })],
+        sinks: [sink] as never,
+        rate: { concurrency: 4 },
+        state,
+      });
+      const inSqlite = await runOn(sim, pipeline('global-sqlite', {}, toSqlite({ path: dir.path('g.sqlite') })));
+      const inPostgres = await runOn(sim, pipeline('global-pg', { url: db.url }, toPostgres({ url: db.url, table: 'g' })));
+      expect(inSqlite.items.duplicates).toBeGreaterThan(0);
+      expect(inPostgres.items).toEqual(inSqlite.items);
+      const keys = (list: Record<string, unknown>[]) => list.map((row) => String(row.dedupe_key)).sort();
+      expect(keys(await rows(db.url, 'SELECT dedupe_key FROM g'))).toEqual(keys(sqliteRows(dir.path('g.sqlite'))));
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('refuses a password in its URL, and bad names, before anything runs', () => {
     expect(() => toPostgres({ url: 'postgres://me:secret@db.example/x', table: 'results' })).toThrow(/postgres.url: must not carry a password .*PGPASSWORD/s);
     expect(() => toPostgres({ table: 'Results; DROP TABLE x' })).toThrow(/postgres.table: must be a PostgreSQL name/);

@@ -7,7 +7,7 @@ import { atDatabase, retrying } from '../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../postgres/pools.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
-import type { SharedTransaction } from '../state/interfaces.ts';
+import type { PageStatement, SharedTransaction } from '../state/interfaces.ts';
 import { checkNormalized, columnName, DEFAULT_COLUMNS } from './columns.ts';
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
 import type { Sink, SinkContext } from './sink.ts';
@@ -31,7 +31,7 @@ const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
 
 interface Opened {
   pool: Pool;
-  insert(client: Pool | PoolClient, page: Page<Record<string, unknown>>, seq: number): Promise<void>;
+  insert: ReturnType<typeof inserter>;
   lease: HeldLock;
 }
 
@@ -108,14 +108,14 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     async write(page, seq, tx?: SharedTransaction) {
       const { pool, insert } = ready();
       if (!config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${where}`);
-      if (tx?.kind === 'postgres') await insert(tx.client, page, seq);
+      if (tx?.kind === 'postgres') insert.within(tx.statement, page, seq);
       else {
         await retrying(
           where,
           async (attempt) => {
-            // A lost answer to COMMIT: the checkpoint says whether the page went in.
+            // A lost answer: the checkpoint says whether the page went in.
             if (attempt > 1 && (await checkpointOf(pool)) >= seq) return;
-            await transaction(pool, (client) => insert(client, page, seq));
+            await insert.alone(pool, page, seq);
           },
           { idempotent: true },
         );
@@ -137,34 +137,57 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
   };
 }
 
-/** The statement that writes a page: one INSERT of every row (arrays unnested), then the checkpoint. */
+/**
+ * How a page is written: one INSERT of every row (arrays unnested, one parameter per column) and the checkpoint, as
+ * data-modifying CTEs of one statement — the state store's page statement when the sink shares its database (each
+ * part under its guard), else a statement of the sink's own (one round trip, atomic on its own).
+ */
 function inserter(qualified: string, checkpointTable: string, columns: readonly string[], mode: 'append' | 'replace' | 'upsert', owner: () => { pipeline: string; id: string }) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
-  const types = stored.map(postgresColumnType);
-  const unnest = `SELECT * FROM unnest(${types.map((t, i) => `$${i + 1}::${t.replace(/ NOT NULL$/, '')}[]`).join(', ')})`;
+  const types = stored.map((c) => postgresColumnType(c).replace(/ NOT NULL$/, ''));
   const names = stored.map((c) => `"${c}"`).join(', ');
   const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  const sql =
-    mode === 'upsert'
-      ? `INSERT INTO ${qualified} (${names}) ${unnest} ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
-      : `INSERT INTO ${qualified} (${names}) ${unnest}`;
-  return async (client: Pool | PoolClient, page: Page<Record<string, unknown>>, seq: number) => {
+  const conflict = mode === 'upsert' ? ` ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}` : '';
+
+  const write = (own: PageStatement, page: Page<Record<string, unknown>>, seq: number): void => {
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
     // it would row by row.
     const items = mode === 'upsert' ? lastPerKey(page.items) : page.items;
+    const guard = ` AND ${own.guard}`;
     const { pipeline, id } = owner();
-    // The rows and the checkpoint in one statement: one round trip per page.
-    const checkpoint = (first: number) => `UPDATE ${checkpointTable} SET seq = $${first + 2}, updated_at = now() WHERE pipeline = $${first} AND sink_id = $${first + 1}`;
-    if (items.length === 0) {
-      await client.query(checkpoint(1), [pipeline, id, seq]);
-      return;
+    if (items.length > 0) {
+      const arrays = stored.map(() => [] as unknown[]);
+      for (const item of items) {
+        const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
+        values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
+      }
+      own.add(`INSERT INTO ${qualified} (${names}) SELECT * FROM unnest(${arrays.map((array, i) => `${own.p(array)}::${types[i]}[]`).join(', ')}) WHERE true${guard}${conflict}`);
     }
-    const arrays = stored.map(() => [] as unknown[]);
-    for (const item of items) {
-      const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
-      values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
-    }
-    await client.query(`WITH w_rows AS (${sql}) ${checkpoint(arrays.length + 1)}`, [...arrays, pipeline, id, seq]);
+    own.add(`UPDATE ${checkpointTable} SET seq = ${own.p(seq)}::bigint, updated_at = now() WHERE pipeline = ${own.p(pipeline)} AND sink_id = ${own.p(id)}${guard}`);
+  };
+
+  return {
+    /** Into the state store's page statement. */
+    within: write,
+    /** A statement of its own. */
+    async alone(pool: Pool, page: Page<Record<string, unknown>>, seq: number): Promise<void> {
+      const own = ownStatement();
+      write(own, page, seq);
+      const { ctes, values } = own.done();
+      await pool.query(`WITH ${ctes.slice(0, -1).map((sql, i) => `w_${i} AS (${sql})`).join(', ')}${ctes.length > 1 ? ' ' : ''}${ctes.at(-1)}`, values);
+    },
+  };
+}
+
+/** A statement being built for the sink alone: its parts, and their parameters. */
+function ownStatement(): PageStatement & { done(): { ctes: string[]; values: unknown[] } } {
+  const ctes: string[] = [];
+  const values: unknown[] = [];
+  return {
+    guard: 'true',
+    p: (value) => `$${values.push(value)}`,
+    add: (sql) => void ctes.push(sql),
+    done: () => ({ ctes, values }),
   };
 }
 

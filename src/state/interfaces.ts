@@ -1,5 +1,3 @@
-import type { PoolClient } from '../postgres/pools.ts';
-
 /**
  * What a run needs of the place its state lives (DESIGN §4, §9): the seams behind which SQLite is the default and
  * PostgreSQL the second implementation. The runner, the committer and the sinks know these interfaces, not a driver.
@@ -187,10 +185,24 @@ export interface PageCommit {
 }
 
 /**
- * The store's transaction of a page, handed to the sinks that write into it (those on the same database): SQLite's
- * is the connection's own (better-sqlite3 nests a sink's transaction in it), PostgreSQL's is the client holding it.
+ * PostgreSQL's page commit: one statement of data-modifying CTEs (one round trip, atomic without BEGIN/COMMIT), to
+ * which the sinks on the same database add theirs. A sink's CTE applies only where `guard` holds — when the page
+ * took the journal number it expected — so that a refused page writes nothing.
  */
-export type SharedTransaction = { readonly kind: 'sqlite' } | { readonly kind: 'postgres'; readonly client: PoolClient };
+export interface PageStatement {
+  /** Adds a parameter; returns its placeholder (`$n`). */
+  p(value: unknown): string;
+  /** Adds a data-modifying CTE (`INSERT …`, `UPDATE …`). */
+  add(sql: string): void;
+  /** A condition that holds only when the page took its number. */
+  readonly guard: string;
+}
+
+/**
+ * The store's transaction of a page, handed to the sinks that write into it (those on the same database): SQLite's
+ * is the connection's own (better-sqlite3 nests a sink's transaction in it), PostgreSQL's the page's one statement.
+ */
+export type SharedTransaction = { readonly kind: 'sqlite' } | { readonly kind: 'postgres'; readonly statement: PageStatement };
 
 /** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
 export interface StateStore {

@@ -6,7 +6,7 @@ import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
-import type { Checkpoint, JournalEntry, Lease, PageCommit, RunRecord, SeenKeyStore, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
+import type { Checkpoint, JournalEntry, Lease, PageCommit, PageStatement, RunRecord, SeenKeyStore, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
 import { migrate } from './schema.ts';
 
@@ -129,71 +129,71 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       return row && toProgress(seriesId, row);
     },
     async commitPage(commit: PageCommit, within) {
-      // One statement of data-modifying CTEs for the state's part of the page (a round trip each would cost more than
-      // the writes), then the sinks' on the same connection, in one transaction.
-      const commitOnce = () =>
-        transaction(pool, async (client) => {
-          const w = ctes();
-          w.add('w_seq', `UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} RETURNING seq`);
-          if (commit.spend.length > 0) {
-            const [runIds, at, seriesIds, paths, attempts, statuses, credits, uncertain, latency] = columns(commit.spend, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9);
-            w.add(
-              'w_spend',
-              `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
-               SELECT * FROM unnest(${w.p(runIds)}::text[], ${w.p(at)}::timestamptz[], ${w.p(seriesIds)}::text[], ${w.p(paths)}::text[], ${w.p(attempts)}::int[], ${w.p(statuses)}::text[], ${w.p(credits)}::float8[], ${w.p(uncertain)}::bool[], ${w.p(latency)}::float8[])`,
-            );
-          }
-          const dedupe = commit.dedupe;
-          if (dedupe && dedupe.keys.length > 0) {
-            const [scopes, keys, runIds] = columns(dedupe.keys, (k) => [k.scope, k.key, k.runId], 3);
-            w.add('w_keys', `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT ${w.p(pipeline)}, * FROM unnest(${w.p(scopes)}::text[], ${w.p(keys)}::text[], ${w.p(runIds)}::text[]) ON CONFLICT DO NOTHING`);
-          }
-          if (dedupe && dedupe.sightings.length > 0) {
-            const c = columns(dedupe.sightings, (x) => [x.key, x.query, x.country, x.lang, x.page, x.position, x.rank, x.fetchedAt, x.first], 9);
-            const types = ['text', 'text', 'text', 'text', 'int', 'int', 'int', 'timestamptz', 'bool'];
-            w.add(
-              'w_sightings',
-              `INSERT INTO ${s}.sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first)
-               SELECT ${w.p(commit.runId)}, * FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')})`,
-            );
-          }
-          const { series, progress } = commit;
-          const v = [commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason, progress.nextPage].map(w.p);
-          const totals = [progress.served, progress.written, progress.duplicates, progress.digest, progress.noNew, progress.cursor, progress.state].map(w.p);
+      // The whole page — its state, and the rows and checkpoints of the sinks on this database — is one statement of
+      // data-modifying CTEs: one round trip, atomic on its own. Each part applies only if the journal's number moved
+      // to the page's (`guard`): a page another writer got ahead of writes nothing.
+      const commitOnce = async () => {
+        const w = ctes();
+        w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
+        const guard = w.guard;
+        if (commit.spend.length > 0) {
+          const c = columns(commit.spend, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9);
+          const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8'];
           w.add(
-            'w_series',
-            `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
-             VALUES (${v.join(', ')}, 1, ${totals.join(', ')})
-             ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
-               pages = series.pages + 1, items_served = series.items_served + excluded.items_served, items_written = series.items_written + excluded.items_written,
-               duplicates = series.duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
-               state = excluded.state, error = NULL`,
+            `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
+             SELECT * FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')}) WHERE ${guard}`,
           );
-          const entry = commit.journal;
-          if (entry) {
-            const j = [pipeline, entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw].map(w.p);
-            // Only when the page took the number it expected (else the statement would fail on the journal's key
-            // before the check below could say why).
-            w.add(
-              'w_journal',
-              `INSERT INTO ${s}.pages (pipeline, seq, run_id, page_key, series_id, number, meta, output, raw)
-               SELECT ${j.join(', ')} FROM w_seq WHERE w_seq.seq = ${w.p(commit.seq)}`,
-            );
-          }
-          if (commit.checkpoints.length > 0) {
-            const [ids, seqs, bytes] = columns(commit.checkpoints, (c) => [c.sinkId, c.checkpoint.seq, c.checkpoint.bytes], 3);
-            w.add(
-              'w_checkpoints',
-              `INSERT INTO ${s}.sink_checkpoints (pipeline, sink_id, seq, bytes, updated_at) SELECT ${w.p(pipeline)}, *, now() FROM unnest(${w.p(ids)}::text[], ${w.p(seqs)}::bigint[], ${w.p(bytes)}::bigint[])
-               ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
-            );
-          }
-          const taken = await client.query<{ seq: string }>(w.sql('SELECT seq FROM w_seq'), w.values);
-          if (Number(taken.rows[0]?.seq) !== commit.seq) {
-            throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
-          }
-          await within?.({ kind: 'postgres', client });
-        });
+        }
+        const dedupe = commit.dedupe;
+        if (dedupe && dedupe.keys.length > 0) {
+          const [scopes, keys, runIds] = columns(dedupe.keys, (k) => [k.scope, k.key, k.runId], 3);
+          w.add(
+            `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT ${w.p(pipeline)}::text, u.* FROM unnest(${w.p(scopes)}::text[], ${w.p(keys)}::text[], ${w.p(runIds)}::text[]) AS u
+             WHERE ${guard} ON CONFLICT DO NOTHING`,
+          );
+        }
+        if (dedupe && dedupe.sightings.length > 0) {
+          const c = columns(dedupe.sightings, (x) => [x.key, x.query, x.country, x.lang, x.page, x.position, x.rank, x.fetchedAt, x.first], 9);
+          const types = ['text', 'text', 'text', 'text', 'int', 'int', 'int', 'timestamptz', 'bool'];
+          w.add(
+            `INSERT INTO ${s}.sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first)
+             SELECT ${w.p(commit.runId)}::text, u.* FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')}) AS u WHERE ${guard}`,
+          );
+        }
+        const { series, progress } = commit;
+        const text = (value: unknown) => `${w.p(value)}::text`;
+        const int = (value: unknown) => `${w.p(value)}::int`;
+        w.add(
+          `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
+           SELECT ${[commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason].map(text).join(', ')},
+             ${int(progress.nextPage)}, 1, ${int(progress.served)}, ${int(progress.written)}, ${int(progress.duplicates)}, ${text(progress.digest)}, ${int(progress.noNew)},
+             ${text(progress.cursor)}, ${text(progress.state)} FROM w_seq
+           ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
+             pages = series.pages + 1, items_served = series.items_served + excluded.items_served, items_written = series.items_written + excluded.items_written,
+             duplicates = series.duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
+             state = excluded.state, error = NULL`,
+        );
+        const entry = commit.journal;
+        if (entry) {
+          w.add(
+            `INSERT INTO ${s}.pages (pipeline, seq, run_id, page_key, series_id, number, meta, output, raw)
+             SELECT ${text(pipeline)}, seq, ${[entry.runId, entry.pageKey, entry.seriesId].map(text).join(', ')}, ${int(entry.number)}, ${[entry.meta, entry.output, entry.raw].map(text).join(', ')} FROM w_seq`,
+          );
+        }
+        if (commit.checkpoints.length > 0) {
+          const [ids, seqs, bytes] = columns(commit.checkpoints, (c) => [c.sinkId, c.checkpoint.seq, c.checkpoint.bytes], 3);
+          w.add(
+            `INSERT INTO ${s}.sink_checkpoints (pipeline, sink_id, seq, bytes, updated_at)
+             SELECT ${text(pipeline)}, u.*, now() FROM unnest(${w.p(ids)}::text[], ${w.p(seqs)}::bigint[], ${w.p(bytes)}::bigint[]) AS u WHERE ${guard}
+             ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
+          );
+        }
+        await within?.({ kind: 'postgres', statement: w });
+        const taken = await pool.query<{ seq: string }>(w.sql('SELECT seq FROM w_seq'), w.values);
+        if (taken.rows.length === 0) {
+          throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
+        }
+      };
       await retrying(
         where,
         async (attempt) => {
@@ -320,14 +320,15 @@ async function leasePipeline(pool: Pool, s: string, schema: string, pipeline: st
   };
 }
 
-/** One statement of data-modifying CTEs, its parameters numbered as they are added (`p`). */
-function ctes() {
+/** One statement of data-modifying CTEs, its parameters numbered as they are added (`p`), the page's guard given. */
+function ctes(): PageStatement & { values: unknown[]; add(sql: string, name?: string): void; sql(final: string): string } {
   const values: unknown[] = [];
   const parts: string[] = [];
   return {
     values,
+    guard: 'EXISTS (SELECT 1 FROM w_seq)',
     p: (value: unknown) => `$${values.push(value)}`,
-    add: (name: string, sql: string) => void parts.push(`${name} AS (${sql})`),
+    add: (sql: string, name = `w_${parts.length}`) => void parts.push(`${name} AS (${sql})`),
     sql: (final: string) => `WITH ${parts.join(',\n')}\n${final}`,
   };
 }
