@@ -147,4 +147,42 @@ describePostgres('PostgreSQL faults from the command line', () => {
       await baseline.drop();
     }
   });
+
+  it('the server’s disk full mid-run: exit 75 saying so, nothing lost; once there is room the same command completes as an uninterrupted run', async () => {
+    await using sim = await simulator({ seed: 3 });
+    await using reference = await simulator({ seed: 3 });
+    using dir = workdir();
+    const db = await testDatabase();
+    const baseline = await testDatabase();
+    try {
+      const plain = await cli(['run', config(dir.dir, postgresSink(baseline.url))], { cwd: dir.dir, env: envFor(reference.url) });
+      expect(plain.code, plain.stderr).toBe(0);
+
+      const file = config(dir.dir, postgresSink(db.url));
+      const gate = sim.park({ q: 'kettle' });
+      const run = startCli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+      await run.whileRunning(gate.reached(1));
+      // The server itself answers an insert with disk_full (SQLSTATE 53100), as it does when it cannot extend a file:
+      // a trigger raises it, since filling this machine's disk is not a test's to do.
+      await query(
+        db.url,
+        `CREATE FUNCTION no_room() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$;
+         CREATE TRIGGER no_room BEFORE INSERT ON public.results FOR EACH STATEMENT EXECUTE FUNCTION no_room()`,
+      );
+      gate.release();
+      const stopped = await run.done;
+      expect(stopped.code, stopped.stderr).toBe(75);
+      expect(stopped.stderr).toMatch(/disk is full .*free some space and run the same command again/);
+      await query(db.url, 'DROP TRIGGER no_room ON public.results');
+
+      const resumed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      const rows = async (url: string) => (await query(url, 'SELECT query, country, page, position, rank, url FROM results')).map((r) => JSON.stringify(r)).sort();
+      expect(await rows(db.url)).toEqual(await rows(baseline.url));
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + 4);
+    } finally {
+      await db.drop();
+      await baseline.drop();
+    }
+  });
 });
