@@ -63,7 +63,7 @@ describePostgres('export, report and runs read PostgreSQL as they read SQLite', 
     }
   });
 
-  it('from the command line: export, report and runs take a postgres:// URL (or postgres: for DATABASE_URL), never one with a password', async () => {
+  it('from the command line: export, report and runs take a postgres:// URL (or --database-url, or postgres: for DATABASE_URL), never one with a password', async () => {
     await using sim = await simulator();
     using dir = workdir();
     const db = await testDatabase();
@@ -80,6 +80,10 @@ describePostgres('export, report and runs read PostgreSQL as they read SQLite', 
       expect(byEnv.code, byEnv.stderr).toBe(0);
       expect(byEnv.stdout.split('\n')[0]).toMatch(/^\uFEFF?query,country,lang,rank/);
 
+      const byFlag = await cli(['export', '--database-url', db.url, '--report', 'rankings'], { cwd: dir.dir });
+      expect(byFlag.code, byFlag.stderr).toBe(0);
+      expect(byFlag.stdout).toBe(byEnv.stdout);
+
       const report = await cli(['report', db.url, '--out', 'report.html'], { cwd: dir.dir });
       expect(report.code, report.stderr).toBe(0);
       expect(readFileSync(dir.path('report.html'), 'utf8')).toContain('data-chart=');
@@ -87,6 +91,7 @@ describePostgres('export, report and runs read PostgreSQL as they read SQLite', 
       const runs = await cli(['runs', db.url, '--json'], { cwd: dir.dir });
       expect(runs.code, runs.stderr).toBe(0);
       expect((JSON.parse(runs.stdout) as { runId: string; status: string })).toMatchObject({ runId, status: 'completed' });
+      expect((await cli(['runs', '--database-url', db.url, '--json'], { cwd: dir.dir })).stdout).toBe(runs.stdout);
       const ofPipeline = await cli(['runs', file], { cwd: dir.dir });
       expect(ofPipeline.stdout).toContain(runId);
 

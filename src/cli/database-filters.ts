@@ -11,11 +11,13 @@ export const FILTER_OPTIONS = {
   table: { type: 'string' },
   schema: { type: 'string' },
   'state-schema': { type: 'string' },
+  'database-url': { type: 'string' },
 } as const;
 
 /** How a command names the database it reads, for its help: a file or PostgreSQL. */
 export const DATABASE_HELP = `<db> is a SQLite file, or PostgreSQL: a postgres://user@host/db URL (its password from PGPASSWORD or
 ~/.pgpass, never the command line), or postgres: alone for DATABASE_URL or libpq's variables (PGHOST, …).
+  --database-url <url>   the PostgreSQL database, in place of <db>
   --schema <name>        PostgreSQL: the schema of the results table and its views (default public)
   --state-schema <name>  PostgreSQL: the schema of the run state (default webdata)`;
 
@@ -31,7 +33,12 @@ export function filtersFrom(values: { query?: string | undefined; country?: stri
 }
 
 /** The one database the command reads, or a usage error showing how to call it. */
-export function oneDatabase(positionals: string[], command: string, example: string): string {
+export function oneDatabase(positionals: string[], command: string, example: string, databaseUrl?: string): string {
+  if (databaseUrl !== undefined) {
+    if (positionals.length > 0) throw new UsageError(`${command} takes one database: <db> or --database-url, not both`);
+    if (!isPostgresDatabase(databaseUrl)) throw new UsageError(`--database-url must be a PostgreSQL URL such as postgres://user@host:5432/dbname (or postgres: for DATABASE_URL)`);
+    positionals = [databaseUrl];
+  }
   const [database] = positionals;
   if (!database || positionals.length > 1) throw new UsageError(`${command} takes one database: ${example}`);
   checkDatabaseArgument(database);

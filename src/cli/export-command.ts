@@ -48,7 +48,7 @@ export async function exportCommand(args: string[]): Promise<number> {
     process.stdout.write(exportHelp);
     return EXIT.ok;
   }
-  const database = oneDatabase(positionals, 'export', 'webdata-etl export data/rank.sqlite --report rankings');
+  const database = oneDatabase(positionals, 'export', 'webdata-etl export data/rank.sqlite --report rankings', values['database-url']);
   if (!values.report) throw new UsageError(`export needs --report (${REPORT_NAMES.join(', ')})`);
   // exportReport checks it too, as "out"; here the message names the flag the user typed.
   if (values.out !== undefined) checkOutputPath(values.out, { field: '--out', databases: isPostgresDatabase(database) ? [] : [database] });

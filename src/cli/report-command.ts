@@ -33,7 +33,7 @@ export async function reportCommand(args: string[]): Promise<number> {
     process.stdout.write(reportHelp);
     return EXIT.ok;
   }
-  const database = oneDatabase(positionals, 'report', 'webdata-etl report data/rank.sqlite --out report.html');
+  const database = oneDatabase(positionals, 'report', 'webdata-etl report data/rank.sqlite --out report.html', values['database-url']);
   if (!values.out) throw new UsageError('report needs --out <report.html>');
   // writeReport checks it too, as "out"; here the message names the flag the user typed.
   checkOutputPath(values.out, { field: '--out', databases: isPostgresDatabase(database) ? [] : [database] });

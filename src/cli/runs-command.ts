@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { isPostgresDatabase, openReader } from '../analytics/reader.ts';
 import { POSTGRES } from '../analytics/views.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
-import { checkDatabaseArgument } from './database-filters.ts';
+import { checkDatabaseArgument, oneDatabase } from './database-filters.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
@@ -18,6 +18,7 @@ Options:
   --json                 one JSON object per run
   --state <url>          the pipeline's state is in this PostgreSQL database (as for run; or WEBDATA_STATE_URL)
   --state-schema <name>  PostgreSQL: the schema of the run state (default webdata, or the pipeline's state.schema)
+  --database-url <url>   a PostgreSQL state database, in place of the file argument
   -h, --help             show this help
 `;
 
@@ -38,13 +39,13 @@ export async function runsCommand(args: string[]): Promise<number> {
     args,
     strict: true,
     allowPositionals: true,
-    options: { json: { type: 'boolean' }, state: { type: 'string' }, 'state-schema': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { json: { type: 'boolean' }, state: { type: 'string' }, 'state-schema': { type: 'string' }, 'database-url': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   });
   if (values.help) {
     process.stdout.write(runsHelp);
     return EXIT.ok;
   }
-  const [file] = positionals;
+  const [file] = values['database-url'] === undefined ? positionals : [oneDatabase(positionals, 'runs', 'webdata-etl runs --database-url postgres://…', values['database-url'])];
   if (!file || positionals.length > 1) throw new UsageError('runs takes one pipeline file or state database: webdata-etl runs pipelines/rank-tracking.ts');
   if (values.state !== undefined) checkDatabaseArgument(values.state);
   let database = file;
