@@ -90,17 +90,10 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
             return ctx.currentSeq;
           }),
         );
+        if (!config.columns) await atDatabase(where, async () => ctx.resultsTable?.({ kind: 'postgres', pool, schema }, table, mode));
       } catch (error) {
         await lease.release();
         throw error;
-      }
-      if (!config.columns) {
-        try {
-          await atDatabase(where, async () => ctx.resultsTable?.({ kind: 'postgres', pool, schema }, table, mode));
-        } catch (error) {
-          await lease.release();
-          throw error;
-        }
       }
       opened = { pool, lease, insert: inserter(qualified, checkpointTable, columns, mode, () => ({ pipeline, id })) };
     },
