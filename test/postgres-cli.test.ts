@@ -75,6 +75,28 @@ describePostgres('PostgreSQL from the command line', () => {
     expect(sim.stats().requests).toBe(0);
   });
 
+  it('a password from the environment (WEBDATA_STATE_URL, DATABASE_URL) is used, and never shown: not in the summary, the output, the database', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      // The test cluster trusts loopback: any password connects, so the run goes through with one in both URLs.
+      const withPassword = db.url.replace('postgres@', 'postgres:s3cret-pw@');
+      const file = config(dir.dir, { sinks: [{ type: 'postgres', table: 'results' }] });
+      const result = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_STATE_URL: withPassword, DATABASE_URL: withPassword } });
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout + result.stderr).not.toContain('s3cret-pw');
+      const runs = await query(db.url, 'SELECT summary, error FROM webdata.runs');
+      expect(JSON.stringify(runs)).not.toContain('s3cret-pw');
+      expect(JSON.stringify(runs)).toContain('***');
+      const unreachable = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_STATE_URL: `postgres://postgres:s3cret-pw@127.0.0.1:${await closedPort()}/x` } });
+      expect(unreachable.code).toBe(75);
+      expect(unreachable.stdout + unreachable.stderr).not.toContain('s3cret-pw');
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('an unreachable server at the start: exit 75 before any paid request', async () => {
     await using sim = await simulator();
     using dir = workdir();
