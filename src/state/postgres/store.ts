@@ -6,8 +6,9 @@ import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
-import type { Checkpoint, JournalEntry, Lease, PageCommit, PageStatement, RunRecord, SeenKeyStore, SeriesProgress, SpendRow, StateStore } from '../interfaces.ts';
+import type { Checkpoint, JournalEntry, Lease, PageCommit, PageStatement, SeenKeyStore, SpendRow, StateStore } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
+import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 import { migrate } from './schema.ts';
 
 export interface PostgresStateStore extends StateStore {
@@ -105,10 +106,10 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     },
     async latestRun(name) {
       const rows = await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY started_at DESC, created DESC LIMIT 1`, [name]);
-      return rows[0] && toRunRecord(rows[0]);
+      return rows[0] && runRecordFrom(rows[0]);
     },
     async runs(name) {
-      return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY started_at, created`, [name])).map(toRunRecord);
+      return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY started_at, created`, [name])).map(runRecordFrom);
     },
     async abandonRun(runId, at) {
       await retrying(
@@ -126,7 +127,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     currentSeq: () => retrying(where, () => currentSeq(pool), { idempotent: true }),
     async progress(runId, seriesId) {
       const row = (await query(`SELECT * FROM ${s}.series WHERE run_id = $1 AND series_id = $2`, [runId, seriesId]))[0];
-      return row && toProgress(seriesId, row);
+      return row && seriesProgressFrom(seriesId, row);
     },
     async commitPage(commit: PageCommit, within) {
       // The whole page — its state, and the rows and checkpoints of the sinks on this database — is one statement of
@@ -238,16 +239,9 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         const rows = await query(`SELECT * FROM ${s}.pages WHERE pipeline = $1 AND seq > $2 ORDER BY seq LIMIT ${JOURNAL_BATCH}`, [pipeline, after]);
         if (rows.length === 0) return;
         for (const row of rows) {
-          after = Number(row.seq);
-          yield {
-            seq: after,
-            runId: row.run_id as string,
-            pageKey: row.page_key as string,
-            seriesId: row.series_id as string,
-            number: row.number as number,
-            meta: JSON.parse(row.meta as string) as Record<string, unknown>,
-            output: JSON.parse(row.output as string) as unknown[],
-          };
+          const entry = journalEntryFrom(row);
+          after = entry.seq;
+          yield entry;
         }
       }
     },
@@ -340,35 +334,5 @@ function columns<T>(rows: readonly T[], pick: (row: T) => unknown[], width: numb
   return out;
 }
 
-const iso = (value: unknown): string | null => (value instanceof Date ? value.toISOString() : ((value as string | null) ?? null));
 
-function toRunRecord(row: Record<string, unknown>): RunRecord {
-  return {
-    runId: row.run_id as string,
-    pipeline: row.pipeline as string,
-    status: row.status as string,
-    startedAt: iso(row.started_at) as string,
-    finishedAt: iso(row.finished_at),
-    fingerprint: row.fingerprint as string,
-    plan: JSON.parse(row.plan as string) as Record<string, unknown>,
-    budget: (row.budget as number | null) ?? null,
-    summary: row.summary ? (JSON.parse(row.summary as string) as Record<string, unknown>) : null,
-    error: (row.error as string | null) ?? null,
-    invocations: row.invocations as number,
-  };
-}
 
-function toProgress(seriesId: string, row: Record<string, unknown>): SeriesProgress {
-  return {
-    seriesId,
-    status: row.status as SeriesProgress['status'],
-    reason: (row.reason as string | null) ?? null,
-    nextPage: (row.next_page as number | null) ?? null,
-    pages: row.pages as number,
-    digest: (row.digest as string | null) ?? null,
-    noNew: row.no_new as number,
-    cursor: row.cursor ? (JSON.parse(row.cursor as string) as Record<string, unknown>) : null,
-    state: row.state ? (JSON.parse(row.state as string) as Record<string, object>) : null,
-    error: (row.error as string | null) ?? null,
-  };
-}

@@ -5,6 +5,7 @@ import type { JournalEntry, JournalWrite, PageCommit, SharedTransaction, RunReco
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
+import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
@@ -186,10 +187,10 @@ export function openStateStore(db: Database.Database) {
     },
     latestRun(pipeline: string): RunRecord | undefined {
       const row = statements.latestRun.get(pipeline) as Record<string, unknown> | undefined;
-      return row && toRunRecord(row);
+      return row && runRecordFrom(row);
     },
     runs(pipeline: string): RunRecord[] {
-      return (statements.runsOf.all(pipeline) as Record<string, unknown>[]).map(toRunRecord);
+      return (statements.runsOf.all(pipeline) as Record<string, unknown>[]).map(runRecordFrom);
     },
     /** Abandons an unfinished run (`--fresh`): its journal and series go; its spend stays (it was paid). */
     abandonRun(runId: string, at: string): void {
@@ -206,19 +207,7 @@ export function openStateStore(db: Database.Database) {
 
     progress(runId: string, seriesId: string): SeriesProgress | undefined {
       const row = statements.progress.get(runId, seriesId) as Record<string, unknown> | undefined;
-      if (!row) return undefined;
-      return {
-        seriesId,
-        status: row.status as SeriesProgress['status'],
-        reason: (row.reason as string | null) ?? null,
-        nextPage: (row.next_page as number | null) ?? null,
-        pages: row.pages as number,
-        digest: (row.digest as string | null) ?? null,
-        noNew: row.no_new as number,
-        cursor: row.cursor ? (JSON.parse(row.cursor as string) as Record<string, unknown>) : null,
-        state: row.state ? (JSON.parse(row.state as string) as Record<string, object>) : null,
-        error: (row.error as string | null) ?? null,
-      };
+      return row && seriesProgressFrom(seriesId, row);
     },
     /** A page, its series' progress, spend, dedupe keys, journal entry and file checkpoints, in one transaction. */
     commitPage(commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>): void {
@@ -247,16 +236,9 @@ export function openStateStore(db: Database.Database) {
         const rows = statements.journalAfter.all(after) as Record<string, unknown>[];
         if (rows.length === 0) return;
         for (const row of rows) {
-          after = row.seq as number;
-          yield {
-            seq: after,
-            runId: row.run_id as string,
-            pageKey: row.page_key as string,
-            seriesId: row.series_id as string,
-            number: row.number as number,
-            meta: JSON.parse(row.meta as string) as Record<string, unknown>,
-            output: JSON.parse(row.output as string) as unknown[],
-          };
+          const entry = journalEntryFrom(row);
+          after = entry.seq;
+          yield entry;
         }
       }
     },
@@ -286,21 +268,6 @@ export function openStateStore(db: Database.Database) {
 
 export type SqliteStateTables = ReturnType<typeof openStateStore>;
 
-function toRunRecord(row: Record<string, unknown>): RunRecord {
-  return {
-    runId: row.run_id as string,
-    pipeline: row.pipeline as string,
-    status: row.status as string,
-    startedAt: row.started_at as string,
-    finishedAt: (row.finished_at as string | null) ?? null,
-    fingerprint: row.fingerprint as string,
-    plan: JSON.parse(row.plan as string) as Record<string, unknown>,
-    budget: (row.budget as number | null) ?? null,
-    summary: row.summary ? (JSON.parse(row.summary as string) as Record<string, unknown>) : null,
-    error: (row.error as string | null) ?? null,
-    invocations: row.invocations as number,
-  };
-}
 
 /**
  * A store of a newer webdata-etl, or another program's database with tables of our names, is refused before anything

@@ -1,0 +1,51 @@
+import type { JournalEntry, RunRecord, SeriesProgress } from './interfaces.ts';
+
+/*
+ * Rows of the state tables as the interfaces give them, whichever database they came from: both stores keep the same
+ * columns, JSON as text; PostgreSQL hands over times as Date and bigints as text, SQLite as text and numbers.
+ */
+
+const iso = (value: unknown): string | null => (value instanceof Date ? value.toISOString() : ((value as string | null) ?? null));
+
+export function runRecordFrom(row: Record<string, unknown>): RunRecord {
+  return {
+    runId: row.run_id as string,
+    pipeline: row.pipeline as string,
+    status: row.status as string,
+    startedAt: iso(row.started_at) as string,
+    finishedAt: iso(row.finished_at),
+    fingerprint: row.fingerprint as string,
+    plan: JSON.parse(row.plan as string) as Record<string, unknown>,
+    budget: (row.budget as number | null) ?? null,
+    summary: row.summary ? (JSON.parse(row.summary as string) as Record<string, unknown>) : null,
+    error: (row.error as string | null) ?? null,
+    invocations: row.invocations as number,
+  };
+}
+
+export function seriesProgressFrom(seriesId: string, row: Record<string, unknown>): SeriesProgress {
+  return {
+    seriesId,
+    status: row.status as SeriesProgress['status'],
+    reason: (row.reason as string | null) ?? null,
+    nextPage: (row.next_page as number | null) ?? null,
+    pages: row.pages as number,
+    digest: (row.digest as string | null) ?? null,
+    noNew: row.no_new as number,
+    cursor: row.cursor ? (JSON.parse(row.cursor as string) as Record<string, unknown>) : null,
+    state: row.state ? (JSON.parse(row.state as string) as Record<string, object>) : null,
+    error: (row.error as string | null) ?? null,
+  };
+}
+
+export function journalEntryFrom(row: Record<string, unknown>): JournalEntry {
+  return {
+    seq: Number(row.seq),
+    runId: row.run_id as string,
+    pageKey: row.page_key as string,
+    seriesId: row.series_id as string,
+    number: row.number as number,
+    meta: JSON.parse(row.meta as string) as Record<string, unknown>,
+    output: JSON.parse(row.output as string) as unknown[],
+  };
+}
