@@ -31,7 +31,8 @@ export function postgresBin(env: Readonly<Record<string, string | undefined>> = 
   return versions[0] === undefined ? undefined : join(root, versions[0], 'bin');
 }
 
-async function freePort(): Promise<number> {
+/** A loopback port nothing listens on now (taken, then let go). */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };

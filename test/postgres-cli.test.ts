@@ -1,29 +1,10 @@
-import { createServer } from 'node:net';
 import { expect, it } from 'vitest';
 import pg from 'pg';
 import { simulator } from './helpers.ts';
 import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
-import { describePostgres, testDatabase } from './pg.ts';
-
-async function query(url: string, sql: string): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-/** A loopback port nothing listens on (taken, then let go). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort } from './pg-cluster.ts';
+import { describePostgres, sql, testDatabase } from './pg.ts';
 
 const postgresSink = (url: string) => ({ sinks: [{ type: 'postgres', table: 'results', url }] });
 
@@ -37,8 +18,8 @@ describePostgres('PostgreSQL from the command line', () => {
       const result = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
       expect(result.code, result.stderr).toBe(0);
       const summary = JSON.parse(result.stdout) as { items: { written: number }; runId: string };
-      expect(await query(db.url, 'SELECT COUNT(*)::int AS n FROM results')).toEqual([{ n: summary.items.written }]);
-      expect(await query(db.url, 'SELECT run_id, status FROM webdata.runs')).toEqual([{ run_id: summary.runId, status: 'completed' }]);
+      expect(await sql(db.url, 'SELECT COUNT(*)::int AS n FROM results')).toEqual([{ n: summary.items.written }]);
+      expect(await sql(db.url, 'SELECT run_id, status FROM webdata.runs')).toEqual([{ run_id: summary.runId, status: 'completed' }]);
     } finally {
       await db.drop();
     }
@@ -53,7 +34,7 @@ describePostgres('PostgreSQL from the command line', () => {
       expect(byFlag.code, byFlag.stderr).toBe(0);
       const byEnv = await cli(['run', config(dir.dir, { name: 'by-env', sinks: [{ type: 'sqlite', path: 'env/results.sqlite' }] })], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_STATE_URL: db.url } });
       expect(byEnv.code, byEnv.stderr).toBe(0);
-      expect(await query(db.url, 'SELECT pipeline, status FROM webdata.runs ORDER BY created')).toEqual([
+      expect(await sql(db.url, 'SELECT pipeline, status FROM webdata.runs ORDER BY created')).toEqual([
         { pipeline: 'cli-test', status: 'completed' },
         { pipeline: 'by-env', status: 'completed' },
       ]);
@@ -86,10 +67,10 @@ describePostgres('PostgreSQL from the command line', () => {
       const result = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_STATE_URL: withPassword, DATABASE_URL: withPassword } });
       expect(result.code, result.stderr).toBe(0);
       expect(result.stdout + result.stderr).not.toContain('s3cret-pw');
-      const runs = await query(db.url, 'SELECT summary, error FROM webdata.runs');
+      const runs = await sql(db.url, 'SELECT summary, error FROM webdata.runs');
       expect(JSON.stringify(runs)).not.toContain('s3cret-pw');
       expect(JSON.stringify(runs)).toContain('***');
-      const unreachable = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_STATE_URL: `postgres://postgres:s3cret-pw@127.0.0.1:${await closedPort()}/x` } });
+      const unreachable = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_STATE_URL: `postgres://postgres:s3cret-pw@127.0.0.1:${await freePort()}/x` } });
       expect(unreachable.code).toBe(75);
       expect(unreachable.stdout + unreachable.stderr).not.toContain('s3cret-pw');
     } finally {
@@ -100,7 +81,7 @@ describePostgres('PostgreSQL from the command line', () => {
   it('an unreachable server at the start: exit 75 before any paid request', async () => {
     await using sim = await simulator();
     using dir = workdir();
-    const result = await cli(['run', config(dir.dir), '--state', `postgres://postgres@127.0.0.1:${await closedPort()}/nowhere`], { cwd: dir.dir, env: envFor(sim.url) });
+    const result = await cli(['run', config(dir.dir), '--state', `postgres://postgres@127.0.0.1:${await freePort()}/nowhere`], { cwd: dir.dir, env: envFor(sim.url) });
     expect(result.code).toBe(75);
     expect(result.stderr).toMatch(/cannot be reached .*ECONNREFUSED.*run the same command again/s);
     expect(sim.stats().requests).toBe(0);
@@ -112,7 +93,7 @@ describePostgres('PostgreSQL from the command line', () => {
     const db = await testDatabase();
     try {
       const role = `limited_${db.name}`;
-      await query(db.url, `CREATE ROLE ${role} LOGIN`);
+      await sql(db.url, `CREATE ROLE ${role} LOGIN`);
       const url = new URL(db.url);
       url.username = role;
       const result = await cli(['run', config(dir.dir), '--state', url.toString()], { cwd: dir.dir, env: envFor(sim.url) });
@@ -121,90 +102,92 @@ describePostgres('PostgreSQL from the command line', () => {
       expect(sim.stats().requests).toBe(0);
 
       // Given a schema an administrator made for it (and nothing on the database), the same role runs.
-      await query(db.url, `CREATE SCHEMA webdata AUTHORIZATION ${role}`);
+      await sql(db.url, `CREATE SCHEMA webdata AUTHORIZATION ${role}`);
       const granted = await cli(['run', config(dir.dir), '--state', url.toString()], { cwd: dir.dir, env: envFor(sim.url) });
       expect(granted.code, granted.stderr).toBe(0);
-      await query(db.url, `DROP OWNED BY ${role}; DROP ROLE ${role}`);
+      await sql(db.url, `DROP OWNED BY ${role}; DROP ROLE ${role}`);
     } finally {
       await db.drop();
     }
   });
 });
 
+/**
+ * A fault of the database while a run's page is held on its way: `fault` breaks the database (the run's table made,
+ * other pages perhaps committed), the page is let go, and the run must stop with exit 75 and `message`; `mend` puts it
+ * right, and the same command must complete the run as an uninterrupted one would, paying at most the requests in
+ * flight twice.
+ */
+async function faultThenResume(options: { env?: Record<string, string>; fault(url: string): Promise<void>; mend(url: string): Promise<void>; message: RegExp }) {
+  await using sim = await simulator({ seed: 3 });
+  await using reference = await simulator({ seed: 3 });
+  using dir = workdir();
+  const db = await testDatabase();
+  const baseline = await testDatabase();
+  try {
+    const plain = await cli(['run', config(dir.dir, postgresSink(baseline.url))], { cwd: dir.dir, env: envFor(reference.url) });
+    expect(plain.code, plain.stderr).toBe(0);
+
+    const file = config(dir.dir, postgresSink(db.url));
+    const env = { ...envFor(sim.url), ...options.env };
+    const gate = sim.park({ q: 'kettle' });
+    const run = startCli(['run', file], { cwd: dir.dir, env });
+    await run.whileRunning(gate.reached(1));
+    await options.fault(db.url);
+    gate.release();
+    const stopped = await run.done;
+    expect(stopped.code, stopped.stderr).toBe(75);
+    expect(stopped.stderr).toMatch(options.message);
+    await options.mend(db.url);
+
+    const resumed = await cli(['run', file], { cwd: dir.dir, env });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const rows = async (url: string) => (await sql(url, 'SELECT query, country, page, position, rank, url FROM results')).map((r) => JSON.stringify(r)).sort();
+    expect(await rows(db.url)).toEqual(await rows(baseline.url));
+    expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + 4);
+  } finally {
+    await db.drop();
+    await baseline.drop();
+  }
+}
+
 describePostgres('PostgreSQL faults from the command line', () => {
   it('a statement past its time limit (a table locked by someone else): exit 75, nothing lost; the same command then completes as an uninterrupted run', async () => {
-    await using sim = await simulator({ seed: 3 });
-    await using reference = await simulator({ seed: 3 });
-    using dir = workdir();
-    const db = await testDatabase();
-    const baseline = await testDatabase();
-    const locker = new pg.Client({ connectionString: db.url });
+    let locker: pg.Client | undefined;
     try {
-      const plain = await cli(['run', config(dir.dir, postgresSink(baseline.url))], { cwd: dir.dir, env: envFor(reference.url) });
-      expect(plain.code, plain.stderr).toBe(0);
-
-      const file = config(dir.dir, postgresSink(db.url));
-      const env = { ...envFor(sim.url), WEBDATA_POSTGRES_STATEMENT_TIMEOUT_MS: '500' };
-      // The run (its table made) is held on a request while someone else locks the table.
-      const gate = sim.park({ q: 'kettle' });
-      const run = startCli(['run', file], { cwd: dir.dir, env });
-      await run.whileRunning(gate.reached(1));
-      await locker.connect();
-      await locker.query('BEGIN');
-      await locker.query('LOCK TABLE public.results IN ACCESS EXCLUSIVE MODE');
-      gate.release();
-      const stopped = await run.done;
-      expect(stopped.code, stopped.stderr).toBe(75);
-      expect(stopped.stderr).toMatch(/ran past its time limit .*run the same command again/);
-      await locker.query('ROLLBACK');
-
-      const resumed = await cli(['run', file], { cwd: dir.dir, env });
-      expect(resumed.code, resumed.stderr).toBe(0);
-      const rows = async (url: string) => (await query(url, 'SELECT query, country, page, position, rank, url FROM results')).map((r) => JSON.stringify(r)).sort();
-      expect(await rows(db.url)).toEqual(await rows(baseline.url));
-      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + 4);
+      await faultThenResume({
+        env: { WEBDATA_POSTGRES_STATEMENT_TIMEOUT_MS: '500' },
+        async fault(url) {
+          locker = new pg.Client({ connectionString: url });
+          // Should the test fail before mending, dropping the database cuts this connection: not an error of the test's.
+          locker.on('error', () => undefined);
+          await locker.connect();
+          await locker.query('BEGIN');
+          await locker.query('LOCK TABLE public.results IN ACCESS EXCLUSIVE MODE');
+        },
+        async mend() {
+          await locker?.query('ROLLBACK');
+          await locker?.end();
+        },
+        message: /ran past its time limit .*run the same command again/,
+      });
     } finally {
-      await locker.end().catch(() => undefined);
-      await db.drop();
-      await baseline.drop();
+      await locker?.end().catch(() => undefined);
     }
   });
 
   it('the server’s disk full mid-run: exit 75 saying so, nothing lost; once there is room the same command completes as an uninterrupted run', async () => {
-    await using sim = await simulator({ seed: 3 });
-    await using reference = await simulator({ seed: 3 });
-    using dir = workdir();
-    const db = await testDatabase();
-    const baseline = await testDatabase();
-    try {
-      const plain = await cli(['run', config(dir.dir, postgresSink(baseline.url))], { cwd: dir.dir, env: envFor(reference.url) });
-      expect(plain.code, plain.stderr).toBe(0);
-
-      const file = config(dir.dir, postgresSink(db.url));
-      const gate = sim.park({ q: 'kettle' });
-      const run = startCli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
-      await run.whileRunning(gate.reached(1));
+    await faultThenResume({
       // The server itself answers an insert with disk_full (SQLSTATE 53100), as it does when it cannot extend a file:
       // a trigger raises it, since filling this machine's disk is not a test's to do.
-      await query(
-        db.url,
-        `CREATE FUNCTION no_room() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$;
-         CREATE TRIGGER no_room BEFORE INSERT ON public.results FOR EACH STATEMENT EXECUTE FUNCTION no_room()`,
-      );
-      gate.release();
-      const stopped = await run.done;
-      expect(stopped.code, stopped.stderr).toBe(75);
-      expect(stopped.stderr).toMatch(/disk is full .*free some space and run the same command again/);
-      await query(db.url, 'DROP TRIGGER no_room ON public.results');
-
-      const resumed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
-      expect(resumed.code, resumed.stderr).toBe(0);
-      const rows = async (url: string) => (await query(url, 'SELECT query, country, page, position, rank, url FROM results')).map((r) => JSON.stringify(r)).sort();
-      expect(await rows(db.url)).toEqual(await rows(baseline.url));
-      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + 4);
-    } finally {
-      await db.drop();
-      await baseline.drop();
-    }
+      fault: async (url) =>
+        void (await sql(
+          url,
+          `CREATE FUNCTION no_room() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$;
+           CREATE TRIGGER no_room BEFORE INSERT ON public.results FOR EACH STATEMENT EXECUTE FUNCTION no_room()`,
+        )),
+      mend: async (url) => void (await sql(url, 'DROP TRIGGER no_room ON public.results')),
+      message: /disk is full .*free some space and run the same command again/,
+    });
   });
 });

@@ -1,6 +1,7 @@
 import { expect, it } from 'vitest';
-import { simulator } from './helpers.ts';
+import { simulator, until } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
+import type { Cluster } from './pg-cluster.ts';
 import { describePrivateCluster, privateCluster, sql } from './pg.ts';
 import { runChild } from './resume-helpers.ts';
 
@@ -10,14 +11,25 @@ const PLAN = { queries: ['espresso', 'kettle', 'grinder'], countries: ['us', 'gb
 const stableRows = async (url: string) =>
   (await sql(url, 'SELECT query, country, lang, page, position, rank, title, url, dedupe_key FROM results')).map((row) => JSON.stringify(Object.values(row))).sort();
 
+/**
+ * A private cluster (the tests stop and start it) with two databases: `a` for the uninterrupted reference run,
+ * `b` for the run the server goes away under. Removed afterwards.
+ */
+async function withCluster(test: (cluster: Cluster, db: (name: 'a' | 'b') => string) => Promise<void>): Promise<void> {
+  const cluster = await privateCluster();
+  if (!cluster) return expect.unreachable('privateCluster needs the machine’s PostgreSQL binaries');
+  try {
+    await sql(cluster.url, 'CREATE DATABASE a');
+    await sql(cluster.url, 'CREATE DATABASE b');
+    await test(cluster, (name) => cluster.url.replace(/\/postgres$/, `/${name}`));
+  } finally {
+    cluster.destroy();
+  }
+}
+
 describePrivateCluster('PostgreSQL going away mid-run', () => {
-  it('restarted while pages are in flight: the run waits it out, goes on, and ends as an uninterrupted run', async () => {
-    const cluster = await privateCluster();
-    if (!cluster) return expect.unreachable('privateCluster needs the machine’s PostgreSQL binaries');
-    try {
-      await sql(cluster.url, 'CREATE DATABASE a');
-      await sql(cluster.url, 'CREATE DATABASE b');
-      const db = (name: string) => cluster.url.replace(/\/postgres$/, `/${name}`);
+  it('restarted while pages are in flight: the run waits it out, goes on, and ends as an uninterrupted run', () =>
+    withCluster(async (cluster, db) => {
       // The reference: the same plan, uninterrupted.
       await using reference = await simulator(SIM);
       using first = workdir();
@@ -41,18 +53,10 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
       expect(result.summary?.status).toBe('completed');
       expect(await stableRows(db('b'))).toEqual(await stableRows(db('a')));
       expect(sim.stats().credits.main?.debited).toBe(reference.stats().credits.main?.debited);
-    } finally {
-      cluster.destroy();
-    }
-  });
+    }));
 
-  it('gone for longer than WEBDATA_POSTGRES_RETRY_MS: the run stops (nothing lost), and the same command resumes to the same rows', async () => {
-    const cluster = await privateCluster();
-    if (!cluster) return expect.unreachable('privateCluster needs the machine’s PostgreSQL binaries');
-    try {
-      await sql(cluster.url, 'CREATE DATABASE a');
-      await sql(cluster.url, 'CREATE DATABASE b');
-      const db = (name: string) => cluster.url.replace(/\/postgres$/, `/${name}`);
+  it('gone for longer than WEBDATA_POSTGRES_RETRY_MS: the run stops (nothing lost), and the same command resumes to the same rows', () =>
+    withCluster(async (cluster, db) => {
       await using reference = await simulator(SIM);
       using first = workdir();
       expect((await runChild({ ...PLAN, baseUrl: reference.url, dir: first.dir, sinks: ['postgres'], postgresUrl: db('a'), stateUrl: db('a') }).done).code).toBe(0);
@@ -75,12 +79,5 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
       // Paid twice at most the pages answered but not committed when it stopped: those in flight, and the one whose
       // commit was being retried.
       expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + PLAN.concurrency + 1);
-    } finally {
-      cluster.destroy();
-    }
-  });
+    }));
 });
-
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10));
-}

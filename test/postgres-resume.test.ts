@@ -1,26 +1,15 @@
 import { expect, it } from 'vitest';
-import pg from 'pg';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
-import { describePostgres, testDatabase } from './pg.ts';
+import { describePostgres, sql, testDatabase } from './pg.ts';
 
 const SIM = { seed: 21, latencyMs: { min: 2, max: 12 } } as const;
 const PLAN = { queries: ['espresso', 'kettle', 'grinder', 'milk frother', 'tamper'], countries: ['us', 'gb'], maxPages: 4, concurrency: 4 };
 
-async function query(url: string, sql: string): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
 /** A table's rows as comparable text: the columns that do not vary between runs, raw as a value. */
 async function stableTable(url: string, table: string): Promise<string[]> {
-  const rows = await query(url, `SELECT query, country, lang, page, position, rank, title, url, domain, snippet, dedupe_key FROM ${table}`);
+  const rows = await sql(url, `SELECT query, country, lang, page, position, rank, title, url, domain, snippet, dedupe_key FROM ${table}`);
   return rows.map((row) => JSON.stringify(Object.values(row))).sort();
 }
 
@@ -68,9 +57,9 @@ describePostgres('a killed run on PostgreSQL, resumed, ends exactly as an uninte
         expect(stableCsv(dir.path('out.csv'))).toEqual(want.csv);
         expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(want.debited + PLAN.concurrency);
         // Every sink's checkpoint is the journal's last page, and the journal is empty once all hold it.
-        const [{ seq }] = (await query(db.url, `SELECT seq::int AS seq FROM webdata.pipelines WHERE pipeline = 'crash-test'`)) as [{ seq: number }];
-        expect(await query(db.url, 'SELECT DISTINCT seq::int AS seq FROM public.webdata_checkpoints')).toEqual([{ seq }]);
-        expect(await query(db.url, 'SELECT COUNT(*)::int AS n FROM webdata.pages')).toEqual([{ n: 0 }]);
+        const [{ seq }] = (await sql(db.url, `SELECT seq::int AS seq FROM webdata.pipelines WHERE pipeline = 'crash-test'`)) as [{ seq: number }];
+        expect(await sql(db.url, 'SELECT DISTINCT seq::int AS seq FROM public.webdata_checkpoints')).toEqual([{ seq }]);
+        expect(await sql(db.url, 'SELECT COUNT(*)::int AS n FROM webdata.pages')).toEqual([{ n: 0 }]);
       } finally {
         await db.drop();
       }

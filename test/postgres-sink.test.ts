@@ -1,20 +1,9 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
-import pg from 'pg';
 import { dedupe, normalize, searchPages, toPostgres, toSqlite } from '../src/index.ts';
 import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
-import { describePostgres, testDatabase } from './pg.ts';
-
-async function rows(url: string, sql: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql, values)).rows;
-  } finally {
-    await client.end();
-  }
-}
+import { describePostgres, sql, testDatabase } from './pg.ts';
 
 /** Rows as comparable text, whichever database they came from: the columns that do not vary between runs. */
 const STABLE = ['query', 'country', 'lang', 'page', 'position', 'rank', 'title', 'url', 'domain', 'snippet', 'dedupe_key'];
@@ -44,10 +33,10 @@ describePostgres('the PostgreSQL sink', () => {
     try {
       const summary = await runOn(sim, plan([toSqlite({ path: dir.path('out.sqlite') }), toPostgres({ url: db.url, table: 'results' })]));
       expect(summary.status).toBe('completed');
-      const inPostgres = await rows(db.url, 'SELECT * FROM public.results');
+      const inPostgres = await sql(db.url, 'SELECT * FROM public.results');
       expect(inPostgres).toHaveLength(summary.items.written);
       expect(stable(inPostgres)).toEqual(stable(sqliteRows(dir.path('out.sqlite'))));
-      const types = await rows(db.url, `SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'results' ORDER BY ordinal_position`);
+      const types = await sql(db.url, `SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'results' ORDER BY ordinal_position`);
       expect(Object.fromEntries(types.map((t) => [t.column_name, t.data_type]))).toMatchObject({
         page: 'integer',
         position: 'integer',
@@ -57,7 +46,7 @@ describePostgres('the PostgreSQL sink', () => {
         raw: 'jsonb',
       });
       // The sink's checkpoint lives beside its table, in the same database.
-      expect(await rows(db.url, 'SELECT pipeline, seq::int AS seq FROM public.webdata_checkpoints')).toEqual([{ pipeline: 'pg-sink', seq: summary.pages.fetched }]);
+      expect(await sql(db.url, 'SELECT pipeline, seq::int AS seq FROM public.webdata_checkpoints')).toEqual([{ pipeline: 'pg-sink', seq: summary.pages.fetched }]);
     } finally {
       await db.drop();
     }
@@ -69,11 +58,11 @@ describePostgres('the PostgreSQL sink', () => {
     try {
       const summary = await runOn(sim, plan([toPostgres({ url: db.url, table: 'results' })], { state: { url: db.url, journal: 'prune' } }));
       expect(summary.status).toBe('completed');
-      expect(await rows(db.url, 'SELECT COUNT(*)::int AS n FROM public.results')).toEqual([{ n: summary.items.written }]);
-      expect(await rows(db.url, 'SELECT status FROM webdata.runs')).toEqual([{ status: 'completed' }]);
+      expect(await sql(db.url, 'SELECT COUNT(*)::int AS n FROM public.results')).toEqual([{ n: summary.items.written }]);
+      expect(await sql(db.url, 'SELECT status FROM webdata.runs')).toEqual([{ status: 'completed' }]);
       // Written inside the state store's transaction, so never journaled for it.
-      expect(await rows(db.url, 'SELECT COUNT(*)::int AS n FROM webdata.pages')).toEqual([{ n: 0 }]);
-      expect(await rows(db.url, 'SELECT seq::int AS seq FROM webdata.pipelines')).toEqual([{ seq: summary.pages.fetched }]);
+      expect(await sql(db.url, 'SELECT COUNT(*)::int AS n FROM webdata.pages')).toEqual([{ n: 0 }]);
+      expect(await sql(db.url, 'SELECT seq::int AS seq FROM webdata.pipelines')).toEqual([{ seq: summary.pages.fetched }]);
     } finally {
       await db.drop();
     }
@@ -87,17 +76,17 @@ describePostgres('the PostgreSQL sink', () => {
       const first = await upsert();
       const second = await upsert();
       // With no SQLite file named, the run state went to the first PostgreSQL sink's database (and no file was made).
-      expect(await rows(db.url, `SELECT run_id FROM webdata.runs WHERE pipeline = 'pg-upsert' ORDER BY created`)).toEqual([{ run_id: first.runId }, { run_id: second.runId }]);
+      expect(await sql(db.url, `SELECT run_id FROM webdata.runs WHERE pipeline = 'pg-upsert' ORDER BY created`)).toEqual([{ run_id: first.runId }, { run_id: second.runId }]);
       expect(existsSync('postgres:')).toBe(false);
-      const keyed = await rows(db.url, 'SELECT COUNT(*)::int AS n, COUNT(DISTINCT (query, country, lang, dedupe_key))::int AS keys FROM u WHERE dedupe_key IS NOT NULL');
+      const keyed = await sql(db.url, 'SELECT COUNT(*)::int AS n, COUNT(DISTINCT (query, country, lang, dedupe_key))::int AS keys FROM u WHERE dedupe_key IS NOT NULL');
       expect(keyed[0]?.n).toBe(keyed[0]?.keys);
-      const row = (await rows(db.url, `SELECT run_id, first_run_id, first_seen < last_seen AS later, last_seen = fetched_at AS same FROM u LIMIT 1`))[0];
+      const row = (await sql(db.url, `SELECT run_id, first_run_id, first_seen < last_seen AS later, last_seen = fetched_at AS same FROM u LIMIT 1`))[0];
       expect(row).toEqual({ run_id: second.runId, first_run_id: first.runId, later: true, same: true });
 
       const replace = () => runOn(sim, plan([toPostgres({ url: db.url, table: 'r', mode: 'replace' })], { name: 'pg-replace' }));
       await replace();
       const latest = await replace();
-      expect(await rows(db.url, 'SELECT DISTINCT run_id FROM r')).toEqual([{ run_id: latest.runId }]);
+      expect(await sql(db.url, 'SELECT DISTINCT run_id FROM r')).toEqual([{ run_id: latest.runId }]);
 
       // A query list with tag columns, into a table made without them: the columns are added, empty for earlier rows.
       using dir = workdir();
@@ -108,7 +97,7 @@ describePostgres('the PostgreSQL sink', () => {
         stages: [normalize()],
         sinks: [toPostgres({ url: db.url, table: 'r' })],
       });
-      expect(await rows(db.url, 'SELECT category, COUNT(*)::int AS n FROM r GROUP BY category ORDER BY category')).toEqual([
+      expect(await sql(db.url, 'SELECT category, COUNT(*)::int AS n FROM r GROUP BY category ORDER BY category')).toEqual([
         { category: 'kitchen', n: 10 },
         { category: null, n: latest.items.written },
       ]);
@@ -124,7 +113,7 @@ describePostgres('the PostgreSQL sink', () => {
       const tables = ['t1', 't2', 't3', 't4', 't5'];
       const summary = await runOn(sim, plan(tables.map((table) => toPostgres({ url: db.url, table })), { name: 'pg-many' }));
       expect(summary.status).toBe('completed');
-      for (const table of tables) expect(await rows(db.url, `SELECT COUNT(*)::int AS n FROM ${table}`)).toEqual([{ n: summary.items.written }]);
+      for (const table of tables) expect(await sql(db.url, `SELECT COUNT(*)::int AS n FROM ${table}`)).toEqual([{ n: summary.items.written }]);
     } finally {
       await db.drop();
     }
@@ -149,7 +138,7 @@ describePostgres('the PostgreSQL sink', () => {
       expect(inSqlite.items.duplicates).toBeGreaterThan(0);
       expect(inPostgres.items).toEqual(inSqlite.items);
       const keys = (list: Record<string, unknown>[]) => list.map((row) => String(row.dedupe_key)).sort();
-      expect(keys(await rows(db.url, 'SELECT dedupe_key FROM g'))).toEqual(keys(sqliteRows(dir.path('g.sqlite'))));
+      expect(keys(await sql(db.url, 'SELECT dedupe_key FROM g'))).toEqual(keys(sqliteRows(dir.path('g.sqlite'))));
     } finally {
       await db.drop();
     }
