@@ -1,8 +1,7 @@
 import type Database from 'better-sqlite3';
-import pg from 'pg';
 import { ValidationError } from '../errors/validation-error.ts';
-import { explainPostgresFailure } from '../postgres/failure.ts';
-import { postgresTimeouts, quoteIdentifier } from '../postgres/pools.ts';
+import { atDatabase } from '../postgres/failure.ts';
+import { openPool, quoteIdentifier } from '../postgres/pools.ts';
 import { postgresNameSchema, postgresTarget } from '../postgres/target.ts';
 import { openForReading } from '../read-database.ts';
 import { type Dialect, POSTGRES, SQLITE } from './views.ts';
@@ -68,24 +67,10 @@ async function postgresReader(url: string | undefined, options: ReaderOptions, f
   const schemas = ValidationError.parse(postgresNameSchema.default('public'), options.schema, 'Invalid database', 'schema');
   const stateSchema = ValidationError.parse(postgresNameSchema.default('webdata'), options.stateSchema, 'Invalid database', 'stateSchema');
   const target = postgresTarget(url);
-  const timeouts = postgresTimeouts();
-  const pool = new pg.Pool({
-    ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
-    max: 2,
-    application_name: 'webdata-etl',
-    connectionTimeoutMillis: timeouts.connect,
-    statement_timeout: timeouts.statement,
-    query_timeout: timeouts.query,
-  });
-  pool.on('error', () => undefined);
-  const where = `${target.label}`;
-  const explained = async <T>(work: () => Promise<T>): Promise<T> => {
-    try {
-      return await work();
-    } catch (error) {
-      throw explainPostgresFailure(error, where);
-    }
-  };
+  // Two connections: one reads rows behind a cursor while the other looks things up.
+  const pool = openPool(target, 2, { cursors: true });
+  const where = target.label;
+  const explained = <T>(work: () => Promise<T>): Promise<T> => atDatabase(where, work);
   const schemaOf = (at: 'results' | 'state' = 'results') => (at === 'results' ? schemas : stateSchema);
   try {
     await explained(() => pool.query('SELECT 1'));

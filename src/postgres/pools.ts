@@ -19,6 +19,28 @@ export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
 
 /**
+ * A pool of at most `max` connections to `target`, every wait bounded (see `postgresTimeouts`) — but a transaction
+ * left idle when `cursors` says a reader holds one open while its consumer (a slow pipe) takes its time. An idle
+ * connection cut by the server (a restart) is reported on the pool; without a listener it would crash the process:
+ * the pool drops it, and the next query gets a new connection.
+ */
+export function openPool(target: PostgresTarget, max: number, options: { cursors?: boolean } = {}): pg.Pool {
+  const timeouts = postgresTimeouts();
+  const pool = new pg.Pool({
+    ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
+    max,
+    application_name: 'webdata-etl',
+    connectionTimeoutMillis: timeouts.connect,
+    statement_timeout: timeouts.statement,
+    ...(options.cursors ? {} : { idle_in_transaction_session_timeout: timeouts.idleInTransaction }),
+    query_timeout: timeouts.query,
+    keepAlive: true,
+  });
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/**
  * One pool per database within a run, so that the state store and the PostgreSQL sinks on the same database share
  * it. Keyed by the database's identity (server and name), not the URL's spelling.
  */
@@ -28,20 +50,7 @@ export function postgresPools() {
     get(target: PostgresTarget): pg.Pool {
       let pool = pools.get(target.database);
       if (!pool) {
-        const timeouts = postgresTimeouts();
-        pool = new pg.Pool({
-          ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
-          max: POOL_SIZE,
-          application_name: 'webdata-etl',
-          connectionTimeoutMillis: timeouts.connect,
-          statement_timeout: timeouts.statement,
-          idle_in_transaction_session_timeout: timeouts.idleInTransaction,
-          query_timeout: timeouts.query,
-          keepAlive: true,
-        });
-        // An idle connection cut by the server (a restart) is reported here; without a listener it would crash the
-        // process. The pool drops it, and the next query gets a new connection.
-        pool.on('error', () => undefined);
+        pool = openPool(target, POOL_SIZE);
         pools.set(target.database, pool);
       }
       return pool;
