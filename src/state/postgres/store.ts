@@ -4,7 +4,7 @@ import { LeaseHeldError } from '../../errors/lease-held-error.ts';
 import { OutputError } from '../../errors/output-error.ts';
 import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../../postgres/failure.ts';
-import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
+import { type Pool, quoteIdentifier, transaction } from '../../postgres/pools.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
 import type { Checkpoint, JournalEntry, Lease, PageCommit, PageStatement, SeenKeyStore, SpendRow, StateStore } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
@@ -22,8 +22,8 @@ const JOURNAL_BATCH = 256;
 /**
  * The run-state store in PostgreSQL (DESIGN §9), the same tables as SQLite's under one schema (default `webdata`),
  * created and migrated here. Unlike a SQLite file, one schema serves many pipelines: everything a run writes carries
- * its pipeline, and the lease is one pipeline's. A page commits in one transaction, with the rows of PostgreSQL
- * sinks on the same database written inside it (`commitPage`'s `within`).
+ * its pipeline, and the lease is one pipeline's. A page commits as one statement, with the rows of PostgreSQL sinks
+ * on the same database added to it (`commitPage`'s `within`).
  */
 export async function postgresStateStore(pool: Pool, target: PostgresTarget, options: { schema: string; pipeline: string }): Promise<PostgresStateStore> {
   const { schema, pipeline } = options;
@@ -36,20 +36,24 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     retrying(where, async () => (await pool.query<R>(text, values)).rows, { idempotent: true });
   await query(`INSERT INTO ${s}.pipelines (pipeline) VALUES ($1) ON CONFLICT DO NOTHING`, [pipeline]);
 
-  const currentSeq = async (client: Pool | PoolClient) => {
-    const { rows } = await client.query<{ seq: string }>(`SELECT seq FROM ${s}.pipelines WHERE pipeline = $1`, [pipeline]);
+  const currentSeq = async () => {
+    const { rows } = await pool.query<{ seq: string }>(`SELECT seq FROM ${s}.pipelines WHERE pipeline = $1`, [pipeline]);
     return Number(rows[0]?.seq ?? 0);
   };
-  const writeSpend = async (client: Pool | PoolClient, rows: readonly SpendRow[]) => {
-    if (rows.length === 0) return;
-    await client.query(
-      `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
-       SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::int[], $6::text[], $7::float8[], $8::bool[], $9::float8[])`,
-      columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9),
-    );
+  /** The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page. */
+  const insertSpend = (p: (value: unknown) => string, rows: readonly SpendRow[]) => {
+    const c = columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9);
+    const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8'];
+    return `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
+            SELECT * FROM unnest(${c.map((column, i) => `${p(column)}::${types[i]}[]`).join(', ')})`;
   };
-  const setCheckpoint = (client: Pool | PoolClient, sinkId: string, checkpoint: Checkpoint) =>
-    client.query(
+  const writeSpend = async (rows: readonly SpendRow[]) => {
+    if (rows.length === 0) return;
+    const values: unknown[] = [];
+    await pool.query(insertSpend((value) => `$${values.push(value)}`, rows), values);
+  };
+  const setCheckpoint = (sinkId: string, checkpoint: Checkpoint) =>
+    pool.query(
       `INSERT INTO ${s}.sink_checkpoints (pipeline, sink_id, seq, bytes, updated_at) VALUES ($1, $2, $3, $4, now())
        ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
       [pipeline, sinkId, checkpoint.seq, checkpoint.bytes],
@@ -69,7 +73,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         return row && { seq: Number(row.seq), bytes: row.bytes === null ? null : Number(row.bytes) };
       },
       async set(sinkId, checkpoint) {
-        await retrying(where, () => setCheckpoint(pool, sinkId, checkpoint), { idempotent: true });
+        await retrying(where, () => setCheckpoint(sinkId, checkpoint), { idempotent: true });
       },
     },
     seenKeys(runId): SeenKeyStore {
@@ -124,7 +128,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       );
     },
 
-    currentSeq: () => retrying(where, () => currentSeq(pool), { idempotent: true }),
+    currentSeq: () => retrying(where, currentSeq, { idempotent: true }),
     async progress(runId, seriesId) {
       const row = (await query(`SELECT * FROM ${s}.series WHERE run_id = $1 AND series_id = $2`, [runId, seriesId]))[0];
       return row && seriesProgressFrom(seriesId, row);
@@ -137,14 +141,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         const w = ctes();
         w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
         const guard = w.guard;
-        if (commit.spend.length > 0) {
-          const c = columns(commit.spend, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9);
-          const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8'];
-          w.add(
-            `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
-             SELECT * FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')}) WHERE ${guard}`,
-          );
-        }
+        if (commit.spend.length > 0) w.add(`${insertSpend(w.p, commit.spend)} WHERE ${guard}`);
         const dedupe = commit.dedupe;
         if (dedupe && dedupe.keys.length > 0) {
           const [scopes, keys, runIds] = columns(dedupe.keys, (k) => [k.scope, k.key, k.runId], 3);
@@ -200,7 +197,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         async (attempt) => {
           // A lost answer to COMMIT leaves the page committed or not: the journal's number says which (this run holds
           // the pipeline's lease, so nobody else moves it).
-          if (attempt > 1 && (await currentSeq(pool)) >= commit.seq) return;
+          if (attempt > 1 && (await currentSeq()) >= commit.seq) return;
           await commitOnce();
         },
         { idempotent: true },
@@ -250,7 +247,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     },
 
     // Not idempotent: a lost answer may hide a written row, so only a failure to send is tried again.
-    spend: (rows) => retrying(where, () => writeSpend(pool, rows), { idempotent: false }),
+    spend: (rows) => retrying(where, () => writeSpend(rows), { idempotent: false }),
     async spendOf(runId) {
       const totals = (
         await query<{ spent: number; uncertain: number; requests: number; retries: number }>(
