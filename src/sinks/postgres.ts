@@ -53,8 +53,11 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
   let pipeline = '';
   let held = 0;
 
-  const checkpointOf = async (pool: Pool) =>
-    Number((await pool.query<{ seq: string }>(`SELECT seq FROM ${checkpointTable} WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id])).rows[0]?.seq ?? 0);
+  /** The last page the table holds, by its checkpoint; undefined before the sink's first run. */
+  const checkpointOf = async (client: Pool | PoolClient): Promise<number | undefined> => {
+    const seq = (await client.query<{ seq: string }>(`SELECT seq FROM ${checkpointTable} WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id])).rows[0]?.seq;
+    return seq === undefined ? undefined : Number(seq);
+  };
   const ready = () => {
     if (!opened) throw new Error(`the PostgreSQL sink ${where} was not opened`);
     return opened;
@@ -83,8 +86,8 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
           transaction(pool, async (client) => {
             await prepareTable(client, { schema, table, qualified, checkpointTable, where }, stored, ctx.tagColumns);
             if (mode === 'upsert') await uniqueKey(client, qualified, table, where);
-            const row = (await client.query<{ seq: string }>(`SELECT seq FROM ${checkpointTable} WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id])).rows[0];
-            if (row) return Number(row.seq);
+            const seq = await checkpointOf(client);
+            if (seq !== undefined) return seq;
             // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
             await client.query(`INSERT INTO ${checkpointTable} (pipeline, sink_id, seq) VALUES ($1, $2, $3)`, [pipeline, id, ctx.currentSeq]);
             return ctx.currentSeq;
@@ -107,7 +110,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
           where,
           async (attempt) => {
             // A lost answer: the checkpoint says whether the page went in.
-            if (attempt > 1 && (await checkpointOf(pool)) >= seq) return;
+            if (attempt > 1 && ((await checkpointOf(pool)) ?? 0) >= seq) return;
             await insert.alone(pool, page, seq);
           },
           { idempotent: true },
