@@ -279,6 +279,10 @@ describe('estimate, runs, help, version', () => {
     const json = (await cli(['runs', 'out/results.sqlite', '--json'], { cwd: dir.dir })).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(json).toHaveLength(2);
     expect(json[0]).toMatchObject({ pipeline: 'cli-test', status: 'completed', requests: 1, rows: expect.any(Number) });
+    // --state is checked as run checks it.
+    const badState = await cli(['runs', file, '--state', 'not-a-url'], { cwd: dir.dir });
+    expect(badState.code).toBe(2);
+    expect(badState.stderr).toMatch(/--state must be a PostgreSQL URL/);
   });
 
   it('--help for every command, --version, and an unknown command', async () => {

@@ -1,5 +1,6 @@
 import { isPostgresDatabase } from '../analytics/reader.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { isPostgresUrl } from '../postgres/target.ts';
 
 /**
  * What `export` and `report` share: one database to read, and the filters `--query`, `--country` and `--table`
@@ -52,4 +53,19 @@ export function checkDatabaseArgument(database: string): void {
   if (new URL(database).password !== '') {
     throw new UsageError('a database URL on the command line must not carry a password (the process list shows it): set PGPASSWORD or use ~/.pgpass, or give postgres: to read DATABASE_URL');
   }
+}
+
+/**
+ * Where the run state goes, for `run` and `runs`: `--state`, else WEBDATA_STATE_URL — a PostgreSQL URL, with a
+ * password only from the environment (a flag shows in the process list).
+ */
+export function stateUrlFrom(flag: string | undefined, env: string | undefined): string | undefined {
+  const url = flag ?? (env || undefined);
+  if (url === undefined) return undefined;
+  const from = flag === undefined ? 'WEBDATA_STATE_URL' : '--state';
+  if (!isPostgresUrl(url) || !URL.canParse(url)) throw new UsageError(`${from} must be a PostgreSQL URL such as postgres://user@host:5432/dbname`);
+  if (flag !== undefined && new URL(url).password !== '') {
+    throw new UsageError('--state must not carry a password (the command line shows in the process list): set PGPASSWORD, use ~/.pgpass, or put the URL in WEBDATA_STATE_URL');
+  }
+  return url;
 }

@@ -10,7 +10,7 @@ import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { UsageError } from '../errors/usage-error.ts';
-import { isPostgresUrl } from '../postgres/target.ts';
+import { stateUrlFrom } from './database-filters.ts';
 
 const OPTIONS_HELP = `Options:
   --fresh                abandon an unfinished run (its partial rows go) and start a new one
@@ -102,7 +102,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const format = values['log-format'] ?? 'text';
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
-  const stateUrl = stateUrlOf(values.state, process.env.WEBDATA_STATE_URL);
+  const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
   if (values['summary-json'] !== undefined) {
     // Refused before any credit is spent: the summary written over the state store or an output would destroy it.
     const defined = definePipeline(pipeline);
@@ -162,14 +162,3 @@ function inFlagWords(message: string): string {
   return message.replaceAll('`fresh: true`', '--fresh').replaceAll('`resume: true`', '--resume').replaceAll('`budget: { maxCredits: N }`', '--budget N');
 }
 
-/** `--state`, else WEBDATA_STATE_URL: a PostgreSQL URL; a password only from the environment (a flag shows in `ps`). */
-function stateUrlOf(flag: string | undefined, env: string | undefined): string | undefined {
-  const url = flag ?? (env || undefined);
-  if (url === undefined) return undefined;
-  const from = flag === undefined ? 'WEBDATA_STATE_URL' : '--state';
-  if (!isPostgresUrl(url) || !URL.canParse(url)) throw new UsageError(`${from} must be a PostgreSQL URL such as postgres://user@host:5432/dbname`);
-  if (flag !== undefined && new URL(url).password !== '') {
-    throw new UsageError('--state must not carry a password (the command line shows in the process list): set PGPASSWORD, use ~/.pgpass, or put the URL in WEBDATA_STATE_URL');
-  }
-  return url;
-}

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { isPostgresDatabase, openReader } from '../analytics/reader.ts';
 import { POSTGRES } from '../analytics/views.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
-import { checkDatabaseArgument, oneDatabase } from './database-filters.ts';
+import { oneDatabase, stateUrlFrom } from './database-filters.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
@@ -47,13 +47,12 @@ export async function runsCommand(args: string[]): Promise<number> {
   }
   const [file] = values['database-url'] === undefined ? positionals : [oneDatabase(positionals, 'runs', 'webdata-etl runs --database-url postgres://…', values['database-url'])];
   if (!file || positionals.length > 1) throw new UsageError('runs takes one pipeline file or state database: webdata-etl runs pipelines/rank-tracking.ts');
-  if (values.state !== undefined) checkDatabaseArgument(values.state);
   let database = file;
   let pipeline: string | undefined;
   let stateSchema = values['state-schema'];
   if (!isPostgresDatabase(file) && !/\.(sqlite|sqlite3|db)$/i.test(file)) {
     const loaded = await loadPipeline(file);
-    const postgres = stateDatabase(loaded, values.state ?? (process.env.WEBDATA_STATE_URL || undefined));
+    const postgres = stateDatabase(loaded, stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL));
     database = postgres ? (postgres.connectionString ?? 'postgres:') : statePath(loaded);
     stateSchema ??= loaded.state.schema;
     pipeline = loaded.name;
