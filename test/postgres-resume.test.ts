@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
-import { runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
+import { CRASH_MATRIX, runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 
 const SIM = { seed: 21, latencyMs: { min: 2, max: 12 } } as const;
@@ -32,12 +32,7 @@ describePostgres('a killed run on PostgreSQL, resumed, ends exactly as an uninte
       }
     })());
 
-  for (const [point, n] of [
-    ['page-transaction', 5],
-    ['after-commit', 7],
-    ['file-before-checkpoint', 6],
-    ['between-sinks', 9],
-  ] as const) {
+  for (const [point, n] of CRASH_MATRIX) {
     it(`SIGKILL at ${point} (#${n})`, async () => {
       const want = await reference();
       await using sim = await simulator(SIM);

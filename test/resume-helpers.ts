@@ -4,6 +4,14 @@ import type { RunSummary } from '../src/index.ts';
 import { TEST_KEY } from './helpers.ts';
 import { csvRows, sqliteRows } from './pipeline-helpers.ts';
 
+/** Every crash point, each at the page it kills on: the matrix a store and its sinks must resume from. */
+export const CRASH_MATRIX = [
+  ['page-transaction', 5],
+  ['after-commit', 7],
+  ['file-before-checkpoint', 6],
+  ['between-sinks', 9],
+] as const;
+
 export interface ChildResult {
   code: number | null;
   signal: NodeJS.Signals | null;

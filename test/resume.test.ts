@@ -4,7 +4,7 @@ import { dedupe, definePipeline, LeaseHeldError, normalize, searchPages, toCsv, 
 import type { Gate } from '../src/simulator/index.ts';
 import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
-import { delays, runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
+import { CRASH_MATRIX, delays, runChild, stableCsv, stableSqlite } from './resume-helpers.ts';
 
 const SIM = { seed: 21, latencyMs: { min: 2, max: 12 } } as const;
 const PLAN = { queries: ['espresso', 'kettle', 'grinder', 'milk frother', 'tamper'], countries: ['us', 'gb'], maxPages: 4, concurrency: 4 };
@@ -32,12 +32,7 @@ describe('a killed run, resumed, ends exactly as an uninterrupted one', () => {
   let expected: Awaited<ReturnType<typeof baseline>> | undefined;
   const reference = async () => (expected ??= await baseline());
 
-  for (const [point, n] of [
-    ['page-transaction', 5],
-    ['after-commit', 7],
-    ['file-before-checkpoint', 6],
-    ['between-sinks', 9],
-  ] as const) {
+  for (const [point, n] of CRASH_MATRIX) {
     it(`SIGKILL at ${point} (#${n})`, async () => {
       const want = await reference();
       await using sim = await simulator(SIM);
