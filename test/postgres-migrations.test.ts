@@ -55,7 +55,7 @@ describePostgres('the PostgreSQL state schema and its migrations', () => {
       const before = await tables(db.url);
       const error = await rejection(migrate(pool, 'webdata', 'the database'));
       expect(error.name).toBe('ValidationError');
-      expect(error.message).toMatch(/state\.url: .*newer webdata-etl \(state schema 2; this one knows 1\)/);
+      expect(error.message).toMatch(new RegExp(`state\\.url: .*newer webdata-etl \\(state schema ${POSTGRES_STATE_VERSION + 1}; this one knows ${POSTGRES_STATE_VERSION}\\)`));
       expect(await tables(db.url)).toEqual(before);
     } finally {
       await pool.end();

@@ -11,8 +11,11 @@ import type { Budget } from './budget.ts';
 export interface CreditMeter {
   /** Credits of one request to `path`. */
   weightOf(path: string): number;
-  /** Takes `weight` from what is left, or returns false (and takes nothing) if that would pass the budget. */
-  reserve(weight: number): boolean;
+  /**
+   * Takes `weight` from what is left, or returns false (and takes nothing) if that would pass the budget. A meter
+   * shared beyond this process answers after a round trip; this one at once.
+   */
+  reserve(weight: number): boolean | Promise<boolean>;
   /** Whether a request of `weight` could ever be taken: false once spent alone leaves no room for it. */
   couldTake(weight: number): boolean;
   commit(reservation: Charge): void;
@@ -83,7 +86,7 @@ export function createCreditMeter(options: CreditMeterOptions = {}): CreditMeter
 
   return {
     weightOf: (path) => weights[path] ?? defaultWeight,
-    reserve(weight) {
+    reserve(weight): boolean {
       if (budget !== null && spent + reserved + weight > budget) return false;
       reserved += weight;
       return true;

@@ -180,6 +180,13 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     );
   };
 
+  // Waiting for a slot or a reservation failed: woken by the run's stop, or (a limit shared in a database) the
+  // database failed past its retries, and the request fails with that error, unsent.
+  const finishUnsent = (task: Task, error: unknown) => {
+    const stopped = stoppedOutcome(task);
+    finish(task, stopped ?? { ok: false, kind: 'failed', error, attempts: task.attempts });
+  };
+
   const refuseForBudget = (task: Task) => {
     budgetReached = true;
     finish(task, { ok: false, kind: 'stopped', reason: 'budget', attempts: task.attempts });
@@ -193,12 +200,30 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
     if (!meter.couldTake(weight)) return refuseForBudget(task);
     try {
       await throttle.acquire(stops.signal);
-    } catch {
-      return finishStopped(task);
+    } catch (error) {
+      return finishUnsent(task, error);
     }
     const late = stoppedOutcome(task);
     if (late) return finish(task, late);
-    while (!meter.reserve(weight)) {
+    for (;;) {
+      const answer = meter.reserve(weight);
+      // The local meter answers at once: not awaited, so that its requests keep the order and timing they always had.
+      let taken: boolean;
+      if (typeof answer === 'boolean') taken = answer;
+      else {
+        try {
+          taken = await answer;
+        } catch (error) {
+          return finishUnsent(task, error);
+        }
+        // A shared meter answers after a round trip, in which the run may have stopped: what it took goes back.
+        const meanwhile = stoppedOutcome(task);
+        if (meanwhile) {
+          if (taken) meter.release({ weight, path, series });
+          return finish(task, meanwhile);
+        }
+      }
+      if (taken) break;
       // The budget cannot take this request: it is not sent, and its series stops.
       if (!meter.couldTake(weight)) return refuseForBudget(task);
       // Only reservations of requests in flight stand in the way: one of them may yet be returned (a definite

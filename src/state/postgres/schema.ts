@@ -101,6 +101,37 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
     CREATE INDEX sightings_run ON ${s}.sightings (run_id);
     CREATE TABLE ${s}.leases (pipeline text PRIMARY KEY, holder text NOT NULL, pid integer NOT NULL, host text NOT NULL, acquired_at timestamptz NOT NULL);
   `,
+  // 2: distributed runs (DESIGN §9) — the workers of a run, and the rate and budget they share. Times are the
+  // database's (clock_timestamp()), so that machines with skewed clocks pace to one clock.
+  (s) => `
+    CREATE TABLE ${s}.workers (
+      run_id text NOT NULL,
+      worker_id text NOT NULL,
+      host text NOT NULL,
+      pid integer NOT NULL,
+      started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+      heartbeat_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+      stopped_at timestamptz,
+      status text NOT NULL DEFAULT 'working',
+      pages integer NOT NULL DEFAULT 0,
+      credits double precision NOT NULL DEFAULT 0,
+      reserved double precision NOT NULL DEFAULT 0,
+      PRIMARY KEY (run_id, worker_id)
+    );
+    CREATE TABLE ${s}.run_limits (
+      run_id text PRIMARY KEY,
+      planned boolean NOT NULL DEFAULT false,
+      stop_reason text,
+      stop_message text,
+      budget double precision,
+      spent double precision NOT NULL DEFAULT 0,
+      uncertain double precision NOT NULL DEFAULT 0,
+      reserved double precision NOT NULL DEFAULT 0,
+      interval_ms double precision NOT NULL DEFAULT 0,
+      next_at timestamptz NOT NULL DEFAULT '-infinity',
+      paused_until timestamptz NOT NULL DEFAULT '-infinity'
+    );
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */

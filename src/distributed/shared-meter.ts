@@ -1,0 +1,325 @@
+import { retrying } from '../postgres/failure.ts';
+import { type Pool, quoteIdentifier } from '../postgres/pools.ts';
+import type { Charge, CreditMeter, CreditSnapshot } from '../schedule/credit-meter.ts';
+
+export interface SharedMeterOptions {
+  /** Credits per request by endpoint path; paths not listed weigh `defaultWeight` (1). */
+  weights?: Readonly<Record<string, number>>;
+  defaultWeight?: number;
+  /** The database's label, without its password, for errors. */
+  where?: string;
+}
+
+export type SharedMeter = CreditMeter & {
+  /** Resolves once every commit, release and uncertain so far is in the database (rejects if one could not be written). */
+  flush(): Promise<void>;
+  /** Reads the run's figures again: the budget, and what other workers spent. */
+  refresh(): Promise<void>;
+};
+
+/** A worker asked for credits after it was presumed dead: its reservations were already counted as spent. */
+export class WorkerExpiredError extends Error {
+  override readonly name = 'WorkerExpiredError';
+}
+
+/** How long a request held back by reservations in flight waits before asking again: other workers' settles are not heard here. */
+const SETTLE_POLL_MS = 200;
+
+/**
+ * A credit meter for the scheduler's `meter` option (DESIGN §9) whose budget every worker of a run takes from one
+ * row of `run_limits`: a reservation is one conditional UPDATE, so no interleaving of any number of workers passes
+ * the budget. Each worker's own reservations are also kept on its `workers` row, so that those of a worker that died
+ * can be counted as (uncertain) spend by `expireDeadWorkers`, and never handed out again.
+ */
+export function sharedMeter(pool: Pool, schema: string, runId: string, workerId: string, options: SharedMeterOptions = {}): SharedMeter {
+  return new SharedCreditMeter(pool, meterStatements(quoteIdentifier(schema)), runId, workerId, options);
+}
+
+/** The run's figures as a statement answers them, with the row as it stood when nothing was changed. */
+const FIGURES = (changed: string) => `
+  SELECT CASE WHEN ${changed}.run_id IS NULL THEN l.spent ELSE ${changed}.spent END AS spent,
+         CASE WHEN ${changed}.run_id IS NULL THEN l.uncertain ELSE ${changed}.uncertain END AS uncertain,
+         CASE WHEN ${changed}.run_id IS NULL THEN l.reserved ELSE ${changed}.reserved END AS reserved,
+         l.budget, ${changed}.run_id IS NOT NULL AS changed`;
+
+function meterStatements(s: string) {
+  return {
+    refresh: `SELECT budget, spent, uncertain, reserved FROM ${s}.run_limits WHERE run_id = $1`,
+    // The worker's row is locked first (as every statement here does: workers, then the run), so that a worker
+    // being marked dead either sees this reservation on its row, or this reservation sees it dead and takes nothing.
+    reserve: `
+      WITH alive AS (
+        SELECT 1 FROM ${s}.workers WHERE run_id = $1 AND worker_id = $2 AND status <> 'dead' FOR UPDATE
+      ), taken AS (
+        UPDATE ${s}.run_limits SET reserved = reserved + $3
+         WHERE run_id = $1 AND spent + reserved + $3 <= budget AND EXISTS (SELECT 1 FROM alive)
+        RETURNING run_id, spent, uncertain, reserved
+      ), mine AS (
+        UPDATE ${s}.workers SET reserved = reserved + $3 WHERE run_id = $1 AND worker_id = $2 AND EXISTS (SELECT 1 FROM taken)
+      )
+      ${FIGURES('taken')}, EXISTS (SELECT 1 FROM alive) AS alive
+        FROM ${s}.run_limits l LEFT JOIN taken ON true WHERE l.run_id = $1`,
+    // Moves a batch of settled reservations ($3 held, $4 spent of which $5 uncertain) — unless the worker was marked
+    // dead meanwhile: its reservations were then already counted as spent, and counting them again would count twice.
+    settle: `
+      WITH mine AS (
+        UPDATE ${s}.workers SET reserved = reserved - $3, credits = credits + $4
+         WHERE run_id = $1 AND worker_id = $2 AND status <> 'dead'
+        RETURNING 1
+      ), run AS (
+        UPDATE ${s}.run_limits SET reserved = reserved - $3, spent = spent + $4, uncertain = uncertain + $5
+         WHERE run_id = $1 AND EXISTS (SELECT 1 FROM mine)
+        RETURNING run_id, spent, uncertain, reserved
+      )
+      ${FIGURES('run')}, EXISTS (SELECT 1 FROM mine) AS alive
+        FROM ${s}.run_limits l LEFT JOIN run ON true WHERE l.run_id = $1`,
+  };
+}
+
+type Statements = ReturnType<typeof meterStatements>;
+
+interface FiguresRow {
+  budget: number | null;
+  spent: number;
+  uncertain: number;
+  reserved: number;
+  changed?: boolean;
+  alive?: boolean;
+}
+
+/** Settled reservations not yet written: written in batches, one statement for all that settled meanwhile. */
+interface Batch {
+  held: number;
+  spent: number;
+  uncertain: number;
+}
+
+const emptyBatch = (): Batch => ({ held: 0, spent: 0, uncertain: 0 });
+
+class SharedCreditMeter implements CreditMeter {
+  readonly #pool: Pool;
+  readonly #statements: Statements;
+  readonly #runId: string;
+  readonly #workerId: string;
+  readonly #weights: Readonly<Record<string, number>>;
+  readonly #defaultWeight: number;
+  readonly #where: string;
+  /** `undefined` until read from the row; `null`: no budget. */
+  #budget: number | null | undefined;
+  #spent = 0;
+  #uncertain = 0;
+  #reserved = 0;
+  readonly #byEndpoint: Record<string, number> = {};
+  readonly #bySeries: Record<string, number> = {};
+  #loading: Promise<void> | undefined;
+  #batch = emptyBatch();
+  #draining: Promise<void> | undefined;
+  #failure: { error: unknown } | undefined;
+  readonly #settleWaiters = new Set<() => void>();
+
+  constructor(pool: Pool, statements: Statements, runId: string, workerId: string, options: SharedMeterOptions) {
+    this.#pool = pool;
+    this.#statements = statements;
+    this.#runId = runId;
+    this.#workerId = workerId;
+    this.#weights = options.weights ?? {};
+    this.#defaultWeight = options.defaultWeight ?? 1;
+    this.#where = options.where ?? `the shared credit budget (PostgreSQL)`;
+  }
+
+  weightOf(path: string): number {
+    return this.#weights[path] ?? this.#defaultWeight;
+  }
+
+  reserve(weight: number): boolean | Promise<boolean> {
+    if (this.#budget === null) return true;
+    if (this.#budget === undefined) return this.#load().then(() => this.reserve(weight));
+    // Spend only grows: when what was last seen of it leaves no room, nothing will.
+    if (!this.couldTake(weight)) return false;
+    return this.#reserveShared(weight);
+  }
+
+  couldTake(weight: number): boolean {
+    return this.#budget == null || this.#spent + weight <= this.#budget;
+  }
+
+  commit(charge: Charge): void {
+    this.#count(charge);
+    this.#settle({ held: this.#heldFor(charge), spent: charge.weight, uncertain: 0 });
+  }
+
+  release(charge: Charge): void {
+    this.#settle({ held: this.#heldFor(charge), spent: 0, uncertain: 0 });
+  }
+
+  uncertain(charge: Charge): void {
+    this.#count(charge);
+    this.#settle({ held: this.#heldFor(charge), spent: charge.weight, uncertain: charge.weight });
+  }
+
+  whenSettled(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const done = () => {
+        clearTimeout(timer);
+        this.#settleWaiters.delete(done);
+        signal.removeEventListener('abort', abort);
+      };
+      const wake = () => {
+        done();
+        resolve();
+      };
+      const abort = () => {
+        done();
+        reject(signal.reason);
+      };
+      const timer = setTimeout(wake, SETTLE_POLL_MS);
+      this.#settleWaiters.add(wake);
+      signal.addEventListener('abort', abort, { once: true });
+    });
+  }
+
+  snapshot(): CreditSnapshot {
+    const budget = this.#budget ?? null;
+    return {
+      budget,
+      spent: this.#spent,
+      uncertain: this.#uncertain,
+      reserved: this.#reserved,
+      remaining: budget === null ? null : budget - this.#spent - this.#reserved,
+      byEndpoint: { ...this.#byEndpoint },
+      bySeries: { ...this.#bySeries },
+    };
+  }
+
+  async flush(): Promise<void> {
+    while (this.#draining) await this.#draining;
+    const failure = this.#failure;
+    this.#failure = undefined;
+    if (failure) throw failure.error;
+  }
+
+  async refresh(): Promise<void> {
+    const rows = await this.#query(this.#statements.refresh, [this.#runId], true);
+    this.#see(this.#rowOf(rows));
+  }
+
+  #load(): Promise<void> {
+    this.#loading ??= this.refresh().finally(() => {
+      this.#loading = undefined;
+    });
+    return this.#loading;
+  }
+
+  /**
+   * Retried as if idempotent: an answer lost after the update ran leaves `weight` reserved that no request holds,
+   * which the budget then lacks (and the worker's expiry turns into uncertain spend); it is never handed out twice.
+   */
+  async #reserveShared(weight: number): Promise<boolean> {
+    const rows = await this.#query(this.#statements.reserve, [this.#runId, this.#workerId, weight], true);
+    const row = this.#rowOf(rows);
+    this.#see(row);
+    if (!row.alive) throw new WorkerExpiredError(`${this.#where}: worker ${this.#workerId} of run ${this.#runId} was presumed dead (or never joined): it may take no more credits`);
+    return row.changed === true;
+  }
+
+  /** Without a budget nothing was reserved in the row: only spend is counted. */
+  #heldFor(charge: Charge): number {
+    return this.#budget == null ? 0 : charge.weight;
+  }
+
+  #count(charge: Charge): void {
+    this.#byEndpoint[charge.path] = (this.#byEndpoint[charge.path] ?? 0) + charge.weight;
+    this.#bySeries[charge.series] = (this.#bySeries[charge.series] ?? 0) + charge.weight;
+  }
+
+  #settle(delta: Batch): void {
+    this.#batch.held += delta.held;
+    this.#batch.spent += delta.spent;
+    this.#batch.uncertain += delta.uncertain;
+    this.#draining ??= this.#drain();
+  }
+
+  async #drain(): Promise<void> {
+    // Settles of the same turn of the event loop go in one statement.
+    await Promise.resolve();
+    try {
+      while (this.#batch.held !== 0 || this.#batch.spent !== 0) {
+        const batch = this.#batch;
+        this.#batch = emptyBatch();
+        await this.#write(batch);
+        this.#wakeSettleWaiters();
+      }
+      // A release without a budget writes nothing, yet may be what a waiter waits for.
+      this.#wakeSettleWaiters();
+    } finally {
+      this.#draining = undefined;
+    }
+  }
+
+  /**
+   * Not retried once sent: a batch applied twice would return its releases to the budget twice. A batch whose answer
+   * was lost stays unknown: its reservations then stay held (the budget is never passed), and `flush` reports it.
+   */
+  async #write(batch: Batch): Promise<void> {
+    try {
+      const values = [this.#runId, this.#workerId, batch.held, batch.spent, batch.uncertain];
+      this.#see(this.#rowOf(await this.#query(this.#statements.settle, values, false)));
+    } catch (error) {
+      this.#failure ??= { error };
+    }
+  }
+
+  #wakeSettleWaiters(): void {
+    for (const wake of [...this.#settleWaiters]) wake();
+  }
+
+  #query(text: string, values: unknown[], idempotent: boolean): Promise<FiguresRow[]> {
+    return retrying(this.#where, async () => (await this.#pool.query<FiguresRow>(text, values)).rows, { idempotent });
+  }
+
+  #rowOf(rows: FiguresRow[]): FiguresRow {
+    const row = rows[0];
+    if (!row) throw new Error(`${this.#where}: run ${this.#runId} has no row in run_limits: a distributed run's limits are written when it is planned`);
+    return row;
+  }
+
+  /** Answers of statements in flight together may arrive in any order: spend only grows, so the larger is the later. */
+  #see(row: FiguresRow): void {
+    this.#budget = row.budget === null ? null : Number(row.budget);
+    this.#spent = Math.max(this.#spent, Number(row.spent));
+    this.#uncertain = Math.max(this.#uncertain, Number(row.uncertain));
+    this.#reserved = Number(row.reserved);
+  }
+}
+
+/**
+ * Marks the workers of a run whose heartbeat is older than `staleSeconds` (by the database's clock) as dead, and counts
+ * what they held reserved as spent and uncertain: their requests may have been sent and charged, so those credits
+ * never return to the budget. One statement, so that a worker is either still alive for its own commits or dead with
+ * its reservations moved, never both. Returns how many workers it marked.
+ */
+export async function expireDeadWorkers(pool: Pool, schema: string, runId: string, staleSeconds: number, where = 'the shared credit budget (PostgreSQL)'): Promise<number> {
+  const s = quoteIdentifier(schema);
+  // Locked in one order (workers by id, then the run), as every statement on these rows does, so that none deadlocks.
+  const text = `
+    WITH stale AS (
+      SELECT worker_id, reserved FROM ${s}.workers
+       WHERE run_id = $1 AND stopped_at IS NULL AND status <> 'dead'
+         AND heartbeat_at < clock_timestamp() - $2 * interval '1 second'
+       ORDER BY worker_id
+         FOR UPDATE
+    ), dead AS (
+      UPDATE ${s}.workers w SET status = 'dead', reserved = 0, credits = w.credits + stale.reserved
+        FROM stale WHERE w.run_id = $1 AND w.worker_id = stale.worker_id
+      RETURNING stale.reserved
+    ), moved AS (
+      UPDATE ${s}.run_limits l SET reserved = l.reserved - held.total, spent = l.spent + held.total, uncertain = l.uncertain + held.total
+        FROM (SELECT sum(reserved) AS total FROM dead) held
+       WHERE l.run_id = $1 AND held.total > 0
+    )
+    SELECT count(*) AS marked FROM dead`;
+  // Marking is idempotent: a retry finds the workers already dead and moves nothing again.
+  const rows = await retrying(where, async () => (await pool.query<{ marked: string }>(text, [runId, staleSeconds])).rows, { idempotent: true });
+  return Number(rows[0]?.marked ?? 0);
+}

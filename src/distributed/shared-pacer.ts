@@ -1,0 +1,175 @@
+import { retrying } from '../postgres/failure.ts';
+import { type Pool, quoteIdentifier } from '../postgres/pools.ts';
+import type { Clock } from '../schedule/clock.ts';
+import type { Pacer } from '../schedule/pacer.ts';
+
+export interface SharedPacerOptions {
+  /** Whether this worker holds the run's rate leadership now: only the leader's rate changes reach the row. */
+  leads: () => boolean;
+  /** The database's label, without its password, for errors. */
+  where?: string;
+  /** Hears every slot the database hands out here (tests, diagnostics). */
+  onSlot?: (slot: SharedSlot) => void;
+}
+
+/**
+ * A pacer factory for the scheduler's `pacer` option (DESIGN §9) whose slots every worker of a run takes from one
+ * row of `run_limits`: one rate limit however many machines share it. The row's `next_at` is the theoretical arrival
+ * time of the next free slot, advanced with the database's clock, so that workers with skewed clocks still space
+ * their requests on one time line; each worker then waits out its slot by its own clock.
+ */
+export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): (requestsPerSecond: number, clock: Clock) => Pacer {
+  const statements = pacerStatements(quoteIdentifier(schema));
+  const where = options.where ?? `the shared rate limit (PostgreSQL, schema "${schema}")`;
+  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot };
+  return (requestsPerSecond, clock) => new SharedPacer(shared, requestsPerSecond, clock);
+}
+
+function pacerStatements(s: string) {
+  return {
+    // One round trip per slot. GREATEST with the database's clock skips the slots of an idle spell (a burst must not
+    // follow it); with `paused_until`, every worker obeys a pause any of them wrote. The wait is measured at the
+    // statement's end, so that time spent queueing for the row's lock is not waited again.
+    acquire: `UPDATE ${s}.run_limits
+                 SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond'
+               WHERE run_id = $1
+           RETURNING interval_ms,
+                     extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
+                     extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms`,
+    // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
+    seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
+    setInterval: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1`,
+    pause: `UPDATE ${s}.run_limits SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond') WHERE run_id = $1`,
+  };
+}
+
+interface Shared {
+  pool: Pool;
+  runId: string;
+  statements: ReturnType<typeof pacerStatements>;
+  where: string;
+  leads: () => boolean;
+  onSlot: ((slot: SharedSlot) => void) | undefined;
+}
+
+/** What one acquire's statement answers: the caller's slot, by the database's clock. */
+export interface SharedSlot {
+  intervalMs: number;
+  /** From the statement's end to the slot; negative: the slot has begun. */
+  waitMs: number;
+  /** The slot, milliseconds since the Unix epoch by the database's clock (for tests and diagnostics). */
+  slotEpochMs: number;
+}
+
+class SharedPacer implements Pacer {
+  readonly #shared: Shared;
+  readonly #clock: Clock;
+  // The interval last read from (or written to) the row, and the rate this worker last set: reported as is while the
+  // row agrees, so that the throttle does not see 1000 / (1000 / r) !== r and set the same rate again and again.
+  #intervalMs: number;
+  #ownRate: number;
+  #pausedUntil = Number.NEGATIVE_INFINITY;
+  #pauses = 0;
+  // Writes of rate and pauses are fire-and-forget (the interface's setters are synchronous); an acquire waits for them,
+  // so that this worker's next slot already obeys the pause it wrote, and reports a write that failed.
+  #writes: Promise<void> = Promise.resolve();
+  #failure: { error: unknown } | undefined;
+
+  constructor(shared: Shared, requestsPerSecond: number, clock: Clock) {
+    this.#shared = shared;
+    this.#clock = clock;
+    this.#ownRate = requestsPerSecond;
+    this.#intervalMs = intervalOf(requestsPerSecond);
+    if (shared.leads()) this.#write(shared.statements.seed, this.#intervalMs);
+  }
+
+  get rate(): number {
+    return this.#intervalMs === intervalOf(this.#ownRate) ? this.#ownRate : rateOf(this.#intervalMs);
+  }
+
+  get pausedUntil(): number {
+    return this.#pausedUntil;
+  }
+
+  setRate(requestsPerSecond: number): void {
+    // Other workers follow the leader's rate, which each acquire reads back.
+    if (requestsPerSecond === this.rate || !this.#shared.leads()) return;
+    this.#ownRate = requestsPerSecond;
+    this.#intervalMs = intervalOf(requestsPerSecond);
+    this.#write(this.#shared.statements.setInterval, this.#intervalMs);
+  }
+
+  pauseUntil(at: number): void {
+    if (at <= this.#pausedUntil) return;
+    this.#pausedUntil = at;
+    this.#pauses += 1;
+    // Sent as a length of time from now: the database turns it into its own time, whatever this machine's clock says.
+    this.#write(this.#shared.statements.pause, at - this.#clock.now());
+  }
+
+  async acquire(signal?: AbortSignal): Promise<number> {
+    for (;;) {
+      signal?.throwIfAborted();
+      await this.#settleWrites();
+      const pauses = this.#pauses;
+      const taken = await this.#take();
+      const now = this.#clock.now();
+      // This worker's own pause also holds by its own clock: the database's reading of it is off by a round trip.
+      const slot = Math.max(now + taken.waitMs, now, this.#pausedUntil);
+      if (slot > now) await this.#clock.sleep(slot - now, signal);
+      // A pause this worker heard of while waiting (a 429) holds back the slot it got, as the local pacer re-reserves;
+      // the slot is lost, which only spaces requests further apart. Pauses other workers write are obeyed from the
+      // next acquire on.
+      if (pauses === this.#pauses || this.#pausedUntil <= slot) return slot;
+    }
+  }
+
+  /**
+   * Retried as if idempotent although it is not: an answer lost after the update ran leaves a slot nobody uses, which
+   * only spaces requests further apart: the limit is never passed. Failing the request instead would cost more.
+   */
+  async #take(): Promise<SharedSlot> {
+    const { pool, statements, runId, where } = this.#shared;
+    const rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId])).rows, { idempotent: true });
+    const row = rows[0];
+    if (!row) throw new Error(`${where}: run ${runId} has no row in run_limits: a distributed run's limits are written when it is planned`);
+    const taken = { intervalMs: Number(row.interval_ms), waitMs: Number(row.wait_ms), slotEpochMs: Number(row.slot_epoch_ms) };
+    this.#intervalMs = taken.intervalMs;
+    this.#shared.onSlot?.(taken);
+    return taken;
+  }
+
+  #write(text: string, value: number): void {
+    const { pool, runId, where } = this.#shared;
+    // Setting a value, or raising one to a maximum: safe to repeat.
+    this.#writes = this.#writes
+      .then(() => retrying(where, () => pool.query(text, [runId, value]), { idempotent: true }))
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          this.#failure ??= { error };
+        },
+      );
+  }
+
+  async #settleWrites(): Promise<void> {
+    await this.#writes;
+    const failure = this.#failure;
+    this.#failure = undefined;
+    if (failure) throw failure.error;
+  }
+}
+
+interface SlotRow {
+  interval_ms: number;
+  wait_ms: number;
+  slot_epoch_ms: number;
+}
+
+function intervalOf(requestsPerSecond: number): number {
+  return Number.isFinite(requestsPerSecond) && requestsPerSecond > 0 ? 1000 / requestsPerSecond : 0;
+}
+
+function rateOf(intervalMs: number): number {
+  return intervalMs > 0 ? 1000 / intervalMs : Number.POSITIVE_INFINITY;
+}
