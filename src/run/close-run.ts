@@ -6,6 +6,8 @@ import type { Pipeline } from './define.ts';
 import type { Destination } from './destination.ts';
 import type { OpenedRun } from './open-run.ts';
 import { summarize } from './summarize.ts';
+import { liveWorkers } from '../distributed/plan-run.ts';
+import type { Worker } from '../distributed/worker.ts';
 import type { RunSummary } from './summary.ts';
 
 /** Statuses of a run that ended by its own rules (the others resume). */
@@ -16,10 +18,19 @@ const FINISHED = new Set(['completed', 'budget', 'failed_series']);
  * its run-scoped dedupe keys forgotten); one that failed is recorded as interrupted, and the failure rethrown.
  */
 export async function closeRun(
-  parts: { pipeline: Pipeline; plan: SourcePlan; opened: OpenedRun; scheduler: Scheduler; sinks: readonly Sink<unknown>[]; keys: SeenKeyStore; destination: Destination },
+  parts: {
+    pipeline: Pipeline;
+    plan: SourcePlan;
+    opened: OpenedRun;
+    scheduler: Scheduler;
+    sinks: readonly Sink<unknown>[];
+    keys: SeenKeyStore;
+    destination: Destination;
+    worker?: Worker | undefined;
+  },
   failure: unknown,
 ): Promise<RunSummary> {
-  const { pipeline, plan, opened, scheduler, sinks, keys, destination } = parts;
+  const { pipeline, plan, opened, scheduler, sinks, keys, destination, worker } = parts;
   const { store, runId, decision, previous, startedAt } = opened;
   const finish = async () => {
     const finishedAt = new Date();
@@ -39,8 +50,11 @@ export async function closeRun(
       durationMs: finishedAt.getTime() - startedAt.getTime() + Number(previous?.summary?.durationMs ?? 0),
     });
   };
+  // A worker that leaves a run other workers go on with (it was stopped, or failed) leaves the run's record to them.
+  const othersAtWork = async () => opened.distributed !== undefined && (await liveWorkers(opened.distributed.store, runId)) > 1;
   if (failure !== undefined) {
     try {
+      if (await othersAtWork()) throw failure;
       const summary = await finish();
       await store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
     } catch {
@@ -50,10 +64,13 @@ export async function closeRun(
     throw failure;
   }
   const summary = await finish();
+  // The run's summary is stored; this worker's share is only in what it returns.
+  const mine = worker ? { ...summary, worker: worker.share() } : summary;
+  if (summary.status === 'interrupted' && (await othersAtWork())) return mine;
   if (FINISHED.has(summary.status)) {
     for (const sink of sinks) await sink.finish?.(runId);
     await keys.forgetRun();
   }
   await store.finishRun(runId, summary.status, summary.finishedAt, summary);
-  return summary;
+  return mine;
 }

@@ -4,6 +4,7 @@ import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sourc
 import { toJson } from '../json.ts';
 import type { PageCommit, SeenKeyStore, SeriesIdentity, SpendRow, StateStore } from '../state/interfaces.ts';
 import { crashPoint } from '../crash-points.ts';
+import { SeriesLostError } from '../errors/series-lost-error.ts';
 import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 
@@ -37,12 +38,14 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   const committed = new Map<string, number>();
   const pendingEnds = new Map<string, { series: Series; end: SeriesEnd }>();
   const ledger: SpendRow[] = [];
+  // Series another worker took over (a distributed run): their pages here are dropped.
+  const lost = new Set<string>();
   // Spend rows written on their own, not yet known to be written: the run waits for them before it closes.
   const writing = new Set<Promise<void>>();
   // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
   let seq: number | undefined;
 
-  const writeEnd = (series: Series, end: SeriesEnd) =>
+  const writeEnd = (series: Series, end: Exclude<SeriesEnd, { reason: 'lost' }>) =>
     store.endSeries(runId, identity(series), {
       status: end.reason === 'stopped' ? 'stopped' : 'ended',
       reason: end.reason === 'stopped' ? end.stop : end.reason,
@@ -59,7 +62,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       states.release(seriesId);
       committed.delete(seriesId);
       noNew.delete(seriesId);
-      if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) await writeEnd(pending.series, pending.end);
+      if (pending.end.reason === 'lost') lost.delete(seriesId);
+      else if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) await writeEnd(pending.series, pending.end);
     }
   };
 
@@ -72,6 +76,9 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   };
 
   return {
+    /** Whether another worker took the series over (a distributed run). */
+    lost: (seriesId: string) => lost.has(seriesId),
+
     /** A series resumes with the no-new streak it had. */
     resumeSeries(seriesId: string, streak: number): void {
       noNew.set(seriesId, streak);
@@ -93,7 +100,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     },
 
     /** Commits a page that came out of the stages; returns what the source needs for its no_new rule. */
-    async commit(page: Page<unknown>): Promise<{ new: number; end?: SeriesEndReason }> {
+    async commit(page: Page<unknown>): Promise<{ new: number; end?: SeriesEndReason; lost?: true }> {
       const id = page.series.id;
       const fresh = page.meta.dedupe?.new ?? page.items.length;
       const streak = fresh === 0 ? (noNew.get(id) ?? 0) + 1 : 0;
@@ -140,7 +147,12 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       } catch (error) {
         // Where the journal stands is no longer known (the commit may or may not have taken its number).
         seq = undefined;
-        throw error;
+        if (!(error instanceof SeriesLostError)) throw error;
+        // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure.
+        lost.add(id);
+        committed.set(id, (committed.get(id) ?? 0) + 1);
+        await settle(id);
+        return { new: 0, lost: true };
       }
       for (const file of files) file.staged.committed();
       crashPoint('after-commit');

@@ -5,9 +5,12 @@ import { atDatabase } from '../postgres/failure.ts';
 import { toJson } from '../json.ts';
 import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
-import type { Lease, RunRecord, StateStore } from '../state/interfaces.ts';
+import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
-import { postgresStateStore } from '../state/postgres/store.ts';
+import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
+import { liveWorkers, planningLock } from '../distributed/plan-run.ts';
+import type { Worker } from '../distributed/worker.ts';
+import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from './define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
@@ -16,6 +19,8 @@ import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
   lease?: Lease | undefined;
+  /** A distributed run's worker (this process), which leaves the run however it ends. */
+  worker?: Worker | undefined;
   sinks: Sink<unknown>[];
 }
 
@@ -26,6 +31,8 @@ export interface OpenedRun {
   /** The run this invocation resumes, if it does. */
   previous: RunRecord | undefined;
   startedAt: Date;
+  /** A distributed run: its store, whether this process joined workers at work, and which planning of the run this is. */
+  distributed?: { store: PostgresStateStore; joining: boolean; planning: number };
 }
 
 /**
@@ -36,9 +43,18 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
   const store = await openStore(pipeline, options, databases);
-  held.lease = await store.lease(pipeline.name);
+  // A run whose state and outputs are all in one PostgreSQL database is a distributed run: every process started on
+  // it is a worker. The planning lock stands in for the lease while this process decides and plans (DESIGN §9).
+  const shared = distributable(store, sinks);
+  held.lease = shared ? await planningLock(shared, pipeline.name) : await store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
-  const decision = decide(await store.latestRun(pipeline.name), { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, options);
+  const latest = await store.latestRun(pipeline.name);
+  const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await liveWorkers(shared, latest.runId)) > 0;
+  if (joining && options.fresh) {
+    throw new RunLifecycleError(`run ${latest.runId} of pipeline "${pipeline.name}" has workers at work: stop them (Ctrl-C, or SIGTERM) before starting it afresh`);
+  }
+  // Joining a run at work: it is resumed as it stands (its budget, its plan), whatever this process was told.
+  const decision = decide(latest, { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, joining ? {} : options);
 
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
   const seriesComplete = !pipeline.stages.some((stage) => {
@@ -55,6 +71,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     currentSeq: await store.currentSeq(),
     statePath: store.path,
     tagColumns: plan.tagColumns ?? [],
+    shared: shared !== undefined,
     resultsTable: (at: ResultsDatabase, table: string, mode: 'append' | 'replace' | 'upsert') =>
       at.kind === 'sqlite'
         ? createResultsViews(at.db, table, applicableViews(mode, seriesComplete))
@@ -75,10 +92,21 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const previous = decision.mode === 'resume' ? decision.run : undefined;
   // The store keeps the number.
   const budget = decision.budget?.maxCredits ?? null;
-  if (previous) await store.reopenRun(runId, budget);
-  else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget });
+  if (previous) {
+    if (!joining) await store.reopenRun(runId, budget);
+  } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget });
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
-  return { store, runId, decision, previous, startedAt };
+  return { store, runId, decision, previous, startedAt, ...(shared ? { distributed: { store: shared, joining, planning: (previous?.invocations ?? 0) + (joining ? 0 : 1) } } : {}) };
+}
+
+/**
+ * The state store, if the run can be shared by many workers: in PostgreSQL, with every sink writing inside its page
+ * transaction (on the same database). Files and other databases cannot be shared across machines: such a run stays
+ * one process, with the pipeline's lease.
+ */
+function distributable(store: StateStore, sinks: readonly Sink<unknown>[]): PostgresStateStore | undefined {
+  if (!('kind' in store) || store.kind !== 'postgres') return undefined;
+  return sinks.every((sink) => sink.database === store.database) ? (store as PostgresStateStore) : undefined;
 }
 
 /**

@@ -10,7 +10,7 @@ import { outputSuspects } from './outputs.ts';
 import { clientForRun } from './run-client.ts';
 import type { RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
-import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
+import { countedBy, joinAsWorker, obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
@@ -28,9 +28,13 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   const { client, destination, owned } = clientForRun(pipeline, options, emit);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
+  // How this process left the run (a worker's row says it): its summary's status, or `failed`.
+  let left = 'failed';
   try {
     const opened = await openRun(pipeline, plan, options, databases, held);
     const { store, runId, decision, previous } = opened;
+    // A distributed run: this process becomes one of its workers (DESIGN §9); the planning lock is let go then.
+    const worker = opened.distributed && (await joinAsWorker(pipeline, plan, opened, decision, held));
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
@@ -42,9 +46,10 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
     const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock);
     scheduler.on(emit);
+    worker?.watch(scheduler);
     const ledgerFailure = recordSpend(scheduler, committer, runId);
     const retryFailed = decision.mode === 'resume' && decision.retryFailed;
-    const source = sourceContext({ pipeline, runId, client, scheduler, store, committer, states, keys, previous, retryFailed, emit });
+    const source = sourceContext({ pipeline, runId, client, scheduler, store, committer, states, keys, previous, retryFailed, emit, worker });
     emit({
       type: 'start',
       runId,
@@ -61,16 +66,19 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
 
     // The commit loop, until the sources are done, the run stops, or something fails.
     const unsubscribe = obeySignals(scheduler, options);
-    let failure = await commitPages(pipeline, source, committer, scheduler, emit);
+    let failure = await commitPages(pipeline, source, committer, scheduler, worker ? countedBy(worker, emit) : emit);
     unsubscribe();
     await scheduler.onIdle();
     failure ??= ledgerFailure();
     if (failure === undefined) await committer.flush();
 
-    return await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination }, failure);
+    const summary = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, worker }, failure);
+    left = summary.status;
+    return summary;
   } catch (error) {
     throw explainOutputFailure(error, outputSuspects(error, pipeline));
   } finally {
+    await held.worker?.leave(left);
     await held.lease?.release();
     for (const sink of held.sinks) await sink.close();
     await databases.closeAll();

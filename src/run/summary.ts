@@ -45,6 +45,8 @@ export const runSummarySchema = z.object({
   startedAt: z.string(),
   finishedAt: z.string(),
   durationMs: z.number(),
+  /** A distributed run: this worker's share of it (the rest of the summary is the whole run's). */
+  worker: z.object({ id: z.string(), host: z.string(), pid: z.int(), pages: z.int(), credits: z.number() }).optional(),
 });
 
 export type RunSummary = z.infer<typeof runSummarySchema>;

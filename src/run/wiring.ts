@@ -6,6 +6,12 @@ import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
+import type { Series } from '../pipeline/page.ts';
+import type { SourcePlan } from '../sources/source.ts';
+import { joinRun } from '../distributed/join.ts';
+import type { Worker } from '../distributed/worker.ts';
+import type { Decision } from './lifecycle.ts';
+import type { Held, OpenedRun } from './open-run.ts';
 import type { createCommitter } from './commit.ts';
 import type { Pipeline } from './define.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
@@ -90,8 +96,10 @@ export function sourceContext(parts: {
   previous: RunRecord | undefined;
   retryFailed: boolean;
   emit: (event: RunEvent) => void;
+  /** A distributed run's worker: series come from the run's queue, and their jobs are settled as they end. */
+  worker?: Worker | undefined;
 }): SourceWiring {
-  const { runId, store, committer, states, keys, previous, retryFailed, emit } = parts;
+  const { runId, store, committer, states, keys, previous, retryFailed, emit, worker } = parts;
   const abort = new AbortController();
   const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
   // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
@@ -105,11 +113,15 @@ export function sourceContext(parts: {
     client: parts.client,
     scheduler: parts.scheduler,
     async progress(series) {
-      if (!previous) return undefined;
+      // A worker's series may have been paged by another worker (which stopped or died) in this very invocation.
+      if (!previous && !worker) return undefined;
       const progress = await store.progress(runId, series.id);
       if (!progress) return undefined;
       const reason = progress.reason as SeriesEndReason | null;
-      if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) return { done: true };
+      if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) {
+        await worker?.queue.done(series.id);
+        return { done: true };
+      }
       if (progress.state) states.restore(series.id, progress.state);
       committer.resumeSeries(series.id, progress.noNew);
       return {
@@ -121,9 +133,14 @@ export function sourceContext(parts: {
       };
     },
     pagePermit: () => permits.acquire(abort.signal),
+    lost: (series) => committer.lost(series.id),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
+    ...(worker ? { feed: (all: Iterator<Series>) => worker.queue.feed(all) } : {}),
     async seriesEnded(series, end) {
       await committer.seriesEnded(series, end);
+      // A worker's series stopped with it goes back to the queue at once; one taken over is the other worker's.
+      if (worker && end.reason === 'stopped') await worker.queue.handBack(series.id);
+      if (worker && end.reason === 'lost') worker.queue.dropped(series.id);
       emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });
     },
   };
@@ -134,5 +151,31 @@ export function sourceContext(parts: {
       waiting.get(key)?.(result);
       waiting.delete(key);
     },
+  };
+}
+
+/** Makes this process a worker of its distributed run (`opened.distributed`), holding it in `held` until it leaves. */
+export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, held: Held): Promise<Worker | undefined> {
+  if (!opened.distributed || !held.lease) return undefined;
+  const rate = pipeline.rate;
+  held.worker = await joinRun({
+    pipeline: pipeline.name,
+    runId: opened.runId,
+    plan,
+    distributed: opened.distributed,
+    budget: decision.budget?.maxCredits ?? null,
+    rate: rate.requestsPerSecond ?? (rate.requests && rate.intervalMs ? (rate.requests * 1000) / rate.intervalMs : null),
+    retryFailed: decision.mode === 'resume' && decision.retryFailed,
+    planningLock: held.lease,
+  });
+  held.lease = undefined;
+  return held.worker;
+}
+
+/** The run's events, with the pages this worker committed counted into its share. */
+export function countedBy(worker: Worker, emit: (event: RunEvent) => void): (event: RunEvent) => void {
+  return (event) => {
+    if (event.type === 'page') worker.counted();
+    emit(event);
   };
 }

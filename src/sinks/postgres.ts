@@ -32,7 +32,7 @@ const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
 interface Opened {
   pool: Pool;
   insert: ReturnType<typeof inserter>;
-  lease: HeldLock;
+  lease: Pick<HeldLock, 'release'>;
 }
 
 /**
@@ -80,7 +80,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
         if (lacking.length > 0) throw new ValidationError('Invalid PostgreSQL sink', [{ path: 'postgres.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
       }
       const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
-      const lease = await atDatabase(where, () => leaseTable(pool, `${target.database}#${schema}.${table}`, where, ctx.pipeline));
+      const lease = ctx.shared ? { release: async () => undefined } : await atDatabase(where, () => leaseTable(pool, `${target.database}#${schema}.${table}`, where, ctx.pipeline));
       try {
         held = await atDatabase(where, () =>
           transaction(pool, async (client) => {
@@ -159,7 +159,7 @@ function inserter(qualified: string, checkpointTable: string, columns: readonly 
       }
       own.add(`INSERT INTO ${qualified} (${names}) SELECT * FROM unnest(${arrays.map((array, i) => `${own.p(array)}::${types[i]}[]`).join(', ')}) WHERE true${guard}${conflict}`);
     }
-    own.add(`UPDATE ${checkpointTable} SET seq = ${own.p(seq)}::bigint, updated_at = now() WHERE pipeline = ${own.p(pipeline)} AND sink_id = ${own.p(id)}${guard}`);
+    own.add(`UPDATE ${checkpointTable} SET seq = ${own.seq ?? `${own.p(seq)}::bigint`}, updated_at = now() WHERE pipeline = ${own.p(pipeline)} AND sink_id = ${own.p(id)}${guard}`);
   };
 
   return {

@@ -22,6 +22,8 @@ export interface SinkContext {
   readonly currentSeq: number;
   /** Tag columns every row carries (from a query list): sinks with default columns add them. */
   readonly tagColumns: readonly string[];
+  /** The run's workers write this output together (a distributed run): no lease of one process's own on it. */
+  readonly shared?: boolean;
   /**
    * A SQLite sink with the default columns announces its results table here once it is ready; the runner then
    * creates the analytics views over it (sinks do not build analytics).

@@ -38,7 +38,8 @@ export interface SeriesPaging {
 
 /**
  * Runs series concurrently (a bounded number at a time, so that a million queries are not a million pending
- * promises) and yields their pages as they arrive, through a bounded channel (backpressure).
+ * promises) and yields their pages as they arrive, through a bounded channel (backpressure). The series are the
+ * source's own, or, for a worker of a distributed run, those the run's queue hands this worker (`ctx.feed`).
  */
 export async function* fetchAll(
   all: Iterator<Series>,
@@ -47,48 +48,66 @@ export async function* fetchAll(
 ): AsyncGenerator<Page> {
   const concurrency = ctx.scheduler.stats().concurrency;
   const channel = createChannel<Page>(Math.max(4, concurrency * 2));
-  const maxActive = Math.max(8, concurrency * 4);
+  const feed = ctx.feed?.(all);
+  // A worker holds few series at a time, so that the run's series spread over its workers.
+  const maxActive = feed ? concurrency + 1 : Math.max(8, concurrency * 4);
+  const next = feed ? () => feed.next() : () => all.next();
   let active = 0;
   let exhausted = false;
+  let pulling = false;
   let failure: { error: unknown } | undefined;
 
-  const startMore = () => {
-    while (!failure && active < maxActive && !exhausted) {
-      const next = all.next();
-      if (next.done) {
-        exhausted = true;
-        break;
-      }
-      const series = next.value;
-      // The budget cannot take a single request more of this source: the series left are not started (nor recorded,
-      // so that a resume with a larger budget takes them up).
-      if (!ctx.scheduler.affordable(series.endpoint)) {
-        exhausted = true;
-        break;
-      }
-      active += 1;
-      ctx
-        .progress(series)
-        // Ended in an earlier invocation of this run: nothing to do.
-        .then((resume) => (resume?.done ? undefined : run(series, resume, (page) => channel.push(page))))
-        // Recording the end can fail too (a full disk): it then fails the stream like any other error.
-        .then((end) => end && ctx.seriesEnded(series, end))
-        .catch((error: unknown) => {
-          // Progress could not be read, a page could not be handed on (the consumer went away), the source broke, or
-          // the end could not be recorded.
-          failure ??= { error };
-          channel.cancel(error);
-        })
-        .finally(() => {
-          active -= 1;
-          startMore();
-          if (active === 0 && (exhausted || failure)) channel.close();
-        });
-    }
-    if (active === 0) channel.close();
+  const start = (series: Series) => {
+    active += 1;
+    ctx
+      .progress(series)
+      // Ended in an earlier invocation of this run: nothing to do.
+      .then((resume) => (resume?.done ? undefined : run(series, resume, (page) => channel.push(page))))
+      // Recording the end can fail too (a full disk): it then fails the stream like any other error.
+      .then((end) => end && ctx.seriesEnded(series, end))
+      .catch((error: unknown) => {
+        // Progress could not be read, a page could not be handed on (the consumer went away), the source broke, or
+        // the end could not be recorded.
+        failure ??= { error };
+        channel.cancel(error);
+      })
+      .finally(() => {
+        active -= 1;
+        void startMore();
+      });
   };
 
-  startMore();
+  const startMore = async () => {
+    // One puller at a time: a feed's `next` may wait (for the run's queue), and series ending meanwhile call again.
+    if (pulling) return;
+    pulling = true;
+    try {
+      while (!failure && active < maxActive && !exhausted) {
+        const pulled = await next();
+        if (pulled.done) {
+          exhausted = true;
+          break;
+        }
+        const series = pulled.value;
+        // The budget cannot take a single request more of this source: the series left are not started (nor
+        // recorded, so that a resume with a larger budget takes them up; a worker hands its queued one back).
+        if (!ctx.scheduler.affordable(series.endpoint)) {
+          exhausted = true;
+          feed?.unused(series);
+          break;
+        }
+        start(series);
+      }
+    } catch (error) {
+      failure ??= { error };
+      channel.cancel(error);
+    } finally {
+      pulling = false;
+    }
+    if (active === 0 && (exhausted || failure)) channel.close();
+  };
+
+  void startMore();
   yield* channel;
 }
 
@@ -103,6 +122,7 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
   let pushed = 0;
   let request = paginator.first(options.resume);
   for (;;) {
+    if (ctx.lost?.(series)) return { reason: 'lost', pages: pushed };
     const release = await ctx.pagePermit();
     let outcome: Outcome<Fetched & { next: PageRequest | null }>;
     try {

@@ -15,7 +15,9 @@ export const COMPLETE_REASONS: ReadonlySet<SeriesEndReason> = new Set(['empty', 
 export type SeriesEnd =
   | { reason: SeriesEndReason; pages: number; error?: unknown }
   /** The run stopped (401, 402, quota, stall, a signal) before the series ended: it can be resumed. */
-  | { reason: 'stopped'; stop: StopReason; pages: number; error?: unknown };
+  | { reason: 'stopped'; stop: StopReason; pages: number; error?: unknown }
+  /** A distributed run's series another worker took over (this one stalled): it goes on there; nothing is recorded here. */
+  | { reason: 'lost'; pages: number };
 
 /** Where an earlier invocation of the same run left a series. */
 export type SeriesResume =
@@ -53,6 +55,20 @@ export interface SourceContext extends RunContext {
    * page (`page.meta.end`) and committed with it; this records the others, once the series' pages are committed.
    */
   seriesEnded(series: Series, end: SeriesEnd): Promise<void>;
+  /** A distributed run: whether another worker took the series over (a page of it was refused): it is then dropped. */
+  lost?(series: Series): boolean;
+  /**
+   * A worker of a distributed run: the series this worker is to page, taken from the run's queue (the source's own
+   * list, `all`, says what each queued id is). Absent: the source pages all its series.
+   */
+  feed?(all: Iterator<Series>): SeriesFeed;
+}
+
+/** Series handed out one at a time, waiting while others may still come (a distributed run's queue). */
+export interface SeriesFeed {
+  next(): Promise<IteratorResult<Series, undefined>>;
+  /** A series taken but not started (the budget ran out): handed back. */
+  unused(series: Series): void;
 }
 
 /** What a source will do, known before anything is sent: for `estimate` and the plan's fingerprint. */

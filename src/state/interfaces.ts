@@ -196,6 +196,11 @@ export interface PageStatement {
   add(sql: string): void;
   /** A condition that holds only when the page took its number. */
   readonly guard: string;
+  /**
+   * The page's journal number as SQL, when the store assigns it in the statement (a worker of a distributed run,
+   * where pages of many workers interleave); absent, it is the `seq` the sink was given.
+   */
+  readonly seq?: string;
 }
 
 /**

@@ -4,7 +4,8 @@ import { LeaseHeldError } from '../../errors/lease-held-error.ts';
 import { OutputError } from '../../errors/output-error.ts';
 import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../../postgres/failure.ts';
-import { type Pool, quoteIdentifier, transaction } from '../../postgres/pools.ts';
+import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
+import { SeriesLostError } from '../../errors/series-lost-error.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
 import type { Checkpoint, JournalEntry, Lease, PageCommit, PageStatement, SeenKeyStore, SpendRow, StateStore } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
@@ -15,6 +16,16 @@ export interface PostgresStateStore extends StateStore {
   readonly kind: 'postgres';
   readonly pool: Pool;
   readonly schema: string;
+  /**
+   * Makes this store a worker's of a distributed run: a page commits only if its series is still where this worker
+   * left it (else `SeriesLostError`, and nothing is written), the journal takes the next number whoever commits, and a
+   * series' end completes its job (`finish`, false: the job is no longer this worker's) in the same transaction.
+   */
+  joinAsWorker(claims: WorkerClaims): void;
+}
+
+export interface WorkerClaims {
+  finish(seriesId: string, db: PoolClient): Promise<boolean>;
 }
 
 const JOURNAL_BATCH = 256;
@@ -59,6 +70,30 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       [pipeline, sinkId, checkpoint.seq, checkpoint.bytes],
     );
 
+  // Set once this store serves a worker of a distributed run (`joinAsWorker`).
+  let worker: WorkerClaims | undefined;
+  const lost = (seriesId: string) => new SeriesLostError(seriesId, `series ${seriesId} was taken over by another worker (this one stalled past its heartbeat): its page here was not written`);
+  /** The series' progress as the page leaves it: an upsert, applied `where` the row allows (a worker's claim). */
+  const seriesUpsert = (w: PageStatement, commit: PageCommit, where: string, from = '') => {
+    const { series, progress } = commit;
+    const text = (value: unknown) => `${w.p(value)}::text`;
+    const int = (value: unknown) => `${w.p(value)}::int`;
+    return `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
+      SELECT ${[commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason].map(text).join(', ')},
+        ${int(progress.nextPage)}, 1, ${int(progress.served)}, ${int(progress.written)}, ${int(progress.duplicates)}, ${text(progress.digest)}, ${int(progress.noNew)},
+        ${text(progress.cursor)}, ${text(progress.state)} ${from}
+      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
+        pages = series.pages + 1, items_served = series.items_served + excluded.items_served, items_written = series.items_written + excluded.items_written,
+        duplicates = series.duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
+        state = excluded.state, error = NULL ${where}`;
+  };
+  /** Whether a series has gone past page `number` (a worker's commit whose answer was lost). */
+  const seriesPassed = async (runId: string, seriesId: string, number: number) => {
+    const { rows } = await pool.query<{ next_page: number | null; status: string }>(`SELECT next_page, status FROM ${s}.series WHERE run_id = $1 AND series_id = $2`, [runId, seriesId]);
+    const row = rows[0];
+    return row !== undefined && (row.status === 'ended' || (row.next_page ?? 0) > number);
+  };
+
   const store: PostgresStateStore = {
     kind: 'postgres',
     pool,
@@ -66,6 +101,9 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     path: `${target.label} (schema ${schema})`,
     database: target.database,
     lease: (name) => atDatabase(where, () => leasePipeline(pool, s, schema, name)),
+    joinAsWorker(claims) {
+      worker = claims;
+    },
     checkpoints: {
       async get(sinkId) {
         const rows = await query<{ seq: string; bytes: string | null }>(`SELECT seq, bytes FROM ${s}.sink_checkpoints WHERE pipeline = $1 AND sink_id = $2`, [pipeline, sinkId]);
@@ -135,11 +173,18 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     },
     async commitPage(commit: PageCommit, within) {
       // The whole page — its state, and the rows and checkpoints of the sinks on this database — is one statement of
-      // data-modifying CTEs: one round trip, atomic on its own. Each part applies only if the journal's number moved
-      // to the page's (`guard`): a page another writer got ahead of writes nothing.
+      // data-modifying CTEs: one round trip, atomic on its own. Each part applies only if the page took its place
+      // (`guard`): alone, the journal's number moved to the page's; as a worker of a distributed run, the series was
+      // still where this worker left it (another worker that took it over got ahead of a stalled one).
+      const number = commit.progress.nextPage - 1;
       const commitOnce = async () => {
-        const w = ctes();
-        w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
+        const w = ctes(worker ? '(SELECT seq FROM w_seq)' : undefined);
+        if (worker) {
+          w.add(seriesUpsert(w, commit, `WHERE series.status <> 'ended' AND series.next_page = ${w.p(number)}::int RETURNING 1`), 'w_claim');
+          w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND EXISTS (SELECT 1 FROM w_claim) RETURNING seq`, 'w_seq');
+        } else {
+          w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
+        }
         const guard = w.guard;
         if (commit.spend.length > 0) w.add(`${insertSpend(w.p, commit.spend)} WHERE ${guard}`);
         const dedupe = commit.dedupe;
@@ -158,24 +203,13 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
              SELECT ${w.p(commit.runId)}::text, u.* FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')}) AS u WHERE ${guard}`,
           );
         }
-        const { series, progress } = commit;
+        if (!worker) w.add(seriesUpsert(w, commit, '', 'FROM w_seq'));
         const text = (value: unknown) => `${w.p(value)}::text`;
-        const int = (value: unknown) => `${w.p(value)}::int`;
-        w.add(
-          `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
-           SELECT ${[commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason].map(text).join(', ')},
-             ${int(progress.nextPage)}, 1, ${int(progress.served)}, ${int(progress.written)}, ${int(progress.duplicates)}, ${text(progress.digest)}, ${int(progress.noNew)},
-             ${text(progress.cursor)}, ${text(progress.state)} FROM w_seq
-           ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
-             pages = series.pages + 1, items_served = series.items_served + excluded.items_served, items_written = series.items_written + excluded.items_written,
-             duplicates = series.duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
-             state = excluded.state, error = NULL`,
-        );
         const entry = commit.journal;
         if (entry) {
           w.add(
             `INSERT INTO ${s}.pages (pipeline, seq, run_id, page_key, series_id, number, meta, output, raw)
-             SELECT ${text(pipeline)}, seq, ${[entry.runId, entry.pageKey, entry.seriesId].map(text).join(', ')}, ${int(entry.number)}, ${[entry.meta, entry.output, entry.raw].map(text).join(', ')} FROM w_seq`,
+             SELECT ${text(pipeline)}, seq, ${[entry.runId, entry.pageKey, entry.seriesId].map(text).join(', ')}, ${w.p(entry.number)}::int, ${[entry.meta, entry.output, entry.raw].map(text).join(', ')} FROM w_seq`,
           );
         }
         if (commit.checkpoints.length > 0) {
@@ -187,28 +221,54 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           );
         }
         await within?.({ kind: 'postgres', statement: w });
-        const taken = await pool.query<{ seq: string }>(w.sql('SELECT seq FROM w_seq'), w.values);
-        if (taken.rows.length === 0) {
-          throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
-        }
+        const statement = w.sql('SELECT seq FROM w_seq');
+        // The page that ends its series completes the series' job in the same transaction: a crash between the two
+        // would otherwise leave a finished series queued, or a completed job whose last page never landed.
+        const claims = worker;
+        const taken =
+          claims && commit.progress.status === 'ended'
+            ? await transaction(pool, async (client) => {
+                const { rows } = await client.query<{ seq: string }>(statement, w.values);
+                if (rows.length > 0 && !(await claims.finish(commit.series.seriesId, client))) throw lost(commit.series.seriesId);
+                return rows;
+              })
+            : (await pool.query<{ seq: string }>(statement, w.values)).rows;
+        if (taken.length > 0) return;
+        if (worker) throw lost(commit.series.seriesId);
+        throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
       };
       await retrying(
         where,
         async (attempt) => {
-          // A lost answer to COMMIT leaves the page committed or not: the journal's number says which (this run holds
-          // the pipeline's lease, so nobody else moves it).
-          if (attempt > 1 && (await currentSeq()) >= commit.seq) return;
+          // A lost answer to COMMIT leaves the page committed or not. Alone, the journal's number says which (this
+          // run holds the pipeline's lease, so nobody else moves it); as a worker, the series' next page does.
+          if (attempt > 1 && (worker ? await seriesPassed(commit.runId, commit.series.seriesId, number) : (await currentSeq()) >= commit.seq)) return;
           await commitOnce();
         },
         { idempotent: true },
       );
     },
     async endSeries(runId, series, end) {
-      await query(
-        `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind`,
-        [runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, end.status, end.reason, end.nextPage, end.error, end.errorKind],
+      const write = async (db: Pool | PoolClient) =>
+        (
+          await db.query(
+            `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind
+             ${worker ? `WHERE series.status <> 'ended'` : ''}`,
+            [runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, end.status, end.reason, end.nextPage, end.error, end.errorKind],
+          )
+        ).rowCount;
+      const claims = worker;
+      if (!claims || end.status !== 'ended') return void (await retrying(where, () => write(pool), { idempotent: true }));
+      // A worker's series ends with its job, in one transaction; a job no longer this worker's leaves the series alone.
+      await retrying(
+        where,
+        () =>
+          transaction(pool, async (client) => {
+            if ((await write(client)) === 0 || !(await claims.finish(series.seriesId, client))) throw lost(series.seriesId);
+          }),
+        { idempotent: true },
       );
     },
     async seriesTotals(runId) {
@@ -312,11 +372,12 @@ async function leasePipeline(pool: Pool, s: string, schema: string, pipeline: st
 }
 
 /** One statement of data-modifying CTEs, its parameters numbered as they are added (`p`), the page's guard given. */
-function ctes(): PageStatement & { values: unknown[]; add(sql: string, name?: string): void; sql(final: string): string } {
+function ctes(seq?: string): PageStatement & { values: unknown[]; add(sql: string, name?: string): void; sql(final: string): string } {
   const values: unknown[] = [];
   const parts: string[] = [];
   return {
     values,
+    ...(seq === undefined ? {} : { seq }),
     guard: 'EXISTS (SELECT 1 FROM w_seq)',
     p: (value: unknown) => `$${values.push(value)}`,
     add: (sql: string, name = `w_${parts.length}`) => void parts.push(`${name} AS (${sql})`),

@@ -1,0 +1,73 @@
+import { createHash } from 'node:crypto';
+import { type Db, PgBoss } from 'pg-boss';
+import type { Pool, PoolClient } from '../postgres/pools.ts';
+
+/**
+ * pg-boss in the state store's database (its own schema beside ours), over the run's pool: the work of a
+ * distributed run is a queue of series jobs, and a job completes in the same transaction as the page that ends its
+ * series (`db` of that transaction's connection). pg-boss's own timers stay off but its supervisor, which hands the
+ * jobs of a worker that stopped beating back to the queue.
+ */
+export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss> {
+  const boss = new PgBoss({
+    db: adapter(pool),
+    schema: bossSchema(stateSchema),
+    schedule: false,
+    supervise: true,
+    superviseIntervalSeconds: SUPERVISE_SECONDS,
+    // Maintenance (deleting old jobs) runs where the queue's policy says, not on every worker's timer.
+    maintenanceIntervalSeconds: 3600,
+  });
+  // pg-boss reports a failed timer (a restarting server) as an event: unheard, an 'error' event would end the process.
+  boss.on('error', () => undefined);
+  await boss.start();
+  return boss;
+}
+
+/** How often a worker's pg-boss looks for jobs whose holder stopped beating (the 30 s pick-up bound: beat + this). */
+const SUPERVISE_SECONDS = 5;
+
+/** A job's holder must touch it this often, or it goes back to the queue (pg-boss's lower bound is 10 s). */
+export const JOB_HEARTBEAT_SECONDS = 10;
+
+/** pg-boss's schema: the state schema's name with `_jobs`, so that a second state schema has its own queues. */
+export function bossSchema(stateSchema: string): string {
+  return `${stateSchema}_jobs`;
+}
+
+/** One queue per planning of a run (each invocation plans again): its jobs are the run's series not yet over. */
+export function queueName(pipeline: string, runId: string, planning: number): string {
+  return `webdata.${pipeline}.${runId}.${planning}`;
+}
+
+/**
+ * A series job's id, the same for the same (run, series, planning): planning twice inserts nothing twice (pg-boss
+ * skips an id it holds). A later planning of the same run (a resume) is another number, since the earlier job of an
+ * unfinished series may be completed or gone.
+ */
+export function seriesJobId(runId: string, seriesId: string, planning: number): string {
+  const hex = createHash('sha256').update(`${runId}\n${seriesId}\n${planning}`).digest('hex');
+  // Shaped as a version-8 (custom) UUID, the type pg-boss keys jobs by.
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+export interface SeriesJobData {
+  series: string;
+}
+
+export const queueOptions = {
+  // Liveness is the heartbeat's; a series may take hours, so expiry by age only catches a holder that beats but hangs.
+  expireInSeconds: 24 * 3600,
+  heartbeatSeconds: JOB_HEARTBEAT_SECONDS,
+  // Handed back (a stopped or dead worker) as often as it takes: a series is not a task that can fail for good.
+  retryLimit: 1_000_000,
+  retryDelay: 0,
+  deleteAfterSeconds: 7 * 24 * 3600,
+} as const;
+
+/** pg-boss statements on the pool, or on one connection (a transaction of ours). */
+export function adapter(on: Pool | PoolClient): Db {
+  return {
+    executeSql: async (text: string, values?: unknown[]) => ({ rows: (await on.query(text, values)).rows }),
+  };
+}

@@ -1,0 +1,48 @@
+import type { Lease } from '../state/interfaces.ts';
+import type { PostgresStateStore } from '../state/postgres/store.ts';
+import type { SourcePlan } from '../sources/source.ts';
+import { openBoss, queueName } from './boss.ts';
+import { planRun } from './plan-run.ts';
+import { startWorker, type Worker } from './worker.ts';
+
+export interface Joining {
+  pipeline: string;
+  runId: string;
+  plan: SourcePlan;
+  distributed: { store: PostgresStateStore; joining: boolean; planning: number };
+  budget: number | null;
+  rate: number | null;
+  retryFailed: boolean;
+  /** The planning lock this process holds since it decided what the run is: let go once it is a worker. */
+  planningLock: Lease;
+}
+
+/**
+ * Makes this process a worker of the run: plans it (a new run, or a run no worker is at: each invocation plans
+ * again) or joins the planning at work, registers, and turns the store's commits into a worker's. The planning lock
+ * is held until then, so that a process starting alongside sees either no run or a planned one with a live worker.
+ */
+export async function joinRun(joining: Joining): Promise<Worker> {
+  const { store, planning } = joining.distributed;
+  const boss = await openBoss(store.pool, store.schema);
+  try {
+    const queue = joining.distributed.joining
+      ? queueName(joining.pipeline, joining.runId, planning)
+      : await planRun(boss, store, {
+          pipeline: joining.pipeline,
+          runId: joining.runId,
+          planning,
+          series: joining.plan.series(),
+          budget: joining.budget,
+          rate: joining.rate,
+          retryFailed: joining.retryFailed,
+        });
+    const worker = await startWorker({ store, boss, runId: joining.runId, queue, seriesTotal: joining.plan.seriesCount });
+    store.joinAsWorker({ finish: worker.queue.finish });
+    await joining.planningLock.release();
+    return worker;
+  } catch (error) {
+    await boss.stop({ graceful: false, close: false }).catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,102 @@
+import pg from 'pg';
+import type { PgBoss } from 'pg-boss';
+import type { Series } from '../pipeline/page.ts';
+import type { HeldLock } from '../postgres/advisory-lock.ts';
+import { quoteIdentifier } from '../postgres/pools.ts';
+import type { PostgresStateStore } from '../state/postgres/store.ts';
+import { queueName, queueOptions, seriesJobId } from './boss.ts';
+
+/** A worker that has not beaten for this long is taken for dead: its series go back to the queue, its reservations into uncertain spend. */
+export const STALE_SECONDS = 30;
+
+/** Jobs inserted per statement when a run is planned (a million series is a thousand statements, not a million). */
+const PLAN_BATCH = 1000;
+
+/**
+ * The planning lock of a pipeline: one process at a time decides what the run is (new, resumed, joined) and plans
+ * it; the others wait, then join what it planned. A session lock on a connection of its own, so that a planner that
+ * dies lets go of it with its connection.
+ */
+export async function planningLock(store: PostgresStateStore, pipeline: string): Promise<HeldLock> {
+  const client = new pg.Client(store.pool.options);
+  client.on('error', () => undefined);
+  const end = () => client.end().catch(() => undefined);
+  try {
+    await client.connect();
+    await client.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [`webdata-etl:plan:${store.schema}:${pipeline}`]);
+  } catch (error) {
+    await end();
+    throw error;
+  }
+  return { client, release: end };
+}
+
+/**
+ * Workers of a run at work: each holds an advisory lock on a connection of its own for as long as it lives (a dead
+ * process's goes with its connection at once), and has beaten within `STALE_SECONDS` by the database's clock (a
+ * frozen process, or a machine gone without closing its connection, keeps its lock but stops beating).
+ */
+export async function liveWorkers(store: PostgresStateStore, runId: string): Promise<number> {
+  const s = quoteIdentifier(store.schema);
+  const { rows } = await store.pool.query<{ n: number }>(
+    `SELECT COUNT(*)::int AS n FROM ${s}.workers w
+     WHERE run_id = $1 AND stopped_at IS NULL AND heartbeat_at > clock_timestamp() - $2 * interval '1 second'
+       AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                     AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($3 || w.worker_id, 0))`,
+    [runId, STALE_SECONDS, workerLockPrefix(store.schema, runId)],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** The name of a worker's liveness lock is this and its id. */
+export function workerLockPrefix(schema: string, runId: string): string {
+  return `webdata-etl:worker:${schema}:${runId}:`;
+}
+
+export interface RunPlan {
+  pipeline: string;
+  runId: string;
+  /** Which planning of the run this is (its invocation): each has a queue of its own. */
+  planning: number;
+  series: Iterable<Series>;
+  budget: number | null;
+  /** Requests per second of the run (all workers together); null: unpaced. */
+  rate: number | null;
+  /** Series that ended `failed` are queued again (a resume that retries them). */
+  retryFailed: boolean;
+}
+
+/**
+ * Plans a run for its workers: a queue of this planning's own with one job per series not yet over, the shared
+ * limits (budget, rate) and no stop. Idempotent: job ids are derived from (run, series, planning), so a planner that
+ * died part way and the one after it insert each job once. An earlier planning's queue is dropped: nobody is
+ * working it (planning happens only when no worker is alive), and its jobs would page series twice.
+ */
+export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: RunPlan): Promise<string> {
+  const s = quoteIdentifier(store.schema);
+  const queue = queueName(plan.pipeline, plan.runId, plan.planning);
+  for (let earlier = 1; earlier < plan.planning; earlier++) await boss.deleteQueue(queueName(plan.pipeline, plan.runId, earlier));
+  await boss.createQueue(queue, queueOptions);
+  if (plan.retryFailed) {
+    await store.pool.query(`UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`, [plan.runId]);
+  }
+  const { rows } = await store.pool.query<{ series_id: string }>(`SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [plan.runId]);
+  const over = new Set(rows.map((row) => row.series_id));
+  let batch: { id: string; data: { series: string } }[] = [];
+  const flush = async () => {
+    if (batch.length > 0) await boss.insert(queue, batch);
+    batch = [];
+  };
+  for (const series of plan.series) {
+    if (over.has(series.id)) continue;
+    batch.push({ id: seriesJobId(plan.runId, series.id, plan.planning), data: { series: series.id } });
+    if (batch.length >= PLAN_BATCH) await flush();
+  }
+  await flush();
+  await store.pool.query(
+    `INSERT INTO ${s}.run_limits (run_id, planned, budget, interval_ms) VALUES ($1, true, $2, $3)
+     ON CONFLICT (run_id) DO UPDATE SET planned = true, budget = excluded.budget, stop_reason = NULL, stop_message = NULL, reserved = 0`,
+    [plan.runId, plan.budget, plan.rate === null ? 0 : 1000 / plan.rate],
+  );
+  return queue;
+}

@@ -1,0 +1,118 @@
+import type { JobAttempt, PgBoss } from 'pg-boss';
+import type { Series } from '../pipeline/page.ts';
+import type { Pool, PoolClient } from '../postgres/pools.ts';
+import { systemClock } from '../schedule/clock.ts';
+import type { SeriesFeed } from '../sources/source.ts';
+import { adapter, type SeriesJobData } from './boss.ts';
+
+/** How long a worker with nothing to take waits before asking the queue again (another worker's series may come back). */
+const POLL_MS = 250;
+
+export interface SeriesQueueOptions {
+  boss: PgBoss;
+  queue: string;
+  pool: Pool;
+  /** The state schema, quoted. */
+  s: string;
+  runId: string;
+  /** Series in the run's plan: the run is done once that many have ended. */
+  seriesTotal: number;
+  /** Whether this worker stops taking series (the run stopped, or this worker was told to). */
+  stopped: () => boolean;
+  /** Aborts a wait for the queue. */
+  signal: AbortSignal;
+}
+
+/**
+ * A worker's side of the run's queue of series jobs: it takes series one at a time (so that they spread over the
+ * workers), holds their jobs while it pages them, completes a job in the transaction that ends its series, and hands
+ * back what it leaves unfinished. The run is over for a worker when every series of the plan has ended, or it stops.
+ */
+export function seriesQueue(options: SeriesQueueOptions) {
+  const { boss, queue, pool, s, runId } = options;
+  const held = new Map<string, JobAttempt>();
+  let byId: Map<string, Series> | undefined;
+
+  const ended = async () => {
+    const { rows } = await pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [runId]);
+    return (rows[0]?.n ?? 0) >= options.seriesTotal;
+  };
+
+  const take = (seriesId: string) => {
+    const job = held.get(seriesId);
+    held.delete(seriesId);
+    return job;
+  };
+
+  return {
+    /** The feed a source pages from; `all` (the source's own series) says what a queued id is. */
+    feed(all: Iterator<Series>): SeriesFeed {
+      if (!byId) {
+        byId = new Map();
+        for (let next = all.next(); !next.done; next = all.next()) byId.set(next.value.id, next.value);
+      }
+      const series = byId;
+      return {
+        async next() {
+          for (;;) {
+            if (options.stopped()) return { done: true, value: undefined };
+            const [job] = await boss.fetch<SeriesJobData>(queue, { batchSize: 1 });
+            if (job) {
+              const found = series.get(job.data.series);
+              if (found) {
+                held.set(found.id, { id: job.id, retryCount: job.retryCount });
+                return { done: false, value: found };
+              }
+              // Not in this worker's plan (a changed plan is refused before joining, so this is not ours to page).
+              await boss.fail(queue, { id: job.id, retryCount: job.retryCount }, { error: `series ${job.data.series} is not in this worker's plan` });
+              continue;
+            }
+            if (await ended()) return { done: true, value: undefined };
+            try {
+              await systemClock.sleep(POLL_MS, options.signal);
+            } catch {
+              return { done: true, value: undefined };
+            }
+          }
+        },
+        unused(one) {
+          void handBack(one.id);
+        },
+      };
+    },
+    /** Completes the series' job on `client` (the transaction that ends the series); false if it is not ours any more. */
+    async finish(seriesId: string, client: PoolClient): Promise<boolean> {
+      const job = take(seriesId);
+      if (!job) return false;
+      const done = await boss.complete(queue, job, null, { db: adapter(client) });
+      // pg-boss counts the jobs a command changed (`affected`, not in its declared type): 0 when the attempt lapsed.
+      return ((done as { affected?: number }).affected ?? 0) > 0;
+    },
+    /** A series that was over before this worker took it (ended in an earlier invocation): its job is done. */
+    async done(seriesId: string): Promise<void> {
+      const job = take(seriesId);
+      if (job) await boss.complete(queue, job);
+    },
+    /** Another worker took the series over: its job is no longer this worker's to settle. */
+    dropped(seriesId: string): void {
+      held.delete(seriesId);
+    },
+    /** Hands a series back to the queue at once (this worker stops), for another worker or the next invocation. */
+    handBack,
+    /** Every job still held goes back: a worker leaving hands over what it did not finish. */
+    async handBackAll(): Promise<void> {
+      for (const seriesId of [...held.keys()]) await handBack(seriesId);
+    },
+    /** The jobs held, to tell pg-boss this worker is alive. */
+    async touch(): Promise<void> {
+      if (held.size > 0) await boss.touch(queue, [...held.values()]);
+    },
+  };
+
+  async function handBack(seriesId: string): Promise<void> {
+    const job = take(seriesId);
+    if (job) await boss.fail(queue, job, { handedBack: true });
+  }
+}
+
+export type SeriesQueue = ReturnType<typeof seriesQueue>;

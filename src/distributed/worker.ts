@@ -1,0 +1,133 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { PgBoss } from 'pg-boss';
+import { tryAdvisoryLock } from '../postgres/advisory-lock.ts';
+import { quoteIdentifier } from '../postgres/pools.ts';
+import { workerLockPrefix } from './plan-run.ts';
+import type { StopReason } from '../schedule/classify.ts';
+import type { Scheduler } from '../schedule/scheduler.ts';
+import type { PostgresStateStore } from '../state/postgres/store.ts';
+import { type SeriesQueue, seriesQueue } from './series-queue.ts';
+
+/** How often a worker says it is alive (its row, and the jobs it holds: pg-boss's bound is `JOB_HEARTBEAT_SECONDS`). */
+const BEAT_MS = 3000;
+
+/** Stops that are the run's, not one worker's: a 401 or 402 seen by one worker stops them all. */
+const RUN_WIDE: ReadonlySet<StopReason> = new Set(['unauthorized', 'payment_required', 'quota', 'stall']);
+
+/** This worker's part of the run, printed beside the run's summary. */
+export interface WorkerShare {
+  id: string;
+  host: string;
+  pid: number;
+  pages: number;
+  credits: number;
+}
+
+export interface Worker {
+  readonly id: string;
+  readonly queue: SeriesQueue;
+  /** Obeys and spreads run-wide stops through the shared row; counts this worker's share. */
+  watch(scheduler: Scheduler): void;
+  /** A page this worker committed. */
+  counted(): void;
+  share(): WorkerShare;
+  /** Hands back what it holds and says it left: `finished` (nothing left for it), or why it stopped. */
+  leave(status: string): Promise<void>;
+}
+
+export interface WorkerOptions {
+  store: PostgresStateStore;
+  boss: PgBoss;
+  runId: string;
+  queue: string;
+  seriesTotal: number;
+}
+
+/**
+ * One process's membership of a distributed run: its row in `workers` (who, where, pages, credits, last heartbeat),
+ * a heartbeat that keeps its row and its series' jobs alive, the run-wide stop read from and written to the shared
+ * row, and the queue it takes series from.
+ */
+export async function startWorker(options: WorkerOptions): Promise<Worker> {
+  const { store, boss, runId } = options;
+  const pool = store.pool;
+  const s = quoteIdentifier(store.schema);
+  const id = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
+  const share: WorkerShare = { id, host: hostname(), pid: process.pid, pages: 0, credits: 0 };
+  const leaving = new AbortController();
+  let scheduler: Scheduler | undefined;
+
+  // Held while this process lives: others tell a dead worker from a live one by it (`liveWorkers`).
+  const alive = await tryAdvisoryLock(pool, `${workerLockPrefix(store.schema, runId)}${id}`);
+  if (!alive) throw new Error(`worker id ${id} is taken`);
+  try {
+    await pool.query(`INSERT INTO ${s}.workers (run_id, worker_id, host, pid) VALUES ($1, $2, $3, $4)`, [runId, id, share.host, share.pid]);
+  } catch (error) {
+    await alive.release();
+    throw error;
+  }
+  const queue = seriesQueue({
+    boss,
+    queue: options.queue,
+    pool,
+    s,
+    runId,
+    seriesTotal: options.seriesTotal,
+    stopped: () => scheduler?.stopped !== undefined || leaving.signal.aborted,
+    signal: leaving.signal,
+  });
+
+  const beat = async () => {
+    await pool.query(`UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3, credits = $4 WHERE run_id = $1 AND worker_id = $2`, [runId, id, share.pages, share.credits]);
+    await queue.touch();
+    const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
+    const stop = rows[0];
+    if (stop?.stop_reason && scheduler && scheduler.stopped === undefined) scheduler.stop(stop.stop_reason, stop.stop_message ?? `another worker stopped the run (${stop.stop_reason})`);
+  };
+  // A beat that fails (the server restarting) is tried at the next: missing a few costs nothing but the series
+  // handed to another worker, whose commits then stand.
+  const timer = setInterval(() => void beat().catch(() => undefined), BEAT_MS);
+  timer.unref();
+
+  return {
+    id,
+    queue,
+    watch(watched) {
+      scheduler = watched;
+      watched.on((event) => {
+        if (event.type === 'response') share.credits += event.credits;
+        if (event.type === 'stop' && RUN_WIDE.has(event.reason)) {
+          void pool
+            .query(`UPDATE ${s}.run_limits SET stop_reason = $2, stop_message = $3 WHERE run_id = $1 AND stop_reason IS NULL`, [runId, event.reason, event.message])
+            .catch(() => undefined);
+        }
+      });
+    },
+    counted() {
+      share.pages += 1;
+    },
+    share: () => ({ ...share }),
+    async leave(status) {
+      clearInterval(timer);
+      leaving.abort();
+      // Never fails: a worker leaving because the server went away cannot tell it so. Its jobs then go back to the
+      // queue when their heartbeat lapses, and its row reads as dead: the run's outcome is what the caller hears.
+      try {
+        await queue.handBackAll();
+        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3, pages = $4, credits = $5 WHERE run_id = $1 AND worker_id = $2`, [
+          runId,
+          id,
+          status,
+          share.pages,
+          share.credits,
+        ]);
+      } catch {
+        // As above.
+      } finally {
+        await alive.release();
+        await boss.stop({ graceful: false, close: false }).catch(() => undefined);
+      }
+    },
+  };
+}
