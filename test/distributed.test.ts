@@ -52,4 +52,53 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await many.drop();
     }
   });
+
+  it('a worker killed with SIGKILL mid-run: the others take its series over and complete the run; it cost at most its requests in flight', async () => {
+    await using alone = await simulator(SIM);
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const one = await testDatabase();
+    const many = await testDatabase();
+    try {
+      expect((await runChild({ ...PLAN, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done).code).toBe(0);
+      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
+      const victim = runChild(spec);
+      const others = [runChild(spec), runChild(spec)];
+      // Killed once it has committed pages, so that it holds series part way, while the others work.
+      await victim.pagesCommitted(3);
+      victim.child.kill('SIGKILL');
+      expect((await victim.done).signal).toBe('SIGKILL');
+      const results = await Promise.all(others.map((other) => other.done));
+      for (const result of results) {
+        expect(result.stderr).not.toContain('ERROR');
+        expect(result.code).toBe(0);
+        expect(result.summary?.status).toBe('completed');
+      }
+      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
+      // Paid twice: at most the requests the victim had in flight (its concurrency).
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((alone.stats().credits.main?.debited ?? 0) + PLAN.concurrency);
+    } finally {
+      await one.drop();
+      await many.drop();
+    }
+  });
+
+  it("a budget below the run's need, over three workers: the simulator debits exactly the budget, never more", async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const spec = { ...PLAN, budget: 31, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const results = await Promise.all([runChild(spec).done, runChild(spec).done, runChild(spec).done]);
+      for (const result of results) {
+        expect(result.stderr).not.toContain('ERROR');
+        expect(result.summary?.status).toBe('budget');
+      }
+      expect(sim.stats().credits.main?.debited).toBe(31);
+      const [limits] = await sql(db.url, 'SELECT spent, reserved FROM webdata.run_limits');
+      expect(limits).toEqual({ spent: 31, reserved: 0 });
+    } finally {
+      await db.drop();
+    }
+  });
 });

@@ -15,6 +15,8 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
     schedule: false,
     supervise: true,
     superviseIntervalSeconds: SUPERVISE_SECONDS,
+    // A queue's jobs are looked at (expiry by lost heartbeat) at most this often, whoever supervises.
+    monitorIntervalSeconds: SUPERVISE_SECONDS,
     // Maintenance (deleting old jobs) runs where the queue's policy says, not on every worker's timer.
     maintenanceIntervalSeconds: 3600,
   });
@@ -65,9 +67,12 @@ export const queueOptions = {
   deleteAfterSeconds: 7 * 24 * 3600,
 } as const;
 
-/** pg-boss statements on the pool, or on one connection (a transaction of ours). */
+/**
+ * pg-boss statements on the pool, or on one connection (a transaction of ours). The driver's result goes back as it
+ * is: for a text of several statements it is one result per statement, which pg-boss reads as such.
+ */
 export function adapter(on: Pool | PoolClient): Db {
   return {
-    executeSql: async (text: string, values?: unknown[]) => ({ rows: (await on.query(text, values)).rows }),
+    executeSql: (text: string, values?: unknown[]) => on.query(text, values) as Promise<{ rows: unknown[] }>,
   };
 }

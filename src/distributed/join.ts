@@ -11,8 +11,11 @@ export interface Joining {
   plan: SourcePlan;
   distributed: { store: PostgresStateStore; joining: boolean; planning: number };
   budget: number | null;
-  rate: number | null;
   retryFailed: boolean;
+  /** Credits per request by endpoint path. */
+  weights: Readonly<Record<string, number>>;
+  /** Spend of the run before this planning (a run that predates its shared budget row starts from it). */
+  spentBefore: number;
   /** The planning lock this process holds since it decided what the run is: let go once it is a worker. */
   planningLock: Lease;
 }
@@ -34,10 +37,10 @@ export async function joinRun(joining: Joining): Promise<Worker> {
           planning,
           series: joining.plan.series(),
           budget: joining.budget,
-          rate: joining.rate,
           retryFailed: joining.retryFailed,
+          spentBefore: joining.spentBefore,
         });
-    const worker = await startWorker({ store, boss, runId: joining.runId, queue, seriesTotal: joining.plan.seriesCount });
+    const worker = await startWorker({ store, boss, runId: joining.runId, queue, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
     store.joinAsWorker({ finish: worker.queue.finish });
     await joining.planningLock.release();
     return worker;

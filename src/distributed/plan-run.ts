@@ -5,6 +5,7 @@ import type { HeldLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { queueName, queueOptions, seriesJobId } from './boss.ts';
+import { expireDeadWorkers } from './shared-meter.ts';
 
 /** A worker that has not beaten for this long is taken for dead: its series go back to the queue, its reservations into uncertain spend. */
 export const STALE_SECONDS = 30;
@@ -60,10 +61,10 @@ export interface RunPlan {
   planning: number;
   series: Iterable<Series>;
   budget: number | null;
-  /** Requests per second of the run (all workers together); null: unpaced. */
-  rate: number | null;
   /** Series that ended `failed` are queued again (a resume that retries them). */
   retryFailed: boolean;
+  /** What the run spent before: the shared budget row starts from it when the run has none yet. */
+  spentBefore: number;
 }
 
 /**
@@ -93,10 +94,14 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
     if (batch.length >= PLAN_BATCH) await flush();
   }
   await flush();
+  // No worker is alive (or this planning would not happen): what the run's workers still hold is a dead one's.
+  await expireDeadWorkers(store.pool, store.schema, plan.runId, 0);
   await store.pool.query(
-    `INSERT INTO ${s}.run_limits (run_id, planned, budget, interval_ms) VALUES ($1, true, $2, $3)
-     ON CONFLICT (run_id) DO UPDATE SET planned = true, budget = excluded.budget, stop_reason = NULL, stop_message = NULL, reserved = 0`,
-    [plan.runId, plan.budget, plan.rate === null ? 0 : 1000 / plan.rate],
+    // The rate is left for the first leader to write (its pacer knows the margin it paces under); no worker is alive,
+    // so reservations left are a dead one's: counted as spent already by their expiry, or given back here.
+    `INSERT INTO ${s}.run_limits (run_id, planned, budget, spent) VALUES ($1, true, $2, $3)
+     ON CONFLICT (run_id) DO UPDATE SET planned = true, budget = excluded.budget, stop_reason = NULL, stop_message = NULL, interval_ms = 0`,
+    [plan.runId, plan.budget, plan.spentBefore],
   );
   return queue;
 }

@@ -3,7 +3,9 @@ import { hostname } from 'node:os';
 import type { PgBoss } from 'pg-boss';
 import { tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
-import { workerLockPrefix } from './plan-run.ts';
+import { STALE_SECONDS, workerLockPrefix } from './plan-run.ts';
+import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
+import { sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
@@ -27,6 +29,10 @@ export interface WorkerShare {
 export interface Worker {
   readonly id: string;
   readonly queue: SeriesQueue;
+  /** The run's one rate limit and one budget, for this worker's scheduler. */
+  readonly limits: { meter: SharedMeter; pacer: ReturnType<typeof sharedPacer> };
+  /** Whether this worker learns the run's rate now. */
+  leads(): boolean;
   /** Obeys and spreads run-wide stops through the shared row; counts this worker's share. */
   watch(scheduler: Scheduler): void;
   /** A page this worker committed. */
@@ -42,6 +48,8 @@ export interface WorkerOptions {
   runId: string;
   queue: string;
   seriesTotal: number;
+  /** Credits per request by endpoint path. */
+  weights: Readonly<Record<string, number>>;
 }
 
 /**
@@ -67,6 +75,13 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     await alive.release();
     throw error;
   }
+  // The run's rate is learned by one worker at a time (the holder of this lock, on its liveness connection); the
+  // others follow the rate in the shared row. Another takes over at its next beat when the leader's connection goes.
+  const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
+  let leader = (await alive.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
+  const meter = sharedMeter(pool, store.schema, runId, id, { weights: options.weights });
+  await meter.refresh();
+  const pacer = sharedPacer(pool, store.schema, runId, { leads: () => leader });
   const queue = seriesQueue({
     boss,
     queue: options.queue,
@@ -79,7 +94,9 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   });
 
   const beat = async () => {
-    await pool.query(`UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3, credits = $4 WHERE run_id = $1 AND worker_id = $2`, [runId, id, share.pages, share.credits]);
+    await pool.query(`UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3 WHERE run_id = $1 AND worker_id = $2`, [runId, id, share.pages]);
+    if (!leader) leader = (await alive.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
+    await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
     await queue.touch();
     const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
     const stop = rows[0];
@@ -93,6 +110,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   return {
     id,
     queue,
+    limits: { meter, pacer },
+    leads: () => leader,
     watch(watched) {
       scheduler = watched;
       watched.on((event) => {
@@ -115,13 +134,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       // queue when their heartbeat lapses, and its row reads as dead: the run's outcome is what the caller hears.
       try {
         await queue.handBackAll();
-        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3, pages = $4, credits = $5 WHERE run_id = $1 AND worker_id = $2`, [
-          runId,
-          id,
-          status,
-          share.pages,
-          share.credits,
-        ]);
+        await meter.flush();
+        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3, pages = $4 WHERE run_id = $1 AND worker_id = $2`, [runId, id, status, share.pages]);
       } catch {
         // As above.
       } finally {

@@ -44,7 +44,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.
     const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
-    const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock);
+    const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock, worker || undefined);
     scheduler.on(emit);
     worker?.watch(scheduler);
     const ledgerFailure = recordSpend(scheduler, committer, runId);

@@ -17,9 +17,11 @@ import type { Pipeline } from './define.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
-export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined): Scheduler {
+export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, worker?: Worker): Scheduler {
   const rate = pipeline.rate;
   return createScheduler({
+    // A worker of a distributed run takes its slots and credits from the run's shared rows (they own the budget).
+    ...(worker ? worker.limits : {}),
     rate: rate.requestsPerSecond ? { requestsPerSecond: rate.requestsPerSecond } : rate.requests && rate.intervalMs ? { requests: rate.requests, intervalMs: rate.intervalMs } : undefined,
     concurrency: rate.concurrency,
     ...(budget === null ? {} : { budget }),
@@ -157,14 +159,14 @@ export function sourceContext(parts: {
 /** Makes this process a worker of its distributed run (`opened.distributed`), holding it in `held` until it leaves. */
 export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, held: Held): Promise<Worker | undefined> {
   if (!opened.distributed || !held.lease) return undefined;
-  const rate = pipeline.rate;
   held.worker = await joinRun({
     pipeline: pipeline.name,
     runId: opened.runId,
     plan,
     distributed: opened.distributed,
     budget: decision.budget?.maxCredits ?? null,
-    rate: rate.requestsPerSecond ?? (rate.requests && rate.intervalMs ? (rate.requests * 1000) / rate.intervalMs : null),
+    weights: pipeline.credits.weights,
+    spentBefore: opened.previous ? (await opened.store.spendOf(opened.runId)).spent : 0,
     retryFailed: decision.mode === 'resume' && decision.retryFailed,
     planningLock: held.lease,
   });
