@@ -2,6 +2,7 @@ import { expect, it } from 'vitest';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { runChild } from './resume-helpers.ts';
+import { cli, config, envFor } from './cli-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 
 const SIM = { seed: 41, latencyMs: { min: 5, max: 20 } } as const;
@@ -101,4 +102,88 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await db.drop();
     }
   });
+
+  it('a worker frozen (SIGSTOP) past its heartbeat, then resumed, writes nothing another worker committed: it learns it lost the series', async () => {
+    await using alone = await simulator(SIM);
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const one = await testDatabase();
+    const many = await testDatabase();
+    try {
+      expect((await runChild({ ...PLAN, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done).code).toBe(0);
+      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
+      // The first worker takes the first series; its first request is held until the worker is frozen.
+      const gate = sim.park({ q: 'query 0' });
+      const frozen = runChild(spec);
+      await frozen.whileRunning(gate.reached(1));
+      frozen.child.kill('SIGSTOP');
+      gate.release();
+      // Another worker does the whole run, the frozen one's series too once their jobs' heartbeat lapsed.
+      const other = await runChild(spec).done;
+      expect(other.stderr).not.toContain('ERROR');
+      expect(other.summary?.status).toBe('completed');
+      frozen.child.kill('SIGCONT');
+      const late = await frozen.done;
+      expect(late.stderr).not.toContain('ERROR');
+      expect(late.code).toBe(0);
+      // Its answer came while it was frozen: the page it made was refused, and it dropped the series.
+      expect(late.stderr).toContain('"reason":"lost"');
+      expect(late.summary?.status).toBe('completed');
+      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((alone.stats().credits.main?.debited ?? 0) + PLAN.concurrency);
+    } finally {
+      await one.drop();
+      await many.drop();
+    }
+  });
+
+  it('the leader (who learns the rate) killed: another worker leads within a heartbeat, and the run completes', async () => {
+    await using sim = await simulator({ ...SIM, latencyMs: { min: 60, max: 90 } });
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const workers = [runChild(spec), runChild(spec)];
+      await Promise.all(workers.map((worker) => worker.pagesCommitted(1)));
+      const leaderPid = await until(async () => (await sql(db.url, 'SELECT pid FROM webdata.workers WHERE leader'))[0]?.pid as number | undefined);
+      const [leader, follower] = workers[0]?.child.pid === leaderPid ? workers : [...workers].reverse();
+      leader?.child.kill('SIGKILL');
+      const next = await until(async () => (await sql(db.url, 'SELECT pid FROM webdata.workers WHERE leader AND pid <> $1', [leaderPid]))[0]?.pid as number | undefined);
+      expect(next).toBe(follower?.child.pid);
+      const finished = await follower?.done;
+      expect(finished?.summary?.status).toBe('completed');
+    } finally {
+      await db.drop();
+    }
+  });
+  it('a 401 seen by one worker stops them all: every worker exits 3, and the run resumes once the key is fixed', async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      // One request answered 401 (a key revoked and restored, say): only one worker sees it; the others hear it from the run.
+      sim.inject({ fault: 'status', status: 401, after: 12, times: 1 });
+      const file = config(dir.dir, { name: 'auth', sinks: [{ type: 'postgres', table: 'results', url: db.url }], state: { url: db.url }, rate: { concurrency: 2 } }, { queries: QUERIES, maxPages: 4 });
+      const results = await Promise.all([1, 2, 3].map(() => cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) })));
+      for (const result of results) {
+        expect(result.code, result.stderr).toBe(3);
+        expect((JSON.parse(result.stdout) as { reason: string }).reason).toBe('unauthorized');
+      }
+      const resumed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect((JSON.parse(resumed.stdout) as { status: string; runId: string }).runId).toBe((JSON.parse(results[0]?.stdout ?? '{}') as { runId: string }).runId);
+    } finally {
+      await db.drop();
+    }
+  });
 });
+
+
+/** Polls `probe` until it gives a value (the test's own timeout bounds the wait). */
+async function until<T>(probe: () => Promise<T | undefined>): Promise<T> {
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -31,6 +31,7 @@ export interface SeriesQueueOptions {
 export function seriesQueue(options: SeriesQueueOptions) {
   const { boss, queue, pool, s, runId } = options;
   const held = new Map<string, JobAttempt>();
+  const lapsed = new Set<string>();
   let byId: Map<string, Series> | undefined;
 
   const ended = async () => {
@@ -93,9 +94,18 @@ export function seriesQueue(options: SeriesQueueOptions) {
       const job = take(seriesId);
       if (job) await boss.complete(queue, job);
     },
-    /** Another worker took the series over: its job is no longer this worker's to settle. */
-    dropped(seriesId: string): void {
-      held.delete(seriesId);
+    /**
+     * A page of the series was refused as taken over by another worker: its job is no longer this worker's. Should
+     * the job still be this worker's, the refusal had another cause, and waiting for the series to end would wait
+     * forever: the job goes back and this fails loudly.
+     */
+    async dropped(seriesId: string): Promise<void> {
+      const job = take(seriesId);
+      if (!job || lapsed.has(seriesId)) return;
+      const touched = await boss.touch(queue, job);
+      if (((touched as { affected?: number }).affected ?? 0) === 0) return;
+      await boss.fail(queue, job, { refused: true });
+      throw new Error(`a page of series ${seriesId} was refused though this worker holds its job: the state store's series row disagrees with the queue`);
     },
     /** Hands a series back to the queue at once (this worker stops), for another worker or the next invocation. */
     handBack,
@@ -103,10 +113,21 @@ export function seriesQueue(options: SeriesQueueOptions) {
     async handBackAll(): Promise<void> {
       for (const seriesId of [...held.keys()]) await handBack(seriesId);
     },
-    /** The jobs held, to tell pg-boss this worker is alive. */
+    /**
+     * Tells pg-boss this worker is alive, job by job: a job whose attempt lapsed (this worker was frozen or cut off
+     * past its heartbeat, and the series went to another) is let go, and its series is `lapsed` from then on.
+     */
     async touch(): Promise<void> {
-      if (held.size > 0) await boss.touch(queue, [...held.values()]);
+      for (const [seriesId, job] of [...held]) {
+        const touched = await boss.touch(queue, job);
+        if (((touched as { affected?: number }).affected ?? 0) === 0) {
+          held.delete(seriesId);
+          lapsed.add(seriesId);
+        }
+      }
     },
+    /** Whether the series' job lapsed while this worker held it: another worker has it now. */
+    lapsed: (seriesId: string) => lapsed.has(seriesId),
   };
 
   async function handBack(seriesId: string): Promise<void> {

@@ -35,7 +35,8 @@ function pacerStatements(s: string) {
                WHERE run_id = $1
            RETURNING interval_ms,
                      extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
-                     extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms`,
+                     extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
+                     stop_reason, stop_message`,
     // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
     seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
     setInterval: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1`,
@@ -59,6 +60,8 @@ export interface SharedSlot {
   waitMs: number;
   /** The slot, milliseconds since the Unix epoch by the database's clock (for tests and diagnostics). */
   slotEpochMs: number;
+  /** The run's stop, once a worker wrote one (a 401, a 402): every worker hears it at its next slot, for free. */
+  stop: { reason: string; message: string | null } | null;
 }
 
 class SharedPacer implements Pacer {
@@ -133,7 +136,12 @@ class SharedPacer implements Pacer {
     const rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId])).rows, { idempotent: true });
     const row = rows[0];
     if (!row) throw new Error(`${where}: run ${runId} has no row in run_limits: a distributed run's limits are written when it is planned`);
-    const taken = { intervalMs: Number(row.interval_ms), waitMs: Number(row.wait_ms), slotEpochMs: Number(row.slot_epoch_ms) };
+    const taken = {
+      intervalMs: Number(row.interval_ms),
+      waitMs: Number(row.wait_ms),
+      slotEpochMs: Number(row.slot_epoch_ms),
+      stop: row.stop_reason === null ? null : { reason: row.stop_reason, message: row.stop_message },
+    };
     this.#intervalMs = taken.intervalMs;
     this.#shared.onSlot?.(taken);
     return taken;
@@ -164,6 +172,8 @@ interface SlotRow {
   interval_ms: number;
   wait_ms: number;
   slot_epoch_ms: number;
+  stop_reason: string | null;
+  stop_message: string | null;
 }
 
 function intervalOf(requestsPerSecond: number): number {

@@ -35,6 +35,8 @@ export interface Worker {
   leads(): boolean;
   /** Obeys and spreads run-wide stops through the shared row; counts this worker's share. */
   watch(scheduler: Scheduler): void;
+  /** Resolves once this worker knows which of its series are still its own (at once, unless it missed its beats). */
+  fresh(): Promise<void>;
   /** A page this worker committed. */
   counted(): void;
   share(): WorkerShare;
@@ -69,19 +71,25 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   // Held while this process lives: others tell a dead worker from a live one by it (`liveWorkers`).
   const alive = await tryAdvisoryLock(pool, `${workerLockPrefix(store.schema, runId)}${id}`);
   if (!alive) throw new Error(`worker id ${id} is taken`);
+  // The run's rate is learned by one worker at a time (the holder of this lock, on its liveness connection); the
+  // others follow the rate in the shared row. Another takes over at its next beat when the leader's connection goes.
+  const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
+  const lead = async () => (await alive.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
+  let leader = false;
   try {
-    await pool.query(`INSERT INTO ${s}.workers (run_id, worker_id, host, pid) VALUES ($1, $2, $3, $4)`, [runId, id, share.host, share.pid]);
+    leader = await lead();
+    await pool.query(`INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`, [runId, id, share.host, share.pid, leader]);
   } catch (error) {
     await alive.release();
     throw error;
   }
-  // The run's rate is learned by one worker at a time (the holder of this lock, on its liveness connection); the
-  // others follow the rate in the shared row. Another takes over at its next beat when the leader's connection goes.
-  const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
-  let leader = (await alive.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
   const meter = sharedMeter(pool, store.schema, runId, id, { weights: options.weights });
   await meter.refresh();
-  const pacer = sharedPacer(pool, store.schema, runId, { leads: () => leader });
+  const obey = (reason: StopReason, message: string | null) => {
+    if (scheduler && scheduler.stopped === undefined) scheduler.stop(reason, message ?? `another worker stopped the run (${reason})`);
+  };
+  // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
+  const pacer = sharedPacer(pool, store.schema, runId, { leads: () => leader, onSlot: (slot) => slot.stop && obey(slot.stop.reason as StopReason, slot.stop.message) });
   const queue = seriesQueue({
     boss,
     queue: options.queue,
@@ -93,18 +101,23 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     signal: leaving.signal,
   });
 
+  // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
+  let touchedAt = performance.now();
+  let beating: Promise<void> | undefined;
   const beat = async () => {
-    await pool.query(`UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3 WHERE run_id = $1 AND worker_id = $2`, [runId, id, share.pages]);
-    if (!leader) leader = (await alive.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
+    if (!leader) leader = await lead();
+    await pool.query(`UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3, leader = $4 WHERE run_id = $1 AND worker_id = $2`, [runId, id, share.pages, leader]);
     await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
     await queue.touch();
+    touchedAt = performance.now();
     const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
     const stop = rows[0];
-    if (stop?.stop_reason && scheduler && scheduler.stopped === undefined) scheduler.stop(stop.stop_reason, stop.stop_message ?? `another worker stopped the run (${stop.stop_reason})`);
+    if (stop?.stop_reason) obey(stop.stop_reason, stop.stop_message);
   };
   // A beat that fails (the server restarting) is tried at the next: missing a few costs nothing but the series
   // handed to another worker, whose commits then stand.
-  const timer = setInterval(() => void beat().catch(() => undefined), BEAT_MS);
+  const beatOnce = () => (beating ??= beat().finally(() => (beating = undefined)));
+  const timer = setInterval(() => void beatOnce().catch(() => undefined), BEAT_MS);
   timer.unref();
 
   return {
@@ -122,6 +135,10 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
             .catch(() => undefined);
         }
       });
+    },
+    async fresh() {
+      // A beat missed by more than one interval means the process was frozen or cut off: its jobs may have lapsed.
+      if (performance.now() - touchedAt > 2 * BEAT_MS) await beatOnce().catch(() => undefined);
     },
     counted() {
       share.pages += 1;

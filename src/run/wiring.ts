@@ -134,15 +134,19 @@ export function sourceContext(parts: {
         cursor: progress.cursor ?? undefined,
       };
     },
-    pagePermit: () => permits.acquire(abort.signal),
-    lost: (series) => committer.lost(series.id),
+    async pagePermit() {
+      const release = await permits.acquire(abort.signal);
+      await worker?.fresh();
+      return release;
+    },
+    lost: (series) => committer.lost(series.id) || (worker?.queue.lapsed(series.id) ?? false),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
     ...(worker ? { feed: (all: Iterator<Series>) => worker.queue.feed(all) } : {}),
     async seriesEnded(series, end) {
       await committer.seriesEnded(series, end);
       // A worker's series stopped with it goes back to the queue at once; one taken over is the other worker's.
       if (worker && end.reason === 'stopped') await worker.queue.handBack(series.id);
-      if (worker && end.reason === 'lost') worker.queue.dropped(series.id);
+      if (worker && end.reason === 'lost') await worker.queue.dropped(series.id);
       emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });
     },
   };

@@ -124,6 +124,11 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
   for (;;) {
     if (ctx.lost?.(series)) return { reason: 'lost', pages: pushed };
     const release = await ctx.pagePermit();
+    // A worker waits for its permit until it knows its series are still its own (after a freeze, they may not be).
+    if (ctx.lost?.(series)) {
+      release();
+      return { reason: 'lost', pages: pushed };
+    }
     let outcome: Outcome<Fetched & { next: PageRequest | null }>;
     try {
       const asked = request;

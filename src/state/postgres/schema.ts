@@ -113,6 +113,7 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       heartbeat_at timestamptz NOT NULL DEFAULT clock_timestamp(),
       stopped_at timestamptz,
       status text NOT NULL DEFAULT 'working',
+      leader boolean NOT NULL DEFAULT false,
       pages integer NOT NULL DEFAULT 0,
       credits double precision NOT NULL DEFAULT 0,
       reserved double precision NOT NULL DEFAULT 0,

@@ -180,7 +180,9 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       const commitOnce = async () => {
         const w = ctes(worker ? '(SELECT seq FROM w_seq)' : undefined);
         if (worker) {
-          w.add(seriesUpsert(w, commit, `WHERE series.status <> 'ended' AND series.next_page = ${w.p(number)}::int RETURNING 1`), 'w_claim');
+          // Where this worker left it: at this page, or not begun (a row a stop wrote before the series' first page).
+          const at = w.p(number);
+          w.add(seriesUpsert(w, commit, `WHERE series.status <> 'ended' AND (series.next_page = ${at}::int OR (series.next_page IS NULL AND series.pages = 0)) RETURNING 1`), 'w_claim');
           w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND EXISTS (SELECT 1 FROM w_claim) RETURNING seq`, 'w_seq');
         } else {
           w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
