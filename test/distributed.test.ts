@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { runChild } from './resume-helpers.ts';
-import { cli, config, envFor } from './cli-helpers.ts';
+import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 
 const SIM = { seed: 41, latencyMs: { min: 5, max: 20 } } as const;
@@ -176,7 +176,39 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await db.drop();
     }
   });
+  it('status shows the run at work and its workers (alive, leader, pages), then the run completed and its workers gone', async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const file = config(dir.dir, { name: 'watched', sinks: [{ type: 'postgres', table: 'results', url: db.url }], state: { url: db.url }, rate: { concurrency: 2 } }, { queries: QUERIES, maxPages: 4 });
+      const gate = sim.park({ q: 'query 5' });
+      const workers = [startCli(['run', file], { cwd: dir.dir, env: envFor(sim.url) }), startCli(['run', file], { cwd: dir.dir, env: envFor(sim.url) })];
+      await workers[0]?.whileRunning(gate.reached(2));
+      const during = await cli(['status', file, '--json'], { cwd: dir.dir, env: {} });
+      expect(during.code, during.stderr).toBe(0);
+      const report = JSON.parse(during.stdout) as { status: string; series: { total: number; ended: number }; workers: { alive: boolean; leader: boolean; pid: number }[] };
+      expect(report.status).toBe('running');
+      expect(report.series.total).toBe(24);
+      expect(report.series.ended).toBeLessThan(24);
+      expect(report.workers.map((w) => w.alive)).toEqual([true, true]);
+      expect(report.workers.filter((w) => w.leader)).toHaveLength(1);
+      expect(report.workers.map((w) => w.pid).sort()).toEqual(workers.map((w) => w.child.pid).sort());
+      const text = await cli(['status', file], { cwd: dir.dir, env: {} });
+      expect(text.stdout).toMatch(/watched: run \S+, running/);
+      expect(text.stdout).toMatch(/working \(leader\)/);
+      gate.release();
+      for (const worker of workers) expect((await worker.done).code).toBe(0);
+      const after = JSON.parse((await cli(['status', file, '--json'], { cwd: dir.dir, env: {} })).stdout) as typeof report;
+      expect(after.status).toBe('completed');
+      expect(after.series.ended).toBe(24);
+      expect(after.workers.map((w) => w.alive)).toEqual([false, false]);
+    } finally {
+      await db.drop();
+    }
+  });
 });
+
 
 
 /** Polls `probe` until it gives a value (the test's own timeout bounds the wait). */

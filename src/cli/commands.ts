@@ -5,6 +5,7 @@ import { reportCommand } from './report-command.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
+import { statusCommand } from './status-command.ts';
 import { simulate } from './simulate.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
@@ -16,6 +17,7 @@ Commands:
   run <pipeline>        run a pipeline (.ts/.js module or .json config); resumes an interrupted run
   estimate <pipeline>   worst-case requests and credits, before anything is spent
   runs <pipeline|db>    the history of a pipeline's runs
+  status <pipeline>     a distributed run's progress and workers (state in PostgreSQL)
   export <db>           analytics reports and items as CSV, JSON Lines or Parquet
   report <db>           one self-contained HTML page with charts
   simulate              run the local API simulator
@@ -33,6 +35,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   run: runCommand,
   estimate: estimateCommand,
   runs: runsCommand,
+  status: statusCommand,
   export: exportCommand,
   report: reportCommand,
   simulate: async (args) => {

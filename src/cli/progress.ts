@@ -104,7 +104,7 @@ export function progressReporter(options: ProgressOptions) {
           else {
             // The destination first: a pipeline file can name any address, and this is where the key goes.
             log(
-              `${paint(1, event.pipeline)}: ${describeDestination(event.destination)}; ${event.resumed ? `resuming run ${event.runId}` : `run ${event.runId}`}, ` +
+              `${paint(1, event.pipeline)}: ${describeDestination(event.destination)}; ${describeStart(event)}, ` +
                 `${event.series} series × up to ${event.maxPages} pages` +
                 (event.replayed ? `; ${event.replayed} committed page(s) re-delivered to sinks that lacked them` : ''),
             );
@@ -169,9 +169,10 @@ export function progressReporter(options: ProgressOptions) {
       );
       const atLeastOnce = summary.outputs.filter((output) => output.delivery === 'at_least_once').map((output) => output.path);
       if (atLeastOnce.length > 0) write(`at least once (a page may repeat after a crash): ${atLeastOnce.join(', ')}\n`);
+      if (summary.worker) write(`this worker (${summary.worker.id}): ${summary.worker.pages} pages, ${summary.worker.credits} credits\n`);
       if (summary.message) write(`${summary.message}\n`);
       if (summary.resumeAt) write(`resume after ${summary.resumeAt} with the same command\n`);
-      else if (summary.status === 'interrupted' || summary.status === 'stopped') write('run the same command again to resume\n');
+      else if (summary.status === 'interrupted' || summary.status === 'stopped') write('run the same command again to resume (or join the workers still at it)\n');
     },
   };
 }
@@ -184,4 +185,11 @@ function duration(ms: number): string {
   const minutes = Math.floor(seconds / 60);
   if (minutes < 60) return `${minutes}m${String(seconds % 60).padStart(2, '0')}s`;
   return `${Math.floor(minutes / 60)}h${String(minutes % 60).padStart(2, '0')}m`;
+}
+
+/** "run X", "resuming run X", or a worker's "joined run X as worker W". */
+function describeStart(event: Extract<RunEvent, { type: 'start' }>): string {
+  if (event.worker?.joined) return `joined run ${event.runId} as worker ${event.worker.id}`;
+  const run = event.resumed ? `resuming run ${event.runId}` : `run ${event.runId}`;
+  return event.worker ? `${run} as worker ${event.worker.id} (others may join)` : run;
 }

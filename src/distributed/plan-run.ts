@@ -39,14 +39,23 @@ export async function planningLock(store: PostgresStateStore, pipeline: string):
  */
 export async function liveWorkers(store: PostgresStateStore, runId: string): Promise<number> {
   const s = quoteIdentifier(store.schema);
-  const { rows } = await store.pool.query<{ n: number }>(
-    `SELECT COUNT(*)::int AS n FROM ${s}.workers w
-     WHERE run_id = $1 AND stopped_at IS NULL AND heartbeat_at > clock_timestamp() - $2 * interval '1 second'
-       AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                     AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($3 || w.worker_id, 0))`,
-    [runId, STALE_SECONDS, workerLockPrefix(store.schema, runId)],
-  );
+  const { rows } = await store.pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.workers w WHERE run_id = $1 AND ${workerAlive('$2', '$3')}`, [
+    runId,
+    STALE_SECONDS,
+    workerLockPrefix(store.schema, runId),
+  ]);
   return rows[0]?.n ?? 0;
+}
+
+/**
+ * The condition, on a `workers` row, that it is at work: not stopped, a beat within `staleSeconds` (a parameter), and
+ * its liveness lock (named `prefix` and its id, a parameter) held by a session: pg_locks shows a bigint advisory key
+ * as its two halves.
+ */
+export function workerAlive(staleSeconds: string, prefix: string): string {
+  return `stopped_at IS NULL AND heartbeat_at > clock_timestamp() - ${staleSeconds} * interval '1 second'
+    AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(${prefix} || worker_id, 0))`;
 }
 
 /** The name of a worker's liveness lock is this and its id. */

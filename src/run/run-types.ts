@@ -47,6 +47,8 @@ export type RunEvent =
       notes: readonly string[];
       /** Where the key goes: the origin, who chose it, and what credentials. */
       destination: Destination;
+      /** A distributed run: this process's worker id, and whether it joined workers already at work. */
+      worker?: { id: string; joined: boolean };
     }
   | { type: 'warning'; message: string }
   | { type: 'page'; key: string; series: string; number: number; items: number; served: number; duplicates: number }

@@ -62,6 +62,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
       replayed,
       notes: plan.notes ?? [],
       destination,
+      ...(worker && opened.distributed ? { worker: { id: worker.id, joined: opened.distributed.joining } } : {}),
     });
 
     // The commit loop, until the sources are done, the run stops, or something fails.

@@ -1,0 +1,79 @@
+import { parseArgs } from 'node:util';
+import { runStatus, type RunStatusReport } from '../distributed/status.ts';
+import { atDatabase } from '../postgres/failure.ts';
+import { openPool } from '../postgres/pools.ts';
+import { stateDatabase } from '../run/outputs.ts';
+import { UsageError } from '../errors/usage-error.ts';
+import { stateUrlFrom } from './database-filters.ts';
+import { EXIT } from './exit-codes.ts';
+import { loadPipeline } from './load-pipeline.ts';
+
+export const statusHelp = `Usage: webdata-etl status <pipeline.ts|pipeline.json> [--state postgres://…] [--json]
+
+Where the pipeline's latest run stands and who works it: series ended of the plan's, pages, rows, credits
+against the budget, the shared rate, a run-wide stop, and each worker (id, host, pid, leader, pages, credits,
+seconds since its last heartbeat). For runs whose state is in PostgreSQL (a distributed run's); watch it with
+\`watch webdata-etl status …\`.
+
+Options:
+  --json                 the report as one JSON object
+  --state <url>          the pipeline's state is in this PostgreSQL database (as for run; or WEBDATA_STATE_URL)
+  --state-schema <name>  the schema of the run state (default webdata, or the pipeline's state.schema)
+  -h, --help             show this help
+`;
+
+export async function statusCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: true,
+    options: { json: { type: 'boolean' }, state: { type: 'string' }, 'state-schema': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    process.stdout.write(statusHelp);
+    return EXIT.ok;
+  }
+  const [file] = positionals;
+  if (!file || positionals.length > 1) throw new UsageError('status takes one pipeline file: webdata-etl status pipelines/rank-tracking.ts --state postgres://…');
+  const pipeline = await loadPipeline(file);
+  const target = stateDatabase(pipeline, stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL));
+  if (!target) {
+    throw new UsageError(`status reads a run state in PostgreSQL, and pipeline "${pipeline.name}" keeps its state in a SQLite file: see webdata-etl runs ${file}`);
+  }
+  const pool = openPool(target, 1);
+  let report: RunStatusReport | undefined;
+  try {
+    const schema = values['state-schema'] ?? pipeline.state.schema;
+    report = await atDatabase(`the state store ${target.label}`, () => runStatus(pool, schema, pipeline.name, pipeline.source.plan().seriesCount));
+  } finally {
+    await pool.end();
+  }
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(report ?? null)}\n`);
+    return EXIT.ok;
+  }
+  if (!report) {
+    process.stderr.write(`pipeline "${pipeline.name}" has no runs yet\n`);
+    return EXIT.ok;
+  }
+  process.stdout.write(describe(pipeline.name, report));
+  return EXIT.ok;
+}
+
+function describe(pipeline: string, report: RunStatusReport): string {
+  const { credits, series } = report;
+  const lines = [
+    `${pipeline}: run ${report.runId}, ${report.status}${report.stop ? ` (stopping: ${report.stop.reason})` : ''}, started ${report.startedAt.replace('T', ' ').slice(0, 19)}`,
+    `series: ${series.ended} of ${series.total} ended${series.stopped ? `, ${series.stopped} stopped` : ''}; ${report.pages} pages, ${report.rows} rows`,
+    `credits: ${credits.spent}${credits.budget === null ? '' : ` of ${credits.budget}`}${credits.uncertain ? ` (${credits.uncertain} uncertain)` : ''}${credits.reserved ? `, ${credits.reserved} reserved` : ''}` +
+      `; rate: ${report.rate === null ? 'unpaced' : `${report.rate} requests/s`}`,
+  ];
+  if (report.workers.length === 0) return `${lines.join('\n')}\n`;
+  const table = [['worker', 'host', 'pid', 'status', 'pages', 'credits', 'last beat']];
+  for (const w of report.workers) {
+    table.push([w.id, w.host, String(w.pid), `${w.status}${w.leader ? ' (leader)' : ''}`, String(w.pages), String(w.credits), `${w.lastBeatSeconds} s ago`]);
+  }
+  const widths = (table[0] as string[]).map((_, i) => Math.max(...table.map((row) => (row[i] as string).length)));
+  for (const row of table) lines.push(row.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd());
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,98 @@
+import { type Pool, quoteIdentifier } from '../postgres/pools.ts';
+import { STALE_SECONDS, workerAlive, workerLockPrefix } from './plan-run.ts';
+
+/** Where a pipeline's latest run stands, and who works it: `webdata-etl status`. */
+export interface RunStatusReport {
+  runId: string;
+  status: string;
+  startedAt: string;
+  invocations: number;
+  series: { total: number; ended: number; stopped: number };
+  pages: number;
+  rows: number;
+  credits: { spent: number; uncertain: number; reserved: number; budget: number | null };
+  /** Requests per second of the shared pacer (null: unpaced, or no worker has set it yet). */
+  rate: number | null;
+  stop: { reason: string; message: string | null } | null;
+  workers: {
+    id: string;
+    host: string;
+    pid: number;
+    status: string;
+    /** At work now: its liveness lock held and a beat within the stale limit. */
+    alive: boolean;
+    leader: boolean;
+    pages: number;
+    credits: number;
+    startedAt: string;
+    /** Seconds since its last beat, by the database's clock. */
+    lastBeatSeconds: number;
+  }[];
+}
+
+/** The latest run of `pipeline` in the state schema, with its workers; undefined before its first run. */
+export async function runStatus(pool: Pool, schema: string, pipeline: string, seriesTotal: number): Promise<RunStatusReport | undefined> {
+  const s = quoteIdentifier(schema);
+  const run = (
+    await pool.query<{ run_id: string; status: string; started_at: Date; invocations: number }>(
+      `SELECT run_id, status, started_at, invocations FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY started_at DESC, created DESC LIMIT 1`,
+      [pipeline],
+    )
+  ).rows[0];
+  if (!run) return undefined;
+  const series = (
+    await pool.query<{ ended: number; stopped: number; pages: number; rows: number }>(
+      `SELECT COUNT(*) FILTER (WHERE status = 'ended')::int AS ended, COUNT(*) FILTER (WHERE status = 'stopped')::int AS stopped,
+              COALESCE(SUM(pages), 0)::int AS pages, COALESCE(SUM(items_written), 0)::int AS rows FROM ${s}.series WHERE run_id = $1`,
+      [run.run_id],
+    )
+  ).rows[0] ?? { ended: 0, stopped: 0, pages: 0, rows: 0 };
+  const limits = (
+    await pool.query<{ spent: number; uncertain: number; reserved: number; budget: number | null; interval_ms: number; stop_reason: string | null; stop_message: string | null }>(
+      `SELECT spent, uncertain, reserved, budget, interval_ms, stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
+      [run.run_id],
+    )
+  ).rows[0];
+  const workers = await pool.query<{
+    worker_id: string;
+    host: string;
+    pid: number;
+    status: string;
+    alive: boolean;
+    leader: boolean;
+    pages: number;
+    credits: number;
+    started_at: Date;
+    last_beat: number;
+  }>(
+    `SELECT worker_id, host, pid, status, leader, pages, credits, started_at,
+            extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
+            ${workerAlive('$2', '$3')} AS alive
+       FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
+    [run.run_id, STALE_SECONDS, workerLockPrefix(schema, run.run_id)],
+  );
+  return {
+    runId: run.run_id,
+    status: run.status,
+    startedAt: run.started_at.toISOString(),
+    invocations: run.invocations,
+    series: { total: seriesTotal, ended: series.ended, stopped: series.stopped },
+    pages: series.pages,
+    rows: series.rows,
+    credits: { spent: limits?.spent ?? 0, uncertain: limits?.uncertain ?? 0, reserved: limits?.reserved ?? 0, budget: limits?.budget ?? null },
+    rate: limits && limits.interval_ms > 0 ? Math.round((1000 / limits.interval_ms) * 100) / 100 : null,
+    stop: limits?.stop_reason ? { reason: limits.stop_reason, message: limits.stop_message } : null,
+    workers: workers.rows.map((w) => ({
+      id: w.worker_id,
+      host: w.host,
+      pid: w.pid,
+      status: w.alive ? 'working' : w.status === 'working' ? 'dead' : w.status,
+      alive: w.alive,
+      leader: w.alive && w.leader,
+      pages: w.pages,
+      credits: w.credits,
+      startedAt: w.started_at.toISOString(),
+      lastBeatSeconds: Math.round(w.last_beat * 10) / 10,
+    })),
+  };
+}
