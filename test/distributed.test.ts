@@ -207,7 +207,35 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await db.drop();
     }
   });
+  it('a worker stopped with SIGTERM hands its series back and leaves; the others complete the run', async () => {
+    await using alone = await simulator(SIM);
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const one = await testDatabase();
+    const many = await testDatabase();
+    try {
+      expect((await runChild({ ...PLAN, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done).code).toBe(0);
+      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
+      const leaving = runChild(spec);
+      const staying = runChild(spec);
+      await leaving.pagesCommitted(3);
+      leaving.child.kill('SIGTERM');
+      const left = await leaving.done;
+      expect(left.summary?.status).toBe('interrupted');
+      const stayed = await staying.done;
+      expect(stayed.summary?.status).toBe('completed');
+      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
+      expect(await sql(many.url, `SELECT status FROM webdata.workers WHERE pid = $1`, [leaving.child.pid])).toEqual([{ status: 'interrupted' }]);
+      expect(await sql(many.url, 'SELECT status FROM webdata.runs')).toEqual([{ status: 'completed' }]);
+      // What it answered before it left was committed: nothing was paid twice.
+      expect(sim.stats().credits.main?.debited).toBe(alone.stats().credits.main?.debited);
+    } finally {
+      await one.drop();
+      await many.drop();
+    }
+  });
 });
+
 
 
 
