@@ -6,6 +6,7 @@ import { nginxAvailable, nginxVersion, NGINX_BINARY } from './nginx.ts';
 import { scenarioBudget, scenarioRateAboveLimit, scenarioRateAtLimit, scenarioServerErrors } from './scenarios.ts';
 import { benchPostgres, scenarioPostgresEndToEnd, scenarioPostgresSink } from './postgres.ts';
 import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
+import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
 
 const quick = process.argv.includes('--quick');
 const windowMs = quick ? 8_000 : 30_000;
@@ -59,10 +60,18 @@ const postgres = await benchPostgres();
 const noPostgres = { skipped: true, note: 'no PostgreSQL (install postgresql, or set WEBDATA_BENCH_DATABASE_URL): PostgreSQL scenarios skipped' };
 let g_postgresSink: Awaited<ReturnType<typeof scenarioPostgresSink>> | typeof noPostgres = noPostgres;
 let h_postgresEndToEnd: Awaited<ReturnType<typeof scenarioPostgresEndToEnd>> | typeof noPostgres = noPostgres;
+let i_workers: Awaited<ReturnType<typeof scenarioWorkersThroughput>> | typeof noPostgres = noPostgres;
+let j_workersAboveLimit: Awaited<ReturnType<typeof scenarioWorkersAboveLimit>> | typeof noPostgres = noPostgres;
+let k_workersBudget: Awaited<ReturnType<typeof scenarioWorkersBudget>> | typeof noPostgres = noPostgres;
+let l_sharedLimits: Awaited<ReturnType<typeof scenarioSharedLimitsOverhead>> | typeof noPostgres = noPostgres;
 if (postgres) {
   try {
     g_postgresSink = await scenarioPostgresSink(postgres.admin, throughputQueries);
     h_postgresEndToEnd = await scenarioPostgresEndToEnd(postgres.admin, throughputQueries);
+    i_workers = await scenarioWorkersThroughput(postgres.admin, quick);
+    j_workersAboveLimit = await scenarioWorkersAboveLimit(postgres.admin, quick);
+    k_workersBudget = await scenarioWorkersBudget(postgres.admin);
+    l_sharedLimits = await scenarioSharedLimitsOverhead(postgres.admin);
   } finally {
     postgres.close();
   }
@@ -114,6 +123,19 @@ if (!('skipped' in g_postgresSink)) {
   });
 }
 
+if (!('skipped' in i_workers)) {
+  goals.push({ scenario: 'i_workers', goal: 'pages/s with 2 workers >= 1.8 × 1 worker', value: i_workers.speedup.twoWorkers, met: i_workers.speedup.twoWorkers >= 1.8 });
+  goals.push({ scenario: 'i_workers', goal: 'pages/s with 4 workers >= 3.2 × 1 worker', value: i_workers.speedup.fourWorkers, met: i_workers.speedup.fourWorkers >= 3.2 });
+}
+if (!('skipped' in j_workersAboveLimit)) {
+  const j = j_workersAboveLimit;
+  goals.push({ scenario: 'j_workersAboveLimit', goal: 'achieved / server limit >= 0.95', value: j.achievedOverServerLimit, met: j.achievedOverServerLimit >= 0.95 });
+  goals.push({ scenario: 'j_workersAboveLimit', goal: '429 share <= 2 %', value: j.share429, met: j.share429 <= 0.02 });
+}
+if (!('skipped' in k_workersBudget)) {
+  goals.push({ scenario: 'k_workersBudget', goal: 'a budget of 150 over 4 workers: debited exactly 150', value: k_workersBudget.debited, met: k_workersBudget.exact });
+}
+
 const report = {
   benchmark: 'webdata-etl',
   date: started.toISOString(),
@@ -125,6 +147,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator, e_sinks, f_endToEnd, g_postgresSink, h_postgresEndToEnd },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator, e_sinks, f_endToEnd, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);

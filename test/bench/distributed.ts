@@ -1,0 +1,154 @@
+// Distributed runs (issue 17): workers as child processes on one PostgreSQL, against the simulator. (i) throughput
+// with 1, 2 and 4 workers; (j) 4 workers configured together at 3× a server limit they do not know; (k) a budget
+// over 4 workers; (l) what the shared pacer and budget cost per request.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { migrate } from '../../src/state/postgres/schema.ts';
+import { sharedMeter } from '../../src/distributed/shared-meter.ts';
+import { sharedPacer } from '../../src/distributed/shared-pacer.ts';
+import { systemClock } from '../../src/schedule/clock.ts';
+import { startSimulator, type SimulatorOptions } from '../../src/simulator/index.ts';
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
+const KEY = `bench_${Date.now().toString(36)}_distributed`;
+const round = (value: number, digits = 3) => Math.round(value * 10 ** digits) / 10 ** digits;
+
+async function freshDatabase(admin: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await client.query(`CREATE DATABASE ${name}`);
+  await client.end();
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function query<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** One worker process (the test fixture's pipeline: search → normalize → dedupe → PostgreSQL, state beside it). */
+function worker(spec: Record<string, unknown>): Promise<{ code: number | null; summary: { status: string; worker?: { pages: number } } | undefined }> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [FIXTURE], { env: { ...process.env, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec) }, stdio: ['ignore', 'pipe', 'ignore'] });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => {
+      const line = stdout.trim().split('\n').at(-1);
+      done({ code, summary: line ? (JSON.parse(line) as { status: string }) : undefined });
+    });
+  });
+}
+
+/** `workers` processes started together on one run; pages per second from the rows' fetch times (no start-up in it). */
+async function distributedRun(admin: string, name: string, workers: number, sim: SimulatorOptions, spec: Record<string, unknown>) {
+  const simulator = await startSimulator({ ...sim, keys: sim.keys ?? [{ key: KEY, name: 'main' }] });
+  const url = await freshDatabase(admin, name);
+  const dir = mkdtempSync(join(tmpdir(), 'webdata-bench-'));
+  try {
+    const full = { baseUrl: simulator.url, dir, name, sinks: ['postgres'], postgresUrl: url, stateUrl: url, countries: ['us'], ...spec };
+    const results = await Promise.all(Array.from({ length: workers }, () => worker(full)));
+    const [span] = await query<{ pages: number; seconds: number }>(
+      url,
+      `SELECT (SELECT SUM(pages)::int FROM webdata.series) AS pages, extract(epoch FROM max(fetched_at) - min(fetched_at))::float8 AS seconds FROM results`,
+    );
+    const byStatus = simulator.stats().byStatus;
+    return {
+      workers,
+      exitCodes: results.map((r) => r.code),
+      statuses: results.map((r) => r.summary?.status),
+      pagesByWorker: results.map((r) => r.summary?.worker?.pages ?? 0),
+      pages: span?.pages ?? 0,
+      seconds: round(span?.seconds ?? 0, 2),
+      pagesPerSecond: round((span?.pages ?? 0) / Math.max(span?.seconds ?? 1, 0.001), 2),
+      serverByStatus: byStatus,
+      debited: simulator.stats().credits.main?.debited ?? 0,
+    };
+  } finally {
+    await simulator.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** (i) Throughput with 1, 2 and 4 workers: 200 ms latency, concurrency 2 per worker, no limit near it. */
+export async function scenarioWorkersThroughput(admin: string, quick: boolean) {
+  const queries = Array.from({ length: quick ? 24 : 48 }, (_, i) => `bench query ${i}`);
+  log(`(i) distributed: ${queries.length} series × 5 pages, 200 ms latency, concurrency 2 per worker, with 1, 2 and 4 workers`);
+  const runs = [];
+  for (const workers of [1, 2, 4]) {
+    runs.push(await distributedRun(admin, `bench_workers_${workers}`, workers, { latencyMs: 200 }, { queries, maxPages: 5, concurrency: 2 }));
+  }
+  const one = runs[0]?.pagesPerSecond ?? 1;
+  return {
+    latencyMs: 200,
+    concurrencyPerWorker: 2,
+    runs,
+    speedup: { twoWorkers: round((runs[1]?.pagesPerSecond ?? 0) / one, 2), fourWorkers: round((runs[2]?.pagesPerSecond ?? 0) / one, 2) },
+  };
+}
+
+/** (j) 4 workers configured together at 3× a server limit of 20 r/s they are not told: one run's rate, shared. */
+export async function scenarioWorkersAboveLimit(admin: string, quick: boolean) {
+  const queries = Array.from({ length: quick ? 40 : 80 }, (_, i) => `limit query ${i}`);
+  log(`(j) distributed: 4 workers configured at 60 r/s, the server allows 20 r/s (burst 2, no Retry-After), ${queries.length} series × 5 pages`);
+  const run = await distributedRun(
+    admin,
+    'bench_workers_limit',
+    4,
+    { latencyMs: 200, retryAfter: 'none', keys: [{ key: KEY, name: 'main', ratePerSecond: 20, burst: 2 }] },
+    { queries, maxPages: 5, concurrency: 2, requestsPerSecond: 60 },
+  );
+  const ok = run.serverByStatus['200'] ?? 0;
+  const limited = run.serverByStatus['429'] ?? 0;
+  return { serverLimit: 20, configured: 60, ...run, achievedOverServerLimit: round(run.pagesPerSecond / 20), share429: round(limited / Math.max(ok + limited, 1), 4) };
+}
+
+/** (k) A budget of 150 credits over 4 workers: spent exactly, never above (by the simulator's own debit). */
+export async function scenarioWorkersBudget(admin: string) {
+  const queries = Array.from({ length: 60 }, (_, i) => `budget query ${i}`);
+  log('(k) distributed: a budget of 150 over 4 workers, 300 pages planned');
+  const run = await distributedRun(admin, 'bench_workers_budget', 4, { latencyMs: 50 }, { queries, maxPages: 5, concurrency: 2, budget: 150 });
+  return { budget: 150, ...run, exact: run.debited === 150 };
+}
+
+/** (l) What a request pays for the shared limits: one slot of the shared pacer, one reservation and its commit. */
+export async function scenarioSharedLimitsOverhead(admin: string) {
+  log('(l) distributed: the shared pacer and budget, per request (2,000 of each, one after another)');
+  const url = await freshDatabase(admin, 'bench_shared_limits');
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    await migrate(pool, 'webdata', 'bench');
+    await pool.query(`INSERT INTO webdata.run_limits (run_id, planned, budget) VALUES ('bench', true, 1e9)`);
+    await pool.query(`INSERT INTO webdata.workers (run_id, worker_id, host, pid) VALUES ('bench', 'w', 'bench', 0)`);
+    const pacer = sharedPacer(pool, 'webdata', 'bench', { leads: () => false })(Number.POSITIVE_INFINITY, systemClock);
+    const meter = sharedMeter(pool, 'webdata', 'bench', 'w');
+    await meter.refresh();
+    const n = 2000;
+    const time = async (work: () => Promise<unknown>) => {
+      const started = performance.now();
+      for (let i = 0; i < n; i++) await work();
+      return round((performance.now() - started) / n, 3);
+    };
+    const acquireMs = await time(() => pacer.acquire());
+    const reserveMs = await time(() => Promise.resolve(meter.reserve(1)));
+    const commitMs = await time(async () => {
+      meter.commit({ weight: 1, path: '/searchengine/search', series: 's' });
+      await meter.flush();
+    });
+    return { requests: n, msPerRequest: { pacerSlot: acquireMs, budgetReserve: reserveMs, budgetCommit: commitMs, total: round(acquireMs + reserveMs + commitMs) } };
+  } finally {
+    await pool.end();
+  }
+}
