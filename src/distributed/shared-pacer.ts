@@ -18,25 +18,33 @@ export interface SharedPacerOptions {
  * time of the next free slot, advanced with the database's clock, so that workers with skewed clocks still space
  * their requests on one time line; each worker then waits out its slot by its own clock.
  */
-export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): (requestsPerSecond: number, clock: Clock) => Pacer {
+export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): SharedPacerFactory {
   const statements = pacerStatements(quoteIdentifier(schema));
   const where = options.where ?? `the shared rate limit (PostgreSQL, schema "${schema}")`;
-  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot };
-  return (requestsPerSecond, clock) => new SharedPacer(shared, requestsPerSecond, clock);
+  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 } };
+  return Object.assign((requestsPerSecond: number, clock: Clock) => new SharedPacer(shared, requestsPerSecond, clock), {
+    report: (accepted: boolean) => void shared.unreported.push(accepted),
+  });
 }
+
+/** The pacer factory for the scheduler, and where this worker reports its answers (they go with its next slot). */
+export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock) => Pacer) & { report(accepted: boolean): void };
 
 function pacerStatements(s: string) {
   return {
     // One round trip per slot. GREATEST with the database's clock skips the slots of an idle spell (a burst must not
     // follow it); with `paused_until`, every worker obeys a pause any of them wrote. The wait is measured at the
     // statement's end, so that time spent queueing for the row's lock is not waited again.
+    // It also carries the answers this worker got since its last slot (2xx, 429), and returns the run's totals: the
+    // leader learns the rate from every worker's answers at no round trip of its own.
     acquire: `UPDATE ${s}.run_limits
-                 SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond'
+                 SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
+                     accepted = accepted + $2, rejected = rejected + $3
                WHERE run_id = $1
            RETURNING interval_ms,
                      extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
                      extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
-                     stop_reason, stop_message`,
+                     stop_reason, stop_message, accepted, rejected`,
     // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
     seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
     setInterval: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1`,
@@ -51,6 +59,10 @@ interface Shared {
   where: string;
   leads: () => boolean;
   onSlot: ((slot: SharedSlot) => void) | undefined;
+  /** Answers got since the last slot, to report with the next: true accepted, false rejected (429). */
+  unreported: boolean[];
+  /** Answers this worker has reported so far. */
+  reported: { accepted: number; rejected: number };
 }
 
 /** What one acquire's statement answers: the caller's slot, by the database's clock. */
@@ -62,6 +74,10 @@ export interface SharedSlot {
   slotEpochMs: number;
   /** The run's stop, once a worker wrote one (a 401, a 402): every worker hears it at its next slot, for free. */
   stop: { reason: string; message: string | null } | null;
+  /** Answers every worker of the run reported so far: accepted (2xx) and rejected (429). */
+  outcomes: { accepted: number; rejected: number };
+  /** The part of them this worker reported (so that the rest is the other workers'). */
+  reported: { accepted: number; rejected: number };
 }
 
 class SharedPacer implements Pacer {
@@ -133,7 +149,18 @@ class SharedPacer implements Pacer {
    */
   async #take(): Promise<SharedSlot> {
     const { pool, statements, runId, where } = this.#shared;
-    const rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId])).rows, { idempotent: true });
+    // Taken now, so that what comes in while the statement is on its way goes with the next one; a failure puts them back.
+    const report = this.#shared.unreported.splice(0);
+    const accepted = report.filter((ok) => ok).length;
+    let rows: SlotRow[];
+    try {
+      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId, accepted, report.length - accepted])).rows, { idempotent: true });
+    } catch (error) {
+      this.#shared.unreported.push(...report);
+      throw error;
+    }
+    this.#shared.reported.accepted += accepted;
+    this.#shared.reported.rejected += report.length - accepted;
     const row = rows[0];
     if (!row) throw new Error(`${where}: run ${runId} has no row in run_limits: a distributed run's limits are written when it is planned`);
     const taken = {
@@ -141,6 +168,8 @@ class SharedPacer implements Pacer {
       waitMs: Number(row.wait_ms),
       slotEpochMs: Number(row.slot_epoch_ms),
       stop: row.stop_reason === null ? null : { reason: row.stop_reason, message: row.stop_message },
+      outcomes: { accepted: Number(row.accepted), rejected: Number(row.rejected) },
+      reported: { ...this.#shared.reported },
     };
     this.#intervalMs = taken.intervalMs;
     this.#shared.onSlot?.(taken);
@@ -174,6 +203,8 @@ interface SlotRow {
   slot_epoch_ms: number;
   stop_reason: string | null;
   stop_message: string | null;
+  accepted: string;
+  rejected: string;
 }
 
 function intervalOf(requestsPerSecond: number): number {

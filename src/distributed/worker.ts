@@ -5,7 +5,7 @@ import { tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
 import { STALE_SECONDS, workerLockPrefix } from './plan-run.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
-import { sharedPacer } from './shared-pacer.ts';
+import { type SharedPacerFactory, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
@@ -30,7 +30,7 @@ export interface Worker {
   readonly id: string;
   readonly queue: SeriesQueue;
   /** The run's one rate limit and one budget, for this worker's scheduler. */
-  readonly limits: { meter: SharedMeter; pacer: ReturnType<typeof sharedPacer> };
+  readonly limits: { meter: SharedMeter; pacer: SharedPacerFactory; learns: () => boolean };
   /** Whether this worker learns the run's rate now. */
   leads(): boolean;
   /** Obeys and spreads run-wide stops through the shared row; counts this worker's share. */
@@ -89,7 +89,20 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     if (scheduler && scheduler.stopped === undefined) scheduler.stop(reason, message ?? `another worker stopped the run (${reason})`);
   };
   // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
-  const pacer = sharedPacer(pool, store.schema, runId, { leads: () => leader, onSlot: (slot) => slot.stop && obey(slot.stop.reason as StopReason, slot.stop.message) });
+  // The answers of the other workers, as the leader last saw the run's totals (its own were heard as they came).
+  let others: { accepted: number; rejected: number } | undefined;
+  const hear = (totals: { accepted: number; rejected: number }, mine: { accepted: number; rejected: number }) => {
+    const now = { accepted: totals.accepted - mine.accepted, rejected: totals.rejected - mine.rejected };
+    if (leader && others && scheduler) scheduler.heard({ accepted: Math.max(0, now.accepted - others.accepted), rejected: Math.max(0, now.rejected - others.rejected) });
+    others = now;
+  };
+  const pacer = sharedPacer(pool, store.schema, runId, {
+    leads: () => leader,
+    onSlot: (slot) => {
+      if (slot.stop) obey(slot.stop.reason as StopReason, slot.stop.message);
+      hear(slot.outcomes, slot.reported);
+    },
+  });
   const queue = seriesQueue({
     boss,
     queue: options.queue,
@@ -123,12 +136,18 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   return {
     id,
     queue,
-    limits: { meter, pacer },
+    limits: { meter, pacer, learns: () => leader },
     leads: () => leader,
     watch(watched) {
       scheduler = watched;
       watched.on((event) => {
-        if (event.type === 'response') share.credits += event.credits;
+        if (event.type === 'response') {
+          share.credits += event.credits;
+          // What the server said of this worker's requests, for the leader's learning (the others' go via the row).
+          const status = String(event.status);
+          const accepted = status.startsWith('2');
+          if (accepted || status === '429') pacer.report(accepted);
+        }
         if (event.type === 'stop' && RUN_WIDE.has(event.reason)) {
           void pool
             .query(`UPDATE ${s}.run_limits SET stop_reason = $2, stop_message = $3 WHERE run_id = $1 AND stop_reason IS NULL`, [runId, event.reason, event.message])

@@ -59,6 +59,11 @@ export const schedulerOptionsSchema = z.strictObject({
    */
   meter: z.custom<CreditMeter>((v) => typeof v === 'object' && v !== null && 'reserve' in v && 'commit' in v && 'release' in v).optional(),
   pacer: z.custom<(requestsPerSecond: number, clock: Clock) => Pacer>((v) => typeof v === 'function').optional(),
+  /**
+   * With a pacer shared by many processes: whether this one learns the rate now (one at a time does, the run's
+   * leader, and hears the others' answers through `heard`); the others follow the shared rate and do not adapt.
+   */
+  learns: z.custom<() => boolean>((v) => typeof v === 'function').optional(),
 });
 
 export type SchedulerOptions = z.input<typeof schedulerOptionsSchema>;

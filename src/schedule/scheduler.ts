@@ -101,6 +101,8 @@ export interface Scheduler {
   /** Resolves once no request is waiting, in flight, or sleeping before a retry. */
   onIdle(): Promise<void>;
   stats(): SchedulerStats;
+  /** Answers other processes got under the same shared pacer (a distributed run): the rate learner counts them. */
+  heard(outcomes: { accepted: number; rejected: number }): void;
   /** Subscribes to events (progress, logs); returns the unsubscribe function. */
   on(listener: (event: SchedulerEvent) => void): () => void;
 }
@@ -350,6 +352,7 @@ export function createScheduler(options: SchedulerOptions = {}): Scheduler {
         credits: meter.snapshot(),
       };
     },
+    heard: (outcomes) => throttle.heard(outcomes),
     on(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -38,6 +38,8 @@ export interface Throttle {
    * 429. Returns the run's stop when the headers ask for a wait that is a quota's.
    */
   heed(headers: Headers | undefined, inFlight: number): StopInfo | undefined;
+  /** Answers other processes got under the same shared pacer since the last call: the learner counts them too. */
+  heard(outcomes: { accepted: number; rejected: number }): void;
 }
 
 export interface ThrottleOptions {
@@ -64,6 +66,9 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
   let pausedUntil = Number.NEGATIVE_INFINITY;
   let pauses = 0;
   let pausedMs = 0;
+  // Whether this throttle learns the rate: always alone; with a shared pacer, only while it is the run's leader.
+  const learning = () => config.adaptive && (config.learns?.() ?? true);
+  let latencyMs = 0;
 
   const applyRate = (reason: AdaptReason) => {
     pacer.setRate(paced(controller.rate));
@@ -100,12 +105,13 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
     },
     acquire: (signal) => pacer.acquire(signal),
     onSuccess(sentAt) {
-      if (config.adaptive && controller.onSuccess(sentAt, clock.now() - sentAt)) applyRate('sustained_success');
+      latencyMs = clock.now() - sentAt;
+      if (learning() && controller.onSuccess(sentAt, latencyMs)) applyRate('sustained_success');
       // A cap from rate-limit headers may have expired since the pacer last heard.
       else if (pacer.rate !== paced(controller.rate)) pacer.setRate(paced(controller.rate));
     },
     onRateLimited(sentAt, pauseMs, cause) {
-      if (config.adaptive && controller.onRateLimited(sentAt)) applyRate('rate_limited');
+      if (learning() && controller.onRateLimited(sentAt)) applyRate('rate_limited');
       if (pauseMs > 0) pauseFor(pauseMs, 'rate_limited', cause);
     },
     heed(headers, inFlight) {
@@ -134,6 +140,19 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
       const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
       if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
       return undefined;
+    },
+    heard({ accepted, rejected }) {
+      if (!learning() || accepted + rejected === 0) return;
+      // Sent about one latency ago, as far as this process can tell: close enough for a rate learned over seconds. A
+      // 429 is reported at its worker's next slot, after its answer came: taken as sent two latencies ago, so that
+      // one sent before the last cut (at the old rate) does not cut again.
+      const sentAt = clock.now() - latencyMs;
+      let cut = false;
+      for (let i = 0; i < rejected; i++) cut = controller.onRateLimited(sentAt - latencyMs - 100) || cut;
+      let raised = false;
+      for (let i = 0; i < accepted; i++) raised = controller.onSuccess(sentAt, latencyMs) || raised;
+      if (cut) applyRate('rate_limited');
+      else if (raised) applyRate('sustained_success');
     },
   };
 }

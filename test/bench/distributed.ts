@@ -41,7 +41,7 @@ async function query<R extends pg.QueryResultRow>(url: string, text: string): Pr
 /** One worker process (the test fixture's pipeline: search → normalize → dedupe → PostgreSQL, state beside it). */
 function worker(spec: Record<string, unknown>): Promise<{ code: number | null; summary: { status: string; worker?: { pages: number } } | undefined }> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [FIXTURE], { env: { ...process.env, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec) }, stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn(process.execPath, [FIXTURE], { env: { ...process.env, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec) }, stdio: ['ignore', 'pipe', process.env.BENCH_DEBUG ? 'inherit' : 'ignore'] });
     let stdout = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.on('error', fail);
@@ -53,7 +53,7 @@ function worker(spec: Record<string, unknown>): Promise<{ code: number | null; s
 }
 
 /** `workers` processes started together on one run; pages per second from the rows' fetch times (no start-up in it). */
-async function distributedRun(admin: string, name: string, workers: number, sim: SimulatorOptions, spec: Record<string, unknown>) {
+export async function distributedRun(admin: string, name: string, workers: number, sim: SimulatorOptions, spec: Record<string, unknown>) {
   const simulator = await startSimulator({ ...sim, keys: sim.keys ?? [{ key: KEY, name: 'main' }] });
   const url = await freshDatabase(admin, name);
   const dir = mkdtempSync(join(tmpdir(), 'webdata-bench-'));
@@ -64,6 +64,12 @@ async function distributedRun(admin: string, name: string, workers: number, sim:
       url,
       `SELECT (SELECT SUM(pages)::int FROM webdata.series) AS pages, extract(epoch FROM max(fetched_at) - min(fetched_at))::float8 AS seconds FROM results`,
     );
+    // Pages fetched in each second of the run: the shape, start-up and tail included.
+    const perSecond = await query<{ s: number; pages: number }>(
+      url,
+      `WITH p AS (SELECT DISTINCT query, country, page, fetched_at FROM results), t AS (SELECT min(fetched_at) AS t0 FROM p)
+       SELECT floor(extract(epoch FROM fetched_at - t0))::int AS s, COUNT(*)::int AS pages FROM p, t GROUP BY 1 ORDER BY 1`,
+    );
     const byStatus = simulator.stats().byStatus;
     return {
       workers,
@@ -73,6 +79,7 @@ async function distributedRun(admin: string, name: string, workers: number, sim:
       pages: span?.pages ?? 0,
       seconds: round(span?.seconds ?? 0, 2),
       pagesPerSecond: round((span?.pages ?? 0) / Math.max(span?.seconds ?? 1, 0.001), 2),
+      perSecond: perSecond.map((row) => row.pages),
       serverByStatus: byStatus,
       debited: simulator.stats().credits.main?.debited ?? 0,
     };

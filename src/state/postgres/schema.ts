@@ -130,7 +130,9 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       reserved double precision NOT NULL DEFAULT 0,
       interval_ms double precision NOT NULL DEFAULT 0,
       next_at timestamptz NOT NULL DEFAULT '-infinity',
-      paused_until timestamptz NOT NULL DEFAULT '-infinity'
+      paused_until timestamptz NOT NULL DEFAULT '-infinity',
+      accepted bigint NOT NULL DEFAULT 0,
+      rejected bigint NOT NULL DEFAULT 0
     );
   `,
 ];
