@@ -234,7 +234,27 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await many.drop();
     }
   });
+  it("a combined source: its sources share the run's queue, and each worker pages each series with the source it belongs to", async () => {
+    await using alone = await simulator(SIM);
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const one = await testDatabase();
+    const many = await testDatabase();
+    try {
+      const single = await runChild({ ...PLAN, split: true, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done;
+      expect(single.summary?.status).toBe('completed');
+      const spec = { ...PLAN, split: true, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
+      const results = await Promise.all([runChild(spec).done, runChild(spec).done]);
+      for (const result of results) expect(result.summary?.status, result.stderr).toBe('completed');
+      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
+      expect(sim.stats().credits.main?.debited).toBe(alone.stats().credits.main?.debited);
+    } finally {
+      await one.drop();
+      await many.drop();
+    }
+  });
 });
+
 
 
 

@@ -32,7 +32,8 @@ export function seriesQueue(options: SeriesQueueOptions) {
   const { boss, queue, pool, s, runId } = options;
   const held = new Map<string, JobAttempt>();
   const lapsed = new Set<string>();
-  let byId: Map<string, Series> | undefined;
+  // Every series of the plan, with the feed of the source it belongs to (a combined source has one feed per source).
+  const owners = new Map<string, { series: Series; feed: Series[] }>();
 
   const ended = async () => {
     const { rows } = await pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [runId]);
@@ -46,26 +47,31 @@ export function seriesQueue(options: SeriesQueueOptions) {
   };
 
   return {
-    /** The feed a source pages from; `all` (the source's own series) says what a queued id is. */
+    /**
+     * The feed a source pages from; `all` (the source's own series) says which queued ids are its. The queue is the
+     * run's, shared by the sources of a combined source: a job of another source's series waits for that source's
+     * feed (held, and beating, meanwhile).
+     */
     feed(all: Iterator<Series>): SeriesFeed {
-      if (!byId) {
-        byId = new Map();
-        for (let next = all.next(); !next.done; next = all.next()) byId.set(next.value.id, next.value);
-      }
-      const series = byId;
+      const mine: Series[] = [];
+      for (let next = all.next(); !next.done; next = all.next()) owners.set(next.value.id, { series: next.value, feed: mine });
       return {
         async next() {
           for (;;) {
+            const waiting = mine.shift();
+            if (waiting) return { done: false, value: waiting };
             if (options.stopped()) return { done: true, value: undefined };
             const [job] = await boss.fetch<SeriesJobData>(queue, { batchSize: 1 });
             if (job) {
-              const found = series.get(job.data.series);
-              if (found) {
-                held.set(found.id, { id: job.id, retryCount: job.retryCount });
-                return { done: false, value: found };
+              const owner = owners.get(job.data.series);
+              if (!owner) {
+                // Not in this worker's plan (a changed plan is refused before joining, so this is not ours to page).
+                await boss.fail(queue, { id: job.id, retryCount: job.retryCount }, { error: `series ${job.data.series} is not in this worker's plan` });
+                continue;
               }
-              // Not in this worker's plan (a changed plan is refused before joining, so this is not ours to page).
-              await boss.fail(queue, { id: job.id, retryCount: job.retryCount }, { error: `series ${job.data.series} is not in this worker's plan` });
+              held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
+              if (owner.feed === mine) return { done: false, value: owner.series };
+              owner.feed.push(owner.series);
               continue;
             }
             if (await ended()) return { done: true, value: undefined };
