@@ -21,14 +21,17 @@ export interface SharedPacerOptions {
 export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): SharedPacerFactory {
   const statements = pacerStatements(quoteIdentifier(schema));
   const where = options.where ?? `the shared rate limit (PostgreSQL, schema "${schema}")`;
-  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 } };
+  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined };
   return Object.assign((requestsPerSecond: number, clock: Clock) => new SharedPacer(shared, requestsPerSecond, clock), {
-    report: (accepted: boolean) => void shared.unreported.push(accepted),
+    report: (accepted: boolean, sentAt: number) => void shared.unreported.push({ accepted, sentAt }),
   });
 }
 
 /** The pacer factory for the scheduler, and where this worker reports its answers (they go with its next slot). */
-export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock) => Pacer) & { report(accepted: boolean): void };
+export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock) => Pacer) & {
+  /** An answer this worker got: accepted (2xx) or not (429), for a request sent at `sentAt` (the scheduler's clock). */
+  report(accepted: boolean, sentAt: number): void;
+};
 
 function pacerStatements(s: string) {
   return {
@@ -39,12 +42,14 @@ function pacerStatements(s: string) {
     // leader learns the rate from every worker's answers at no round trip of its own.
     acquire: `UPDATE ${s}.run_limits
                  SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
-                     accepted = accepted + $2, rejected = rejected + $3
+                     accepted = accepted + $2, rejected = rejected + $3,
+                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp($4::float8 / 1000))
                WHERE run_id = $1
            RETURNING interval_ms,
                      extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
                      extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
-                     stop_reason, stop_message, accepted, rejected`,
+                     stop_reason, stop_message, accepted, rejected,
+                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms`,
     // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
     seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
     setInterval: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1`,
@@ -59,8 +64,10 @@ interface Shared {
   where: string;
   leads: () => boolean;
   onSlot: ((slot: SharedSlot) => void) | undefined;
-  /** Answers got since the last slot, to report with the next: true accepted, false rejected (429). */
-  unreported: boolean[];
+  /** Answers got since the last slot, to report with the next: accepted (2xx) or rejected (429), and when sent. */
+  unreported: { accepted: boolean; sentAt: number }[];
+  /** The database's clock (epoch ms) minus this worker's, as the last slot showed it. */
+  offsetMs: number | undefined;
   /** Answers this worker has reported so far. */
   reported: { accepted: number; rejected: number };
 }
@@ -78,6 +85,8 @@ export interface SharedSlot {
   outcomes: { accepted: number; rejected: number };
   /** The part of them this worker reported (so that the rest is the other workers'). */
   reported: { accepted: number; rejected: number };
+  /** When the latest rejected request any worker reported was sent, on this worker's clock (null: none yet). */
+  rejectedSentAt: number | null;
 }
 
 class SharedPacer implements Pacer {
@@ -151,10 +160,13 @@ class SharedPacer implements Pacer {
     const { pool, statements, runId, where } = this.#shared;
     // Taken now, so that what comes in while the statement is on its way goes with the next one; a failure puts them back.
     const report = this.#shared.unreported.splice(0);
-    const accepted = report.filter((ok) => ok).length;
+    const accepted = report.filter((answer) => answer.accepted).length;
+    const offset = this.#shared.offsetMs;
+    const rejectedAt = offset === undefined ? [] : report.filter((answer) => !answer.accepted).map((answer) => answer.sentAt + offset);
+    const latestRejected = rejectedAt.length > 0 ? Math.max(...rejectedAt) : null;
     let rows: SlotRow[];
     try {
-      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId, accepted, report.length - accepted])).rows, { idempotent: true });
+      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId, accepted, report.length - accepted, latestRejected])).rows, { idempotent: true });
     } catch (error) {
       this.#shared.unreported.push(...report);
       throw error;
@@ -170,7 +182,10 @@ class SharedPacer implements Pacer {
       stop: row.stop_reason === null ? null : { reason: row.stop_reason, message: row.stop_message },
       outcomes: { accepted: Number(row.accepted), rejected: Number(row.rejected) },
       reported: { ...this.#shared.reported },
+      rejectedSentAt: row.rejected_sent_epoch_ms === null || offset === undefined ? null : Number(row.rejected_sent_epoch_ms) - offset,
     };
+    // The slot by both clocks: how far the database's is from this worker's (one round trip's error at most).
+    this.#shared.offsetMs = taken.slotEpochMs - (this.#clock.now() + taken.waitMs);
     this.#intervalMs = taken.intervalMs;
     this.#shared.onSlot?.(taken);
     return taken;
@@ -205,6 +220,7 @@ interface SlotRow {
   stop_message: string | null;
   accepted: string;
   rejected: string;
+  rejected_sent_epoch_ms: number | null;
 }
 
 function intervalOf(requestsPerSecond: number): number {

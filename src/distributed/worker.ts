@@ -5,7 +5,7 @@ import { tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
 import { STALE_SECONDS, workerLockPrefix } from './plan-run.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
-import { type SharedPacerFactory, sharedPacer } from './shared-pacer.ts';
+import { type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
@@ -91,16 +91,20 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
   // The answers of the other workers, as the leader last saw the run's totals (its own were heard as they came).
   let others: { accepted: number; rejected: number } | undefined;
-  const hear = (totals: { accepted: number; rejected: number }, mine: { accepted: number; rejected: number }) => {
-    const now = { accepted: totals.accepted - mine.accepted, rejected: totals.rejected - mine.rejected };
-    if (leader && others && scheduler) scheduler.heard({ accepted: Math.max(0, now.accepted - others.accepted), rejected: Math.max(0, now.rejected - others.rejected) });
+  const hear = (slot: SharedSlot) => {
+    const now = { accepted: slot.outcomes.accepted - slot.reported.accepted, rejected: slot.outcomes.rejected - slot.reported.rejected };
+    if (leader && others && scheduler) {
+      const accepted = Math.max(0, now.accepted - others.accepted);
+      const rejected = Math.max(0, now.rejected - others.rejected);
+      scheduler.heard({ accepted, rejected, ...(slot.rejectedSentAt === null ? {} : { rejectedSentAt: slot.rejectedSentAt }) });
+    }
     others = now;
   };
   const pacer = sharedPacer(pool, store.schema, runId, {
     leads: () => leader,
     onSlot: (slot) => {
       if (slot.stop) obey(slot.stop.reason as StopReason, slot.stop.message);
-      hear(slot.outcomes, slot.reported);
+      hear(slot);
     },
   });
   const queue = seriesQueue({
@@ -146,7 +150,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
           // What the server said of this worker's requests, for the leader's learning (the others' go via the row).
           const status = String(event.status);
           const accepted = status.startsWith('2');
-          if (accepted || status === '429') pacer.report(accepted);
+          if (accepted || status === '429') pacer.report(accepted, performance.now() - event.latencyMs);
         }
         if (event.type === 'stop' && RUN_WIDE.has(event.reason)) {
           void pool

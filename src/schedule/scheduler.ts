@@ -102,7 +102,7 @@ export interface Scheduler {
   onIdle(): Promise<void>;
   stats(): SchedulerStats;
   /** Answers other processes got under the same shared pacer (a distributed run): the rate learner counts them. */
-  heard(outcomes: { accepted: number; rejected: number }): void;
+  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
   /** Subscribes to events (progress, logs); returns the unsubscribe function. */
   on(listener: (event: SchedulerEvent) => void): () => void;
 }

@@ -39,7 +39,7 @@ export interface Throttle {
    */
   heed(headers: Headers | undefined, inFlight: number): StopInfo | undefined;
   /** Answers other processes got under the same shared pacer since the last call: the learner counts them too. */
-  heard(outcomes: { accepted: number; rejected: number }): void;
+  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
 }
 
 export interface ThrottleOptions {
@@ -141,14 +141,14 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
       if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
       return undefined;
     },
-    heard({ accepted, rejected }) {
+    heard({ accepted, rejected, rejectedSentAt }) {
       if (!learning() || accepted + rejected === 0) return;
-      // Sent about one latency ago, as far as this process can tell: close enough for a rate learned over seconds. A
-      // 429 is reported at its worker's next slot, after its answer came: taken as sent two latencies ago, so that
-      // one sent before the last cut (at the old rate) does not cut again.
+      // Accepted ones were sent about one latency ago: close enough for a rate learned over seconds. A 429 comes with
+      // when it was sent (the latest of them, on this clock), so that one sent before the last cut does not cut again.
       const sentAt = clock.now() - latencyMs;
+      const limitedAt = rejectedSentAt ?? sentAt - latencyMs;
       let cut = false;
-      for (let i = 0; i < rejected; i++) cut = controller.onRateLimited(sentAt - latencyMs - 100) || cut;
+      for (let i = 0; i < rejected; i++) cut = controller.onRateLimited(limitedAt) || cut;
       let raised = false;
       for (let i = 0; i < accepted; i++) raised = controller.onSuccess(sentAt, latencyMs) || raised;
       if (cut) applyRate('rate_limited');

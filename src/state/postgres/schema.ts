@@ -132,7 +132,8 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       next_at timestamptz NOT NULL DEFAULT '-infinity',
       paused_until timestamptz NOT NULL DEFAULT '-infinity',
       accepted bigint NOT NULL DEFAULT 0,
-      rejected bigint NOT NULL DEFAULT 0
+      rejected bigint NOT NULL DEFAULT 0,
+      rejected_sent_at timestamptz
     );
   `,
 ];
