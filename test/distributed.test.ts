@@ -253,7 +253,27 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await many.drop();
     }
   });
+  it('a pipeline whose dedupe looks across series stays one process: a second one is told it is running, and how to share a run', async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const spec = { ...PLAN, dedupeScope: 'global', baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const gate = sim.park();
+      const first = runChild(spec);
+      await first.whileRunning(gate.reached(1));
+      const second = await runChild(spec).done;
+      expect(second.stderr).toMatch(/LeaseHeldError: .*already running.*docs\/distributed\.md/);
+      gate.release();
+      const done = await first.done;
+      expect(done.summary?.status).toBe('completed');
+      expect(done.summary?.worker).toBeUndefined();
+    } finally {
+      await db.drop();
+    }
+  });
 });
+
 
 
 

@@ -45,7 +45,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const store = await openStore(pipeline, options, databases);
   // A run whose state and outputs are all in one PostgreSQL database is a distributed run: every process started on
   // it is a worker. The planning lock stands in for the lease while this process decides and plans (DESIGN §9).
-  const shared = distributable(store, sinks);
+  const shared = distributable(store, pipeline);
   held.lease = shared ? await planningLock(shared, pipeline.name) : await store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
   const latest = await store.latestRun(pipeline.name);
@@ -57,10 +57,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const decision = decide(latest, { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, joining ? {} : options);
 
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
-  const seriesComplete = !pipeline.stages.some((stage) => {
-    const scope = (stage as { dedupeScope?: string }).dedupeScope;
-    return scope !== undefined && scope !== 'series';
-  });
+  const seriesComplete = !dedupesAcrossSeries(pipeline);
   const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
   const sinkContext = {
     runId,
@@ -101,12 +98,22 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
 
 /**
  * The state store, if the run can be shared by many workers: in PostgreSQL, with every sink writing inside its page
- * transaction (on the same database). Files and other databases cannot be shared across machines: such a run stays
- * one process, with the pipeline's lease.
+ * transaction (on the same database), and dedupe no wider than a series. Files and other databases cannot be shared
+ * across machines, and keys seen across series are not yet claimed across workers (two could both take an item as
+ * new): such a run stays one process, with the pipeline's lease.
  */
-function distributable(store: StateStore, sinks: readonly Sink<unknown>[]): PostgresStateStore | undefined {
+function distributable(store: StateStore, pipeline: Pipeline): PostgresStateStore | undefined {
   if (!('kind' in store) || store.kind !== 'postgres') return undefined;
-  return sinks.every((sink) => sink.database === store.database) ? (store as PostgresStateStore) : undefined;
+  const sinks = pipeline.sinks as Sink<unknown>[];
+  return sinks.every((sink) => sink.database === store.database) && !dedupesAcrossSeries(pipeline) ? (store as PostgresStateStore) : undefined;
+}
+
+/** Whether a dedupe stage looks across series (scope `query` or `global`). */
+function dedupesAcrossSeries(pipeline: Pipeline): boolean {
+  return pipeline.stages.some((stage) => {
+    const scope = (stage as { dedupeScope?: string }).dedupeScope;
+    return scope !== undefined && scope !== 'series';
+  });
 }
 
 /**

@@ -350,7 +350,8 @@ async function leasePipeline(pool: Pool, s: string, schema: string, pipeline: st
     const since = holder?.acquired_at.toISOString() ?? 'unknown';
     const who = holder ? `pid ${holder.pid} on ${holder.host}, since ${since}` : 'another process';
     throw new LeaseHeldError(
-      `pipeline "${pipeline}" is already running (${who}): one run of a pipeline at a time. Wait for it to finish, or stop it (Ctrl-C, or kill the process) and run again.`,
+      `pipeline "${pipeline}" is already running (${who}): one run of a pipeline at a time. Wait for it to finish, or stop it (Ctrl-C, or kill the process) and run again. ` +
+        '(Many processes share a run when its state and every sink are in one PostgreSQL database and its dedupe is per series: see docs/distributed.md.)',
       { pipeline, pid: holder?.pid ?? 0, host: holder?.host ?? 'unknown', since },
     );
   }
