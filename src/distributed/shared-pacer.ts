@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { retrying } from '../postgres/failure.ts';
 import { type Pool, quoteIdentifier } from '../postgres/pools.ts';
 import type { Clock } from '../schedule/clock.ts';
@@ -21,9 +22,13 @@ export interface SharedPacerOptions {
 export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): SharedPacerFactory {
   const statements = pacerStatements(quoteIdentifier(schema));
   const where = options.where ?? `the shared rate limit (PostgreSQL, schema "${schema}")`;
-  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined };
+  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined, channel: limitsChannel(schema, runId), pacers: new Set() };
   return Object.assign((requestsPerSecond: number, clock: Clock) => new SharedPacer(shared, requestsPerSecond, clock), {
     report: (accepted: boolean, sentAt: number) => void shared.unreported.push({ accepted, sentAt }),
+    renew: () => {
+      for (const pacer of shared.pacers) pacer.renew();
+    },
+    channel: shared.channel,
   });
 }
 
@@ -31,7 +36,16 @@ export function sharedPacer(pool: Pool, schema: string, runId: string, options: 
 export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock) => Pacer) & {
   /** An answer this worker got: accepted (2xx) or not (429), for a request sent at `sentAt` (the scheduler's clock). */
   report(accepted: boolean, sentAt: number): void;
+  /** The run's rate or pause changed (a notification on `channel`): slots waited for are taken again. */
+  renew(): void;
+  /** The notification channel of the run's terms, for the worker to LISTEN on. */
+  readonly channel: string;
 };
+
+/** The channel on which a run's changes of rate and pause are told: a name of the run's own, short and safe. */
+export function limitsChannel(schema: string, runId: string): string {
+  return `webdata_limits_${createHash('sha256').update(`${schema}\n${runId}`).digest('hex').slice(0, 24)}`;
+}
 
 function pacerStatements(s: string) {
   return {
@@ -52,8 +66,12 @@ function pacerStatements(s: string) {
                      extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms`,
     // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
     seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
-    setInterval: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1`,
-    pause: `UPDATE ${s}.run_limits SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond') WHERE run_id = $1`,
+    // A new rate or a pause is told to every worker (`limitsChannel`): slots they were granted under the old terms and
+    // still wait for are taken again, as the local pacer's reservations are, so that a cut is not followed by a burst.
+    setInterval: `WITH changed AS (UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 RETURNING run_id)
+                  SELECT pg_notify($3, 'rate') FROM changed`,
+    pause: `WITH changed AS (UPDATE ${s}.run_limits SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond') WHERE run_id = $1 RETURNING run_id)
+            SELECT pg_notify($3, 'pause') FROM changed`,
   };
 }
 
@@ -70,6 +88,10 @@ interface Shared {
   offsetMs: number | undefined;
   /** Answers this worker has reported so far. */
   reported: { accepted: number; rejected: number };
+  /** Where changes of the run's terms are told (pg_notify). */
+  channel: string;
+  /** The pacers made here (one per scheduler), to renew when the terms change. */
+  pacers: Set<SharedPacer>;
 }
 
 /** What one acquire's statement answers: the caller's slot, by the database's clock. */
@@ -98,6 +120,9 @@ class SharedPacer implements Pacer {
   #ownRate: number;
   #pausedUntil = Number.NEGATIVE_INFINITY;
   #pauses = 0;
+  // Slots granted under terms that changed since (a new rate, a pause, here or by another worker) are taken again.
+  #terms = 0;
+  #changed = new AbortController();
   // Writes of rate and pauses are fire-and-forget (the interface's setters are synchronous); an acquire waits for them,
   // so that this worker's next slot already obeys the pause it wrote, and reports a write that failed.
   #writes: Promise<void> = Promise.resolve();
@@ -108,7 +133,8 @@ class SharedPacer implements Pacer {
     this.#clock = clock;
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
-    if (shared.leads()) this.#write(shared.statements.seed, this.#intervalMs);
+    if (shared.leads()) this.#write(shared.statements.seed, this.#intervalMs, false);
+    shared.pacers.add(this);
   }
 
   get rate(): number {
@@ -125,6 +151,7 @@ class SharedPacer implements Pacer {
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
     this.#write(this.#shared.statements.setInterval, this.#intervalMs);
+    this.renew();
   }
 
   pauseUntil(at: number): void {
@@ -135,16 +162,32 @@ class SharedPacer implements Pacer {
     this.#write(this.#shared.statements.pause, at - this.#clock.now());
   }
 
+  /** The run's rate or pause changed (told by the database): slots waited for now are taken again under the new terms. */
+  renew(): void {
+    this.#terms += 1;
+    this.#changed.abort();
+    this.#changed = new AbortController();
+  }
+
   async acquire(signal?: AbortSignal): Promise<number> {
     for (;;) {
       signal?.throwIfAborted();
       await this.#settleWrites();
       const pauses = this.#pauses;
+      const terms = this.#terms;
+      const changed = this.#changed.signal;
       const taken = await this.#take();
       const now = this.#clock.now();
       // This worker's own pause also holds by its own clock: the database's reading of it is off by a round trip.
       const slot = Math.max(now + taken.waitMs, now, this.#pausedUntil);
-      if (slot > now) await this.#clock.sleep(slot - now, signal);
+      if (slot > now) {
+        try {
+          await this.#clock.sleep(slot - now, signal ? AbortSignal.any([signal, changed]) : changed);
+        } catch (error) {
+          if (signal?.aborted || !changed.aborted) throw error;
+        }
+      }
+      if (terms !== this.#terms) continue;
       // A pause this worker heard of while waiting (a 429) holds back the slot it got, as the local pacer re-reserves;
       // the slot is lost, which only spaces requests further apart. Pauses other workers write are obeyed from the
       // next acquire on.
@@ -191,11 +234,11 @@ class SharedPacer implements Pacer {
     return taken;
   }
 
-  #write(text: string, value: number): void {
-    const { pool, runId, where } = this.#shared;
+  #write(text: string, value: number, told = true): void {
+    const { pool, runId, where, channel } = this.#shared;
     // Setting a value, or raising one to a maximum: safe to repeat.
     this.#writes = this.#writes
-      .then(() => retrying(where, () => pool.query(text, [runId, value]), { idempotent: true }))
+      .then(() => retrying(where, () => pool.query(text, told ? [runId, value, channel] : [runId, value]), { idempotent: true }))
       .then(
         () => undefined,
         (error: unknown) => {

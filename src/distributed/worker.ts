@@ -107,6 +107,11 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       hear(slot);
     },
   });
+  // Told when the run's rate or pause changes, on the liveness connection (a session of its own, so it can LISTEN).
+  alive.client.on('notification', (message) => {
+    if (message.channel === pacer.channel) pacer.renew();
+  });
+  await alive.client.query(`LISTEN "${pacer.channel}"`);
   const queue = seriesQueue({
     boss,
     queue: options.queue,
