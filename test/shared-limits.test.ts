@@ -220,28 +220,4 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(outcomes.filter((o) => !o.ok && o.kind === 'stopped' && o.reason === 'budget')).toHaveLength(1);
     expect(await limitsOf(id)).toMatchObject({ spent: 3, reserved: 0 });
   });
-
-  // Not a check: how long one slot and one reservation take against this database (WEBDATA_MEASURE=1 to run).
-  it.skipIf(!process.env.WEBDATA_MEASURE)('measures the cost of a slot and of a reservation', async () => {
-    const id = await run({ budget: 1e9 }, ['w1']);
-    const shared = pool(1);
-    const pacer = sharedPacer(shared, S, id, { leads: () => false })(Number.POSITIVE_INFINITY, virtualClock(0));
-    const meter = sharedMeter(shared, S, id, 'w1');
-    await pacer.acquire();
-    await meter.reserve(1);
-    const n = 2_000;
-    let started = performance.now();
-    for (let i = 0; i < n; i++) await pacer.acquire();
-    const acquireMs = (performance.now() - started) / n;
-    started = performance.now();
-    for (let i = 0; i < n; i++) await meter.reserve(1);
-    const reserveMs = (performance.now() - started) / n;
-    started = performance.now();
-    for (let i = 0; i < n; i++) {
-      meter.commit(charge());
-      await meter.flush();
-    }
-    const commitMs = (performance.now() - started) / n;
-    console.log(`shared limits, ${n} sequential calls on one connection: acquire ${acquireMs.toFixed(3)} ms, reserve ${reserveMs.toFixed(3)} ms, commit+flush ${commitMs.toFixed(3)} ms`);
-  });
 });
