@@ -5,6 +5,9 @@ import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData } from './boss.ts';
 
+/** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
+const REFUSALS = 20;
+
 /** How long a worker with nothing to take waits before asking the queue again (another worker's series may come back). */
 const POLL_MS = 250;
 
@@ -102,8 +105,9 @@ export function seriesQueue(options: SeriesQueueOptions) {
     },
     /**
      * A page of the series was refused as taken over by another worker: its job is no longer this worker's. Should
-     * the job still be this worker's, the refusal had another cause, and waiting for the series to end would wait
-     * forever: the job goes back and this fails loudly.
+     * the job still be this worker's, another worker it replaced committed that page late (it was frozen, and came
+     * back before it heard it had lost the series): the series goes back to the queue and resumes from what is
+     * committed. Refused again and again, something else is wrong, and waiting would be forever: it fails loudly.
      */
     async dropped(seriesId: string): Promise<void> {
       const job = take(seriesId);
@@ -111,7 +115,9 @@ export function seriesQueue(options: SeriesQueueOptions) {
       const touched = await boss.touch(queue, job);
       if (((touched as { affected?: number }).affected ?? 0) === 0) return;
       await boss.fail(queue, job, { refused: true });
-      throw new Error(`a page of series ${seriesId} was refused though this worker holds its job: the state store's series row disagrees with the queue`);
+      if (job.retryCount >= REFUSALS) {
+        throw new Error(`the pages of series ${seriesId} were refused ${REFUSALS} times though its job was this worker's: the state store's series row disagrees with the queue`);
+      }
     },
     /** Hands a series back to the queue at once (this worker stops), for another worker or the next invocation. */
     handBack,

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgBoss } from 'pg-boss';
-import { tryAdvisoryLock } from '../postgres/advisory-lock.ts';
+import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
 import { STALE_SECONDS, workerLockPrefix } from './plan-run.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
-import { type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
+import { limitsChannel, type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
@@ -67,28 +67,12 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const share: WorkerShare = { id, host: hostname(), pid: process.pid, pages: 0, credits: 0 };
   const leaving = new AbortController();
   let scheduler: Scheduler | undefined;
-
-  // Held while this process lives: others tell a dead worker from a live one by it (`liveWorkers`).
-  const alive = await tryAdvisoryLock(pool, `${workerLockPrefix(store.schema, runId)}${id}`);
-  if (!alive) throw new Error(`worker id ${id} is taken`);
-  // The run's rate is learned by one worker at a time (the holder of this lock, on its liveness connection); the
-  // others follow the rate in the shared row. Another takes over at its next beat when the leader's connection goes.
-  const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
-  const lead = async () => (await alive.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
+  // Whether this worker learns the run's rate now (see `lead`).
   let leader = false;
-  try {
-    leader = await lead();
-    await pool.query(`INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`, [runId, id, share.host, share.pid, leader]);
-  } catch (error) {
-    await alive.release();
-    throw error;
-  }
-  const meter = sharedMeter(pool, store.schema, runId, id, { weights: options.weights });
-  await meter.refresh();
+
   const obey = (reason: StopReason, message: string | null) => {
     if (scheduler && scheduler.stopped === undefined) scheduler.stop(reason, message ?? `another worker stopped the run (${reason})`);
   };
-  // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
   // The answers of the other workers, as the leader last saw the run's totals (its own were heard as they came).
   let others: { accepted: number; rejected: number } | undefined;
   const hear = (slot: SharedSlot) => {
@@ -100,6 +84,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     }
     others = now;
   };
+  // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
   const pacer = sharedPacer(pool, store.schema, runId, {
     leads: () => leader,
     onSlot: (slot) => {
@@ -107,11 +92,46 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       hear(slot);
     },
   });
-  // Told when the run's rate or pause changes, on the liveness connection (a session of its own, so it can LISTEN).
-  alive.client.on('notification', (message) => {
-    if (message.channel === pacer.channel) pacer.renew();
-  });
-  await alive.client.query(`LISTEN "${pacer.channel}"`);
+  // The worker's own session, held while this process lives: its liveness lock (others tell a dead worker from a live
+  // one by it, `liveWorkers`), the leader's lock when it has it, and the LISTEN for the run's terms. A connection lost
+  // (a server restart) takes the locks with it: the next beat opens a new session and takes them again.
+  const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
+  const channel = limitsChannel(store.schema, runId);
+  let session: HeldLock | undefined;
+  const openSession = async (): Promise<HeldLock> => {
+    const held = await tryAdvisoryLock(pool, `${workerLockPrefix(store.schema, runId)}${id}`);
+    if (!held) throw new Error(`worker id ${id} is taken`);
+    const lost = () => {
+      if (session !== held) return;
+      session = undefined;
+      leader = false;
+    };
+    held.client.on('error', lost);
+    held.client.on('end', lost);
+    held.client.on('notification', (message) => {
+      if (message.channel === channel) pacer.renew();
+    });
+    try {
+      await held.client.query(`LISTEN "${channel}"`);
+    } catch (error) {
+      await held.release();
+      throw error;
+    }
+    return held;
+  };
+  // The run's rate is learned by one worker at a time (the holder of this lock); the others follow the rate in the
+  // shared row, and one of them takes over at its next beat when the leader's session goes.
+  const lead = async (on: HeldLock) => (await on.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
+  session = await openSession();
+  try {
+    leader = await lead(session);
+    await pool.query(`INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`, [runId, id, share.host, share.pid, leader]);
+  } catch (error) {
+    await session.release();
+    throw error;
+  }
+  const meter = sharedMeter(pool, store.schema, runId, id, { weights: options.weights });
+  await meter.refresh();
   const queue = seriesQueue({
     boss,
     queue: options.queue,
@@ -127,14 +147,28 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   let touchedAt = performance.now();
   let beating: Promise<void> | undefined;
   const beat = async () => {
-    if (!leader) leader = await lead();
-    await pool.query(`UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3, leader = $4 WHERE run_id = $1 AND worker_id = $2`, [runId, id, share.pages, leader]);
-    await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
+    const { rows: me } = await pool.query<{ status: string }>(
+      `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3, leader = $4 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
+      [runId, id, share.pages, leader],
+    );
+    // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
+    // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
+    if (me[0]?.status === 'dead') {
+      obey('interrupted', `this worker was presumed dead (no heartbeat for ${STALE_SECONDS} s) and its series went to other workers: it stops; start it again to rejoin the run`);
+    }
     await queue.touch();
     touchedAt = performance.now();
     const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
     const stop = rows[0];
     if (stop?.stop_reason) obey(stop.stop_reason, stop.stop_message);
+    try {
+      session ??= await openSession();
+      if (!leader) leader = await lead(session);
+    } catch {
+      // Tried again at the next beat.
+      leader = false;
+    }
+    await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
   };
   // A beat that fails (the server restarting) is tried at the next: missing a few costs nothing but the series
   // handed to another worker, whose commits then stand.
@@ -184,7 +218,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       } catch {
         // As above.
       } finally {
-        await alive.release();
+        await session?.release();
         await boss.stop({ graceful: false, close: false }).catch(() => undefined);
       }
     },

@@ -7,6 +7,7 @@ import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
 import type { Series } from '../pipeline/page.ts';
+import { SeriesLostError } from '../errors/series-lost-error.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { joinRun } from '../distributed/join.ts';
 import type { Worker } from '../distributed/worker.ts';
@@ -143,7 +144,14 @@ export function sourceContext(parts: {
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
     ...(worker ? { feed: (all: Iterator<Series>) => worker.queue.feed(all) } : {}),
     async seriesEnded(series, end) {
-      await committer.seriesEnded(series, end);
+      try {
+        await committer.seriesEnded(series, end);
+      } catch (error) {
+        // A worker's series that another took over while this one was ending it: the other's end stands.
+        if (!(worker && error instanceof SeriesLostError)) throw error;
+        await worker.queue.dropped(series.id);
+        return;
+      }
       // A worker's series stopped with it goes back to the queue at once; one taken over is the other worker's.
       if (worker && end.reason === 'stopped') await worker.queue.handBack(series.id);
       if (worker && end.reason === 'lost') await worker.queue.dropped(series.id);

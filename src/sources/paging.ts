@@ -109,6 +109,9 @@ export async function* fetchAll(
 
   void startMore();
   yield* channel;
+  // The channel ends quietly when cancelled: a series that failed outside its requests (its progress unreadable, its
+  // end not recorded, a broken source) fails the stream here, or the run would end as if it were done.
+  if (failure) throw failure.error;
 }
 
 /**
