@@ -110,6 +110,30 @@ describePostgres('PostgreSQL from the command line', () => {
       await db.drop();
     }
   });
+
+  it('a distributed run needs its job queue schema too: without CREATE, exit 2 naming the privilege; with both schemas made for it, it runs', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const role = `limited_${db.name}`;
+      await sql(db.url, `CREATE ROLE ${role} LOGIN; CREATE SCHEMA webdata AUTHORIZATION ${role}; GRANT CREATE ON SCHEMA public TO ${role}`);
+      const url = new URL(db.url);
+      url.username = role;
+      const file = config(dir.dir, { name: 'limited', ...postgresSink(url.toString()), state: { url: url.toString() } });
+      const refused = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr).toMatch(/permission denied for database .*needs CREATE on the database/s);
+      expect(sim.stats().requests).toBe(0);
+
+      await sql(db.url, `CREATE SCHEMA webdata_jobs AUTHORIZATION ${role}`);
+      const granted = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+      expect(granted.code, granted.stderr).toBe(0);
+      await sql(db.url, `DROP OWNED BY ${role}; DROP ROLE ${role}`);
+    } finally {
+      await db.drop();
+    }
+  });
 });
 
 /**

@@ -9,9 +9,14 @@ import type { Pool, PoolClient } from '../postgres/pools.ts';
  * jobs of a worker that stopped beating back to the queue.
  */
 export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss> {
+  const schema = bossSchema(stateSchema);
+  // Looked up first, as for the state schema: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS,
+  // and a role given a schema an administrator made needs no more.
+  const exists = (await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
   const boss = new PgBoss({
     db: adapter(pool),
-    schema: bossSchema(stateSchema),
+    schema,
+    createSchema: !exists,
     schedule: false,
     supervise: true,
     superviseIntervalSeconds: SUPERVISE_SECONDS,

@@ -10,6 +10,7 @@ import type { Series } from '../pipeline/page.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { joinRun } from '../distributed/join.ts';
+import { atDatabase } from '../postgres/failure.ts';
 import type { Worker } from '../distributed/worker.ts';
 import type { Decision } from './lifecycle.ts';
 import type { Held, OpenedRun } from './open-run.ts';
@@ -171,7 +172,8 @@ export function sourceContext(parts: {
 /** Makes this process a worker of its distributed run (`opened.distributed`), holding it in `held` until it leaves. */
 export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, held: Held): Promise<Worker | undefined> {
   if (!opened.distributed || !held.lease) return undefined;
-  held.worker = await joinRun({
+  const { store } = opened.distributed;
+  const joining = {
     pipeline: pipeline.name,
     runId: opened.runId,
     plan,
@@ -181,7 +183,9 @@ export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened:
     spentBefore: opened.previous ? (await opened.store.spendOf(opened.runId)).spent : 0,
     retryFailed: decision.mode === 'resume' && decision.retryFailed,
     planningLock: held.lease,
-  });
+  };
+  // The job queue's schema and the worker's rows: a failure there is explained as the state store's are.
+  held.worker = await atDatabase(`the job queue in ${store.path}`, () => joinRun(joining));
   held.lease = undefined;
   return held.worker;
 }
