@@ -31,6 +31,11 @@ export interface RateControllerOptions {
   windowMs?: number;
   /** Never slower than this, so that a run always makes progress. */
   minRate?: number;
+  /**
+   * How much history the server's limit is learned from, at least (default 1 s). Longer when answers come from other
+   * processes too (a distributed run's leader hears them late): a short span of them reads low.
+   */
+  learnAfterMs?: number;
 }
 
 const SAMPLE_LIMIT = 256;
@@ -40,6 +45,7 @@ export function createRateController(options: RateControllerOptions, clock: { no
   const increaseEveryMs = options.increaseEveryMs ?? 1000;
   const windowMs = options.windowMs ?? 3000;
   const minRate = options.minRate ?? 0.05;
+  const learnAfterMs = options.learnAfterMs ?? 1000;
 
   let rate = maxRate;
   let concurrency = maxConcurrency;
@@ -72,7 +78,7 @@ export function createRateController(options: RateControllerOptions, clock: { no
     const refused = since(rejected, from);
     const first = Math.min(accepted.find((t) => t >= from) ?? now, rejected.find((t) => t >= from) ?? now);
     const span = now - first;
-    if (ok < 5 || span < 1000 || refused / (ok + refused) < 0.05) return undefined;
+    if (ok < 5 || span < learnAfterMs || refused / (ok + refused) < 0.05) return undefined;
     return (ok / span) * 1000;
   };
 

@@ -58,7 +58,8 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
   // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
   // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
   const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
-  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate }, clock);
+  // Sharing a pacer, the learner also hears other processes' answers, late: it learns the limit from a full window.
+  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, ...(config.learns ? { learnAfterMs: 3000 } : {}) }, clock);
   // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
   // inside one interval of a leaky bucket set exactly at the plan's rate.
   const paced = (rate: number) => rate * PACING_MARGIN;
