@@ -272,7 +272,26 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await db.drop();
     }
   });
+  it('--fresh while workers are at work is refused before anything changes: they must be stopped first', async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const gate = sim.park();
+      const working = runChild(spec);
+      await working.whileRunning(gate.reached(1));
+      const fresh = await runChild({ ...spec, fresh: true }).done;
+      expect(fresh.stderr).toMatch(/RunLifecycleError: .*has workers at work: stop them/);
+      gate.release();
+      expect((await working.done).summary?.status).toBe('completed');
+      expect(await sql(db.url, `SELECT status FROM webdata.runs`)).toEqual([{ status: 'completed' }]);
+    } finally {
+      await db.drop();
+    }
+  });
 });
+
 
 
 
