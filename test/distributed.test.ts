@@ -290,7 +290,25 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await db.drop();
     }
   });
+  it("a pipeline's next run drops the job queues of its earlier runs (and leaves other pipelines' alone)", async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const spec = { ...PLAN, queries: QUERIES.slice(0, 2), baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const queues = async () => (await sql(db.url, 'SELECT name FROM webdata_jobs.queue ORDER BY name')).map((row) => row.name as string);
+      const first = (await runChild(spec).done).summary?.runId;
+      const other = (await runChild({ ...spec, name: 'crash-test.other' }).done).summary?.runId;
+      expect(await queues()).toEqual([`webdata/crash-test.other/${other}/1`, `webdata/crash-test/${first}/1`]);
+      const second = (await runChild(spec).done).summary?.runId;
+      expect(second).not.toBe(first);
+      expect(await queues()).toEqual([`webdata/crash-test.other/${other}/1`, `webdata/crash-test/${second}/1`]);
+    } finally {
+      await db.drop();
+    }
+  });
 });
+
 
 
 

@@ -42,9 +42,17 @@ export function bossSchema(stateSchema: string): string {
   return `${stateSchema}_jobs`;
 }
 
-/** One queue per planning of a run (each invocation plans again): its jobs are the run's series not yet over. */
+/**
+ * One queue per planning of a run (each invocation plans again): its jobs are the run's series not yet over. Parts
+ * are joined by "/", which a pipeline's name cannot hold, so that one pipeline's queues are told from another's.
+ */
 export function queueName(pipeline: string, runId: string, planning: number): string {
-  return `webdata.${pipeline}.${runId}.${planning}`;
+  return `${queuePrefix(pipeline)}${runId}/${planning}`;
+}
+
+/** What every queue of a pipeline's runs starts with. */
+export function queuePrefix(pipeline: string): string {
+  return `webdata/${pipeline}/`;
 }
 
 /**

@@ -4,8 +4,25 @@ import type { Series } from '../pipeline/page.ts';
 import type { HeldLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
-import { queueName, queueOptions, seriesJobId } from './boss.ts';
+import { queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
 import { expireDeadWorkers } from './shared-meter.ts';
+
+/**
+ * The queues of a pipeline's runs: an earlier planning of this run (nobody works it: planning happens only when no
+ * worker is alive, and its jobs would page series twice), and finished or abandoned runs' (one run of a pipeline at a
+ * time). They go when the pipeline is planned again.
+ */
+async function pipelineQueues(boss: PgBoss, pipeline: string): Promise<string[]> {
+  const prefix = queuePrefix(pipeline);
+  const names: string[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const page = await boss.getQueues(undefined, { limit: 1000, ...(after === undefined ? {} : { after }) });
+    names.push(...page.map((queue) => queue.name).filter((name) => name.startsWith(prefix)));
+    if (page.length < 1000) return names;
+    after = page.at(-1)?.name;
+  }
+}
 
 /** A worker that has not beaten for this long is taken for dead: its series go back to the queue, its reservations into uncertain spend. */
 export const STALE_SECONDS = 30;
@@ -79,13 +96,12 @@ export interface RunPlan {
 /**
  * Plans a run for its workers: a queue of this planning's own with one job per series not yet over, the shared
  * limits (budget, rate) and no stop. Idempotent: job ids are derived from (run, series, planning), so a planner that
- * died part way and the one after it insert each job once. An earlier planning's queue is dropped: nobody is
- * working it (planning happens only when no worker is alive), and its jobs would page series twice.
+ * died part way and the one after it insert each job once. The pipeline's other queues go (`pipelineQueues`).
  */
 export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: RunPlan): Promise<string> {
   const s = quoteIdentifier(store.schema);
   const queue = queueName(plan.pipeline, plan.runId, plan.planning);
-  for (let earlier = 1; earlier < plan.planning; earlier++) await boss.deleteQueue(queueName(plan.pipeline, plan.runId, earlier));
+  for (const stale of await pipelineQueues(boss, plan.pipeline)) if (stale !== queue) await boss.deleteQueue(stale);
   await boss.createQueue(queue, queueOptions);
   if (plan.retryFailed) {
     await store.pool.query(`UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`, [plan.runId]);
