@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Series } from '../pipeline/page.ts';
 import type { HeldLock } from '../postgres/advisory-lock.ts';
+import { retrying } from '../postgres/failure.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
@@ -56,11 +57,11 @@ export async function planningLock(store: PostgresStateStore, pipeline: string):
  */
 export async function liveWorkers(store: PostgresStateStore, runId: string): Promise<number> {
   const s = quoteIdentifier(store.schema);
-  const { rows } = await store.pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.workers w WHERE run_id = $1 AND ${workerAlive('$2', '$3')}`, [
-    runId,
-    STALE_SECONDS,
-    workerLockPrefix(store.schema, runId),
-  ]);
+  const { rows } = await retrying(
+    `the state store ${store.path}`,
+    () => store.pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.workers w WHERE run_id = $1 AND ${workerAlive('$2', '$3')}`, [runId, STALE_SECONDS, workerLockPrefix(store.schema, runId)]),
+    { idempotent: true },
+  );
   return rows[0]?.n ?? 0;
 }
 

@@ -1,6 +1,7 @@
 import type { JobAttempt, PgBoss } from 'pg-boss';
 import type { Series } from '../pipeline/page.ts';
 import type { Pool, PoolClient } from '../postgres/pools.ts';
+import { retrying } from '../postgres/failure.ts';
 import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData } from './boss.ts';
@@ -24,6 +25,8 @@ export interface SeriesQueueOptions {
   stopped: () => boolean;
   /** Aborts a wait for the queue. */
   signal: AbortSignal;
+  /** The database's label, without its password, for errors. */
+  where: string;
 }
 
 /**
@@ -33,13 +36,17 @@ export interface SeriesQueueOptions {
  */
 export function seriesQueue(options: SeriesQueueOptions) {
   const { boss, queue, pool, s, runId } = options;
+  // Outside a page's transaction, every call here is safe to repeat (a job settled twice is fenced by its attempt; a
+  // job fetched whose answer was lost lapses back to the queue): a connection that fails is waited out, as the
+  // store's statements are.
+  const again = <T>(work: () => Promise<T>) => retrying(options.where, work, { idempotent: true });
   const held = new Map<string, JobAttempt>();
   const lapsed = new Set<string>();
   // Every series of the plan, with the feed of the source it belongs to (a combined source has one feed per source).
   const owners = new Map<string, { series: Series; feed: Series[] }>();
 
   const ended = async () => {
-    const { rows } = await pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [runId]);
+    const { rows } = await again(() => pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [runId]));
     return (rows[0]?.n ?? 0) >= options.seriesTotal;
   };
 
@@ -64,12 +71,12 @@ export function seriesQueue(options: SeriesQueueOptions) {
             const waiting = mine.shift();
             if (waiting) return { done: false, value: waiting };
             if (options.stopped()) return { done: true, value: undefined };
-            const [job] = await boss.fetch<SeriesJobData>(queue, { batchSize: 1 });
+            const [job] = await again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
             if (job) {
               const owner = owners.get(job.data.series);
               if (!owner) {
                 // Not in this worker's plan (a changed plan is refused before joining, so this is not ours to page).
-                await boss.fail(queue, { id: job.id, retryCount: job.retryCount }, { error: `series ${job.data.series} is not in this worker's plan` });
+                await again(() => boss.fail(queue, { id: job.id, retryCount: job.retryCount }, { error: `series ${job.data.series} is not in this worker's plan` }));
                 continue;
               }
               held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
@@ -101,7 +108,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
     /** A series that was over before this worker took it (ended in an earlier invocation): its job is done. */
     async done(seriesId: string): Promise<void> {
       const job = take(seriesId);
-      if (job) await boss.complete(queue, job);
+      if (job) await again(() => boss.complete(queue, job));
     },
     /**
      * A page of the series was refused as taken over by another worker: its job is no longer this worker's. Should
@@ -112,9 +119,9 @@ export function seriesQueue(options: SeriesQueueOptions) {
     async dropped(seriesId: string): Promise<void> {
       const job = take(seriesId);
       if (!job || lapsed.has(seriesId)) return;
-      const touched = await boss.touch(queue, job);
+      const touched = await again(() => boss.touch(queue, job));
       if (((touched as { affected?: number }).affected ?? 0) === 0) return;
-      await boss.fail(queue, job, { refused: true });
+      await again(() => boss.fail(queue, job, { refused: true }));
       if (job.retryCount >= REFUSALS) {
         throw new Error(`the pages of series ${seriesId} were refused ${REFUSALS} times though its job was this worker's: the state store's series row disagrees with the queue`);
       }
@@ -131,7 +138,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
      */
     async touch(): Promise<void> {
       for (const [seriesId, job] of [...held]) {
-        const touched = await boss.touch(queue, job);
+        const touched = await again(() => boss.touch(queue, job));
         if (((touched as { affected?: number }).affected ?? 0) === 0) {
           held.delete(seriesId);
           lapsed.add(seriesId);
@@ -144,7 +151,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
 
   async function handBack(seriesId: string): Promise<void> {
     const job = take(seriesId);
-    if (job) await boss.fail(queue, job, { handedBack: true });
+    if (job) await again(() => boss.fail(queue, job, { handedBack: true }));
   }
 }
 

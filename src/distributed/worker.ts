@@ -141,6 +141,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     seriesTotal: options.seriesTotal,
     stopped: () => scheduler?.stopped !== undefined || leaving.signal.aborted,
     signal: leaving.signal,
+    where: `the job queue in ${store.path}`,
   });
 
   // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
