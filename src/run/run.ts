@@ -33,8 +33,10 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
   try {
     const opened = await openRun(pipeline, plan, options, databases, held);
     const { store, runId, decision, previous } = opened;
+    // The budget caps the run across all its invocations (and, distributed, all its workers).
+    const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
     // A distributed run: this process becomes one of its workers (DESIGN §9); the planning lock is let go then.
-    const worker = opened.distributed && (await joinAsWorker(pipeline, plan, opened, decision, held));
+    const worker = await joinAsWorker(pipeline, plan, opened, decision, spentBefore, held);
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
@@ -43,8 +45,7 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.
-    const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
-    const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock, worker || undefined);
+    const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock, worker);
     scheduler.on(emit);
     worker?.watch(scheduler);
     const ledgerFailure = recordSpend(scheduler, committer, runId);

@@ -170,7 +170,7 @@ export function sourceContext(parts: {
 }
 
 /** Makes this process a worker of its distributed run (`opened.distributed`), holding it in `held` until it leaves. */
-export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, held: Held): Promise<Worker | undefined> {
+export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, spentBefore: number, held: Held): Promise<Worker | undefined> {
   if (!opened.distributed || !held.lease) return undefined;
   const { store } = opened.distributed;
   const joining = {
@@ -180,7 +180,7 @@ export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened:
     distributed: opened.distributed,
     budget: decision.budget?.maxCredits ?? null,
     weights: pipeline.credits.weights,
-    spentBefore: opened.previous ? (await opened.store.spendOf(opened.runId)).spent : 0,
+    spentBefore,
     retryFailed: decision.mode === 'resume' && decision.retryFailed,
     planningLock: held.lease,
   };
