@@ -125,7 +125,6 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
   let pushed = 0;
   let request = paginator.first(options.resume);
   for (;;) {
-    if (ctx.lost?.(series)) return { reason: 'lost', pages: pushed };
     const release = await ctx.pagePermit();
     // A worker waits for its permit until it knows its series are still its own (after a freeze, they may not be).
     if (ctx.lost?.(series)) {
