@@ -7,26 +7,16 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { migrate } from '../../src/state/postgres/schema.ts';
+import { freshDatabase } from './postgres.ts';
+import { log } from './throughput.ts';
 import { sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import { systemClock } from '../../src/schedule/clock.ts';
 import { startSimulator, type SimulatorOptions } from '../../src/simulator/index.ts';
 
-const log = (line: string) => process.stderr.write(`${line}\n`);
 const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
 const KEY = `bench_${Date.now().toString(36)}_distributed`;
 const round = (value: number, digits = 3) => Math.round(value * 10 ** digits) / 10 ** digits;
-
-async function freshDatabase(admin: string, name: string): Promise<string> {
-  const client = new pg.Client({ connectionString: admin });
-  await client.connect();
-  await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await client.query(`CREATE DATABASE ${name}`);
-  await client.end();
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
 
 async function query<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
   const client = new pg.Client({ connectionString: url });

@@ -23,7 +23,8 @@ export async function benchPostgres(): Promise<{ admin: string; close(): void } 
   return { admin: cluster.url, close: () => cluster.destroy() };
 }
 
-async function freshDatabase(admin: string, name: string): Promise<string> {
+/** A new, empty database on the bench's cluster (dropped first if a previous bench left it). */
+export async function freshDatabase(admin: string, name: string): Promise<string> {
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
   await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
