@@ -1,7 +1,8 @@
 import { expect, it } from 'vitest';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
-import { runChild } from './resume-helpers.ts';
+import { type ChildResult, runChild } from './resume-helpers.ts';
+import type { Simulator } from '../src/simulator/index.ts';
 import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 
@@ -16,22 +17,14 @@ async function stableTable(url: string, table: string): Promise<string[]> {
 }
 
 describePostgres('a distributed run: many workers share one run on PostgreSQL', () => {
-  it('three workers complete a run whose rows equal one process running it alone; each page is paid once', async () => {
-    // One process alone.
-    await using alone = await simulator(SIM);
-    using dir = workdir();
-    const one = await testDatabase();
-    const many = await testDatabase();
-    try {
-      const single = await runChild({ ...PLAN, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done;
+  it('three workers complete a run whose rows equal one process running it alone; each page is paid once', () =>
+    againstOneProcess({}, async ({ single, expected, spec, sim, url }) => {
       expect(single.stderr).not.toContain('ERROR');
       expect(single.code).toBe(0);
       expect(single.summary?.status).toBe('completed');
       expect(single.summary?.worker?.pages).toBe(single.summary?.pages.fetched);
 
       // Three workers started together on the same pipeline and database.
-      await using shared = await simulator(SIM);
-      const spec = { ...PLAN, baseUrl: shared.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
       const results = await Promise.all([runChild(spec).done, runChild(spec).done, runChild(spec).done]);
       for (const result of results) {
         expect(result.stderr).not.toContain('ERROR');
@@ -43,26 +36,16 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       // The work was shared, and every page committed once: the shares add up to the run's pages.
       const shares = results.map((result) => result.summary?.worker?.pages ?? 0);
       expect(shares.reduce((a, b) => a + b, 0)).toBe(single.summary?.pages.fetched);
-      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
-      expect(shared.stats().credits.main?.debited).toBe(alone.stats().credits.main?.debited);
-      const workers = await sql(many.url, `SELECT status, stopped_at IS NOT NULL AS stopped FROM webdata.workers`);
+      expect(await stableTable(url, 'results')).toEqual(expected.rows);
+      expect(sim.stats().credits.main?.debited).toBe(expected.debited);
+      const workers = await sql(url, `SELECT status, stopped_at IS NOT NULL AS stopped FROM webdata.workers`);
       expect(workers).toHaveLength(3);
       expect(workers.every((w) => w.stopped === true)).toBe(true);
-    } finally {
-      await one.drop();
-      await many.drop();
-    }
-  });
+    }));
 
-  it('a worker killed with SIGKILL mid-run: the others take its series over and complete the run; it cost at most its requests in flight', async () => {
-    await using alone = await simulator(SIM);
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const one = await testDatabase();
-    const many = await testDatabase();
-    try {
-      expect((await runChild({ ...PLAN, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done).code).toBe(0);
-      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
+  it('a worker killed with SIGKILL mid-run: the others take its series over and complete the run; it cost at most its requests in flight', () =>
+    againstOneProcess({}, async ({ single, expected, spec, sim, url }) => {
+      expect(single.code).toBe(0);
       const victim = runChild(spec);
       const others = [runChild(spec), runChild(spec)];
       // Killed once it has committed pages, so that it holds series part way, while the others work.
@@ -75,14 +58,10 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
         expect(result.code).toBe(0);
         expect(result.summary?.status).toBe('completed');
       }
-      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
+      expect(await stableTable(url, 'results')).toEqual(expected.rows);
       // Paid twice: at most the requests the victim had in flight (its concurrency).
-      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((alone.stats().credits.main?.debited ?? 0) + PLAN.concurrency);
-    } finally {
-      await one.drop();
-      await many.drop();
-    }
-  });
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(expected.debited + PLAN.concurrency);
+    }));
 
   it("a budget below the run's need, over three workers: the simulator debits exactly the budget, never more", async () => {
     await using sim = await simulator(SIM);
@@ -103,15 +82,9 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
     }
   });
 
-  it('a worker frozen (SIGSTOP) past its heartbeat, then resumed, writes nothing another worker committed: it learns it lost the series', async () => {
-    await using alone = await simulator(SIM);
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const one = await testDatabase();
-    const many = await testDatabase();
-    try {
-      expect((await runChild({ ...PLAN, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done).code).toBe(0);
-      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
+  it('a worker frozen (SIGSTOP) past its heartbeat, then resumed, writes nothing another worker committed: it learns it lost the series', () =>
+    againstOneProcess({}, async ({ single, expected, spec, sim, url }) => {
+      expect(single.code).toBe(0);
       // The first worker takes the first series; its first request is held until the worker is frozen.
       const gate = sim.park({ q: 'query 0' });
       const frozen = runChild(spec);
@@ -129,13 +102,9 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       // Its answer came while it was frozen: the page it made was refused, and it dropped the series.
       expect(late.stderr).toContain('"reason":"lost"');
       expect(late.summary?.status).toBe('completed');
-      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
-      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((alone.stats().credits.main?.debited ?? 0) + PLAN.concurrency);
-    } finally {
-      await one.drop();
-      await many.drop();
-    }
-  });
+      expect(await stableTable(url, 'results')).toEqual(expected.rows);
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(expected.debited + PLAN.concurrency);
+    }));
 
   it('the leader (who learns the rate) killed: another worker leads within a heartbeat, and the run completes', async () => {
     await using sim = await simulator({ ...SIM, latencyMs: { min: 60, max: 90 } });
@@ -207,15 +176,9 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await db.drop();
     }
   });
-  it('a worker stopped with SIGTERM hands its series back and leaves; the others complete the run', async () => {
-    await using alone = await simulator(SIM);
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const one = await testDatabase();
-    const many = await testDatabase();
-    try {
-      expect((await runChild({ ...PLAN, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done).code).toBe(0);
-      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
+  it('a worker stopped with SIGTERM hands its series back and leaves; the others complete the run', () =>
+    againstOneProcess({}, async ({ single, expected, spec, sim, url }) => {
+      expect(single.code).toBe(0);
       const leaving = runChild(spec);
       const staying = runChild(spec);
       await leaving.pagesCommitted(3);
@@ -224,35 +187,22 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(left.summary?.status).toBe('interrupted');
       const stayed = await staying.done;
       expect(stayed.summary?.status).toBe('completed');
-      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
-      expect(await sql(many.url, `SELECT status FROM webdata.workers WHERE pid = $1`, [leaving.child.pid])).toEqual([{ status: 'interrupted' }]);
-      expect(await sql(many.url, 'SELECT status FROM webdata.runs')).toEqual([{ status: 'completed' }]);
+      expect(await stableTable(url, 'results')).toEqual(expected.rows);
+      expect(await sql(url, `SELECT status FROM webdata.workers WHERE pid = $1`, [leaving.child.pid])).toEqual([{ status: 'interrupted' }]);
+      expect(await sql(url, 'SELECT status FROM webdata.runs')).toEqual([{ status: 'completed' }]);
       // What it answered before it left was committed: nothing was paid twice.
-      expect(sim.stats().credits.main?.debited).toBe(alone.stats().credits.main?.debited);
-    } finally {
-      await one.drop();
-      await many.drop();
-    }
-  });
-  it("a combined source: its sources share the run's queue, and each worker pages each series with the source it belongs to", async () => {
-    await using alone = await simulator(SIM);
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const one = await testDatabase();
-    const many = await testDatabase();
-    try {
-      const single = await runChild({ ...PLAN, split: true, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done;
+      expect(sim.stats().credits.main?.debited).toBe(expected.debited);
+    }));
+
+  it("a combined source: its sources share the run's queue, and each worker pages each series with the source it belongs to", () =>
+    againstOneProcess({ split: true }, async ({ single, expected, spec, sim, url }) => {
       expect(single.summary?.status).toBe('completed');
-      const spec = { ...PLAN, split: true, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url };
       const results = await Promise.all([runChild(spec).done, runChild(spec).done]);
       for (const result of results) expect(result.summary?.status, result.stderr).toBe('completed');
-      expect(await stableTable(many.url, 'results')).toEqual(await stableTable(one.url, 'results'));
-      expect(sim.stats().credits.main?.debited).toBe(alone.stats().credits.main?.debited);
-    } finally {
-      await one.drop();
-      await many.drop();
-    }
-  });
+      expect(await stableTable(url, 'results')).toEqual(expected.rows);
+      expect(sim.stats().credits.main?.debited).toBe(expected.debited);
+    }));
+
   it('a pipeline whose dedupe looks across series stays one process: a second one is told it is running, and how to share a run', async () => {
     await using sim = await simulator(SIM);
     using dir = workdir();
@@ -315,6 +265,34 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
 
 
 
+
+/** What a test of workers gets: the plan run by one process alone, and a simulator and database for the workers. */
+interface AgainstOne {
+  single: ChildResult;
+  /** What the workers' run must come to: one process's rows, and what the simulator debited it. */
+  expected: { rows: string[]; debited: number };
+  /** The same plan, for the workers: their simulator and database. */
+  spec: Record<string, unknown>;
+  sim: Simulator;
+  url: string;
+}
+
+/** Runs the plan (with `extra`) in one process alone, then `body` with workers on a simulator and database of their own. */
+async function againstOneProcess(extra: Record<string, unknown>, body: (run: AgainstOne) => Promise<void>): Promise<void> {
+  await using alone = await simulator(SIM);
+  await using sim = await simulator(SIM);
+  using dir = workdir();
+  const one = await testDatabase();
+  const many = await testDatabase();
+  try {
+    const single = await runChild({ ...PLAN, ...extra, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done;
+    const expected = { rows: await stableTable(one.url, 'results'), debited: alone.stats().credits.main?.debited ?? 0 };
+    await body({ single, expected, spec: { ...PLAN, ...extra, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url }, sim, url: many.url });
+  } finally {
+    await one.drop();
+    await many.drop();
+  }
+}
 
 /** Polls `probe` until it gives a value (the test's own timeout bounds the wait). */
 async function until<T>(probe: () => Promise<T | undefined>): Promise<T> {
