@@ -1,7 +1,9 @@
 import { expect, it } from 'vitest';
 import { simulator } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
-import { type ChildResult, runChild } from './resume-helpers.ts';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type ChildResult, runChild, stableCsv, stableJsonl } from './resume-helpers.ts';
 import type { Simulator } from '../src/simulator/index.ts';
 import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
@@ -63,6 +65,54 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(expected.debited + PLAN.concurrency);
     }));
 
+  it('per-worker files: each worker writes its own CSV and JSONL; one killed between a page\'s bytes and its commit has its file cut back; together they hold the rows once', () =>
+    againstOneProcess({ sinks: ['postgres', 'csvPerWorker', 'jsonlPerWorker'] }, async ({ single, expected, spec, sim, url, dir }) => {
+      expect(single.code, single.stderr).toBe(0);
+      expect(single.summary?.status).toBe('completed');
+      // Killed the 5th time a file holds a page's bytes that its transaction has not committed yet.
+      const victim = runChild(spec, { WEBDATA_CRASH_AT: 'file-before-checkpoint:5' });
+      const others = [runChild(spec), runChild(spec)];
+      expect((await victim.done).signal).toBe('SIGKILL');
+      for (const result of await Promise.all(others.map((other) => other.done))) {
+        expect(result.stderr).not.toContain('ERROR');
+        expect(result.summary?.status).toBe('completed');
+      }
+      expect(await stableTable(url, 'results')).toEqual(expected.rows);
+      const csv = workerFileRows(dir, 'csv');
+      const jsonl = workerFileRows(dir, 'jsonl');
+      expect(csv.files).toHaveLength(3);
+      expect(jsonl.files).toHaveLength(3);
+      expect(csv.rows).toEqual(blanksAsNull(expected.rows));
+      expect(jsonl.rows).toEqual(blanksAsNull(expected.rows));
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(expected.debited + PLAN.concurrency);
+    }));
+
+  it('--fresh on a run with per-worker files takes the abandoned run\'s rows out of every worker\'s file', async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const spec = { ...PLAN, sinks: ['postgres', 'csvPerWorker'], baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      // Two workers commit pages, then both stop: the run is left unfinished, with rows in both files.
+      const workers = [runChild(spec), runChild(spec)];
+      await Promise.all(workers.map((worker) => worker.pagesCommitted(2)));
+      for (const worker of workers) worker.child.kill('SIGTERM');
+      for (const worker of workers) expect((await worker.done).summary?.status).toBe('interrupted');
+      const abandoned = workerFileRows(dir.dir, 'csv');
+      expect(abandoned.files).toHaveLength(2);
+      expect(abandoned.rows.length).toBeGreaterThan(0);
+      // One process starts afresh: both files lose the abandoned run's rows, and hold the new run's once.
+      const fresh = await runChild({ ...spec, fresh: true }).done;
+      expect(fresh.stderr).not.toContain('ERROR');
+      expect(fresh.summary?.status).toBe('completed');
+      const after = workerFileRows(dir.dir, 'csv');
+      expect(after.rows).toEqual(blanksAsNull(await stableTable(db.url, 'results')));
+      expect(await sql(db.url, 'SELECT DISTINCT run_id FROM results')).toEqual([{ run_id: fresh.summary?.runId }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
   it("a budget below the run's need, over three workers: the simulator debits exactly the budget, never more", async () => {
     await using sim = await simulator(SIM);
     using dir = workdir();
@@ -83,7 +133,7 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
   });
 
   it('a worker frozen (SIGSTOP) past its heartbeat, then resumed, writes nothing another worker committed: it learns it lost the series', () =>
-    againstOneProcess({}, async ({ single, expected, spec, sim, url }) => {
+    againstOneProcess({ sinks: ['postgres', 'csvPerWorker'] }, async ({ single, expected, spec, sim, url, dir }) => {
       expect(single.code).toBe(0);
       // The first worker takes the first series; its first request is held until the worker is frozen.
       const gate = sim.park({ q: 'query 0' });
@@ -103,6 +153,10 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(late.stderr).toContain('"reason":"lost"');
       expect(late.summary?.status).toBe('completed');
       expect(await stableTable(url, 'results')).toEqual(expected.rows);
+      // The refused page's rows were written to the late worker's own file before its commit: they were taken back.
+      const files = workerFileRows(dir, 'csv');
+      expect(files.files).toHaveLength(2);
+      expect(files.rows).toEqual(blanksAsNull(expected.rows));
       expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(expected.debited + PLAN.concurrency);
     }));
 
@@ -275,23 +329,38 @@ interface AgainstOne {
   spec: Record<string, unknown>;
   sim: Simulator;
   url: string;
+  /** The workers' directory (their files). */
+  dir: string;
 }
 
 /** Runs the plan (with `extra`) in one process alone, then `body` with workers on a simulator and database of their own. */
 async function againstOneProcess(extra: Record<string, unknown>, body: (run: AgainstOne) => Promise<void>): Promise<void> {
   await using alone = await simulator(SIM);
   await using sim = await simulator(SIM);
+  using aloneDir = workdir();
   using dir = workdir();
   const one = await testDatabase();
   const many = await testDatabase();
   try {
-    const single = await runChild({ ...PLAN, ...extra, baseUrl: alone.url, dir: dir.dir, postgresUrl: one.url, stateUrl: one.url }).done;
+    const single = await runChild({ ...PLAN, ...extra, baseUrl: alone.url, dir: aloneDir.dir, postgresUrl: one.url, stateUrl: one.url }).done;
     const expected = { rows: await stableTable(one.url, 'results'), debited: alone.stats().credits.main?.debited ?? 0 };
-    await body({ single, expected, spec: { ...PLAN, ...extra, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url }, sim, url: many.url });
+    await body({ single, expected, spec: { ...PLAN, ...extra, baseUrl: sim.url, dir: dir.dir, postgresUrl: many.url, stateUrl: many.url }, sim, url: many.url, dir: dir.dir });
   } finally {
     await one.drop();
     await many.drop();
   }
+}
+
+/** The rows of every worker's own file of a per-worker sink (`out.<host>-<n>.csv` / `.jsonl`), as comparable text. */
+function workerFileRows(dir: string, ext: 'csv' | 'jsonl'): { files: string[]; rows: string[] } {
+  const files = readdirSync(dir).filter((name) => new RegExp(`^out\\..+-\\d+\\.${ext}$`).test(name));
+  const rows = files.flatMap((name) => (ext === 'csv' ? stableCsv(join(dir, name)) : stableJsonl(join(dir, name)).map((row) => JSON.stringify((JSON.parse(row) as unknown[]).slice(0, -1)))));
+  return { files, rows: blanksAsNull(rows) };
+}
+
+/** Rows as CSV can tell them: an empty cell and a missing value are one. */
+function blanksAsNull(rows: readonly string[]): string[] {
+  return rows.map((row) => JSON.stringify((JSON.parse(row) as unknown[]).map((value) => (value === '' ? null : value)))).sort();
 }
 
 /** Polls `probe` until it gives a value (the test's own timeout bounds the wait). */

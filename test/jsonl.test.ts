@@ -149,7 +149,7 @@ describe('the JSONL sink', () => {
     expect(() => toJsonl({ path: '' })).toThrow(/jsonl\.path/);
     expect(() => toJsonl({ path: 'x.jsonl', rawAsString: 'yes' } as never)).toThrow(/jsonl\.rawAsString/);
     expect(() => toJsonl({ path: 'x.jsonl', columns: ['a'] } as never)).toThrow(/columns/);
-    expect(jsonlSinkOptionsSchema.parse({ path: 'x.jsonl' })).toEqual({ path: 'x.jsonl', rawAsString: false, shared: false });
+    expect(jsonlSinkOptionsSchema.parse({ path: 'x.jsonl' })).toEqual({ path: 'x.jsonl', rawAsString: false, shared: false, perWorker: false });
     expect(toJsonl({ path: 'x.jsonl' }).id).toBe(`jsonl:${process.cwd()}/x.jsonl`);
   });
 });

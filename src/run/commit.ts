@@ -148,6 +148,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
         // Where the journal stands is no longer known (the commit may or may not have taken its number).
         seq = undefined;
         if (!(error instanceof SeriesLostError)) throw error;
+        for (const file of files) file.staged.abandoned?.();
         // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure.
         lost.add(id);
         committed.set(id, (committed.get(id) ?? 0) + 1);
@@ -176,6 +177,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     async replay(): Promise<number> {
       let delivered = 0;
       for (const sink of sinks) {
+        // A worker's own file holds its worker's pages: the journal's others are other workers'.
+        if (sink.perWorker) continue;
         const held = sink.held();
         for await (const entry of store.journalAfter(held)) {
           const { series, ...meta } = entry.meta as unknown as { series: Series } & Page['meta'];

@@ -81,7 +81,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   if (decision.mode === 'new' && decision.abandon) {
     // fresh: the unfinished run's partial rows go; its spend stays on record (it was paid).
     const starts = await store.sinkStarts(decision.abandon.runId);
-    for (const sink of held.sinks) await sink.discard?.(decision.abandon.runId, starts.get(sink.id) ?? { seq: 0, bytes: null });
+    for (const sink of held.sinks) await sink.discard?.(decision.abandon.runId, starts.get(sink.id) ?? { seq: 0, bytes: null }, starts);
     await store.abandonRun(decision.abandon.runId, new Date().toISOString());
   }
 
@@ -98,14 +98,14 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
 
 /**
  * The state store, if the run can be shared by many workers: in PostgreSQL, with every sink writing inside its page
- * transaction (on the same database), and dedupe no wider than a series. Files and other databases cannot be shared
+ * transaction (on the same database) or a file of each worker's own (`perWorker`), and dedupe no wider than a series. Files and other databases cannot be shared
  * across machines, and keys seen across series are not yet claimed across workers (two could both take an item as
  * new): such a run stays one process, with the pipeline's lease.
  */
 function distributable(store: StateStore, pipeline: Pipeline): PostgresStateStore | undefined {
   if (!('kind' in store) || store.kind !== 'postgres') return undefined;
   const sinks = pipeline.sinks as Sink<unknown>[];
-  return sinks.every((sink) => sink.database === store.database) && !dedupesAcrossSeries(pipeline) ? (store as PostgresStateStore) : undefined;
+  return sinks.every((sink) => sink.database === store.database || sink.perWorker === true) && !dedupesAcrossSeries(pipeline) ? (store as PostgresStateStore) : undefined;
 }
 
 /** Whether a dedupe stage looks across series (scope `query` or `global`). */

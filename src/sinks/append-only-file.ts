@@ -1,9 +1,11 @@
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync, writeSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { basename, dirname, extname, join } from 'node:path';
+import { LeaseHeldError } from '../errors/lease-held-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { crashPoint } from '../crash-points.ts';
-import type { SinkCheckpoints } from '../state/interfaces.ts';
+import type { Lease, SinkCheckpoints } from '../state/interfaces.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { claimFile, fileOutputKey, registryPathFor } from '../state/sqlite/output-claims.ts';
 import type { Sink, SinkContext } from './sink.ts';
@@ -32,11 +34,13 @@ export interface FileFormat {
  * its identity (a file put in its place is not cut). A file `shared` by pipelines that all say so is never cut back:
  * each appends, at least once.
  */
-export function appendOnlyFile(path: string, format: FileFormat, options: { shared?: boolean } = {}): Sink<Item> {
-  const id = `${format.kind}:${path}`;
+export function appendOnlyFile(path: string, format: FileFormat, options: { shared?: boolean; perWorker?: boolean } = {}): Sink<Item> {
   const shared = options.shared === true;
-  let file: { fd: number; checkpoints: SinkCheckpoints } | undefined;
-  let lease: ReturnType<typeof leaseOutput> | undefined;
+  const perWorker = options.perWorker === true;
+  // The file written: `path`, or in a distributed run with `perWorker`, this worker's own file beside it.
+  let at = path;
+  const idOf = (file: string) => `${format.kind}:${file}`;
+  let file: { fd: number; checkpoints: SinkCheckpoints; lease: Lease } | undefined;
   let bytes = 0;
   let held = 0;
 
@@ -52,9 +56,82 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     bytes = shared ? fstatSync(fd).size : bytes + buffer.length;
   };
 
+  /**
+   * Opens `target` holding its output lease: checks it is the file this pipeline wrote, cuts it back to its
+   * committed length, and prepares it for appending. Returns the open file and where it stands.
+   */
+  const attach = async (ctx: SinkContext, target: string, lease: Lease) => {
+    const fd = openSync(target, 'a+', 0o600);
+    try {
+      const registry = ctx.database(registryPathFor(target));
+      const stat = fstatSync(fd, { bigint: true });
+      let size = Number(stat.size);
+      const identity = { dev: String(stat.dev), ino: String(stat.ino) };
+      const before = claimFile(registry, { key: fileOutputKey(target), label: target, kind: format.kind }, { pipeline: ctx.pipeline, state: ctx.statePath, shared }, { ...identity, size });
+      const checkpoint = await ctx.stateCheckpoints.get(idOf(target));
+      const seq = checkpoint?.seq ?? ctx.currentSeq;
+      if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
+        if (before && (before.dev !== identity.dev || before.ino !== identity.ino)) {
+          throw changedOutside(format.kind, `${target} is not the file this pipeline wrote (another file was put in its place)`);
+        }
+        if (size < checkpoint.bytes) {
+          throw changedOutside(format.kind, `${target} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl`);
+        }
+        // Bytes past the checkpoint were written but never committed (a crash in between): they go — unless the file
+        // is shared, where they may be another pipeline's: then they stay, and the page comes again (at least once).
+        if (size > checkpoint.bytes && !shared) {
+          ftruncateSync(fd, checkpoint.bytes);
+          size = checkpoint.bytes;
+        }
+      }
+      return { fd, size, seq };
+    } catch (error) {
+      closeSync(fd);
+      await lease.release();
+      throw error;
+    }
+  };
+
+  /** This worker's file: the first of `<name>.<host>-<n><ext>` that no other process on this host writes now. */
+  const takeWorkerFile = (ctx: SinkContext): { target: string; lease: Lease } => {
+    const registry = ctx.database(registryPathFor(path));
+    for (let n = 1; ; n += 1) {
+      const target = workerFile(path, n);
+      try {
+        return { target, lease: leaseOutput(registry, { key: fileOutputKey(target), label: target }, ctx.pipeline) };
+      } catch (error) {
+        if (!(error instanceof LeaseHeldError) || n >= MAX_WORKER_FILES) throw error;
+      }
+    }
+  };
+
+  /**
+   * Cuts back the files of this host's workers that are gone (killed between a page's bytes and its commit, whose
+   * pages other workers took again, or left past an abandoned run's start by `--fresh`): a file nobody writes now is
+   * opened as its worker would, which cuts it to its committed length, and let go.
+   */
+  const sweep = async (ctx: SinkContext) => {
+    const registry = ctx.database(registryPathFor(path));
+    for (const target of workerFilesOnThisHost(path)) {
+      if (target === at) continue;
+      let lease: Lease;
+      try {
+        // Only a writer whose process is gone: one frozen past the lease's renewal may still commit its page.
+        lease = leaseOutput(registry, { key: fileOutputKey(target), label: target }, ctx.pipeline, { whileProcessLives: true });
+      } catch (error) {
+        if (error instanceof LeaseHeldError) continue;
+        throw error;
+      }
+      const { fd } = await attach(ctx, target, lease);
+      closeSync(fd);
+      await lease.release();
+    }
+  };
+
   // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction.
   const stage = (page: Page<Item>, seq: number) => {
     const { fd } = ready();
+    const start = bytes;
     if (page.items.length > 0) {
       append(fd, format.render(page.items));
       crashPoint('file-before-checkpoint');
@@ -64,78 +141,118 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
       committed: () => {
         held = seq;
       },
+      abandoned: () => {
+        // The page's commit was refused (another worker has its series): its bytes go, as a crash's would. Pages
+        // commit one at a time, so nothing was appended after them.
+        if (shared || bytes === start) return;
+        ftruncateSync(fd, start);
+        bytes = start;
+      },
     };
   };
 
+  let context: SinkContext | undefined;
   return {
     kind: format.kind,
-    path,
-    id,
+    get path() {
+      return at;
+    },
+    get id() {
+      return idOf(at);
+    },
+    perWorker,
     async open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
-      // Created readable by its owner only: rows may be confidential (narrowed further by a stricter umask).
-      const fd = openSync(path, 'a+', 0o600);
+      context = ctx;
+      const own = perWorker && ctx.shared === true;
+      const taken = own ? takeWorkerFile(ctx) : { target: path, lease: leaseOutput(ctx.database(registryPathFor(path)), { key: fileOutputKey(path), label: path }, ctx.pipeline) };
+      at = taken.target;
+      const { fd, size, seq } = await attach(ctx, at, taken.lease);
       try {
-        const registry = ctx.database(registryPathFor(path));
-        lease = leaseOutput(registry, { key: fileOutputKey(path), label: path }, ctx.pipeline);
-        const stat = fstatSync(fd, { bigint: true });
-        let size = Number(stat.size);
-        const identity = { dev: String(stat.dev), ino: String(stat.ino) };
-        const before = claimFile(registry, { key: fileOutputKey(path), label: path, kind: format.kind }, { pipeline: ctx.pipeline, state: ctx.statePath, shared }, { ...identity, size });
-        const checkpoint = await ctx.stateCheckpoints.get(id);
-        held = checkpoint?.seq ?? ctx.currentSeq;
-        if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
-          if (before && (before.dev !== identity.dev || before.ino !== identity.ino)) {
-            throw changedOutside(format.kind, `${path} is not the file this pipeline wrote (another file was put in its place)`);
-          }
-          if (size < checkpoint.bytes) {
-            throw changedOutside(format.kind, `${path} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl`);
-          }
-          // Bytes past the checkpoint were written but never committed (a crash in between): they go — unless the file
-          // is shared, where they may be another pipeline's: then they stay, and the page comes again (at least once).
-          if (size > checkpoint.bytes && !shared) {
-            ftruncateSync(fd, checkpoint.bytes);
-            size = checkpoint.bytes;
-          }
-        }
         bytes = size;
+        held = seq;
         const start = format.prepare(ctx, fd, size);
         if (start) append(fd, start);
-        await ctx.stateCheckpoints.set(id, { seq: held, bytes });
-        file = { fd, checkpoints: ctx.stateCheckpoints };
+        await ctx.stateCheckpoints.set(idOf(at), { seq: held, bytes });
+        if (own) await sweep(ctx);
       } catch (error) {
         closeSync(fd);
-        lease?.release();
-        lease = undefined;
+        await taken.lease.release();
         throw error;
       }
+      file = { fd, checkpoints: ctx.stateCheckpoints, lease: taken.lease };
     },
     held: () => held,
     committedBytes: () => bytes,
     // Outside a run's page transaction (a replay, another runner), the checkpoint follows the write at once.
     async write(page: Page<Item>, seq: number) {
       const staged = stage(page, seq);
-      await ready().checkpoints.set(id, staged.checkpoint);
+      await ready().checkpoints.set(idOf(at), staged.checkpoint);
       staged.committed();
     },
     stage,
     delivery: shared ? 'at_least_once' : 'exactly_once',
-    async discard(_runId, since) {
+    async discard(_runId, since, starts) {
       const { fd, checkpoints } = ready();
       // A shared file is never cut: what the abandoned run appended stays (at least once).
       if (!shared && since.bytes !== null && since.bytes < bytes) {
         ftruncateSync(fd, since.bytes);
         bytes = since.bytes;
-        await checkpoints.set(id, { seq: held, bytes });
+        await checkpoints.set(idOf(at), { seq: held, bytes });
       }
+      if (!perWorker || !context?.shared || !starts) return;
+      // The other workers' files: their committed length goes back to where the abandoned run found them, in the
+      // state store, so that each is cut back when a worker next opens it (here at once, on this host).
+      for (const [sinkId, start] of starts) {
+        if (sinkId === idOf(at) || start.bytes === null || !sinkId.startsWith(`${format.kind}:`) || !isWorkerFileOf(path, sinkId.slice(format.kind.length + 1))) continue;
+        await checkpoints.set(sinkId, { seq: start.seq, bytes: start.bytes });
+      }
+      await sweep(context);
     },
-    close() {
-      if (file) closeSync(file.fd);
+    async close() {
+      // A worker's last act: the files of this host's workers that died are cut back, so that what is left is exact.
+      if (file && perWorker && context?.shared) await sweep(context).catch(() => undefined);
+      if (file) {
+        closeSync(file.fd);
+        await file.lease.release();
+      }
       file = undefined;
-      lease?.release();
-      lease = undefined;
     },
   };
+}
+
+/** How many files one host's workers may have beside a per-worker sink's path. */
+const MAX_WORKER_FILES = 1000;
+
+/** The host, as a file name may carry it. */
+function hostTag(): string {
+  return hostname().replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64) || 'host';
+}
+
+/** `results.csv` → `results.<host>-<n>.csv`: the n-th file of this host's workers. */
+export function workerFile(path: string, n: number): string {
+  const ext = extname(path);
+  return join(dirname(path), `${basename(path, ext)}.${hostTag()}-${n}${ext}`);
+}
+
+function isWorkerFileOf(path: string, candidate: string): boolean {
+  const ext = extname(path);
+  const stem = basename(path, ext);
+  const name = basename(candidate);
+  return dirname(candidate) === dirname(path) && name.startsWith(`${stem}.`) && name.endsWith(ext) && /-\d+$/.test(name.slice(stem.length + 1, name.length - ext.length));
+}
+
+/** The files this host's workers wrote beside `path`. */
+function workerFilesOnThisHost(path: string): string[] {
+  const ext = extname(path);
+  const prefix = `${basename(path, ext)}.${hostTag()}-`;
+  let names: string[];
+  try {
+    names = readdirSync(dirname(path));
+  } catch {
+    return [];
+  }
+  return names.filter((name) => name.startsWith(prefix) && name.endsWith(ext) && /^\d+$/.test(name.slice(prefix.length, name.length - ext.length))).map((name) => join(dirname(path), name));
 }
 
 /** A file that changed under the pipeline: bad local input (exit 2), with what to do. */

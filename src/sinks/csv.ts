@@ -27,6 +27,11 @@ export const csvSinkOptionsSchema = z.strictObject({
    * after a crash: rows arrive at least once instead of exactly once.
    */
   shared: z.boolean().default(false),
+  /**
+   * In a distributed run, each worker writes a file of its own beside `path` (`results.<host>-<n>.csv`), exactly once
+   * each; the run is then not kept on one process by this sink. In a one-process run, the file is `path`.
+   */
+  perWorker: z.boolean().default(false),
 });
 
 export type CsvSinkOptions = z.input<typeof csvSinkOptionsSchema>;
@@ -67,7 +72,7 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
       if (!config.columns) checkNormalized(items[0], `The CSV sink ${path}`);
       return stringify(items.map((item) => columns.map((column) => csvValue(item[column]))), format);
     },
-  }, { shared: config.shared });
+  }, { shared: config.shared, perWorker: config.perWorker });
 }
 
 /** The first record of the file, with its line end, without a byte-order mark. */

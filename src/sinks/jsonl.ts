@@ -15,6 +15,8 @@ export const jsonlSinkOptionsSchema = z.strictObject({
   rawAsString: z.boolean().default(false),
   /** Let other pipelines append to this file too (each must say so): at least once instead of exactly once. */
   shared: z.boolean().default(false),
+  /** In a distributed run, each worker writes a file of its own beside `path` (`results.<host>-<n>.jsonl`). */
+  perWorker: z.boolean().default(false),
 });
 
 export type JsonlSinkOptions = z.input<typeof jsonlSinkOptionsSchema>;
@@ -29,10 +31,10 @@ type Item = Record<string, unknown>;
 export function toJsonl(options: JsonlSinkOptions): Sink<Item> {
   const config = ValidationError.parse(jsonlSinkOptionsSchema, options, 'Invalid JSONL sink', 'jsonl');
   const lines = (items: readonly Item[]) => items.map((item) => jsonLine(item, config.rawAsString)).join('');
-  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines, config.shared);
+  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines, { shared: config.shared, perWorker: config.perWorker });
 }
 
-function toFile(path: string, lines: (items: readonly Item[]) => string, shared: boolean): Sink<Item> {
+function toFile(path: string, lines: (items: readonly Item[]) => string, options: { shared: boolean; perWorker: boolean }): Sink<Item> {
   return appendOnlyFile(path, {
     kind: 'jsonl',
     prepare(_ctx, fd, size) {
@@ -45,7 +47,7 @@ function toFile(path: string, lines: (items: readonly Item[]) => string, shared:
       return undefined;
     },
     render: lines,
-  }, { shared });
+  }, options);
 }
 
 /**

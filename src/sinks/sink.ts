@@ -61,14 +61,22 @@ export interface Sink<I = NormalizedItem> {
    * in between leaves bytes past the checkpoint, cut back on the next open; so the page needs no journal entry to
    * reach this sink.
    */
-  stage?(page: Page<I>, seq: number): { checkpoint: Checkpoint; committed(): void };
+  stage?(page: Page<I>, seq: number): { checkpoint: Checkpoint; committed(): void; abandoned?(): void };
+  /**
+   * A file sink that each worker of a distributed run writes a file of its own for (`<name>.<host>-<n><ext>`): such a
+   * sink does not keep a run on one process, and takes no replay from the journal (its pages are its worker's).
+   */
+  readonly perWorker?: boolean;
   /** How pages reach the output: exactly once (the default), or at least once (stdout, a file shared by pipelines). */
   readonly delivery?: 'exactly_once' | 'at_least_once';
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */
   committedBytes?(): number | null;
   /** The run finished by its own rules (completed, budget, failed series): e.g. drop earlier runs' rows (replace). */
   finish?(runId: string): void | Promise<void>;
-  /** Takes back what an abandoned run wrote: its rows, or the file's bytes after `since.bytes`. */
-  discard?(runId: string, since: { seq: number; bytes: number | null }): void | Promise<void>;
+  /**
+   * Takes back what an abandoned run wrote: its rows, or the file's bytes after `since.bytes`. `starts` has where every
+   * sink of the run began (a per-worker sink takes back its other workers' files with it).
+   */
+  discard?(runId: string, since: { seq: number; bytes: number | null }, starts?: ReadonlyMap<string, { seq: number; bytes: number | null }>): void | Promise<void>;
   close(): void | Promise<void>;
 }

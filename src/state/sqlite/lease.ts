@@ -47,9 +47,15 @@ export function acquireLease(db: Database.Database, pipeline: string, ttlMs = LE
  * One writer per output at a time (a file, or a table of a database), whichever pipeline it belongs to: the lease
  * lives beside the output (in its database, or in the directory's output registry), where every pipeline looks.
  */
-export function leaseOutput(db: Database.Database, output: { key: string; label: string }, pipeline: string, ttlMs = LEASE_TTL_MS): Lease {
+export function leaseOutput(
+  db: Database.Database,
+  output: { key: string; label: string },
+  pipeline: string,
+  options: { ttlMs?: number; whileProcessLives?: boolean } = {},
+): Lease {
   db.exec(`CREATE TABLE IF NOT EXISTS output_leases (output TEXT PRIMARY KEY, pipeline TEXT NOT NULL, holder TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at TEXT NOT NULL, renewed_at INTEGER NOT NULL)`);
-  return hold(db, { table: 'output_leases', keyColumn: 'output', key: output.key, pipeline, ttlMs, only: true }, (live) => {
+  const ttlMs = options.ttlMs ?? LEASE_TTL_MS;
+  return hold(db, { table: 'output_leases', keyColumn: 'output', key: output.key, pipeline, ttlMs, only: true, whileProcessLives: options.whileProcessLives === true }, (live) => {
     const holder = holderOf(live[0] as LeaseRow);
     return new LeaseHeldError(
       `${output.label} is being written by ${holder.pipeline === pipeline ? 'another run of' : ''} pipeline "${holder.pipeline}" (${by(holder)}): ` +
@@ -67,6 +73,8 @@ interface HoldOptions {
   ttlMs: number;
   /** Only the row of this key conflicts (output leases); otherwise any live row does (the state store's). */
   only?: boolean;
+  /** A holder on this host is alive while its process is, renewed or not (a frozen process may wake and write). */
+  whileProcessLives?: boolean;
 }
 
 function hold(db: Database.Database, options: HoldOptions, refuse: (live: LeaseRow[]) => Error): Lease {
@@ -86,7 +94,7 @@ function hold(db: Database.Database, options: HoldOptions, refuse: (live: LeaseR
 
   db.transaction(() => {
     const rows = (options.only ? read.all(key) : read.all()) as LeaseRow[];
-    const live = rows.filter((row) => isAlive(row, host, ttlMs));
+    const live = rows.filter((row) => isAlive(row, host, ttlMs, options.whileProcessLives === true));
     if (live.length > 0) throw refuse(live);
     // Rows of holders that died are taken over (this key) or cleared (the others).
     for (const row of rows) if (row.key !== key) drop.run(row.key, row.holder);
@@ -115,8 +123,8 @@ function hold(db: Database.Database, options: HoldOptions, refuse: (live: LeaseR
   };
 }
 
-function isAlive(lease: LeaseRow, host: string, ttlMs: number): boolean {
-  if (Date.now() - lease.renewed_at > ttlMs) return false;
+function isAlive(lease: LeaseRow, host: string, ttlMs: number, whileProcessLives: boolean): boolean {
+  if (Date.now() - lease.renewed_at > ttlMs && !(whileProcessLives && lease.host === host)) return false;
   if (lease.host !== host) return true;
   if (lease.pid === process.pid) return true;
   try {
