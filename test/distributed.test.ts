@@ -257,12 +257,38 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(sim.stats().credits.main?.debited).toBe(expected.debited);
     }));
 
-  it('a pipeline whose dedupe looks across series stays one process: a second one is told it is running, and how to share a run', async () => {
+  it('dedupe across series (global) over three workers: each key is written once, and the keys, sightings and debit are one process\'s', () =>
+    againstOneProcess({ dedupeScope: 'global' }, async ({ single, expected, spec, sim, url }) => {
+      expect(single.summary?.status).toBe('completed');
+      const results = await Promise.all([runChild(spec).done, runChild(spec).done, runChild(spec).done]);
+      for (const result of results) {
+        expect(result.stderr).not.toContain('ERROR');
+        expect(result.summary?.status).toBe('completed');
+        expect(result.summary?.worker).toBeDefined();
+      }
+      const keys = async (at: string) => (await sql(at, 'SELECT dedupe_key FROM results WHERE dedupe_key IS NOT NULL ORDER BY dedupe_key')).map((row) => row.dedupe_key as string);
+      const written = await keys(url);
+      // Once each: the same keys as one process wrote (which page of which series holds a key may differ).
+      expect(new Set(written).size).toBe(written.length);
+      const alone = expected.rows.map((row) => (JSON.parse(row) as unknown[]).at(-1)).filter((key) => key !== null);
+      expect(written).toEqual([...alone].sort());
+      // Each key's first sighting once; every other sighting is a duplicate the series counted.
+      const [sightings] = await sql(url, 'SELECT count(*)::int AS n, count(*) FILTER (WHERE first)::int AS first FROM webdata.sightings');
+      const [counts] = await sql(url, 'SELECT sum(items_written)::int AS written, sum(duplicates)::int AS duplicates FROM webdata.series');
+      const [rows] = await sql(url, 'SELECT count(*)::int AS n FROM results');
+      expect(sightings?.first).toBe(written.length);
+      expect((sightings?.n as number) - written.length).toBe(counts?.duplicates);
+      expect(counts?.written).toBe(rows?.n);
+      expect(rows?.n).toBe(expected.rows.length);
+      expect(sim.stats().credits.main?.debited).toBe(expected.debited);
+    }));
+
+  it('a pipeline whose dedupe across series is not by URL stays one process: a second one is told it is running, and how to share a run', async () => {
     await using sim = await simulator(SIM);
     using dir = workdir();
     const db = await testDatabase();
     try {
-      const spec = { ...PLAN, dedupeScope: 'global', baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const spec = { ...PLAN, dedupeScope: 'global', dedupeKey: ['title'], baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
       const gate = sim.park();
       const first = runChild(spec);
       await first.whileRunning(gate.reached(1));

@@ -17,6 +17,8 @@ export interface CommitterOptions {
   keepJournal: boolean;
   /** Dedupe keys and sightings the page's processing added, written inside its transaction. */
   keys?: SeenKeyStore;
+  /** Claim each page's dedupe keys against other workers (a distributed run whose dedupe looks across series). */
+  claimKeys?: boolean;
 }
 
 /**
@@ -26,7 +28,7 @@ export interface CommitterOptions {
  * After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or
  * sending a request.
  */
-export function createCommitter({ store, runId, sinks, states, keepJournal, keys }: CommitterOptions) {
+export function createCommitter({ store, runId, sinks, states, keepJournal, keys, claimKeys }: CommitterOptions) {
   // Sinks on the state store's own database commit inside the page's transaction, and so do file sinks, whose
   // bytes are written just before it and whose checkpoint is recorded in it; the others take the page after it.
   const inside = sinks.filter((sink) => sink.database !== undefined && sink.database === store.database);
@@ -133,6 +135,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
           : null,
         checkpoints: files.map(({ sink, staged }) => ({ sinkId: sink.id, checkpoint: staged.checkpoint })),
         dedupe: keys ? keys.drain() : null,
+        ...(claimKeys ? { claimKeys } : {}),
       };
       if (commit.journal) unpruned = true;
       try {

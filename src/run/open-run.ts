@@ -98,22 +98,32 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
 
 /**
  * The state store, if the run can be shared by many workers: in PostgreSQL, with every sink writing inside its page
- * transaction (on the same database) or a file of each worker's own (`perWorker`), and dedupe no wider than a series. Files and other databases cannot be shared
- * across machines, and keys seen across series are not yet claimed across workers (two could both take an item as
- * new): such a run stays one process, with the pipeline's lease.
+ * transaction (on the same database) or a file of each worker's own (`perWorker`). Dedupe wider than a series needs
+ * its keys claimed across workers in the page's statement: one such dedupe stage, by URL (the rows' `dedupe_key`),
+ * with every sink one that writes only claimed rows (files are written before the statement). Anything else cannot
+ * be shared across machines: such a run stays one process, with the pipeline's lease.
  */
 function distributable(store: StateStore, pipeline: Pipeline): PostgresStateStore | undefined {
   if (!('kind' in store) || store.kind !== 'postgres') return undefined;
   const sinks = pipeline.sinks as Sink<unknown>[];
-  return sinks.every((sink) => sink.database === store.database || sink.perWorker === true) && !dedupesAcrossSeries(pipeline) ? (store as PostgresStateStore) : undefined;
+  if (!sinks.every((sink) => sink.database === store.database || sink.perWorker === true)) return undefined;
+  const wide = wideDedupes(pipeline);
+  if (wide.length === 0) return store as PostgresStateStore;
+  const claimable = wide.length === 1 && wide[0]?.dedupeByUrl === true && sinks.every((sink) => sink.database === store.database && sink.claimsDedupeKeys === true);
+  return claimable ? (store as PostgresStateStore) : undefined;
 }
 
-/** Whether a dedupe stage looks across series (scope `query` or `global`). */
-function dedupesAcrossSeries(pipeline: Pipeline): boolean {
-  return pipeline.stages.some((stage) => {
+/** The dedupe stages that look across series (scope `query` or `global`). */
+function wideDedupes(pipeline: Pipeline): { dedupeByUrl?: boolean }[] {
+  return pipeline.stages.filter((stage) => {
     const scope = (stage as { dedupeScope?: string }).dedupeScope;
     return scope !== undefined && scope !== 'series';
-  });
+  }) as { dedupeByUrl?: boolean }[];
+}
+
+/** Whether a dedupe stage looks across series. */
+export function dedupesAcrossSeries(pipeline: Pipeline): boolean {
+  return wideDedupes(pipeline).length > 0;
 }
 
 /**

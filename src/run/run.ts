@@ -4,7 +4,7 @@ import { createCommitter } from './commit.ts';
 import { commitPages } from './commit-loop.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from './define.ts';
-import { type Held, openRun } from './open-run.ts';
+import { dedupesAcrossSeries, type Held, openRun } from './open-run.ts';
 import { explainOutputFailure } from './output-error.ts';
 import { outputSuspects } from './outputs.ts';
 import { clientForRun } from './run-client.ts';
@@ -41,7 +41,9 @@ export async function run(definition: PipelineDefinition | Pipeline, options: Ru
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
     const keys = store.seenKeys(runId);
-    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys });
+    // A worker whose dedupe looks across series claims each page's keys against the other workers.
+    const claimKeys = worker !== undefined && dedupesAcrossSeries(pipeline);
+    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys });
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.

@@ -100,6 +100,10 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
       }
       opened = { pool, lease, insert: inserter(qualified, checkpointTable, columns, mode, () => ({ pipeline, id })) };
     },
+    // The rows' `dedupe_key` is what a distributed run claims across workers: only a table that has it can follow.
+    get claimsDedupeKeys() {
+      return columns.includes('dedupe_key');
+    },
     held: () => held,
     async write(page, seq, tx?: SharedTransaction) {
       const { pool, insert } = ready();
@@ -157,7 +161,11 @@ function inserter(qualified: string, checkpointTable: string, columns: readonly 
         const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
         values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
       }
-      own.add(`INSERT INTO ${qualified} (${names}) SELECT * FROM unnest(${arrays.map((array, i) => `${own.p(array)}::${types[i]}[]`).join(', ')}) WHERE true${guard}${conflict}`);
+      // A distributed run's page writes only the rows whose key it claimed (another worker may hold the others).
+      const key = stored.indexOf('dedupe_key');
+      const claimed = own.claimed === undefined ? '' : ` AND (u.c${key} IS NULL OR u.c${key} IN ${own.claimed})`;
+      const unnested = `unnest(${arrays.map((array, i) => `${own.p(array)}::${types[i]}[]`).join(', ')}) AS u(${stored.map((_, i) => `c${i}`).join(', ')})`;
+      own.add(`INSERT INTO ${qualified} (${names}) SELECT * FROM ${unnested} WHERE true${guard}${claimed}${conflict}`);
     }
     own.add(`UPDATE ${checkpointTable} SET seq = ${own.seq ?? `${own.p(seq)}::bigint`}, updated_at = now() WHERE pipeline = ${own.p(pipeline)} AND sink_id = ${own.p(id)}${guard}`);
   };

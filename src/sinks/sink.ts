@@ -67,6 +67,11 @@ export interface Sink<I = NormalizedItem> {
    * sink does not keep a run on one process, and takes no replay from the journal (its pages are its worker's).
    */
   readonly perWorker?: boolean;
+  /**
+   * Writes, inside the page's statement, only the rows whose `dedupe_key` the statement claimed for the run
+   * (`PageStatement.claimed`): a distributed run whose dedupe looks across series needs every sink to.
+   */
+  readonly claimsDedupeKeys?: boolean;
   /** How pages reach the output: exactly once (the default), or at least once (stdout, a file shared by pipelines). */
   readonly delivery?: 'exactly_once' | 'at_least_once';
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */

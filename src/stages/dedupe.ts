@@ -87,7 +87,8 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
     }
   };
   // The runner reads this to know whether each series' rows stay complete (for the analytics views).
-  return Object.assign(dedupeStage, { dedupeScope: config.scope });
+  // A distributed run claims keys across workers through the rows' `dedupe_key` column: only the URL key is that column.
+  return Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url' });
 }
 
 function keyFunction(key: z.output<typeof dedupeOptionsSchema>['key']): (item: Keyed) => string | null | undefined {

@@ -182,6 +182,11 @@ export interface PageCommit {
   /** Checkpoints of file sinks, whose bytes were written just before: the page's commit is what makes them count. */
   checkpoints: readonly { sinkId: string; checkpoint: Checkpoint }[];
   dedupe: DedupeWrites | null;
+  /**
+   * The page's dedupe keys are its rows' `dedupe_key`s, and must be claimed against other workers (a distributed run
+   * with dedupe across series): a key another worker holds drops its row.
+   */
+  claimKeys?: boolean;
 }
 
 /**
@@ -201,6 +206,12 @@ export interface PageStatement {
    * where pages of many workers interleave); absent, it is the `seq` the sink was given.
    */
   readonly seq?: string;
+  /**
+   * The dedupe keys this statement claimed for the run, as SQL (`(SELECT key FROM …)`), when a distributed run's
+   * dedupe looks across series: another worker may have claimed a key the page's stages took as new, and a sink then
+   * writes only the rows whose `dedupe_key` is NULL or claimed here.
+   */
+  readonly claimed?: string;
 }
 
 /**

@@ -190,19 +190,26 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         const guard = w.guard;
         if (commit.spend.length > 0) w.add(`${insertSpend(w.p, commit.spend)} WHERE ${guard}`);
         const dedupe = commit.dedupe;
+        // Keys another worker may take at the same moment are claimed: the insert returns the keys it took (one
+        // waits for the other's commit, then finds the key taken), and the page's rows and first sightings follow it.
+        const claiming = worker !== undefined && commit.claimKeys === true && dedupe !== null && dedupe.keys.length > 0;
         if (dedupe && dedupe.keys.length > 0) {
           const [scopes, keys, runIds] = columns(dedupe.keys, (k) => [k.scope, k.key, k.runId], 3);
           w.add(
             `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT ${w.p(pipeline)}::text, u.* FROM unnest(${w.p(scopes)}::text[], ${w.p(keys)}::text[], ${w.p(runIds)}::text[]) AS u
-             WHERE ${guard} ON CONFLICT DO NOTHING`,
+             WHERE ${guard} ON CONFLICT DO NOTHING${claiming ? ' RETURNING key' : ''}`,
+            claiming ? 'w_claimed' : undefined,
           );
         }
+        if (claiming) w.claim('(SELECT key FROM w_claimed)');
         if (dedupe && dedupe.sightings.length > 0) {
           const c = columns(dedupe.sightings, (x) => [x.key, x.query, x.country, x.lang, x.page, x.position, x.rank, x.fetchedAt, x.first], 9);
           const types = ['text', 'text', 'text', 'text', 'int', 'int', 'int', 'timestamptz', 'bool'];
+          const first = claiming ? 'u.first AND u.key IN (SELECT key FROM w_claimed)' : 'u.first';
           w.add(
             `INSERT INTO ${s}.sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first)
-             SELECT ${w.p(commit.runId)}::text, u.* FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')}) AS u WHERE ${guard}`,
+             SELECT ${w.p(commit.runId)}::text, u.key, u.query, u.country, u.lang, u.page, u.position, u.rank, u.fetched_at, ${first}
+             FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')}) AS u(key, query, country, lang, page, position, rank, fetched_at, first) WHERE ${guard}`,
           );
         }
         if (!worker) w.add(seriesUpsert(w, commit, '', 'FROM w_seq'));
@@ -223,18 +230,24 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           );
         }
         await within?.({ kind: 'postgres', statement: w });
-        const statement = w.sql('SELECT seq FROM w_seq');
+        const statement = w.sql(claiming ? 'SELECT seq, (SELECT count(*) FROM w_claimed)::int AS claimed FROM w_seq' : 'SELECT seq FROM w_seq');
         // The page that ends its series completes the series' job in the same transaction: a crash between the two
         // would otherwise leave a finished series queued, or a completed job whose last page never landed.
         const claims = worker;
         const taken =
           claims && commit.progress.status === 'ended'
             ? await transaction(pool, async (client) => {
-                const { rows } = await client.query<{ seq: string }>(statement, w.values);
+                const { rows } = await client.query<{ seq: string; claimed?: number }>(statement, w.values);
                 if (rows.length > 0 && !(await claims.finish(commit.series.seriesId, client))) throw lost(commit.series.seriesId);
                 return rows;
               })
-            : (await pool.query<{ seq: string }>(statement, w.values)).rows;
+            : (await pool.query<{ seq: string; claimed?: number }>(statement, w.values)).rows;
+        const refused = claiming && taken[0] ? (dedupe?.keys.length ?? 0) - (taken[0].claimed ?? 0) : 0;
+        // Rows dropped for keys another worker took first were counted as written by the stages: the series' counts
+        // are put right (a row of the series cannot be changed twice in the page's own statement).
+        if (refused > 0) {
+          await query(`UPDATE ${s}.series SET items_written = items_written - $3, duplicates = duplicates + $3 WHERE run_id = $1 AND series_id = $2`, [commit.runId, commit.series.seriesId, refused]);
+        }
         if (taken.length > 0) return;
         if (worker) throw lost(commit.series.seriesId);
         throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
@@ -375,12 +388,19 @@ async function leasePipeline(pool: Pool, s: string, schema: string, pipeline: st
 }
 
 /** One statement of data-modifying CTEs, its parameters numbered as they are added (`p`), the page's guard given. */
-function ctes(seq?: string): PageStatement & { values: unknown[]; add(sql: string, name?: string): void; sql(final: string): string } {
+function ctes(seq?: string): PageStatement & { values: unknown[]; add(sql: string, name?: string): void; sql(final: string): string; claim(keys: string): void } {
   const values: unknown[] = [];
   const parts: string[] = [];
+  let claimed: string | undefined;
   return {
     values,
     ...(seq === undefined ? {} : { seq }),
+    get claimed() {
+      return claimed;
+    },
+    claim: (keys: string) => {
+      claimed = keys;
+    },
     guard: 'EXISTS (SELECT 1 FROM w_seq)',
     p: (value: unknown) => `$${values.push(value)}`,
     add: (sql: string, name = `w_${parts.length}`) => void parts.push(`${name} AS (${sql})`),
