@@ -52,6 +52,24 @@ describePostgres('the PostgreSQL sink', () => {
     }
   });
 
+  it('a page the stages emptied, into a table outside the state store: its checkpoint moves, with no rows', async () => {
+    await using sim = await simulator({ seed: 5 });
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      // A stage may empty a page (it must still yield it): the sink then writes the checkpoint alone.
+      const emptySecondPages = async function* (pages: AsyncIterable<{ number: number; items: unknown[] }>) {
+        for await (const page of pages) yield page.number === 2 ? { ...page, items: [] } : page;
+      };
+      const summary = await runOn(sim, { ...plan([toSqlite({ path: dir.path('out.sqlite') }), toPostgres({ url: db.url, table: 'results' })]), stages: [normalize(), emptySecondPages] as never });
+      expect(summary.status).toBe('completed');
+      expect(await sql(db.url, 'SELECT DISTINCT page FROM public.results ORDER BY page')).toEqual([{ page: 1 }, { page: 3 }]);
+      expect(await sql(db.url, 'SELECT seq::int AS seq FROM public.webdata_checkpoints')).toEqual([{ seq: summary.pages.fetched }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('with the state store in the same database, a page’s rows, checkpoint and journal commit in one transaction: no journal entry is needed', async () => {
     await using sim = await simulator({ seed: 5 });
     const db = await testDatabase();

@@ -178,7 +178,9 @@ function inserter(qualified: string, checkpointTable: string, columns: readonly 
       const own = ownStatement();
       write(own, page, seq);
       const { ctes, values } = own.done();
-      await pool.query(`WITH ${ctes.slice(0, -1).map((sql, i) => `w_${i} AS (${sql})`).join(', ')}${ctes.length > 1 ? ' ' : ''}${ctes.at(-1)}`, values);
+      // The last part is the statement; the others go before it as CTEs (a page with no rows has none: no WITH).
+      const before = ctes.slice(0, -1).map((sql, i) => `w_${i} AS (${sql})`);
+      await pool.query(`${before.length > 0 ? `WITH ${before.join(', ')} ` : ''}${ctes.at(-1)}`, values);
     },
   };
 }
