@@ -74,6 +74,33 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(slots[0]?.slotEpochMs).toBeGreaterThanOrEqual(paused_ms);
   });
 
+  it('a new rate or a pause gives back the slots reserved under the old terms: the next slot is not behind them', async () => {
+    const id = await run({ intervalMs: 1000 });
+    const slots: SharedSlot[] = [];
+    const clock = virtualClock(0);
+    const leader = sharedPacer(pool(), S, id, { leads: () => true, onSlot: (slot) => slots.push(slot) })(1, clock);
+    const dbNow = async () => Number((await sql(db.url, 'SELECT extract(epoch FROM clock_timestamp()) * 1000 AS now'))[0]?.now);
+    // Five slots a second apart: the row's next free slot is five seconds ahead (the workers holding them were told
+    // of the change and take theirs again under the new terms).
+    await Promise.all(Array.from({ length: 5 }, () => leader.acquire()));
+    expect((slots.at(-1)?.slotEpochMs ?? 0) - (await dbNow())).toBeGreaterThan(3_000);
+    leader.setRate(50);
+    slots.length = 0;
+    await leader.acquire();
+    const afterRate = await dbNow();
+    expect(slots[0]?.slotEpochMs).toBeLessThan(afterRate + 1_000);
+
+    // The same for a short pause: the first slot after it is an interval after its end, not after the old reservations.
+    await Promise.all(Array.from({ length: 50 }, () => leader.acquire()));
+    expect((slots.at(-1)?.slotEpochMs ?? 0) - (await dbNow())).toBeGreaterThan(500);
+    leader.pauseUntil(clock.now() + 100);
+    slots.length = 0;
+    await leader.acquire();
+    const { paused_ms } = await limitsOf(id);
+    expect(slots[0]?.slotEpochMs).toBeGreaterThanOrEqual(paused_ms);
+    expect(slots[0]?.slotEpochMs).toBeLessThan(paused_ms + 100);
+  });
+
   it('takes its rate from the leader only: a follower’s rate changes nothing', async () => {
     const id = await run({ intervalMs: 20 });
     let leads = false;
