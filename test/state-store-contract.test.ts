@@ -110,6 +110,19 @@ for (const implementation of implementations) {
       expect([...seen]).toEqual([`key${start + 1}`]);
     });
 
+    it("a new run does not see an earlier run's run-scoped dedupe keys, and keeps keys kept for good", async () => {
+      const store = await open();
+      await startRun(store);
+      const start = await store.currentSeq();
+      await store.commitPage(page(start + 1, { dedupe: { keys: [{ scope: 'run', key: 'old', runId: 'run-1' }, { scope: 'persistent', key: 'kept', runId: null }], sightings: [] } }));
+      // The run ended without forgetting its keys (a distributed run's last two workers finished at once).
+      await store.finishRun('run-1', 'completed', '2026-01-01T00:01:00.000Z', {});
+      await store.startRun({ runId: 'run-2', pipeline: 'p', startedAt: '2026-01-02T00:00:00.000Z', fingerprint: 'f', plan: { a: 1 }, budget: 10 });
+      const keys = store.seenKeys('run-2');
+      expect([...(await keys.view(true).seen('run', ['old']))]).toEqual([]);
+      expect([...(await keys.view(false).seen('persistent', ['kept']))]).toEqual(['kept']);
+    });
+
     it('writes nothing of a page whose commit fails inside the transaction', async () => {
       const store = await open();
       await startRun(store);

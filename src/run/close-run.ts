@@ -69,7 +69,9 @@ export async function closeRun(
   if (summary.status === 'interrupted' && (await othersAtWork())) return mine;
   if (FINISHED.has(summary.status)) {
     for (const sink of sinks) await sink.finish?.(runId);
-    await keys.forgetRun();
+    // Other workers may still commit pages in flight (a budget reached here first): their dedupe needs the run's keys.
+    // The last worker forgets them; the next run's start does, should two finish at once.
+    if (!(await othersAtWork())) await keys.forgetRun();
   }
   await store.finishRun(runId, summary.status, summary.finishedAt, summary);
   return mine;

@@ -125,6 +125,12 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     },
 
     async startRun(run) {
+      // Run-scoped dedupe keys of the pipeline's finished runs go: the last worker of a distributed run forgets its
+      // run's keys, but two that finish at once each leave them to the other (a run that goes on must keep them).
+      await query(
+        `DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id IN (SELECT run_id FROM ${s}.runs WHERE pipeline = $1 AND status NOT IN ('running', 'interrupted', 'stopped'))`,
+        [pipeline],
+      );
       await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ($1, $2, 'running', $3, $4, $5, $6) ON CONFLICT DO NOTHING`, [
         run.runId,
         run.pipeline,

@@ -31,7 +31,10 @@ export function dedupeTables(db: Database.Database) {
     `INSERT INTO sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const forgetRun = db.prepare(`DELETE FROM dedupe_keys WHERE run_id = ?`);
+  const forgetFinished = db.prepare(`DELETE FROM dedupe_keys WHERE run_id IN (SELECT run_id FROM runs WHERE status NOT IN ('running', 'interrupted', 'stopped'))`);
   return {
+    /** Run-scoped keys of runs that finished (or were abandoned): nobody resumes them. */
+    forgetFinished: () => void forgetFinished.run(),
     has: (scope: string, key: string) => lookup.get(scope, key) !== undefined,
     /** What pages added: call inside the page's transaction. */
     write(writes: DedupeWrites, runId: string): void {

@@ -177,6 +177,8 @@ export function openStateStore(db: Database.Database) {
     dedupe,
 
     startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void {
+      // Run-scoped dedupe keys a finished run left behind (it forgets them as it finishes; a failure there leaves them).
+      dedupe.forgetFinished();
       statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget);
     },
     reopenRun(runId: string, budget: number | null): void {
