@@ -328,6 +328,24 @@ describe('proactive pacing from rate-limit headers', () => {
   }
 });
 
+describe('a fixed window, told from its headers', () => {
+  it('is used whole: its count at the configured pace, then a wait for its end (not a spread over a reset rounded up)', async () => {
+    await using t = await setup(
+      { rateLimitHeaders: 'ietf', keys: [{ key: TEST_KEY, name: 'main', quota: { requests: 50, windowMs: 5_000 } }] },
+      { rate: { requestsPerSecond: 30 }, concurrency: 8 },
+    );
+    const started = t.clock.now();
+    const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => t.search(`w${i}`)));
+    expect(outcomes.every((o) => o.ok)).toBe(true);
+    // Four windows' counts: three windows waited out, then the fourth's 50 at 30/s, about 16.7 s. Spread evenly at the
+    // policy's 10/s (50 per 5 s), as a bucket would be, 200 take 20 s.
+    expect(t.clock.now() - started).toBeLessThan(18_000);
+    expect(t.clock.now() - started).toBeGreaterThanOrEqual(15_000);
+    expect(t.sim.stats().byStatus['429'] ?? 0).toBeLessThanOrEqual(1);
+    expect(t.events.filter((e) => e.type === 'pause' && e.reason === 'rate_limit_headers').length).toBeGreaterThanOrEqual(3);
+  });
+});
+
 describe('seams for limits shared beyond this process', () => {
   it('a credit meter and a pacer of the caller’s own take every reservation and every slot', async () => {
     const clock = virtualClock(0);

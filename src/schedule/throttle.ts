@@ -5,6 +5,7 @@ import { createPacer } from './pacer.ts';
 import { decidePause } from './pause-rule.ts';
 import { readRateLimitHeaders } from './rate-limit-headers.ts';
 import { createRateController } from './rate-controller.ts';
+import { windowTracker } from './window-tracker.ts';
 import type { SchedulerEvent, StopInfo } from './scheduler.ts';
 
 type Headers = Record<string, string | string[] | undefined>;
@@ -52,6 +53,8 @@ export interface ThrottleOptions {
 }
 
 const PACING_MARGIN = 0.99;
+/** Past a fixed window's end before the next is used: the server's clock and the way there are a little behind ours. */
+const WINDOW_MARGIN_MS = 25;
 
 export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOptions): Throttle {
   const maxRate = requestsPerSecond(config.rate);
@@ -70,6 +73,8 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
   // Whether this throttle learns the rate: always alone; with a shared pacer, only while it is the run's leader.
   const learning = () => config.adaptive && (config.learns?.() ?? true);
   let latencyMs = 0;
+  // Whether the server's headers show a fixed window (used whole) or a bucket (spread evenly), and where the window ends.
+  const windows = windowTracker();
 
   const applyRate = (reason: AdaptReason) => {
     pacer.setRate(paced(controller.rate));
@@ -121,6 +126,18 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
       if (!hint) return undefined;
       const now = clock.now();
       const longest = config.rateLimit.maxRetryAfterMs;
+      if (windows.observe(hint, now) === 'fixed_window' && controller.capUntil(Number.POSITIVE_INFINITY, now)) applyRate('rate_limit_headers');
+      const windowEnd = windows.windowEnd;
+      if (windowEnd !== undefined) {
+        // A fixed window: its whole count may be used at any pace, so nothing is spread; once what is left is in flight,
+        // the run waits for the window's end (the least bound the answers gave of it), not for a reset rounded up.
+        if (hint.remaining - inFlight > 0) return undefined;
+        const cause = `rate-limit headers: the window's ${hint.limit ?? 'count'} requests are used, it ends in ${describeWait(windowEnd - now)}`;
+        const decision = decidePause(Math.max(0, windowEnd - now) + WINDOW_MARGIN_MS, longest, cause, epochOf(clock));
+        if (decision.kind === 'quota') return { reason: 'quota', resumeAt: decision.resumeAt, message: decision.message };
+        pauseFor(decision.ms, 'rate_limit_headers', cause);
+        return undefined;
+      }
       // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
       const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
       if (policyRate < controller.rate) {

@@ -3,7 +3,7 @@
 // Figures go to stdout as one JSON object (so that runs can be compared by a script); progress goes to stderr.
 import { cpus, totalmem } from 'node:os';
 import { nginxAvailable, nginxVersion, NGINX_BINARY } from './nginx.ts';
-import { scenarioBudget, scenarioRateAboveLimit, scenarioRateAtLimit, scenarioServerErrors } from './scenarios.ts';
+import { scenarioBudget, scenarioFixedWindow, scenarioRateAboveLimit, scenarioRateAtLimit, scenarioServerErrors } from './scenarios.ts';
 import { benchPostgres, scenarioPostgresEndToEnd, scenarioPostgresSink } from './postgres.ts';
 import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
 import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
@@ -34,6 +34,9 @@ const a_simulator = await scenarioRateAtLimit('simulator', windowMs);
 const a_nginx = withNginx ? await scenarioRateAtLimit('nginx', windowMs) : skipped;
 const b_simulator = await scenarioRateAboveLimit('simulator', windowMs);
 const b_nginx = withNginx ? await scenarioRateAboveLimit('nginx', windowMs) : skipped;
+// Fixed windows (issue 18): 50 per 5 s, configured at 3× its average, with RateLimit headers and with Retry-After only.
+const m_fixedWindowHeaders = await scenarioFixedWindow('ietf', windowMs);
+const m_fixedWindowRetryAfter = await scenarioFixedWindow('none', windowMs);
 const c_simulator = await scenarioServerErrors();
 const d_simulator = await scenarioBudget();
 // 200 queries × 5 pages × 100 items (quick: 40 queries).
@@ -94,6 +97,15 @@ for (const [name, scenario, minRatio, max429] of [
   goals.push({ scenario: name, goal: `achieved / server limit >= ${minRatio}`, value: achieved, met: achieved >= minRatio });
   goals.push({ scenario: name, goal: `429 share <= ${max429 * 100} %`, value: limited, met: limited <= max429 });
 }
+for (const [name, scenario, minRatio, max429] of [
+  ['m_fixedWindowHeaders', m_fixedWindowHeaders, 0.97, 0.01],
+  ['m_fixedWindowRetryAfter', m_fixedWindowRetryAfter, 0.95, 0.03],
+] as const) {
+  const used = scenario.achievedOverAllowance ?? 0;
+  const limited = scenario.share429 ?? 1;
+  goals.push({ scenario: name, goal: `accepted / the windows' allowance >= ${minRatio}`, value: used, met: used >= minRatio });
+  goals.push({ scenario: name, goal: `429 share <= ${max429 * 100} %`, value: limited, met: limited <= max429 });
+}
 goals.push({
   scenario: 'c_simulator',
   goal: 'every planned page fetched; credits spent = pages fetched = credits debited',
@@ -147,6 +159,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, c_simulator, d_simulator, e_sinks, f_endToEnd, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);

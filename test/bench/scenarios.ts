@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '../../src/index.ts';
 import { createScheduler, type Scheduler, type SchedulerOptions, type SchedulerStats } from '../../src/schedule/index.ts';
-import { type LimitedOptions, limitedTarget, type ServerKind, type Target, unlimitedTarget } from './servers.ts';
+import { fixedWindowTarget, type LimitedOptions, limitedTarget, type ServerKind, type Target, unlimitedTarget } from './servers.ts';
 import { record, type Recording, runWork, type WorkPlan, type WorkTally } from './workload.ts';
 
 const LATENCY_MS = 200;
@@ -215,6 +215,41 @@ export async function scenarioBudget() {
       serverSide: { byStatus: run.serverStatuses },
       retries: run.stats.retries,
       rateLimitedWaitMs: round(run.stats.rateLimitedWaitMs, 0),
+    };
+  } finally {
+    await target.close();
+  }
+}
+
+/**
+ * (m) A plan that counts requests per fixed window (50 per 5 s), the pipeline configured 3× faster than the window's
+ * average (30/s against 10/s): with `RateLimit` headers on every answer (and Retry-After on a 429), or with only
+ * Retry-After to the window's end. The figure is the share of the windows' allowance used: accepted requests over 50
+ * per window the run spans.
+ */
+export async function scenarioFixedWindow(headers: 'ietf' | 'none', windowMs: number) {
+  const quota = { requests: 50, windowMs: 5_000 };
+  const configured = 30;
+  log(`(m) simulator: a fixed window of ${quota.requests} per ${quota.windowMs / 1000} s, ${headers === 'none' ? 'Retry-After only' : 'RateLimit headers'}, configured ${configured}/s, ${windowMs / 1000} s`);
+  const target = await fixedWindowTarget({ quota, headers, latencyMs: LATENCY_MS });
+  try {
+    const run = await drive(target, { rate: { requestsPerSecond: configured }, concurrency: 8 }, ENDLESS, windowMs);
+    const ok = run.stats.requests.byStatus['200'] ?? 0;
+    const allowance = quota.requests * (run.seconds * 1000 / quota.windowMs);
+    return {
+      server: 'simulator',
+      limiter: target.limiter,
+      latencyMs: LATENCY_MS,
+      configured: { ratePerSecond: configured, concurrency: 8 },
+      windowSeconds: round(run.seconds, 2),
+      responses: { total: run.stats.requests.total, byStatus: run.stats.requests.byStatus },
+      serverSide: { byStatus: run.serverStatuses },
+      successes: ok,
+      allowance: round(allowance, 1),
+      achievedOverAllowance: ratio(ok, allowance),
+      share429: share429(run.stats),
+      pauses: { ...run.recording.pauses, requestedMs: round(run.recording.pauses.requestedMs, 0) },
+      perSecond: run.recording.perSecond,
     };
   } finally {
     await target.close();

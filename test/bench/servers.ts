@@ -74,6 +74,29 @@ export async function limitedTarget(kind: ServerKind, options: LimitedOptions): 
   }
 }
 
+/**
+ * A key whose plan counts requests per fixed window (the simulator's quota): a 429 past the window's count, with
+ * Retry-After to its end (whole seconds, rounded up); with `headers`, every answer says what is left of the window.
+ */
+export async function fixedWindowTarget(options: { quota: { requests: number; windowMs: number }; headers: 'ietf' | 'none'; latencyMs: number }): Promise<Target> {
+  const apiKey = benchKey();
+  const sim = await startSimulator({ latencyMs: options.latencyMs, rateLimitHeaders: options.headers, retryAfter: 'seconds', keys: [{ key: apiKey, name: 'main', quota: options.quota }] });
+  return {
+    kind: 'simulator',
+    url: sim.url,
+    apiKey,
+    sim,
+    serverStatuses: async () => sim.stats().byStatus,
+    limiter: {
+      algorithm: `simulator fixed window, ${options.quota.requests} per ${options.quota.windowMs / 1000} s${options.headers === 'none' ? '' : ', RateLimit headers'}`,
+      ratePerSecond: null,
+      burst: null,
+      retryAfter: 'seconds (rounded up, at least 1)',
+    },
+    close: () => sim.close(),
+  };
+}
+
 /** An unlimited key: for scenarios about faults and budgets, where the rate limit would only blur the figures. */
 export async function unlimitedTarget(options: Pick<SimulatorOptions, 'latencyMs' | 'faults' | 'seed' | 'resultsPerQuery' | 'logLimit'>): Promise<Target> {
   const apiKey = benchKey();
