@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type Db, PgBoss } from 'pg-boss';
+import type { Db, PgBoss } from 'pg-boss';
 import type { Pool, PoolClient } from '../postgres/pools.ts';
 
 /**
@@ -13,7 +13,9 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
   // Looked up first, as for the state schema: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS,
   // and a role given a schema an administrator made needs no more.
   const exists = (await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
-  const boss = new PgBoss({
+  // Loaded here, not at import: only a distributed run needs it (27 MB of a process's memory).
+  const { PgBoss: Boss } = await import('pg-boss');
+  const boss = new Boss({
     db: adapter(pool),
     schema,
     createSchema: !exists,

@@ -1,9 +1,8 @@
-import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Series } from '../pipeline/page.ts';
 import type { HeldLock } from '../postgres/advisory-lock.ts';
 import { retrying } from '../postgres/failure.ts';
-import { quoteIdentifier } from '../postgres/pools.ts';
+import { pgDriver, quoteIdentifier } from '../postgres/pools.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
 import { expireDeadWorkers } from './shared-meter.ts';
@@ -37,7 +36,7 @@ const PLAN_BATCH = 1000;
  * dies lets go of it with its connection.
  */
 export async function planningLock(store: PostgresStateStore, pipeline: string): Promise<HeldLock> {
-  const client = new pg.Client(store.pool.options);
+  const client = new (pgDriver().Client)(store.pool.options);
   client.on('error', () => undefined);
   const end = () => client.end().catch(() => undefined);
   try {

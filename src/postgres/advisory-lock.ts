@@ -1,5 +1,5 @@
-import pg from 'pg';
-import type { Pool } from './pools.ts';
+import type pg from 'pg';
+import { type Pool, pgDriver } from './pools.ts';
 
 export interface HeldLock {
   /** The connection holding it, for statements that must run as the holder. */
@@ -15,7 +15,7 @@ export interface HeldLock {
  * length would otherwise leave the pool none for the run's statements.
  */
 export async function tryAdvisoryLock(pool: Pool, name: string): Promise<HeldLock | undefined> {
-  const client = new pg.Client(pool.options);
+  const client = new (pgDriver().Client)(pool.options);
   const end = () => client.end().catch(() => undefined);
   client.on('error', () => undefined);
   try {

@@ -1,0 +1,80 @@
+// (n) Memory without process flags (issue 18): a run of N items — queries × 10 countries × 10 pages of 100, concurrency
+// 32, search → normalize → dedupe → SQLite + CSV — in a process of its own started as a user starts it, with no Node
+// flag and no environment variable of ours: `node src/cli/main.ts run config.json` (the shebang's settings do not
+// apply to `node file`), a pipeline file run by node, and a program of the user's own calling run(). Its peak
+// resident memory (the kernel's high-water mark, VmHWM) is read from /proc while it runs.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { startSimulator } from '../../src/simulator/index.ts';
+import { log } from './throughput.ts';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const COUNTRIES = ['us', 'gb', 'de', 'fr', 'es', 'it', 'nl', 'se', 'pl', 'br'];
+const KEY = `bench_${Date.now().toString(36)}_memory`;
+
+/** Runs `args` with node, no flags of ours, following its peak resident memory until it exits. */
+function measured(args: string[], cwd: string, env: Record<string, string>): Promise<{ code: number | null; peakRssMb: number; seconds: number; stdout: string; stderr: string }> {
+  const started = performance.now();
+  // Nothing of ours in the environment: MALLOC_ARENA_MAX and NODE_OPTIONS as the caller's shell has them, if at all.
+  const { MALLOC_ARENA_MAX: _a, NODE_OPTIONS: _o, ...inherited } = process.env;
+  const child = spawn(process.execPath, args, { cwd, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+  let peakKb = 0;
+  const timer = setInterval(() => {
+    try {
+      const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+      if (match) peakKb = Math.max(peakKb, Number(match[1]));
+    } catch {
+      // Gone between two looks: VmHWM only grows, the last reading stands.
+    }
+  }, 50);
+  return new Promise((done) =>
+    child.on('exit', (code) => {
+      clearInterval(timer);
+      done({ code, peakRssMb: Math.round(peakKb / 1024), seconds: Math.round((performance.now() - started) / 100) / 10, stdout, stderr });
+    }),
+  );
+}
+
+export async function scenarioMemory(items: number, ways: readonly ('cli' | 'pipelineFile' | 'runCall')[] = ['cli', 'pipelineFile', 'runCall']) {
+  const queries = Math.ceil(items / (COUNTRIES.length * 10 * 100));
+  log(`(n) memory: ${queries} queries × ${COUNTRIES.length} countries × 10 pages of 100 (${queries * COUNTRIES.length * 1000} items), concurrency 32, no flags`);
+  const sim = await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, keys: [{ key: KEY, name: 'main' }] });
+  const env = { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEY };
+  const results: Record<string, unknown> = {};
+  try {
+    for (const way of ways) {
+      const dir = mkdtempSync(join(tmpdir(), 'webdata-memory-'));
+      try {
+        const queryList = Array.from({ length: queries }, (_, i) => `memory query ${i}`);
+        const config = { name: 'memory', search: { queries: queryList, countries: COUNTRIES, maxPages: 10, count: 100 }, rate: { concurrency: 32 }, sinks: [{ type: 'sqlite', path: 'mem.sqlite' }, { type: 'csv', path: 'mem.csv' }] };
+        writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+        const args =
+          way === 'cli'
+            ? [join(ROOT, 'src/cli/main.ts'), 'run', 'config.json']
+            : way === 'pipelineFile'
+              ? [join(ROOT, 'test/fixtures/memory-pipeline.ts')]
+              : [join(ROOT, 'test/fixtures/memory-run.ts'), dir, String(queries)];
+        const run = await measured(args, dir, { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir });
+        results[way] = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
+        log(`(n) ${way}: peak ${run.peakRssMb} MB, ${run.seconds} s, exit ${run.code}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  } finally {
+    await sim.close();
+  }
+  return { items: queries * COUNTRIES.length * 1000, concurrency: 32, aimMb: 250, ...results };
+}
+
+if (import.meta.main) {
+  const items = Number(process.argv[2] ?? 1_000_000);
+  const ways = (process.argv[3]?.split(',') ?? ['cli', 'pipelineFile', 'runCall']) as ('cli' | 'pipelineFile' | 'runCall')[];
+  process.stdout.write(`${JSON.stringify(await scenarioMemory(items, ways))}\n`);
+}
