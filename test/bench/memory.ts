@@ -46,7 +46,7 @@ export async function scenarioMemory(items: number, ways: readonly ('cli' | 'pip
   log(`(n) memory: ${queries} queries × ${COUNTRIES.length} countries × 10 pages of 100 (${queries * COUNTRIES.length * 1000} items), concurrency 32, no flags`);
   const sim = await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, keys: [{ key: KEY, name: 'main' }] });
   const env = { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEY };
-  const results: Record<string, unknown> = {};
+  const results: Partial<Record<'cli' | 'pipelineFile' | 'runCall', { exitCode: number | null; peakRssMb: number; seconds: number; stderr?: string }>> = {};
   try {
     for (const way of ways) {
       const dir = mkdtempSync(join(tmpdir(), 'webdata-memory-'));

@@ -6,6 +6,7 @@ import { nginxAvailable, nginxVersion, NGINX_BINARY } from './nginx.ts';
 import { scenarioBudget, scenarioFixedWindow, scenarioRateAboveLimit, scenarioRateAtLimit, scenarioServerErrors } from './scenarios.ts';
 import { benchPostgres, scenarioPostgresEndToEnd, scenarioPostgresSink } from './postgres.ts';
 import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
+import { scenarioMemory } from './memory.ts';
 import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
 
 const quick = process.argv.includes('--quick');
@@ -57,6 +58,10 @@ const f_endToEnd = {
   ...f_measured,
   fetchInsertWriteBound: { itemsPerSecond: storeBound, pipelineOverIt: Math.round((f_measured.itemsPerSecond.pipelineServed / storeBound) * 1000) / 1000 },
 };
+
+// Memory with no flags or environment (issue 18): peak RSS of a run started three ways (`node test/bench/memory.ts
+// 5000000 cli` for the 5-million figure).
+const n_memory = await scenarioMemory(quick ? 200_000 : 1_000_000);
 
 // PostgreSQL: a throwaway cluster from the machine's binaries (or WEBDATA_BENCH_DATABASE_URL), skipped without either.
 const postgres = await benchPostgres();
@@ -135,6 +140,11 @@ if (!('skipped' in g_postgresSink)) {
   });
 }
 
+for (const way of ['cli', 'pipelineFile', 'runCall'] as const) {
+  const peak = n_memory[way]?.peakRssMb ?? Number.POSITIVE_INFINITY;
+  goals.push({ scenario: 'n_memory', goal: `${way}: peak RSS < 250 MB at ${n_memory.items} items, no flags or environment`, value: peak, met: peak < 250 });
+}
+
 if (!('skipped' in i_workers)) {
   goals.push({ scenario: 'i_workers', goal: 'pages/s with 2 workers >= 1.8 × 1 worker', value: i_workers.speedup.twoWorkers, met: i_workers.speedup.twoWorkers >= 1.8 });
   goals.push({ scenario: 'i_workers', goal: 'pages/s with 4 workers >= 3.2 × 1 worker', value: i_workers.speedup.fourWorkers, met: i_workers.speedup.fourWorkers >= 3.2 });
@@ -159,6 +169,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);
