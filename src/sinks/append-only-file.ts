@@ -98,7 +98,8 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     for (let n = 1; ; n += 1) {
       const target = workerFile(path, n);
       try {
-        return { target, lease: leaseOutput(registry, { key: fileOutputKey(target), label: target }, ctx.pipeline) };
+        // A slot whose writer still lives is not taken, even past the lease's renewal: a frozen worker wakes to write.
+        return { target, lease: leaseOutput(registry, { key: fileOutputKey(target), label: target }, ctx.pipeline, { whileProcessLives: true }) };
       } catch (error) {
         if (!(error instanceof LeaseHeldError) || n >= MAX_WORKER_FILES) throw error;
       }
