@@ -283,25 +283,30 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(sim.stats().credits.main?.debited).toBe(expected.debited);
     }));
 
-  it('a pipeline whose dedupe across series is not by URL stays one process: a second one is told it is running, and how to share a run', async () => {
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const db = await testDatabase();
-    try {
-      const spec = { ...PLAN, dedupeScope: 'global', dedupeKey: ['title'], baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
-      const gate = sim.park();
-      const first = runChild(spec);
-      await first.whileRunning(gate.reached(1));
-      const second = await runChild(spec).done;
-      expect(second.stderr).toMatch(/LeaseHeldError: .*already running.*docs\/distributed\.md/);
-      gate.release();
-      const done = await first.done;
-      expect(done.summary?.status).toBe('completed');
-      expect(done.summary?.worker).toBeUndefined();
-    } finally {
-      await db.drop();
-    }
-  });
+  for (const [what, extra] of [
+    ['is not by URL', { dedupeKey: ['title'] }],
+    ['shares the page with a persistent dedupe', { persistentToo: true }],
+  ] as const) {
+    it(`a pipeline whose dedupe across series ${what} stays one process: a second one is told it is running, and how to share a run`, async () => {
+      await using sim = await simulator(SIM);
+      using dir = workdir();
+      const db = await testDatabase();
+      try {
+        const spec = { ...PLAN, dedupeScope: 'global', ...extra, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+        const gate = sim.park();
+        const first = runChild(spec);
+        await first.whileRunning(gate.reached(1));
+        const second = await runChild(spec).done;
+        expect(second.stderr).toMatch(/LeaseHeldError: .*already running.*docs\/distributed\.md/);
+        gate.release();
+        const done = await first.done;
+        expect(done.summary?.status).toBe('completed');
+        expect(done.summary?.worker).toBeUndefined();
+      } finally {
+        await db.drop();
+      }
+    });
+  }
   it('--fresh while workers are at work is refused before anything changes: they must be stopped first', async () => {
     await using sim = await simulator(SIM);
     using dir = workdir();

@@ -109,7 +109,10 @@ function distributable(store: StateStore, pipeline: Pipeline): PostgresStateStor
   if (!sinks.every((sink) => sink.database === store.database || sink.perWorker === true)) return undefined;
   const wide = wideDedupes(pipeline);
   if (wide.length === 0) return store as PostgresStateStore;
-  const claimable = wide.length === 1 && wide[0]?.dedupeByUrl === true && sinks.every((sink) => sink.database === store.database && sink.claimsDedupeKeys === true);
+  // The page's claims are all of its new keys, whatever their scope: another stage keeping keys in the store (a
+  // persistent one) would mix its claims with the rows' own.
+  const stored = pipeline.stages.filter((stage) => (stage as { dedupeStored?: boolean }).dedupeStored === true).length;
+  const claimable = wide.length === 1 && stored === 1 && wide[0]?.dedupeByUrl === true && sinks.every((sink) => sink.database === store.database && sink.claimsDedupeKeys === true);
   return claimable ? (store as PostgresStateStore) : undefined;
 }
 

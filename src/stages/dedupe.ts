@@ -88,7 +88,7 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
   };
   // The runner reads this to know whether each series' rows stay complete (for the analytics views).
   // A distributed run claims keys across workers through the rows' `dedupe_key` column: only the URL key is that column.
-  return Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url' });
+  return Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url', dedupeStored: wide });
 }
 
 function keyFunction(key: z.output<typeof dedupeOptionsSchema>['key']): (item: Keyed) => string | null | undefined {
