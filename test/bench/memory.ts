@@ -1,9 +1,10 @@
 // (n) Memory without process flags (issue 18): a run of N items — queries × 10 countries × 10 pages of 100, concurrency
 // 32, search → normalize → dedupe → SQLite + CSV — in a process of its own started as a user starts it, with no Node
-// flag and no environment variable of ours: `node src/cli/main.ts run config.json` (the shebang's settings do not
-// apply to `node file`), a pipeline file run by node, and a program of the user's own calling run(). Its peak
-// resident memory (the kernel's high-water mark, VmHWM) is read from /proc while it runs.
-import { spawn } from 'node:child_process';
+// flag and no environment variable of ours: the built command line run by node (`node dist/cli/main.js run
+// config.json`: the bin's shebang and its settings do not apply), a pipeline file run by node, and a program of the
+// user's own calling run(), both importing the built package. Its peak resident memory (the kernel's high-water
+// mark, VmHWM) is read from /proc while it runs. dist/ is built first, so that it is today's code.
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -44,6 +45,7 @@ function measured(args: string[], cwd: string, env: Record<string, string>): Pro
 export async function scenarioMemory(items: number, ways: readonly ('cli' | 'pipelineFile' | 'runCall')[] = ['cli', 'pipelineFile', 'runCall']) {
   const queries = Math.ceil(items / (COUNTRIES.length * 10 * 100));
   log(`(n) memory: ${queries} queries × ${COUNTRIES.length} countries × 10 pages of 100 (${queries * COUNTRIES.length * 1000} items), concurrency 32, no flags`);
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
   const sim = await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, keys: [{ key: KEY, name: 'main' }] });
   const env = { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEY };
   const results: Partial<Record<'cli' | 'pipelineFile' | 'runCall', { exitCode: number | null; peakRssMb: number; seconds: number; stderr?: string }>> = {};
@@ -56,7 +58,7 @@ export async function scenarioMemory(items: number, ways: readonly ('cli' | 'pip
         writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
         const args =
           way === 'cli'
-            ? [join(ROOT, 'src/cli/main.ts'), 'run', 'config.json']
+            ? [join(ROOT, 'dist/cli/main.js'), 'run', 'config.json']
             : way === 'pipelineFile'
               ? [join(ROOT, 'test/fixtures/memory-pipeline.ts')]
               : [join(ROOT, 'test/fixtures/memory-run.ts'), dir, String(queries)];
