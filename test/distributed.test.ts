@@ -80,8 +80,9 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(await stableTable(url, 'results')).toEqual(expected.rows);
       const csv = workerFileRows(dir, 'csv');
       const jsonl = workerFileRows(dir, 'jsonl');
-      expect(csv.files).toHaveLength(3);
-      expect(jsonl.files).toHaveLength(3);
+      // Two or three files: a worker that starts after the victim died may take its slot (and cut its file back at once).
+      expect(csv.files.length).toBeGreaterThanOrEqual(2);
+      expect(jsonl.files.length).toBe(csv.files.length);
       expect(csv.rows).toEqual(blanksAsNull(expected.rows));
       expect(jsonl.rows).toEqual(blanksAsNull(expected.rows));
       expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(expected.debited + PLAN.concurrency);
