@@ -127,34 +127,32 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
       const now = clock.now();
       const longest = config.rateLimit.maxRetryAfterMs;
       if (windows.observe(hint, now) === 'fixed_window' && controller.capUntil(Number.POSITIVE_INFINITY, now)) applyRate('rate_limit_headers');
+      // A fixed window's whole count may be used at any pace: nothing is capped or spread, and once what is left is in
+      // flight the run waits for the window's end (the least bound the answers gave of it), not a reset rounded up.
       const windowEnd = windows.windowEnd;
-      if (windowEnd !== undefined) {
-        // A fixed window: its whole count may be used at any pace, so nothing is spread; once what is left is in flight,
-        // the run waits for the window's end (the least bound the answers gave of it), not for a reset rounded up.
-        if (hint.remaining - inFlight > 0) return undefined;
-        const cause = `rate-limit headers: the window's ${hint.limit ?? 'count'} requests are used, it ends in ${describeWait(windowEnd - now)}`;
-        const decision = decidePause(Math.max(0, windowEnd - now) + WINDOW_MARGIN_MS, longest, cause, epochOf(clock));
-        if (decision.kind === 'quota') return { reason: 'quota', resumeAt: decision.resumeAt, message: decision.message };
-        pauseFor(decision.ms, 'rate_limit_headers', cause);
-        return undefined;
-      }
-      // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
-      const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
-      if (policyRate < controller.rate) {
-        if (controller.capUntil(policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
+      if (windowEnd === undefined) {
+        // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
+        const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
+        if (policyRate < controller.rate) {
+          if (controller.capUntil(policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
+        }
       }
       // Requests still in flight will take from the same allowance.
       const left = hint.remaining - inFlight;
       if (left <= 0) {
-        const cause = `rate-limit headers: no requests left, the window resets in ${describeWait(hint.resetMs)}`;
-        const decision = decidePause(hint.resetMs, longest, cause, epochOf(clock));
+        const waitMs = windowEnd === undefined ? hint.resetMs : Math.max(0, windowEnd - now) + WINDOW_MARGIN_MS;
+        const cause =
+          windowEnd === undefined
+            ? `rate-limit headers: no requests left, the window resets in ${describeWait(hint.resetMs)}`
+            : `rate-limit headers: the window's ${hint.limit ?? 'count'} requests are used, it ends in ${describeWait(windowEnd - now)}`;
+        const decision = decidePause(waitMs, longest, cause, epochOf(clock));
         if (decision.kind === 'quota') return { reason: 'quota', resumeAt: decision.resumeAt, message: decision.message };
         pauseFor(decision.ms, 'rate_limit_headers', cause);
         return undefined;
       }
       // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
       // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
-      if (hint.resetMs > longest) return undefined;
+      if (windowEnd !== undefined || hint.resetMs > longest) return undefined;
       const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
       if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
       return undefined;
