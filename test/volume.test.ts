@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { simulator, TEST_KEY } from './helpers.ts';
+import { followPeakRss } from './peak-rss.ts';
 import { filesHolding, workdir } from './pipeline-helpers.ts';
 
 /**
@@ -40,25 +41,16 @@ function measure(args: string[], options: { cwd: string; env: Record<string, str
   const child = spawn(process.execPath, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  let peakKb = 0;
   child.stdout.on('data', (chunk: Buffer) => {
     stdout += chunk.toString();
   });
   child.stderr.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();
   });
-  const timer = setInterval(() => {
-    try {
-      const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-      if (match) peakKb = Math.max(peakKb, Number(match[1]));
-    } catch {
-      // Gone between two looks: the last reading stands (VmHWM only ever grows).
-    }
-  }, 50);
+  const peak = followPeakRss(child.pid);
   return new Promise((resolve) =>
     child.on('exit', (code) => {
-      clearInterval(timer);
-      resolve({ code, stdout, stderr, peakRssMb: Math.round(peakKb / 1024) });
+      resolve({ code, stdout, stderr, peakRssMb: peak.stop() });
     }),
   );
 }

@@ -101,9 +101,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
     async finish(seriesId: string, client: PoolClient): Promise<boolean> {
       const job = take(seriesId);
       if (!job) return false;
-      const done = await boss.complete(queue, job, null, { db: adapter(client) });
-      // pg-boss counts the jobs a command changed (`affected`, not in its declared type): 0 when the attempt lapsed.
-      return ((done as { affected?: number }).affected ?? 0) > 0;
+      return affected(await boss.complete(queue, job, null, { db: adapter(client) })) > 0;
     },
     /** A series that was over before this worker took it (ended in an earlier invocation): its job is done. */
     async done(seriesId: string): Promise<void> {
@@ -119,8 +117,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
     async dropped(seriesId: string): Promise<void> {
       const job = take(seriesId);
       if (!job || lapsed.has(seriesId)) return;
-      const touched = await again(() => boss.touch(queue, job));
-      if (((touched as { affected?: number }).affected ?? 0) === 0) return;
+      if (affected(await again(() => boss.touch(queue, job))) === 0) return;
       await again(() => boss.fail(queue, job, { refused: true }));
       if (job.retryCount >= REFUSALS) {
         throw new Error(`the pages of series ${seriesId} were refused ${REFUSALS} times though its job was this worker's: the state store's series row disagrees with the queue`);
@@ -138,8 +135,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
      */
     async touch(): Promise<void> {
       for (const [seriesId, job] of [...held]) {
-        const touched = await again(() => boss.touch(queue, job));
-        if (((touched as { affected?: number }).affected ?? 0) === 0) {
+        if (affected(await again(() => boss.touch(queue, job))) === 0) {
           held.delete(seriesId);
           lapsed.add(seriesId);
         }
@@ -156,3 +152,8 @@ export function seriesQueue(options: SeriesQueueOptions) {
 }
 
 export type SeriesQueue = ReturnType<typeof seriesQueue>;
+
+/** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */
+function affected(result: unknown): number {
+  return (result as { affected?: number }).affected ?? 0;
+}

@@ -92,14 +92,17 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     }
   };
 
+  /** The file's output lease, in its directory's registry. */
+  const leaseFile = (ctx: SinkContext, target: string, whileProcessLives: boolean) =>
+    leaseOutput(ctx.database(registryPathFor(target)), { key: fileOutputKey(target), label: target }, ctx.pipeline, { whileProcessLives });
+
   /** This worker's file: the first of `<name>.<host>-<n><ext>` that no other process on this host writes now. */
   const takeWorkerFile = (ctx: SinkContext): { target: string; lease: Lease } => {
-    const registry = ctx.database(registryPathFor(path));
     for (let n = 1; ; n += 1) {
       const target = workerFile(path, n);
       try {
         // A slot whose writer still lives is not taken, even past the lease's renewal: a frozen worker wakes to write.
-        return { target, lease: leaseOutput(registry, { key: fileOutputKey(target), label: target }, ctx.pipeline, { whileProcessLives: true }) };
+        return { target, lease: leaseFile(ctx, target, true) };
       } catch (error) {
         if (!(error instanceof LeaseHeldError) || n >= MAX_WORKER_FILES) throw error;
       }
@@ -112,13 +115,12 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
    * opened as its worker would, which cuts it to its committed length, and let go.
    */
   const sweep = async (ctx: SinkContext) => {
-    const registry = ctx.database(registryPathFor(path));
     for (const target of workerFilesOnThisHost(path)) {
       if (target === at) continue;
       let lease: Lease;
       try {
         // Only a writer whose process is gone: one frozen past the lease's renewal may still commit its page.
-        lease = leaseOutput(registry, { key: fileOutputKey(target), label: target }, ctx.pipeline, { whileProcessLives: true });
+        lease = leaseFile(ctx, target, true);
       } catch (error) {
         if (error instanceof LeaseHeldError) continue;
         throw error;
@@ -166,7 +168,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
       mkdirSync(dirname(path), { recursive: true });
       context = ctx;
       const own = perWorker && ctx.shared === true;
-      const taken = own ? takeWorkerFile(ctx) : { target: path, lease: leaseOutput(ctx.database(registryPathFor(path)), { key: fileOutputKey(path), label: path }, ctx.pipeline) };
+      const taken = own ? takeWorkerFile(ctx) : { target: path, lease: leaseFile(ctx, path, false) };
       at = taken.target;
       const { fd, size, seq } = await attach(ctx, at, taken.lease);
       try {

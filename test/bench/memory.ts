@@ -5,10 +5,11 @@
 // user's own calling run(), both importing the built package. Its peak resident memory (the kernel's high-water
 // mark, VmHWM) is read from /proc while it runs. dist/ is built first, so that it is today's code.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startSimulator } from '../../src/simulator/index.ts';
+import { followPeakRss } from '../peak-rss.ts';
 import { log } from './throughput.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -25,19 +26,10 @@ function measured(args: string[], cwd: string, env: Record<string, string>): Pro
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-  let peakKb = 0;
-  const timer = setInterval(() => {
-    try {
-      const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-      if (match) peakKb = Math.max(peakKb, Number(match[1]));
-    } catch {
-      // Gone between two looks: VmHWM only grows, the last reading stands.
-    }
-  }, 50);
+  const peak = followPeakRss(child.pid);
   return new Promise((done) =>
     child.on('exit', (code) => {
-      clearInterval(timer);
-      done({ code, peakRssMb: Math.round(peakKb / 1024), seconds: Math.round((performance.now() - started) / 100) / 10, stdout, stderr });
+      done({ code, peakRssMb: peak.stop(), seconds: Math.round((performance.now() - started) / 100) / 10, stdout, stderr });
     }),
   );
 }

@@ -38,20 +38,12 @@ export async function limitedTarget(kind: ServerKind, options: LimitedOptions): 
       retryAfter: options.retryAfter,
       keys: [{ key: apiKey, name: 'main', ratePerSecond: options.ratePerSecond, burst: options.burst }],
     });
-    return {
-      kind,
-      url: sim.url,
-      apiKey,
-      sim,
-      serverStatuses: async () => sim.stats().byStatus,
-      limiter: {
-        algorithm: 'simulator token bucket',
-        ratePerSecond: options.ratePerSecond,
-        burst: options.burst,
-        retryAfter: options.retryAfter === 'none' ? 'none' : 'seconds (rounded up, at least 1)',
-      },
-      close: () => sim.close(),
-    };
+    return simulatorTarget(sim, apiKey, {
+      algorithm: 'simulator token bucket',
+      ratePerSecond: options.ratePerSecond,
+      burst: options.burst,
+      retryAfter: options.retryAfter === 'none' ? 'none' : 'seconds (rounded up, at least 1)',
+    });
   }
   const sim = await startSimulator({ latencyMs: options.latencyMs, keys: [{ key: apiKey, name: 'main' }] });
   try {
@@ -81,33 +73,22 @@ export async function limitedTarget(kind: ServerKind, options: LimitedOptions): 
 export async function fixedWindowTarget(options: { quota: { requests: number; windowMs: number }; headers: 'ietf' | 'none'; latencyMs: number }): Promise<Target> {
   const apiKey = benchKey();
   const sim = await startSimulator({ latencyMs: options.latencyMs, rateLimitHeaders: options.headers, retryAfter: 'seconds', keys: [{ key: apiKey, name: 'main', quota: options.quota }] });
-  return {
-    kind: 'simulator',
-    url: sim.url,
-    apiKey,
-    sim,
-    serverStatuses: async () => sim.stats().byStatus,
-    limiter: {
-      algorithm: `simulator fixed window, ${options.quota.requests} per ${options.quota.windowMs / 1000} s${options.headers === 'none' ? '' : ', RateLimit headers'}`,
-      ratePerSecond: null,
-      burst: null,
-      retryAfter: 'seconds (rounded up, at least 1)',
-    },
-    close: () => sim.close(),
-  };
+  return simulatorTarget(sim, apiKey, {
+    algorithm: `simulator fixed window, ${options.quota.requests} per ${options.quota.windowMs / 1000} s${options.headers === 'none' ? '' : ', RateLimit headers'}`,
+    ratePerSecond: null,
+    burst: null,
+    retryAfter: 'seconds (rounded up, at least 1)',
+  });
 }
 
 /** An unlimited key: for scenarios about faults and budgets, where the rate limit would only blur the figures. */
 export async function unlimitedTarget(options: Pick<SimulatorOptions, 'latencyMs' | 'faults' | 'seed' | 'resultsPerQuery' | 'logLimit'>): Promise<Target> {
   const apiKey = benchKey();
   const sim = await startSimulator({ ...options, keys: [{ key: apiKey, name: 'main' }] });
-  return {
-    kind: 'simulator',
-    url: sim.url,
-    apiKey,
-    sim,
-    serverStatuses: async () => sim.stats().byStatus,
-    limiter: { algorithm: 'none', ratePerSecond: null, burst: null, retryAfter: 'n/a' },
-    close: () => sim.close(),
-  };
+  return simulatorTarget(sim, apiKey, { algorithm: 'none', ratePerSecond: null, burst: null, retryAfter: 'n/a' });
+}
+
+/** The simulator itself as the target: its own counts by status, closed with it. */
+function simulatorTarget(sim: Simulator, apiKey: string, limiter: Target['limiter']): Target {
+  return { kind: 'simulator', url: sim.url, apiKey, sim, serverStatuses: async () => sim.stats().byStatus, limiter, close: () => sim.close() };
 }
