@@ -2,7 +2,7 @@ import { VERSION } from '../version.ts';
 import { estimateCommand } from './estimate-command.ts';
 import { exportCommand } from './export-command.ts';
 import { reportCommand } from './report-command.ts';
-import { EXIT, exitCodeFor } from './exit-codes.ts';
+import { EXIT, reportFailure } from './exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
 import { statusCommand } from './status-command.ts';
@@ -65,7 +65,6 @@ export async function runCli(argv: string[]): Promise<void> {
     process.exitCode = await main(argv);
   } catch (error) {
     // Bad usage and bad input are the user's to fix: a message, no stack trace.
-    process.stderr.write(`webdata-etl: ${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = exitCodeFor({ error });
+    process.exitCode = reportFailure(error);
   }
 }

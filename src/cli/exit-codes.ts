@@ -54,3 +54,9 @@ export function exitCodeFor(outcome: { summary?: RunSummary | undefined; error?:
   }
   return PRECEDENCE.find((code) => codes.has(code)) ?? EXIT.unexpected;
 }
+
+/** A command that failed, said as the command line says it: a message on stderr, no stack trace. Returns its exit code. */
+export function reportFailure(error: unknown): number {
+  process.stderr.write(`webdata-etl: ${error instanceof Error ? error.message : String(error)}\n`);
+  return exitCodeFor({ error });
+}

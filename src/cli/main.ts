@@ -1,8 +1,9 @@
 #!/usr/bin/env -S MALLOC_ARENA_MAX=1 node --max-semi-space-size=4
 // A small young generation (4 MB semi-spaces): V8 then collects page-sized garbage early instead of letting the heap
 // grow. One malloc arena (glibc; ignored elsewhere): with one per thread, memory that V8's helper threads and SQLite
-// freed stays in arenas the process holds — 25–30 MB more at half a million items. Together they keep a run of
-// millions of items under 300 MB at no cost in speed (measured: docs/testing.md, "Volume").
+// freed stays in arenas the process holds. They matter for the commands that work on this thread (export, report);
+// `run` works on a thread of its own whose heap is bounded from inside (src/run/bounded-thread.ts), so that a run
+// keeps its footprint however node is started (docs/testing.md, "Volume").
 import { createRequire } from 'node:module';
 
 // Checked before anything else is loaded: on an older Node the first import fails far from here (undici on Node 20:
@@ -17,6 +18,11 @@ const tooOld = major < floorMajor || (major === floorMajor && minor < floorMinor
 if (tooOld) {
   process.stderr.write(`webdata-etl: needs Node.js ${floorMajor}.${floorMinor} or newer; this is ${process.versions.node}. Install Node.js 24 LTS (https://nodejs.org) and run it again\n`);
   process.exitCode = 1;
+} else if (process.argv[2] === 'run') {
+  // A run works on a thread of its own with a bounded heap (src/run/bounded-thread.ts); this one loads only what
+  // starts it, so that the process holds one copy of the library, not two.
+  const { runOnThread } = await import('./run-on-thread.ts');
+  process.exitCode = await runOnThread({ kind: 'command', args: process.argv.slice(3) });
 } else {
   const { runCli } = await import('./commands.ts');
   await runCli(process.argv.slice(2));

@@ -1,4 +1,6 @@
-import { relative } from 'node:path';
+import { relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { isMainThread } from 'node:worker_threads';
 import { parseArgs } from 'node:util';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from '../run/define.ts';
@@ -11,6 +13,7 @@ import { loadPipeline } from './load-pipeline.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { stateUrlFrom } from './database-filters.ts';
+import { runOnThread, type ThreadTask } from './run-on-thread.ts';
 
 const OPTIONS_HELP = `Options:
   --fresh                abandon an unfinished run (its partial rows go) and start a new one
@@ -78,22 +81,69 @@ export async function runCommand(args: string[]): Promise<number> {
 
 /**
  * For pipeline files: `if (import.meta.main) await runFromCommandLine(pipeline)` makes `node pipelines/x.ts` take
- * the same flags as `webdata-etl run`. Sets `process.exitCode`; resolves to it.
+ * the same flags as `webdata-etl run`. Sets `process.exitCode`; resolves to it. The run works on a thread of its own
+ * with a bounded heap (bounded-thread.ts), which imports the file again: its pipeline is its default export, or the
+ * one it hands to this function; a file with neither runs here, on the main thread.
  */
 export async function runFromCommandLine(pipeline: Pipeline | PipelineDefinition, argv: string[] = process.argv.slice(2)): Promise<number> {
-  let code: number;
+  const handOver = (globalThis as Record<symbol, ((pipeline: Pipeline | PipelineDefinition) => void) | undefined>)[HAND_OVER];
+  if (handOver) {
+    handOver(pipeline);
+    return EXIT.ok;
+  }
+  const task = threadTask(pipeline, argv);
+  const file = process.argv[1] === undefined ? undefined : resolve(process.argv[1]);
+  const code = (task && (await runOnThread(task))) ?? (await pipelineFileCommandLine(pipeline, argv, file));
+  process.exitCode = code;
+  return code;
+}
+
+/** Set while a run's thread imports a pipeline file: runFromCommandLine there hands the pipeline over, runs nothing. */
+const HAND_OVER = Symbol.for('webdata-etl.hand-over-pipeline');
+
+/** The file's pipeline as the run's thread sees it, if it is the one the main thread was given (by its name). */
+export async function handOverPipelines(file: string, pipelineName: string): Promise<Pipeline | undefined> {
+  let handed: Pipeline | PipelineDefinition | undefined;
+  const slot = globalThis as Record<symbol, unknown>;
+  slot[HAND_OVER] = (pipeline: Pipeline | PipelineDefinition) => (handed ??= pipeline);
+  try {
+    const module = (await import(pathToFileURL(file).href)) as { default?: unknown };
+    const candidate = handed ?? module.default;
+    if (typeof candidate !== 'object' || candidate === null) return undefined;
+    const pipeline = definePipeline(candidate as Pipeline);
+    return pipeline.name === pipelineName ? pipeline : undefined;
+  } catch {
+    // It loaded on the main thread: whatever fails here, the run goes on there.
+    return undefined;
+  } finally {
+    delete slot[HAND_OVER];
+  }
+}
+
+/** A pipeline file's run on a thread of its own, unless it is asking for help or its flags are wrong (said at once). */
+function threadTask(pipeline: Pipeline | PipelineDefinition, argv: string[]): ThreadTask | undefined {
+  if (!isMainThread || process.argv[1] === undefined) return undefined;
+  try {
+    if (parseFlags(argv, false).values.help) return undefined;
+    return { kind: 'pipelineFile', file: resolve(process.argv[1]), argv, pipelineName: definePipeline(pipeline).name };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The command line of a pipeline file (`file`, absolute, named relative to the working directory). */
+export async function pipelineFileCommandLine(pipeline: Pipeline | PipelineDefinition, argv: string[], file: string | undefined): Promise<number> {
   try {
     const { values } = parseFlags(argv, false);
     if (values.help) {
       process.stdout.write(pipelineFileHelp);
-      code = EXIT.ok;
-    } else code = await execute(pipeline, values, process.argv[1] === undefined ? undefined : relative(process.cwd(), process.argv[1]));
+      return EXIT.ok;
+    }
+    return await execute(pipeline, values, file === undefined ? undefined : relative(process.cwd(), file));
   } catch (error) {
     process.stderr.write(`webdata-etl: ${inFlagWords(error instanceof Error ? error.message : String(error))}\n`);
-    code = exitCodeFor({ error });
+    return exitCodeFor({ error });
   }
-  process.exitCode = code;
-  return code;
 }
 
 async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, pipelineFile: string | undefined): Promise<number> {

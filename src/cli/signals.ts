@@ -1,3 +1,5 @@
+import { isMainThread, parentPort } from 'node:worker_threads';
+
 /**
  * The first SIGINT or SIGTERM stops the run gracefully (nothing new is sent; answers in flight are committed;
  * the run can be resumed); a second one aborts (requests in flight are cancelled). Returns the two signals to pass
@@ -19,14 +21,24 @@ export function stopOnSignals(log: (message: string) => void = (m) => process.st
       abort.abort(signal);
     }
   };
-  process.on('SIGINT', handler);
-  process.on('SIGTERM', handler);
+  if (isMainThread) {
+    process.on('SIGINT', handler);
+    process.on('SIGTERM', handler);
+  }
+  // On a run's own thread (bounded-thread.ts) the signals come from the main thread, which receives them.
+  const forwarded = (message: { type?: string; signal?: NodeJS.Signals }) => {
+    if (message.type === 'signal' && message.signal) handler(message.signal);
+  };
+  parentPort?.on('message', forwarded);
+  // Listening does not keep the thread alive once its run is done.
+  parentPort?.unref();
   return {
     signal: stop.signal,
     abortSignal: abort.signal,
     dispose() {
       process.off('SIGINT', handler);
       process.off('SIGTERM', handler);
+      parentPort?.off('message', forwarded);
     },
   };
 }

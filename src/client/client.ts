@@ -1,4 +1,5 @@
-import { Agent, type Dispatcher, EnvHttpProxyAgent } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from './undici.ts';
 import type { z } from 'zod';
 import { type Redactor, redactor } from '../redact.ts';
 import type { CodeAllowance } from './codes.ts';
@@ -184,6 +185,7 @@ export function createClient(options: ClientOptions): Client {
  * to them only because they are this machine, which a hosts file or a DNS answer must not be able to change.
  */
 function defaultDispatcher(baseUrl: string): Dispatcher {
+  const { Agent, EnvHttpProxyAgent } = undici();
   return isLoopbackHost(new URL(baseUrl).hostname) ? new Agent({ connect: { lookup: loopbackLookup } }) : new EnvHttpProxyAgent();
 }
 

@@ -1,4 +1,5 @@
-import { type Dispatcher, request } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from './undici.ts';
 import type { Redactor } from '../redact.ts';
 import { AbortedError, MalformedResponseError, NetworkError, TimeoutError } from '../errors/transport-errors.ts';
 import { type WebDataError } from '../errors/web-data-error.ts';
@@ -85,7 +86,7 @@ async function exchangeWithin(options: TransportOptions, outgoing: Outgoing, com
 
   let response: Dispatcher.ResponseData;
   try {
-    response = await request(outgoing.url, {
+    response = await undici().request(outgoing.url, {
       method: method as Dispatcher.HttpMethod,
       headers: outgoing.headers,
       body: outgoing.body,

@@ -8,6 +8,7 @@ import { dedupesAcrossSeries, type Held, openRun } from './open-run.ts';
 import { explainOutputFailure } from './output-error.ts';
 import { outputSuspects } from './outputs.ts';
 import { clientForRun } from './run-client.ts';
+import { runModule } from './run-module.ts';
 import type { RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
 import { countedBy, joinAsWorker, obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
@@ -21,7 +22,9 @@ export { statePath } from './outputs.ts';
  * Resolves to the run's summary, which is also stored in the `runs` table. The phases, in the order of DESIGN §4:
  * open (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close.
  */
-export async function run(definition: PipelineDefinition | Pipeline, options: RunOptions = {}): Promise<RunSummary> {
+export async function run(definition: PipelineDefinition | Pipeline | URL, options: RunOptions = {}): Promise<RunSummary> {
+  // A module's URL: the pipeline runs on a thread of its own, with a bounded heap (run-module.ts).
+  if (definition instanceof URL) return runModule(definition, options);
   const pipeline = definePipeline(definition);
   const plan = pipeline.source.plan();
   const emit = options.onEvent ?? (() => undefined);

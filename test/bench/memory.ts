@@ -14,6 +14,9 @@ import { log } from './throughput.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const COUNTRIES = ['us', 'gb', 'de', 'fr', 'es', 'it', 'nl', 'se', 'pl', 'br'];
+/** The command line, a pipeline file run by node, a program calling run(url), and one calling run(pipeline). */
+const WAYS = ['cli', 'pipelineFile', 'runCall', 'runObject'] as const;
+type Way = (typeof WAYS)[number];
 const KEY = `bench_${Date.now().toString(36)}_memory`;
 
 /** Runs `args` with node, no flags of ours, following its peak resident memory until it exits. */
@@ -34,13 +37,13 @@ function measured(args: string[], cwd: string, env: Record<string, string>): Pro
   );
 }
 
-export async function scenarioMemory(items: number, ways: readonly ('cli' | 'pipelineFile' | 'runCall')[] = ['cli', 'pipelineFile', 'runCall']) {
+export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS) {
   const queries = Math.ceil(items / (COUNTRIES.length * 10 * 100));
   log(`(n) memory: ${queries} queries × ${COUNTRIES.length} countries × 10 pages of 100 (${queries * COUNTRIES.length * 1000} items), concurrency 32, no flags`);
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
   const sim = await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, keys: [{ key: KEY, name: 'main' }] });
   const env = { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEY };
-  const results: Partial<Record<'cli' | 'pipelineFile' | 'runCall', { exitCode: number | null; peakRssMb: number; seconds: number; stderr?: string }>> = {};
+  const results: Partial<Record<Way, { exitCode: number | null; peakRssMb: number; seconds: number; stderr?: string }>> = {};
   try {
     for (const way of ways) {
       const dir = mkdtempSync(join(tmpdir(), 'webdata-memory-'));
@@ -53,7 +56,7 @@ export async function scenarioMemory(items: number, ways: readonly ('cli' | 'pip
             ? [join(ROOT, 'dist/cli/main.js'), 'run', 'config.json']
             : way === 'pipelineFile'
               ? [join(ROOT, 'test/fixtures/memory-pipeline.ts')]
-              : [join(ROOT, 'test/fixtures/memory-run.ts'), dir, String(queries)];
+              : [join(ROOT, 'test/fixtures/memory-run.ts'), ...(way === 'runObject' ? ['object'] : [])];
         const run = await measured(args, dir, { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir });
         results[way] = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
         log(`(n) ${way}: peak ${run.peakRssMb} MB, ${run.seconds} s, exit ${run.code}`);
@@ -69,6 +72,6 @@ export async function scenarioMemory(items: number, ways: readonly ('cli' | 'pip
 
 if (import.meta.main) {
   const items = Number(process.argv[2] ?? 1_000_000);
-  const ways = (process.argv[3]?.split(',') ?? ['cli', 'pipelineFile', 'runCall']) as ('cli' | 'pipelineFile' | 'runCall')[];
+  const ways = (process.argv[3]?.split(',') ?? WAYS) as Way[];
   process.stdout.write(`${JSON.stringify(await scenarioMemory(items, ways))}\n`);
 }

@@ -1,0 +1,45 @@
+import { entryBeside, forwardSignals, heapLimitMb, startBoundedThread, threadFailure } from '../run/bounded-thread.ts';
+import { EXIT } from './exit-codes.ts';
+
+/** What a run's own thread does: `webdata-etl run <args>`, or the command line of a pipeline file run by node. */
+export type ThreadTask =
+  | { kind: 'command'; args: string[] }
+  | { kind: 'pipelineFile'; file: string; argv: string[]; pipelineName: string };
+
+/** What the thread posts back when it is done. */
+export type ThreadReport = { type: 'exit'; code: number } | { type: 'inProcess' };
+
+/**
+ * Runs a command line on a thread of its own with a bounded heap (bounded-thread.ts says why), passing it the
+ * signals this process gets and its terminal. Resolves to the exit code, or to undefined when the task belongs on
+ * this thread after all (a pipeline file whose pipeline the thread could not find: see run-thread-entry.ts).
+ */
+export async function runOnThread(task: ThreadTask): Promise<number | undefined> {
+  let heapMb: number;
+  try {
+    heapMb = heapLimitMb();
+  } catch (error) {
+    process.stderr.write(`webdata-etl: ${(error as Error).message}\n`);
+    return EXIT.usage;
+  }
+  // A worker's stderr is a pipe to this thread, never a terminal: the live progress line needs to know it is one.
+  const worker = startBoundedThread(entryBeside(import.meta.url, 'run-thread-entry'), { task, stderrIsTTY: process.stderr.isTTY === true }, heapMb);
+  const stopForwarding = forwardSignals(worker);
+  let report: ThreadReport | undefined;
+  worker.on('message', (message: ThreadReport) => (report = message));
+  try {
+    const exitCode = await new Promise<number>((resolve, reject) => {
+      worker.once('error', reject);
+      worker.once('exit', resolve);
+    });
+    if (report?.type === 'inProcess') return undefined;
+    // No report: the thread was ended by process.exit() in a stage of the user's.
+    return report?.code ?? exitCode;
+  } catch (error) {
+    const failure = threadFailure(error, heapMb);
+    process.stderr.write(`webdata-etl: ${failure instanceof Error ? (failure === error ? failure.stack : failure.message) : String(failure)}\n`);
+    return EXIT.unexpected;
+  } finally {
+    stopForwarding();
+  }
+}

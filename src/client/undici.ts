@@ -1,0 +1,13 @@
+import { createRequire } from 'node:module';
+import type * as Undici from 'undici';
+
+/**
+ * undici, loaded when the first client is made: a process that only defines pipelines — a pipeline file's main
+ * thread, a host program calling run(url), whose runs work on a thread of their own (src/run/bounded-thread.ts) —
+ * does not carry it (28 of the 50 MB that importing webdata-etl costs).
+ */
+export function undici(): typeof Undici {
+  loaded ??= createRequire(import.meta.url)('undici') as typeof Undici;
+  return loaded;
+}
+let loaded: typeof Undici | undefined;

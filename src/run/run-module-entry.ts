@@ -1,0 +1,34 @@
+// The thread of run(url) (run-module.ts starts it): loads the pipeline, runs it, posts events and the outcome back.
+import { fileURLToPath } from 'node:url';
+import { parentPort, workerData } from 'node:worker_threads';
+import { loadPipeline } from '../cli/load-pipeline.ts';
+import { type ModuleRunReport, postedError } from './run-module.ts';
+import { run } from './run.ts';
+import type { RunEvent, RunOptions } from './run-types.ts';
+
+const { url, options, aborted, events } = workerData as { url: string; options: RunOptions; aborted: { stop: boolean; abort: boolean }; events: boolean };
+const report = (message: ModuleRunReport) => parentPort?.postMessage(message);
+const stop = new AbortController();
+const abort = new AbortController();
+if (aborted.stop) stop.abort();
+if (aborted.abort) abort.abort();
+parentPort?.on('message', (message: { type?: string }) => (message.type === 'stop' ? stop.abort() : message.type === 'abort' ? abort.abort() : undefined));
+// Listening does not keep the thread alive once its run is done.
+parentPort?.unref();
+
+// An event a structured clone refuses (a function in a user's warning?) goes as its JSON.
+const onEvent = (event: RunEvent) => {
+  try {
+    report({ type: 'event', event });
+  } catch {
+    report({ type: 'event', event: JSON.parse(JSON.stringify(event)) as RunEvent });
+  }
+};
+
+try {
+  const pipeline = await loadPipeline(fileURLToPath(url));
+  // Events cross only to a caller who follows them: each is a message the host's heap receives.
+  report({ type: 'done', summary: await run(pipeline, { ...options, signal: stop.signal, abortSignal: abort.signal, ...(events ? { onEvent } : {}) }) });
+} catch (error) {
+  report({ type: 'failed', error: postedError(error) });
+}

@@ -1,0 +1,115 @@
+// A run works on a thread of its own whose heap is bounded (src/run/bounded-thread.ts): the command line, a pipeline
+// file run by node, and run(url) in a host program. What a thread changes must not change what a run does.
+import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterEach, describe, expect, test, vi } from 'vitest';
+import { run, ValidationError } from '../src/index.ts';
+import { UsageError } from '../src/errors/index.ts';
+import { cli, envFor } from './cli-helpers.ts';
+import { rejection, simulator, TEST_KEY } from './helpers.ts';
+import { sqliteRows, workdir } from './pipeline-helpers.ts';
+
+const PROBE = new URL('./fixtures/thread-probe.ts', import.meta.url);
+const probeOf = (dir: string) => JSON.parse(readFileSync(join(dir, 'probe.json'), 'utf8')) as { isMainThread: boolean; heapLimitMb: number };
+const pagesOf = (dir: string) => sqliteRows(join(dir, 'probe.sqlite'), 'SELECT query, page, rank FROM results ORDER BY query, page, rank');
+
+/** `node thread-probe.ts`, as a user runs a pipeline file: no flags, the environment given. */
+function nodeFile(cwd: string, env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, ...inherited } = process.env;
+  const child = spawn(process.execPath, [PROBE.pathname], { cwd, env: { ...inherited, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stderr })));
+}
+
+describe('a run on a thread of its own', () => {
+  test('webdata-etl run: the pipeline works off the main thread, on a heap of 1 GiB, or of WEBDATA_HEAP_MB', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const first = await cli(['run', PROBE.pathname, '--quiet'], { cwd: dir.dir, env: { ...envFor(sim.url), PROBE_DIR: dir.dir } });
+    expect(first.code, first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout)).toMatchObject({ status: 'completed', pages: { fetched: 20 } });
+    expect(pagesOf(dir.dir)).toHaveLength((JSON.parse(first.stdout) as { items: { written: number } }).items.written);
+    // The old generation's limit plus the young generation's (16 MB semi-spaces: 24 MB); the main thread's is ~4 GB.
+    expect(probeOf(dir.dir)).toEqual({ isMainThread: false, heapLimitMb: 1024 + 24 });
+    const second = await cli(['run', PROBE.pathname, '--quiet', '--fresh'], { cwd: dir.dir, env: { ...envFor(sim.url), PROBE_DIR: dir.dir, WEBDATA_HEAP_MB: '256' } });
+    expect(second.code, second.stderr).toBe(0);
+    expect(probeOf(dir.dir)).toEqual({ isMainThread: false, heapLimitMb: 256 + 24 });
+  });
+
+  test('node <pipeline file>: the same, with the summary and exit code the main thread would give', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const result = await nodeFile(dir.dir, { ...envFor(sim.url), PROBE_DIR: dir.dir });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain('thread-probe: completed');
+    expect(probeOf(dir.dir)).toEqual({ isMainThread: false, heapLimitMb: 1024 + 24 });
+    expect(pagesOf(dir.dir).length).toBeGreaterThan(150);
+  });
+
+  test('a WEBDATA_HEAP_MB that is not a size is refused by name, before any request', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    for (const value of ['lots', '64', '1.5']) {
+      const result = await cli(['run', PROBE.pathname], { cwd: dir.dir, env: { ...envFor(sim.url), PROBE_DIR: dir.dir, WEBDATA_HEAP_MB: value } });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain(`WEBDATA_HEAP_MB must be a whole number of megabytes from 128 to 65536 (the run's heap; default 1024); got "${value}"`);
+    }
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  test('a pipeline that outgrows its heap is told so, keeps what it committed, and resumes with a larger one', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const env = { ...envFor(sim.url), PROBE_DIR: dir.dir };
+    const failed = await cli(['run', PROBE.pathname, '--quiet'], { cwd: dir.dir, env: { ...env, PROBE_LEAK: '1', WEBDATA_HEAP_MB: '128' } });
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('the run used up its heap (128 MB): a stage or sink keeps more than that in memory. What was committed is kept; set WEBDATA_HEAP_MB higher');
+    expect(pagesOf(dir.dir).length).toBeLessThan(100);
+    const resumed = await cli(['run', PROBE.pathname], { cwd: dir.dir, env });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ status: 'completed' });
+    // Every row once, as one uninterrupted run writes them: what was committed before the thread ended stayed.
+    using reference = workdir();
+    expect((await cli(['run', PROBE.pathname], { cwd: reference.dir, env: { ...env, PROBE_DIR: reference.dir } })).code).toBe(0);
+    expect(pagesOf(dir.dir)).toEqual(pagesOf(reference.dir));
+  });
+});
+
+describe('run(url) in a host program', () => {
+  // The thread sees the host's environment, as the module would on the main thread.
+  afterEach(() => vi.unstubAllEnvs());
+
+  test('runs the module\'s pipeline on a thread of its own; events and the summary come back', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const events: string[] = [];
+    vi.stubEnv('PROBE_DIR', dir.dir);
+    const summary = await run(PROBE, { baseUrl: sim.url, apiKey: TEST_KEY, env: {}, onEvent: (event) => events.push(event.type) });
+    expect(summary).toMatchObject({ pipeline: 'thread-probe', status: 'completed', pages: { fetched: 20 } });
+    expect(pagesOf(dir.dir)).toHaveLength(summary.items.written);
+    expect(events.filter((type) => type === 'page')).toHaveLength(20);
+    expect(events[0]).toBe('start');
+    expect(probeOf(dir.dir)).toEqual({ isMainThread: false, heapLimitMb: 1024 + 24 });
+  });
+
+  test('a stop signal crosses to the thread; errors come back of their own class', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    vi.stubEnv('PROBE_DIR', dir.dir);
+    const stopped = await run(PROBE, { baseUrl: sim.url, apiKey: TEST_KEY, env: {}, signal: AbortSignal.abort() });
+    expect(stopped.status).toBe('interrupted');
+    expect(sim.stats().requests).toBe(0);
+
+    const invalid = await rejection(run(PROBE, { baseUrl: sim.url, apiKey: TEST_KEY, env: {}, budget: 5 as never, resume: true }));
+    expect(invalid).toBeInstanceOf(ValidationError);
+    expect(invalid.message).toContain('budget');
+    const missing = await rejection(run(new URL('./no-such-pipeline.ts', PROBE), { baseUrl: sim.url, apiKey: TEST_KEY }));
+    expect(missing).toBeInstanceOf(UsageError);
+    expect(missing.message).toContain('no such file');
+    const client = await rejection(run(PROBE, { client: {} as never }));
+    expect(client.message).toContain('`client` and `clock` cannot cross to the run\'s thread');
+    expect(sim.stats().requests).toBe(0);
+  });
+});
