@@ -39,6 +39,11 @@ export interface RateControllerOptions {
 }
 
 const SAMPLE_LIMIT = 256;
+/**
+ * Probes past the learned limit: 15 s after reaching it, then half as often after each that failed (a limit rarely
+ * rises; each failed probe is a 429), at most every 2 minutes. Every 5 s cost a 429 every 15–20 s for good.
+ */
+const PROBE_EVERY_MS = { first: 15_000, max: 120_000 };
 
 export function createRateController(options: RateControllerOptions, clock: { now(): number }): RateController {
   const { maxRate, maxConcurrency } = options;
@@ -58,6 +63,9 @@ export function createRateController(options: RateControllerOptions, clock: { no
   let lastCutAt = Number.NEGATIVE_INFINITY;
   let latency: number | undefined;
   let cap: { rate: number; until: number } | undefined;
+  /** Whether the last raise was a probe past the learned limit. */
+  let probing = false;
+  let probeEveryMs = PROBE_EVERY_MS.first;
   // Send times of accepted and of rejected requests, newest last, bounded.
   const accepted: number[] = [];
   const rejected: number[] = [];
@@ -112,10 +120,14 @@ export function createRateController(options: RateControllerOptions, clock: { no
       // The first raise after a cut waits a little longer too, for the same reason: the rate we fell back to may
       // itself be a little too high, and only a few seconds tell.
       const near = bad !== undefined && rate >= bad * 0.95;
-      const settle = near ? increaseEveryMs * 5 : lastChangeAt === lastCutAt ? increaseEveryMs * 3 : increaseEveryMs;
+      // Near it and at the highest rate that held, the next raise is a probe past the limit: it waits its turn.
+      const probe = near && rate >= (good ?? 0);
+      const settle = probe ? Math.max(increaseEveryMs * 5, probeEveryMs) : near ? increaseEveryMs * 5 : lastChangeAt === lastCutAt ? increaseEveryMs * 3 : increaseEveryMs;
       if (now - lastChangeAt < settle || (rate >= maxRate && concurrency >= maxConcurrency)) return false;
       lastChangeAt = now;
+      const highest = good;
       good = Math.max(good ?? 0, rate);
+      probing = false;
       let next: number;
       if (bad === undefined) {
         // No limit seen yet: close half the gap to the configured rate.
@@ -123,10 +135,14 @@ export function createRateController(options: RateControllerOptions, clock: { no
       } else if (rate < bad * 0.95) {
         // Far below the lowest rate that failed: halve the gap (a bisection between good and bad).
         next = rate + Math.max((bad * 0.97 - rate) / 2, rate * 0.02);
+      } else if (!probe && highest !== undefined) {
+        // Back from a failed probe: up to the highest rate that held, no further, at the pace near the limit.
+        next = Math.min(rate * 1.01, highest);
       } else {
         // Close to it: probe upwards slowly, in case the limit rose.
         next = rate * 1.01;
         bad = Math.max(bad, next);
+        probing = true;
       }
       rate = Math.min(maxRate, next);
       concurrency = Math.min(maxConcurrency, concurrency + 1);
@@ -147,6 +163,8 @@ export function createRateController(options: RateControllerOptions, clock: { no
         // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
         // former (the accepted rate is no guide here: it still includes the server's burst allowance).
         rate = good * 0.98;
+        // A probe that failed: the limit has not risen; the next probe waits twice as long.
+        if (probing) probeEveryMs = Math.min(PROBE_EVERY_MS.max, probeEveryMs * 2);
       } else {
         // At a rate that used to hold, or with nothing known yet: the limit is lower than we thought. Trust what the
         // server accepted while saturated; else step down a little if a rate ever held, or halve at the start.
@@ -159,6 +177,7 @@ export function createRateController(options: RateControllerOptions, clock: { no
       concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), neededConcurrency())));
       lastCutAt = now;
       lastChangeAt = now;
+      probing = false;
       return true;
     },
 
