@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { run, ValidationError } from '../src/index.ts';
 import { UsageError } from '../src/errors/index.ts';
+import { postedError } from '../src/run/run-module.ts';
 import { cli, envFor } from './cli-helpers.ts';
 import { rejection, simulator, TEST_KEY } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
@@ -15,9 +16,9 @@ const probeOf = (dir: string) => JSON.parse(readFileSync(join(dir, 'probe.json')
 const pagesOf = (dir: string) => sqliteRows(join(dir, 'probe.sqlite'), 'SELECT query, page, rank FROM results ORDER BY query, page, rank');
 
 /** `node thread-probe.ts`, as a user runs a pipeline file: no flags, the environment given. */
-function nodeFile(cwd: string, env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+function nodeFile(cwd: string, env: Record<string, string>, file = PROBE): Promise<{ code: number | null; stderr: string }> {
   const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, ...inherited } = process.env;
-  const child = spawn(process.execPath, [PROBE.pathname], { cwd, env: { ...inherited, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [file.pathname], { cwd, env: { ...inherited, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stderr })));
@@ -46,6 +47,20 @@ describe('a run on a thread of its own', () => {
     expect(result.stderr).toContain('thread-probe: completed');
     expect(probeOf(dir.dir)).toEqual({ isMainThread: false, heapLimitMb: 1024 + 24 });
     expect(pagesOf(dir.dir).length).toBeGreaterThan(150);
+  });
+
+  test('a file that hands its pipeline over unguarded runs it once on the thread; one whose pipeline the thread cannot find runs on the main thread', async () => {
+    await using sim = await simulator();
+    using handed = workdir();
+    const once = await nodeFile(handed.dir, { ...envFor(sim.url), PROBE_DIR: handed.dir }, new URL('./fixtures/thread-probe-handed.ts', import.meta.url));
+    expect(once.code, once.stderr).toBe(0);
+    expect(probeOf(handed.dir).isMainThread).toBe(false);
+    expect(sim.stats().byStatus['200']).toBe(20);
+    using unfound = workdir();
+    const here = await nodeFile(unfound.dir, { ...envFor(sim.url), PROBE_DIR: unfound.dir }, new URL('./fixtures/thread-probe-unfound.ts', import.meta.url));
+    expect(here.code, here.stderr).toBe(0);
+    expect(probeOf(unfound.dir).isMainThread).toBe(true);
+    expect(sim.stats().byStatus['200']).toBe(40);
   });
 
   test('a WEBDATA_HEAP_MB that is not a size is refused by name, before any request', async () => {
@@ -111,5 +126,14 @@ describe('run(url) in a host program', () => {
     const client = await rejection(run(PROBE, { client: {} as never }));
     expect(client.message).toContain('`client` and `clock` cannot cross to the run\'s thread');
     expect(sim.stats().requests).toBe(0);
+  });
+});
+
+describe('an error crossing from the run\'s thread', () => {
+  test('keeps its class name, message and JSON fields; a field JSON cannot hold does not lose the error', () => {
+    const plain = postedError(Object.assign(new ValidationError('Invalid run options', [{ path: 'budget', message: 'must be an object' }])));
+    expect(plain).toMatchObject({ name: 'ValidationError', message: expect.stringContaining('budget'), fields: { issues: [{ path: 'budget', message: 'must be an object' }] } });
+    expect(postedError(Object.assign(new Error('odd'), { size: 10n }))).toMatchObject({ name: 'Error', message: 'odd', fields: {} });
+    expect(postedError('a string')).toEqual({ name: 'Error', message: 'a string', fields: {} });
   });
 });

@@ -62,7 +62,12 @@ export async function runModule(url: URL, options: RunOptions): Promise<RunSumma
 export function postedError(error: unknown): PostedError {
   if (!(error instanceof Error)) return { name: 'Error', message: String(error), fields: {} };
   // JSON keeps what a summary or a log would; the key is never in an error's fields (redacted where they are made).
-  const fields = JSON.parse(JSON.stringify({ ...error })) as Record<string, unknown>;
+  let fields: Record<string, unknown> = {};
+  try {
+    fields = JSON.parse(JSON.stringify({ ...error })) as Record<string, unknown>;
+  } catch {
+    // A field JSON cannot hold (a BigInt, a cycle): the class and the message still cross.
+  }
   return { name: error.name, message: error.message, stack: error.stack, fields };
 }
 
