@@ -14,8 +14,11 @@ import { log } from './throughput.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const COUNTRIES = ['us', 'gb', 'de', 'fr', 'es', 'it', 'nl', 'se', 'pl', 'br'];
-/** The command line, a pipeline file run by node, a program calling run(url), and one calling run(pipeline). */
-const WAYS = ['cli', 'pipelineFile', 'runCall', 'runObject'] as const;
+/**
+ * The command line with a JSON config and with a pipeline file, a pipeline file run by node, a program calling
+ * run(url), and one calling run(pipeline).
+ */
+const WAYS = ['cli', 'cliPipelineFile', 'pipelineFile', 'runCall', 'runObject'] as const;
 type Way = (typeof WAYS)[number];
 const KEY = `bench_${Date.now().toString(36)}_memory`;
 
@@ -51,12 +54,15 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS)
         const queryList = Array.from({ length: queries }, (_, i) => `memory query ${i}`);
         const config = { name: 'memory', search: { queries: queryList, countries: COUNTRIES, maxPages: 10, count: 100 }, rate: { concurrency: 32 }, sinks: [{ type: 'sqlite', path: 'mem.sqlite' }, { type: 'csv', path: 'mem.csv' }] };
         writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
-        const args =
-          way === 'cli'
-            ? [join(ROOT, 'dist/cli/main.js'), 'run', 'config.json']
-            : way === 'pipelineFile'
-              ? [join(ROOT, 'test/fixtures/memory-pipeline.ts')]
-              : [join(ROOT, 'test/fixtures/memory-run.ts'), ...(way === 'runObject' ? ['object'] : [])];
+        const pipelineFile = join(ROOT, 'test/fixtures/memory-pipeline.ts');
+        const runProgram = join(ROOT, 'test/fixtures/memory-run.ts');
+        const args = {
+          cli: [join(ROOT, 'dist/cli/main.js'), 'run', 'config.json'],
+          cliPipelineFile: [join(ROOT, 'dist/cli/main.js'), 'run', pipelineFile],
+          pipelineFile: [pipelineFile],
+          runCall: [runProgram],
+          runObject: [runProgram, 'object'],
+        }[way];
         const run = await measured(args, dir, { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir });
         results[way] = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
         log(`(n) ${way}: peak ${run.peakRssMb} MB, ${run.seconds} s, exit ${run.code}`);
