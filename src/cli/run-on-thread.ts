@@ -1,4 +1,4 @@
-import { entryBeside, forwardSignals, heapLimitMb, startBoundedThread, threadFailure } from '../run/bounded-thread.ts';
+import { entryBeside, forwardSignals, heapLimitMb, onBoundedThread } from '../run/bounded-thread.ts';
 import { EXIT } from './exit-codes.ts';
 
 /** What a run's own thread does: `webdata-etl run <args>`, or the command line of a pipeline file run by node. */
@@ -22,24 +22,18 @@ export async function runOnThread(task: ThreadTask): Promise<number | undefined>
     process.stderr.write(`webdata-etl: ${(error as Error).message}\n`);
     return EXIT.usage;
   }
-  // A worker's stderr is a pipe to this thread, never a terminal: the live progress line needs to know it is one.
-  const worker = startBoundedThread(entryBeside(import.meta.url, 'run-thread-entry'), { task, stderrIsTTY: process.stderr.isTTY === true }, heapMb);
-  const stopForwarding = forwardSignals(worker);
   let report: ThreadReport | undefined;
-  worker.on('message', (message: ThreadReport) => (report = message));
   try {
-    const exitCode = await new Promise<number>((resolve, reject) => {
-      worker.once('error', reject);
-      worker.once('exit', resolve);
-    });
+    // A worker's stderr is a pipe to this thread, never a terminal: the live progress line needs to know it is one.
+    const entry = entryBeside(import.meta.url, 'run-thread-entry');
+    const exitCode = await onBoundedThread<ThreadReport>(entry, { task, stderrIsTTY: process.stderr.isTTY === true }, { heapMb, onMessage: (message) => (report = message), attach: forwardSignals });
     if (report?.type === 'inProcess') return undefined;
     // No report: the thread was ended by process.exit() in a stage of the user's.
     return report?.code ?? exitCode;
-  } catch (error) {
-    const failure = threadFailure(error, heapMb);
-    process.stderr.write(`webdata-etl: ${failure instanceof Error ? (failure === error ? failure.stack : failure.message) : String(failure)}\n`);
+  } catch (failure) {
+    // A heap limit says what to do; anything else is unexpected, with its stack.
+    const said = failure instanceof Error && failure.name === 'HeapLimitError' ? failure.message : failure instanceof Error ? failure.stack : String(failure);
+    process.stderr.write(`webdata-etl: ${said}\n`);
     return EXIT.unexpected;
-  } finally {
-    stopForwarding();
   }
 }

@@ -28,17 +28,36 @@ export function entryBeside(from: string, name: string): URL {
   return new URL(`./${name}${from.endsWith('.ts') ? '.ts' : '.js'}`, from);
 }
 
-/** Starts `entry` in a worker thread with the run's heap limits; the same Node flags and environment as this one. */
-export function startBoundedThread(entry: URL, workerData: unknown, heapMb: number): Worker {
-  return new Worker(entry, { workerData, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: heapMb } });
+/**
+ * Runs `entry` on a thread of its own with the run's heap limits (the same Node flags and environment as this one)
+ * until it ends: its messages go to `onMessage`, `attach` wires it up (returning what undoes that). Resolves to its
+ * exit code; rejects with what ended it otherwise (its heap limit in words that say what to do).
+ */
+export async function onBoundedThread<M>(
+  entry: URL,
+  workerData: unknown,
+  options: { heapMb: number; onMessage(message: M): void; attach?(worker: Worker): () => void },
+): Promise<number> {
+  const worker = new Worker(entry, { workerData, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: options.heapMb } });
+  const detach = options.attach?.(worker);
+  worker.on('message', options.onMessage);
+  try {
+    return await new Promise<number>((resolve, reject) => {
+      worker.once('error', reject);
+      worker.once('exit', resolve);
+    });
+  } catch (error) {
+    throw threadFailure(error, options.heapMb);
+  } finally {
+    detach?.();
+  }
 }
 
-/** A thread that ended on its heap limit, in words that say what to do; any other failure as it came. */
-export function threadFailure(error: unknown, heapMb: number): unknown {
+/** A thread that ended on its heap limit (`HeapLimitError`), in words that say what to do; any other failure as it came. */
+function threadFailure(error: unknown, heapMb: number): unknown {
   if ((error as { code?: string } | null)?.code !== 'ERR_WORKER_OUT_OF_MEMORY') return error;
-  return new Error(
-    `the run used up its heap (${heapMb} MB): a stage or sink keeps more than that in memory. What was committed is kept; set WEBDATA_HEAP_MB higher (megabytes) and run again to resume`,
-  );
+  const message = `the run used up its heap (${heapMb} MB): a stage or sink keeps more than that in memory. What was committed is kept; set WEBDATA_HEAP_MB higher (megabytes) and run again to resume`;
+  return Object.assign(new Error(message), { name: 'HeapLimitError' });
 }
 
 /** A thread's side of the signals the process gets: SIGINT and SIGTERM are posted to it (a worker receives none). */

@@ -1,6 +1,7 @@
 import * as errors from '../errors/index.ts';
 import { UsageError } from '../errors/usage-error.ts';
-import { entryBeside, heapLimitMb, startBoundedThread, threadFailure } from './bounded-thread.ts';
+import type { Worker } from 'node:worker_threads';
+import { entryBeside, heapLimitMb, onBoundedThread } from './bounded-thread.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
 
@@ -31,28 +32,24 @@ export async function runModule(url: URL, options: RunOptions): Promise<RunSumma
   const crossing = { ...rest, ...(env === undefined ? {} : { env: { ...env } }) };
   // A signal already aborted goes with the options: as a message it would arrive after the run had begun.
   const aborted = { stop: signal?.aborted === true, abort: abortSignal?.aborted === true };
-  const worker = startBoundedThread(entryBeside(import.meta.url, 'run-module-entry'), { url: url.href, options: crossing, aborted, events: onEvent !== undefined }, heapMb);
-  const post = (type: 'stop' | 'abort') => () => worker.postMessage({ type });
-  const stop = post('stop');
-  const abort = post('abort');
-  signal?.addEventListener('abort', stop, { once: true });
-  abortSignal?.addEventListener('abort', abort, { once: true });
   let outcome: ModuleRunReport | undefined;
-  worker.on('message', (report: ModuleRunReport) => {
+  const onMessage = (report: ModuleRunReport) => {
     if (report.type === 'event') onEvent?.(report.event);
     else outcome = report;
-  });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      worker.once('error', reject);
-      worker.once('exit', () => resolve());
-    });
-  } catch (error) {
-    throw threadFailure(error, heapMb);
-  } finally {
-    signal?.removeEventListener('abort', stop);
-    abortSignal?.removeEventListener('abort', abort);
-  }
+  };
+  // The caller's signals, as messages: stop and abort.
+  const attach = (worker: Worker) => {
+    const stop = () => worker.postMessage({ type: 'stop' });
+    const abort = () => worker.postMessage({ type: 'abort' });
+    signal?.addEventListener('abort', stop, { once: true });
+    abortSignal?.addEventListener('abort', abort, { once: true });
+    return () => {
+      signal?.removeEventListener('abort', stop);
+      abortSignal?.removeEventListener('abort', abort);
+    };
+  };
+  const data = { url: url.href, options: crossing, aborted, events: onEvent !== undefined };
+  await onBoundedThread(entryBeside(import.meta.url, 'run-module-entry'), data, { heapMb, onMessage, attach });
   if (outcome?.type === 'done') return outcome.summary;
   if (outcome?.type === 'failed') throw rebuilt(outcome.error);
   throw new Error('the run\'s thread ended without a summary (process.exit() in a stage or sink?)');
