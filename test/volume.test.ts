@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { simulator, TEST_KEY } from './helpers.ts';
-import { followPeakRss } from './peak-rss.ts';
+import { measuredNode } from './peak-rss.ts';
 import { filesHolding, workdir } from './pipeline-helpers.ts';
 
 /**
@@ -17,34 +16,6 @@ const QUERIES = LONG ? 10_000 : 200; // × 5 pages × 100 items: 5 million, or 1
 const KEYS = LONG ? 10_000_000 : 200_000;
 const RSS_LIMIT_MB = 300;
 const ROOT = join(import.meta.dirname, '..');
-
-interface Measured {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  peakRssMb: number;
-}
-
-/** Runs a command, following its peak resident memory (VmHWM) in /proc until it exits. */
-function measure(args: string[], options: { cwd: string; env: Record<string, string> }): Promise<Measured> {
-  // Nothing of ours in the environment: MALLOC_ARENA_MAX and NODE_OPTIONS as the caller's shell has them, if at all.
-  const { MALLOC_ARENA_MAX: _a, NODE_OPTIONS: _o, ...inherited } = process.env;
-  const child = spawn(process.execPath, args, { cwd: options.cwd, env: { ...inherited, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const peak = followPeakRss(child.pid);
-  return new Promise((resolve) =>
-    child.on('exit', (code) => {
-      resolve({ code, stdout, stderr, peakRssMb: peak.stop() });
-    }),
-  );
-}
 
 /** No file of the run, no byte of what it printed, holds the key. */
 function expectNoKey(dir: string, printed: string) {
@@ -69,7 +40,7 @@ describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the
         ],
       }),
     );
-    const result = await measure([join(ROOT, 'dist/cli/main.js'), 'run', 'volume.json'], {
+    const result = await measuredNode([join(ROOT, 'dist/cli/main.js'), 'run', 'volume.json'], {
       cwd: dir.dir,
       env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: TEST_KEY },
     });
@@ -87,7 +58,7 @@ describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the
 
   it(`${KEYS} distinct keys through dedupe({ scope: 'global' }), under ${RSS_LIMIT_MB} MB`, async () => {
     using dir = workdir();
-    const result = await measure(['test/fixtures/volume.ts'], {
+    const result = await measuredNode(['test/fixtures/volume.ts'], {
       cwd: ROOT,
       env: { VOLUME_DIR: dir.dir, VOLUME_KEYS: String(KEYS), WEBDATA_API_KEY: TEST_KEY },
     });

@@ -4,12 +4,12 @@
 // config.json`: the bin's shebang and its settings do not apply), a pipeline file run by node, and a program of the
 // user's own calling run(), both importing the built package. Its peak resident memory (the kernel's high-water
 // mark, VmHWM) is read from /proc while it runs. dist/ is built first, so that it is today's code.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startSimulator } from '../../src/simulator/index.ts';
-import { followPeakRss } from '../peak-rss.ts';
+import { measuredNode } from '../peak-rss.ts';
 import { log } from './throughput.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -21,24 +21,6 @@ const COUNTRIES = ['us', 'gb', 'de', 'fr', 'es', 'it', 'nl', 'se', 'pl', 'br'];
 const WAYS = ['cli', 'cliPipelineFile', 'pipelineFile', 'runCall', 'runObject'] as const;
 type Way = (typeof WAYS)[number];
 const KEY = `bench_${Date.now().toString(36)}_memory`;
-
-/** Runs `args` with node, no flags of ours, following its peak resident memory until it exits. */
-function measured(args: string[], cwd: string, env: Record<string, string>): Promise<{ code: number | null; peakRssMb: number; seconds: number; stdout: string; stderr: string }> {
-  const started = performance.now();
-  // Nothing of ours in the environment: MALLOC_ARENA_MAX and NODE_OPTIONS as the caller's shell has them, if at all.
-  const { MALLOC_ARENA_MAX: _a, NODE_OPTIONS: _o, ...inherited } = process.env;
-  const child = spawn(process.execPath, args, { cwd, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-  const peak = followPeakRss(child.pid);
-  return new Promise((done) =>
-    child.on('exit', (code) => {
-      done({ code, peakRssMb: peak.stop(), seconds: Math.round((performance.now() - started) / 100) / 10, stdout, stderr });
-    }),
-  );
-}
 
 export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS) {
   const queries = Math.ceil(items / (COUNTRIES.length * 10 * 100));
@@ -63,7 +45,7 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS)
           runCall: [runProgram],
           runObject: [runProgram, 'object'],
         }[way];
-        const run = await measured(args, dir, { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir });
+        const run = await measuredNode(args, { cwd: dir, env: { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir } });
         results[way] = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
         log(`(n) ${way}: peak ${run.peakRssMb} MB, ${run.seconds} s, exit ${run.code}`);
       } finally {
