@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test, vi } from 'vitest';
 import { run, ValidationError } from '../src/index.ts';
 import { UsageError } from '../src/errors/index.ts';
 import { postedError } from '../src/run/run-module.ts';
-import { cli, envFor } from './cli-helpers.ts';
+import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { rejection, simulator, TEST_KEY } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
 
@@ -61,6 +61,24 @@ describe('a run on a thread of its own', () => {
     expect(here.code, here.stderr).toBe(0);
     expect(probeOf(unfound.dir).isMainThread).toBe(true);
     expect(sim.stats().byStatus['200']).toBe(40);
+  });
+
+  test('both signals reach the thread: the first stops, the second aborts what is in flight (exit 130)', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir, {}, { queries: ['a', 'b'], maxPages: 3 });
+    // Every request is held by the simulator: only an abort can end the run while they are.
+    const held = sim.park();
+    const running = startCli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    await running.whileRunning(held.reached());
+    running.child.kill('SIGINT');
+    await running.printed('SIGINT: stopping');
+    running.child.kill('SIGINT');
+    await running.printed('SIGINT: aborting');
+    const ended = await running.done;
+    held.release();
+    expect(ended.code).toBe(130);
+    expect(JSON.parse(ended.stdout).status).toBe('interrupted');
   });
 
   test('a WEBDATA_HEAP_MB that is not a size is refused by name, before any request', async () => {
