@@ -23,8 +23,18 @@ export function cli(args: string[], options: { cwd: string; env?: Record<string,
  * never after a guessed time: a loaded machine starts processes and runs pages at any speed.
  */
 export function startCli(args: string[], options: { cwd: string; env?: Record<string, string> }) {
+  return startNode(['--conditions=webdata-etl:source', CLI, ...args], `webdata-etl ${args.join(' ')}`, options);
+}
+
+/** A pipeline file run by node as a user runs it (`node pipeline.ts …`: the built package, no flags of ours). */
+export function pipelineFile(file: string, args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<Result> {
+  return startNode([file, ...args], `node ${file} ${args.join(' ')}`, options).done;
+}
+
+/** node with `nodeArgs`, named `label` in what a test reports, with none of our variables but those given. */
+function startNode(nodeArgs: string[], label: string, options: { cwd: string; env?: Record<string, string> }) {
   const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, WEBDATA_TOKEN: _t, WEBDATA_CRASH_AT: _c, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--conditions=webdata-etl:source', CLI, ...args], {
+  const child = spawn(process.execPath, nodeArgs, {
     cwd: options.cwd,
     env: { ...inherited, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -43,7 +53,7 @@ export function startCli(args: string[], options: { cwd: string; env?: Record<st
   const done = new Promise<Result>((resolve, reject) =>
     child.on('close', (code) => {
       // Whatever a command prints, the key is never part of it.
-      if ((stdout + stderr).includes(TEST_KEY)) reject(new Error(`webdata-etl ${args.join(' ')} printed the API key`));
+      if ((stdout + stderr).includes(TEST_KEY)) reject(new Error(`${label} printed the API key`));
       else resolve({ code, stdout, stderr });
     }),
   );
@@ -52,7 +62,7 @@ export function startCli(args: string[], options: { cwd: string; env?: Record<st
     Promise.race([
       promise,
       done.then((result) => {
-        throw new Error(`webdata-etl ${args.join(' ')} ended (exit ${result.code}) before the test could act on it:\n${result.stderr}`);
+        throw new Error(`${label} ended (exit ${result.code}) before the test could act on it:\n${result.stderr}`);
       }),
     ]);
   return {

@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cli, config, envFor, ROOT, startCli } from './cli-helpers.ts';
+import { cli, config, envFor, pipelineFile, ROOT, startCli } from './cli-helpers.ts';
 import { simulator, TEST_KEY } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
 
@@ -304,13 +303,7 @@ describe('estimate, runs, help, version', () => {
 describe('pipeline files', () => {
   it('node pipelines/rank-tracking.ts runs as a user would run it, importing the built package', async () => {
     using dir = workdir();
-    const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, ...inherited } = process.env;
-    const child = spawn(process.execPath, [join(ROOT, 'pipelines/rank-tracking.ts'), '--simulator', '--quiet'], { cwd: dir.dir, env: inherited, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    const code = await new Promise((done) => child.on('exit', done));
+    const { code, stdout } = await pipelineFile(join(ROOT, 'pipelines/rank-tracking.ts'), ['--simulator', '--quiet'], { cwd: dir.dir });
     expect(code).toBe(0);
     expect(JSON.parse(stdout)).toMatchObject({ pipeline: 'rank-tracking', status: 'completed' });
     expect(sqliteRows(dir.path('data/rank.sqlite'), 'SELECT COUNT(*) AS n FROM results')[0]?.n).toBeGreaterThan(0);

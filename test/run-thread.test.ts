@@ -1,28 +1,18 @@
 // A run works on a thread of its own whose heap is bounded (src/run/bounded-thread.ts): the command line, a pipeline
 // file run by node, and run(url) in a host program. What a thread changes must not change what a run does.
 import { readFileSync } from 'node:fs';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { run, ValidationError } from '../src/index.ts';
 import { UsageError } from '../src/errors/index.ts';
 import { postedError } from '../src/run/run-module.ts';
-import { cli, config, envFor, startCli } from './cli-helpers.ts';
+import { cli, config, envFor, pipelineFile, startCli } from './cli-helpers.ts';
 import { rejection, simulator, TEST_KEY } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
 
 const PROBE = new URL('./fixtures/thread-probe.ts', import.meta.url);
 const probeOf = (dir: string) => JSON.parse(readFileSync(join(dir, 'probe.json'), 'utf8')) as { isMainThread: boolean; heapLimitMb: number };
 const pagesOf = (dir: string) => sqliteRows(join(dir, 'probe.sqlite'), 'SELECT query, page, rank FROM results ORDER BY query, page, rank');
-
-/** `node thread-probe.ts`, as a user runs a pipeline file: no flags, the environment given. */
-function nodeFile(cwd: string, env: Record<string, string>, file = PROBE): Promise<{ code: number | null; stderr: string }> {
-  const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, ...inherited } = process.env;
-  const child = spawn(process.execPath, [file.pathname], { cwd, env: { ...inherited, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stderr })));
-}
 
 describe('a run on a thread of its own', () => {
   test('webdata-etl run: the pipeline works off the main thread, on a heap of 1 GiB, or of WEBDATA_HEAP_MB', async () => {
@@ -42,7 +32,7 @@ describe('a run on a thread of its own', () => {
   test('node <pipeline file>: the same, with the summary and exit code the main thread would give', async () => {
     await using sim = await simulator();
     using dir = workdir();
-    const result = await nodeFile(dir.dir, { ...envFor(sim.url), PROBE_DIR: dir.dir });
+    const result = await pipelineFile(PROBE.pathname, [], { cwd: dir.dir, env: { ...envFor(sim.url), PROBE_DIR: dir.dir } });
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr).toContain('thread-probe: completed');
     expect(probeOf(dir.dir)).toEqual({ isMainThread: false, heapLimitMb: 1024 + 24 });
@@ -52,12 +42,12 @@ describe('a run on a thread of its own', () => {
   test('a file that hands its pipeline over unguarded runs it once on the thread; one whose pipeline the thread cannot find runs on the main thread', async () => {
     await using sim = await simulator();
     using handed = workdir();
-    const once = await nodeFile(handed.dir, { ...envFor(sim.url), PROBE_DIR: handed.dir }, new URL('./fixtures/thread-probe-handed.ts', import.meta.url));
+    const once = await pipelineFile(new URL('./fixtures/thread-probe-handed.ts', import.meta.url).pathname, [], { cwd: handed.dir, env: { ...envFor(sim.url), PROBE_DIR: handed.dir } });
     expect(once.code, once.stderr).toBe(0);
     expect(probeOf(handed.dir).isMainThread).toBe(false);
     expect(sim.stats().byStatus['200']).toBe(20);
     using unfound = workdir();
-    const here = await nodeFile(unfound.dir, { ...envFor(sim.url), PROBE_DIR: unfound.dir }, new URL('./fixtures/thread-probe-unfound.ts', import.meta.url));
+    const here = await pipelineFile(new URL('./fixtures/thread-probe-unfound.ts', import.meta.url).pathname, [], { cwd: unfound.dir, env: { ...envFor(sim.url), PROBE_DIR: unfound.dir } });
     expect(here.code, here.stderr).toBe(0);
     expect(probeOf(unfound.dir).isMainThread).toBe(true);
     expect(sim.stats().byStatus['200']).toBe(40);
