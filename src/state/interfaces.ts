@@ -109,6 +109,8 @@ export interface DedupeWrites {
 
 /** Run statuses that mean "not finished": the next invocation resumes them by default. */
 export const UNFINISHED = new Set(['running', 'interrupted', 'stopped']);
+/** The same statuses as an SQL list, for the stores' statements (our own literals, never input). */
+export const UNFINISHED_SQL = [...UNFINISHED].map((status) => `'${status}'`).join(', ');
 
 /** A run's hold on something only one run may have at a time (its state store, an output). */
 export interface Lease {

@@ -7,7 +7,7 @@ import { atDatabase, retrying } from '../../postgres/failure.ts';
 import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../../postgres/pools.ts';
 import { SeriesLostError } from '../../errors/series-lost-error.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
-import type { Checkpoint, JournalEntry, Lease, PageCommit, PageStatement, SeenKeyStore, SpendRow, StateStore } from '../interfaces.ts';
+import { type Checkpoint, type JournalEntry, type Lease, type PageCommit, type PageStatement, type SeenKeyStore, type SpendRow, type StateStore, UNFINISHED_SQL } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
 import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 import { migrate } from './schema.ts';
@@ -128,7 +128,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       // Run-scoped dedupe keys of the pipeline's finished runs go: the last worker of a distributed run forgets its
       // run's keys, but two that finish at once each leave them to the other (a run that goes on must keep them).
       await query(
-        `DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id IN (SELECT run_id FROM ${s}.runs WHERE pipeline = $1 AND status NOT IN ('running', 'interrupted', 'stopped'))`,
+        `DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id IN (SELECT run_id FROM ${s}.runs WHERE pipeline = $1 AND status NOT IN (${UNFINISHED_SQL}))`,
         [pipeline],
       );
       await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ($1, $2, 'running', $3, $4, $5, $6) ON CONFLICT DO NOTHING`, [

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { DedupeWrites, SeenKeyStore } from '../interfaces.ts';
+import { type DedupeWrites, type SeenKeyStore, UNFINISHED_SQL } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
 
 /**
@@ -31,7 +31,7 @@ export function dedupeTables(db: Database.Database) {
     `INSERT INTO sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const forgetRun = db.prepare(`DELETE FROM dedupe_keys WHERE run_id = ?`);
-  const forgetFinished = db.prepare(`DELETE FROM dedupe_keys WHERE run_id IN (SELECT run_id FROM runs WHERE status NOT IN ('running', 'interrupted', 'stopped'))`);
+  const forgetFinished = db.prepare(`DELETE FROM dedupe_keys WHERE run_id IN (SELECT run_id FROM runs WHERE status NOT IN (${UNFINISHED_SQL}))`);
   return {
     /** Run-scoped keys of runs that finished (or were abandoned): nobody resumes them. */
     forgetFinished: () => void forgetFinished.run(),
