@@ -22,7 +22,7 @@ const REFILL_EVIDENCE = 3;
  */
 export function windowTracker() {
   let kind: LimiterKind | undefined;
-  let last: { remaining: number; resetMs: number; at: number } | undefined;
+  let lastRemaining: number | undefined;
   // The current window (or stretch of answers): where it began, how many answers it has, and the end's bound.
   let first: { remaining: number; at: number } | undefined;
   let answers = 0;
@@ -49,14 +49,14 @@ export function windowTracker() {
     observe(hint: RateLimitHint, now: number): LimiterKind | undefined {
       const before = kind;
       limit = Math.max(limit, hint.limit ?? 0, hint.remaining + 1);
-      const previous = last;
-      last = { remaining: hint.remaining, resetMs: hint.resetMs, at: now };
-      if (!previous || !first) {
+      const previous = lastRemaining;
+      lastRemaining = hint.remaining;
+      if (previous === undefined || !first) {
         restart(hint, now);
         longestReset = hint.resetMs;
         return undefined;
       }
-      if (hint.remaining > previous.remaining + 1) {
+      if (hint.remaining > previous + 1) {
         // Back up by more than one (one can be answers crossing on the way): a window that began again (most of the limit
         // back, with a reset of most of a window), or a bucket's refill.
         const windowBegan = hint.remaining >= limit / 2 && hint.resetMs >= longestReset / 2;
@@ -80,5 +80,3 @@ export function windowTracker() {
     },
   };
 }
-
-export type WindowTracker = ReturnType<typeof windowTracker>;
