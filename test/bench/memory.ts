@@ -10,10 +10,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { measuredNode } from '../peak-rss.ts';
+import { MEMORY_COUNTRIES, memorySearch } from '../fixtures/memory-plan.ts';
 import { log } from './throughput.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const COUNTRIES = ['us', 'gb', 'de', 'fr', 'es', 'it', 'nl', 'se', 'pl', 'br'];
 /**
  * The command line with a JSON config and with a pipeline file, a pipeline file run by node, a program calling
  * run(url), and one calling run(pipeline).
@@ -25,8 +25,8 @@ export const AIMED_WAYS = WAYS.filter((way) => way !== 'runObject');
 const KEY = `bench_${Date.now().toString(36)}_memory`;
 
 export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS) {
-  const queries = Math.ceil(items / (COUNTRIES.length * 10 * 100));
-  log(`(n) memory: ${queries} queries × ${COUNTRIES.length} countries × 10 pages of 100 (${queries * COUNTRIES.length * 1000} items), concurrency 32, no flags`);
+  const queries = Math.ceil(items / (MEMORY_COUNTRIES.length * 10 * 100));
+  log(`(n) memory: ${queries} queries × ${MEMORY_COUNTRIES.length} countries × 10 pages of 100 (${queries * MEMORY_COUNTRIES.length * 1000} items), concurrency 32, no flags`);
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
   const sim = await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, keys: [{ key: KEY, name: 'main' }] });
   const env = { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEY };
@@ -35,8 +35,7 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS)
     for (const way of ways) {
       const dir = mkdtempSync(join(tmpdir(), 'webdata-memory-'));
       try {
-        const queryList = Array.from({ length: queries }, (_, i) => `memory query ${i}`);
-        const config = { name: 'memory', search: { queries: queryList, countries: COUNTRIES, maxPages: 10, count: 100 }, rate: { concurrency: 32 }, sinks: [{ type: 'sqlite', path: 'mem.sqlite' }, { type: 'csv', path: 'mem.csv' }] };
+        const config = { name: 'memory', search: memorySearch(queries), rate: { concurrency: 32 }, sinks: [{ type: 'sqlite', path: 'mem.sqlite' }, { type: 'csv', path: 'mem.csv' }] };
         writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
         const pipelineFile = join(ROOT, 'test/fixtures/memory-pipeline.ts');
         const runProgram = join(ROOT, 'test/fixtures/memory-run.ts');
@@ -57,7 +56,7 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS)
   } finally {
     await sim.close();
   }
-  return { items: queries * COUNTRIES.length * 1000, concurrency: 32, aimMb: 250, ...results };
+  return { items: queries * MEMORY_COUNTRIES.length * 1000, concurrency: 32, aimMb: 250, ...results };
 }
 
 if (import.meta.main) {
