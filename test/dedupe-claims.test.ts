@@ -41,7 +41,7 @@ function pageOf(query: string, items: ReturnType<typeof item>[]): { page: Page<R
       runId: RUN,
       seq: 0,
       series: { seriesId: series.id, endpoint: 'search', query, country: 'us', lang: '' },
-      progress: { status: 'active', reason: null, nextPage: 2, served: items.length, written: items.length, duplicates: 0, digest: 'd', noNew: 0, cursor: null, state: null },
+      progress: { status: 'active', reason: null, nextPage: 2, served: items.length, written: items.length, duplicates: 0, digest: 'd', noNew: 0, cursor: null, state: { kind: 'snapshot', json: null } },
       spend: [],
       journal: null,
       checkpoints: [],

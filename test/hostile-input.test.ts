@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { dedupe, normalize, pipelineFromConfig, type RunContext, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
 import { exportReport } from '../src/analytics/index.ts';
 import { readInputFile } from '../src/input-file.ts';
+import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/store.ts';
 import { cli, envFor, ROOT } from './cli-helpers.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
@@ -325,7 +326,7 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     state.close();
     const newerState = await runIn(dir.dir, jsonPipeline(dir.dir, { state: { path: 'out/newer.state.sqlite' }, sinks: [{ type: 'csv', path: 'out/x.csv' }] }));
     expect(newerState).toMatchObject({ code: 2, requests: 0 });
-    expect(newerState.stderr).toMatch(/state\.path: \S*newer\.state\.sqlite holds state written by a newer webdata-etl \(state schema 99; this one knows 1\)/);
+    expect(newerState.stderr).toMatch(new RegExp(`state\\.path: \\S*newer\\.state\\.sqlite holds state written by a newer webdata-etl \\(state schema 99; this one knows ${STATE_SCHEMA_VERSION}\\)`));
     expect(sqliteRows(dir.path('out/newer.state.sqlite'), `SELECT name FROM sqlite_master WHERE type = 'table'`)).toEqual([{ name: 'webdata_meta' }]);
   });
 

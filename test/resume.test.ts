@@ -81,6 +81,20 @@ describe('a killed run, resumed, ends exactly as an uninterrupted one', () => {
     expect(sightings?.firsts).toBe(want.sqlite.length);
   });
 
+  it('long series killed mid-way resume their ranks and dedupe keys from a snapshot and the changes committed after it', async () => {
+    const long = { maxPages: 12, queries: ['espresso', 'kettle'] };
+    const want = await baseline(long);
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const spec = { ...PLAN, ...long, baseUrl: sim.url, dir: dir.dir, sinks: ['sqlite', 'csv'] };
+    expect((await runChild(spec, { WEBDATA_CRASH_AT: 'page-transaction:14' }).done).signal).toBe('SIGKILL');
+    // What the resumed series build on: snapshots, and pages' changes after them (not the whole state every page).
+    expect(sqliteRows(dir.path('out.sqlite'), 'SELECT COUNT(*) AS n FROM series_state')[0]?.n).toBeGreaterThan(0);
+    expect((await runChild(spec).done).code).toBe(0);
+    expect(stableSqlite(dir.path('out.sqlite'))).toEqual(want.sqlite);
+    expect(stableCsv(dir.path('out.csv'))).toEqual(want.csv);
+  });
+
   it('SIGKILL at random moments, again and again, then resumed to the end', async () => {
     const want = await reference();
     await using sim = await simulator(SIM);

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
 import { sqliteStateStore } from '../src/state/sqlite/state-store.ts';
+import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/store.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { postgresStateStore } from '../src/state/postgres/store.ts';
 import { rejection } from './helpers.ts';
@@ -17,6 +18,8 @@ import { postgresAvailable, testDatabase } from './pg.ts';
  */
 interface StoreUnderTest {
   store: StateStore;
+  /** Rows of one of the store's tables, read beside the store. */
+  count(table: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -31,6 +34,7 @@ const implementations: { name: string; available: boolean; oneRunPerStore: boole
       const db = new Database(join(dir, 'state.db'));
       return {
         store: sqliteStateStore(db),
+        count: async (table) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number,
         close: async () => {
           db.close();
           rmSync(dir, { recursive: true, force: true });
@@ -49,6 +53,7 @@ const implementations: { name: string; available: boolean; oneRunPerStore: boole
       const store = await postgresStateStore(pool, postgresTarget(database.url), { schema: 'webdata', pipeline: 'p' });
       return {
         store,
+        count: async (table) => (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM webdata.${table}`)).rows[0]?.n ?? 0,
         close: async () => {
           await pool.end();
           await database.drop();
@@ -65,7 +70,7 @@ function page(seq: number, overrides: Partial<PageCommit> = {}): PageCommit {
     runId: 'run-1',
     seq,
     series,
-    progress: { status: 'active', reason: null, nextPage: seq + 1, served: 10, written: 8, duplicates: 2, digest: `d${seq}`, noNew: 0, cursor: null, state: null },
+    progress: { status: 'active', reason: null, nextPage: seq + 1, served: 10, written: 8, duplicates: 2, digest: `d${seq}`, noNew: 0, cursor: null, state: { kind: 'snapshot', json: null } },
     spend: [{ runId: 'run-1', at: '2026-01-01T00:00:00.000Z', seriesId: 's1', path: '/searchengine/search', attempt: 1, status: '200', credits: 1, uncertain: false, latencyMs: 5 }],
     journal: { seq, runId: 'run-1', pageKey: `k${seq}`, seriesId: 's1', number: seq, meta: '{"page":1}', output: '[{"title":"a"}]', raw: null },
     checkpoints: [{ sinkId: 'csv:out.csv', checkpoint: { seq, bytes: 100 * seq } }],
@@ -152,6 +157,59 @@ for (const implementation of implementations) {
       expect((await store.spendOf('run-1')).spent).toBe(1);
     });
 
+    it("keeps a series' stage states as a snapshot and each page's changes after it, and reads them back applied", async () => {
+      const store = await open();
+      await startRun(store);
+      let seq = await store.currentSeq();
+      const commit = (state: PageCommit['progress']['state'], ends = false) =>
+        store.commitPage(page(++seq, { progress: { ...page(seq).progress, state, ...(ends ? { status: 'ended', reason: 'max_pages' } : {}) } }));
+      const stored = async () => (await store.progress('run-1', 's1'))?.state;
+      await commit({ kind: 'snapshot', json: JSON.stringify({ dedupe: { a: 1 }, normalize: { next: 2, ranks: { a: 1 } } }) });
+      await commit({ kind: 'changes', json: JSON.stringify({ dedupe: [[['b'], 1]], normalize: [[['next'], 3], [['ranks', 'b'], 2]] }) });
+      await commit({ kind: 'changes', json: null });
+      await commit({ kind: 'changes', json: JSON.stringify({ dedupe: [[['a']], [['__proto__'], 1]], mine: [[[], { list: [1, 2] }]] }) });
+      const applied = await stored();
+      expect(JSON.parse(JSON.stringify(applied))).toEqual({ dedupe: { b: 1, ['__proto__']: 1 }, normalize: { next: 3, ranks: { a: 1, b: 2 } }, mine: { list: [1, 2] } });
+      // "__proto__" is a key like any other, never the prototype.
+      expect(Object.getPrototypeOf(applied?.dedupe)).toBeNull();
+      // A refused page writes none of its changes.
+      await rejection(store.commitPage(page(seq, { progress: { ...page(seq).progress, state: { kind: 'changes', json: JSON.stringify({ dedupe: [[['c'], 1]] }) } } })));
+      expect(await stored()).toEqual(applied);
+      // A snapshot replaces the snapshot and the changes before it.
+      await commit({ kind: 'snapshot', json: JSON.stringify({ dedupe: { z: 1 } }) });
+      expect(JSON.parse(JSON.stringify(await stored()))).toEqual({ dedupe: { z: 1 } });
+      await commit({ kind: 'changes', json: JSON.stringify({ dedupe: [[['y'], 1]] }) });
+      expect(JSON.parse(JSON.stringify(await stored()))).toEqual({ dedupe: { z: 1, y: 1 } });
+      // The page that ends the series leaves no state behind.
+      await commit({ kind: 'snapshot', json: null }, true);
+      expect(await stored()).toBeNull();
+    });
+
+    it('drops an abandoned run’s stage state changes with its series', async () => {
+      const store = await open();
+      await startRun(store);
+      const start = await store.currentSeq();
+      await store.commitPage(page(start + 1, { progress: { ...page(start + 1).progress, state: { kind: 'snapshot', json: '{"d":{}}' } } }));
+      await store.commitPage(page(start + 2, { progress: { ...page(start + 2).progress, state: { kind: 'changes', json: '{"d":[[["k"],1]]}' } } }));
+      await store.abandonRun('run-1', '2026-01-01T00:01:00.000Z');
+      // A run of the same id never comes back; what is checked is that nothing of it is read, or left behind.
+      await store.startRun({ runId: 'run-1b', pipeline: 'p', startedAt: '2026-01-02T00:00:00.000Z', fingerprint: 'f', plan: { a: 1 }, budget: 10 });
+      expect(await store.progress('run-1', 's1')).toBeUndefined();
+      expect(await (opened as StoreUnderTest).count('series_state')).toBe(0);
+    });
+
+    it('refuses damaged stage state changes naming the series, and applies none of them', async () => {
+      const store = await open();
+      await startRun(store);
+      const start = await store.currentSeq();
+      await store.commitPage(page(start + 1, { progress: { ...page(start + 1).progress, state: { kind: 'snapshot', json: '{"d":{}}' } } }));
+      await store.commitPage(page(start + 2, { progress: { ...page(start + 2).progress, state: { kind: 'changes', json: '{"d":[[["__proto__","polluted"],1]]}' } } }));
+      await store.commitPage(page(start + 3, { progress: { ...page(start + 3).progress, state: { kind: 'changes', json: '{"d":[["not a path",1]]}' } } }));
+      const error = await rejection(store.progress('run-1', 's1'));
+      expect(error.message).toMatch(/the stage state of series s1 in the state store is damaged \(a stage state change of "d" is not \[path, value\] with a path of keys\)/);
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    });
+
     it('lets one run of a pipeline hold the store at a time', async () => {
       const store = await open();
       const lease = await store.lease('p');
@@ -191,3 +249,27 @@ for (const implementation of implementations) {
     });
   });
 }
+
+describe('a SQLite state file of an earlier schema', () => {
+  it('is brought to this one (the stage state changes table added, the version marked) and resumes what it held', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
+    try {
+      const db = new Database(join(dir, 'state.db'));
+      const store = sqliteStateStore(db);
+      await startRun(store);
+      await store.commitPage(page(1, { progress: { ...page(1).progress, state: { kind: 'snapshot', json: '{"dedupe":{"a":1}}' } } }));
+      // As schema 1 left it: no series_state, and its version.
+      db.exec(`DROP TABLE series_state; UPDATE webdata_meta SET value = '1' WHERE key = 'state_schema'`);
+      db.close();
+      const again = new Database(join(dir, 'state.db'));
+      const reopened = sqliteStateStore(again);
+      expect(again.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get()).toBe(String(STATE_SCHEMA_VERSION));
+      expect(JSON.parse(JSON.stringify((await reopened.progress('run-1', 's1'))?.state))).toEqual({ dedupe: { a: 1 } });
+      await reopened.commitPage(page(2, { progress: { ...page(2).progress, state: { kind: 'changes', json: '{"dedupe":[[["b"],1]]}' } } }));
+      expect(JSON.parse(JSON.stringify((await reopened.progress('run-1', 's1'))?.state))).toEqual({ dedupe: { a: 1, b: 1 } });
+      again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,5 +1,6 @@
-import type { SeenKeys } from '../state/interfaces.ts';
+import type { SeenKeys, StateWrite } from '../state/interfaces.ts';
 import type { Series } from './page.ts';
+import { plainRecords, type StateChanges, trackedState, type TrackedState } from './state-changes.ts';
 
 /** What every stage gets besides its pages. */
 export interface RunContext {
@@ -8,8 +9,9 @@ export interface RunContext {
   /** Aborts when the run is aborted (not when it merely stops): cancel long work with it. */
   readonly signal: AbortSignal;
   /**
-   * A stage's state for one series, kept while the series runs and released when it ends. The runner commits it
-   * with the page whose processing changed it, so it must be plain JSON data (records, arrays, numbers, strings).
+   * A stage's state for one series, kept while the series runs and released when it ends. The runner commits what a
+   * page changed in it with that page, so it must be plain JSON data (records, arrays, numbers, strings), changed
+   * through the object this returns: an object assigned into it is kept as a copy.
    */
   seriesState<T extends object>(stage: string, series: Series, init: () => T): T;
   /**
@@ -19,34 +21,71 @@ export interface RunContext {
   seenKeys?(runScoped: boolean): SeenKeys;
 }
 
+/** Changes a series writes before its first snapshot: a short series never needs one. */
+const CHANGES_BEFORE_SNAPSHOT = 64 * 1024;
+
+interface SeriesEntry {
+  stages: Map<string, TrackedState>;
+  /** Length of the snapshot last written or restored (0: none), and of the changes written since. */
+  snapshotBytes: number;
+  changeBytes: number;
+}
+
 /**
- * The runner's side of `seriesState`: an in-memory map per series, serialized into the page's commit, restored on
- * resume, released when the series ends.
+ * The runner's side of `seriesState`: the states of each series in memory, what each page changed in them committed
+ * with it, restored on resume, released when the series ends.
  */
 export function seriesStates() {
-  const bySeries = new Map<string, Map<string, object>>();
+  const bySeries = new Map<string, SeriesEntry>();
+  const entryOf = (seriesId: string) => {
+    let entry = bySeries.get(seriesId);
+    if (!entry) {
+      entry = { stages: new Map(), snapshotBytes: 0, changeBytes: 0 };
+      bySeries.set(seriesId, entry);
+    }
+    return entry;
+  };
   return {
     get<T extends object>(stage: string, series: Series, init: () => T): T {
-      let states = bySeries.get(series.id);
-      if (!states) {
-        states = new Map();
-        bySeries.set(series.id, states);
-      }
-      let state = states.get(stage) as T | undefined;
+      const entry = entryOf(series.id);
+      let state = entry.stages.get(stage);
       if (state === undefined) {
-        state = init();
-        states.set(stage, state);
+        state = trackedState(plainRecords(init()) as object);
+        state.markAll();
+        entry.stages.set(stage, state);
       }
-      return state;
+      return state.view as T;
     },
-    /** The series' states as JSON (null when it has none). */
-    serialize(seriesId: string): string | null {
-      const states = bySeries.get(seriesId);
-      return states && states.size > 0 ? JSON.stringify(Object.fromEntries(states)) : null;
+    /**
+     * What the series' next commit writes: the page's changes, or a whole snapshot once the changes written since the
+     * last one would outweigh it (and 64 KB), so that a series writes O(its state) in all, not O(pages × state), and
+     * a resumed one reads no more than about twice its state; a series that ends writes none (it is never resumed).
+     */
+    write(seriesId: string, ends: boolean): StateWrite {
+      const entry = bySeries.get(seriesId);
+      if (ends || !entry || entry.stages.size === 0) return { kind: 'snapshot', json: null };
+      const changes: StateChanges = Object.create(null);
+      for (const [stage, state] of entry.stages) {
+        const list = state.take();
+        if (list.length > 0) changes[stage] = list;
+      }
+      const json = Object.keys(changes).length > 0 ? JSON.stringify(changes) : null;
+      if (entry.changeBytes + (json?.length ?? 0) <= Math.max(entry.snapshotBytes, CHANGES_BEFORE_SNAPSHOT)) {
+        entry.changeBytes += json?.length ?? 0;
+        return { kind: 'changes', json };
+      }
+      const snapshot = JSON.stringify(Object.fromEntries([...entry.stages].map(([stage, state]) => [stage, state.root])));
+      entry.snapshotBytes = snapshot.length;
+      entry.changeBytes = 0;
+      return { kind: 'snapshot', json: snapshot };
     },
-    /** Puts back what an earlier invocation committed. */
+    /** Puts back what an earlier invocation committed (its snapshot with the changes after it applied). */
     restore(seriesId: string, saved: Record<string, object>): void {
-      bySeries.set(seriesId, new Map(Object.entries(saved).map(([stage, state]) => [stage, restoreRecord(state)])));
+      const entry: SeriesEntry = { stages: new Map(), snapshotBytes: 0, changeBytes: 0 };
+      for (const [stage, state] of Object.entries(saved)) entry.stages.set(stage, trackedState(plainRecords(state) as object));
+      // The stored changes are not counted: the next snapshot comes once new ones outweigh what was restored.
+      entry.snapshotBytes = JSON.stringify(saved).length;
+      bySeries.set(seriesId, entry);
     },
     release(seriesId: string): void {
       bySeries.delete(seriesId);
@@ -58,11 +97,3 @@ export function seriesStates() {
 }
 
 export type SeriesStates = ReturnType<typeof seriesStates>;
-
-/** JSON.parse gives records with Object.prototype; stages key them by arbitrary text ("__proto__" included). */
-function restoreRecord(value: object): object {
-  if (Array.isArray(value) || value === null || typeof value !== 'object') return value;
-  const out = Object.create(null) as Record<string, unknown>;
-  for (const [key, inner] of Object.entries(value)) out[key] = inner !== null && typeof inner === 'object' ? restoreRecord(inner) : inner;
-  return out;
-}

@@ -127,7 +127,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
           noNew: streak,
           cursor: page.meta.cursor ? toJson(page.meta.cursor) : null,
           // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
-          state: end ? null : states.serialize(id),
+          state: states.write(id, end !== undefined),
         },
         spend: ledger.splice(0),
         journal: needsJournal

@@ -36,7 +36,11 @@ export function normalize(options: { aliases?: Partial<FieldAliases> } = {}): St
   return async function* normalizeStage(pages, ctx) {
     for await (const page of pages) {
       const state = ctx.seriesState<RankState>('normalize', page.series, () => ({ next: 1, ranks: Object.create(null) }));
-      yield { ...page, items: page.items.map((item, index) => normalizeItem(item, index, page, ctx.runId, state, aliases)) };
+      // The state notes each change for the page's commit: the counter is changed once a page, not once an item.
+      const ranks = { next: state.next, ranks: state.ranks };
+      const items = page.items.map((item, index) => normalizeItem(item, index, page, ctx.runId, ranks, aliases));
+      if (ranks.next !== state.next) state.next = ranks.next;
+      yield { ...page, items };
     }
   };
 }

@@ -36,7 +36,7 @@ export interface SeriesProgress {
   noNew: number;
   /** Cursor-paged series: what the next request sends. */
   cursor: Record<string, unknown> | null;
-  /** Stage states, as committed with the series' last page. */
+  /** Stage states, as committed with the series' last page (its last snapshot with the changes after it applied). */
   state: Record<string, object> | null;
   error: string | null;
 }
@@ -155,8 +155,14 @@ export interface PageProgress {
   digest: string;
   noNew: number;
   cursor: string | null;
-  state: string | null;
+  state: StateWrite;
 }
+
+/**
+ * How a page writes its series' stage states: a whole snapshot (which replaces the stored one and the changes after
+ * it; null: none), or what the page changed, added after them (null: nothing).
+ */
+export type StateWrite = { kind: 'snapshot'; json: string | null } | { kind: 'changes'; json: string | null };
 
 /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
 export interface SeriesEndRecord {

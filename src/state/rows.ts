@@ -1,4 +1,5 @@
 import type { JournalEntry, RunRecord, SeriesProgress } from './interfaces.ts';
+import { applyStateChanges } from '../pipeline/state-changes.ts';
 
 /*
  * Rows of the state tables as the interfaces give them, whichever database they came from: both stores keep the same
@@ -23,7 +24,8 @@ export function runRecordFrom(row: Record<string, unknown>): RunRecord {
   };
 }
 
-export function seriesProgressFrom(seriesId: string, row: Record<string, unknown>): SeriesProgress {
+/** `changes`: what each page changed in the stage states since the row's snapshot, in order (JSON text). */
+export function seriesProgressFrom(seriesId: string, row: Record<string, unknown>, changes: readonly string[]): SeriesProgress {
   return {
     seriesId,
     status: row.status as SeriesProgress['status'],
@@ -33,7 +35,7 @@ export function seriesProgressFrom(seriesId: string, row: Record<string, unknown
     digest: (row.digest as string | null) ?? null,
     noNew: row.no_new as number,
     cursor: row.cursor ? (JSON.parse(row.cursor as string) as Record<string, unknown>) : null,
-    state: row.state ? (JSON.parse(row.state as string) as Record<string, object>) : null,
+    state: stageStates(seriesId, row.state as string | null, changes),
     error: (row.error as string | null) ?? null,
   };
 }
@@ -48,4 +50,14 @@ export function journalEntryFrom(row: Record<string, unknown>): JournalEntry {
     meta: JSON.parse(row.meta as string) as Record<string, unknown>,
     output: JSON.parse(row.output as string) as unknown[],
   };
+}
+
+/** The series' stage states: its snapshot with every later page's changes applied; a damaged one is refused naming the series. */
+function stageStates(seriesId: string, snapshot: string | null, changes: readonly string[]): Record<string, object> | null {
+  if (!snapshot && changes.length === 0) return null;
+  try {
+    return applyStateChanges(snapshot ? JSON.parse(snapshot) : null, changes.map((text) => JSON.parse(text) as unknown));
+  } catch (error) {
+    throw new Error(`the stage state of series ${seriesId} in the state store is damaged (${(error as Error).message}): start the run afresh (\`fresh: true\`), or restore the state store from a backup`);
+  }
 }

@@ -7,6 +7,7 @@ import { scenarioBudget, scenarioFixedWindow, scenarioRateAboveLimit, scenarioRa
 import { benchPostgres, scenarioPostgresEndToEnd, scenarioPostgresSink } from './postgres.ts';
 import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
 import { AIMED_WAYS, scenarioMemory } from './memory.ts';
+import { scenarioLongSeries } from './long-series.ts';
 import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
 
 const quick = process.argv.includes('--quick');
@@ -58,6 +59,10 @@ const f_endToEnd = {
   ...f_measured,
   fetchInsertWriteBound: { itemsPerSecond: storeBound, pipelineOverIt: Math.round((f_measured.itemsPerSecond.pipelineServed / storeBound) * 1000) / 1000 },
 };
+
+// The same items as series of 5, 100 and 500 pages (issue 18): a series' stage state grows with it, and each page
+// writes what it changed, so a long series should cost little more per item than a short one.
+const o_longSeries = await scenarioLongSeries(quick ? 20_000 : 100_000, [5, 100, 500]);
 
 // Memory with no flags or environment (issue 18): peak RSS of a run started each way a user starts one
 // (`node test/bench/memory.ts 5000000 cli` for the 5-million figure).
@@ -140,6 +145,13 @@ if (!('skipped' in g_postgresSink)) {
   });
 }
 
+goals.push({
+  scenario: 'o_longSeries',
+  goal: 'items/s in series of 500 pages >= 0.7 × in series of 5',
+  value: o_longSeries.longestOverShortest,
+  met: o_longSeries.longestOverShortest >= 0.7,
+});
+
 for (const way of AIMED_WAYS) {
   const peak = n_memory[way]?.peakRssMb ?? Number.POSITIVE_INFINITY;
   goals.push({ scenario: 'n_memory', goal: `${way}: peak RSS < 250 MB at ${n_memory.items} items, no flags or environment`, value: peak, met: peak < 250 });
@@ -169,6 +181,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);

@@ -136,6 +136,16 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       rejected_sent_at timestamptz
     );
   `,
+  // 2: stage states as a snapshot (series.state) and what each page changed after it, in journal order.
+  (s) => `
+    CREATE TABLE ${s}.series_state (
+      run_id text NOT NULL,
+      series_id text NOT NULL,
+      seq bigint NOT NULL,
+      changes text NOT NULL,
+      PRIMARY KEY (run_id, series_id, seq)
+    );
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */

@@ -81,11 +81,11 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     return `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
       SELECT ${[commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason].map(text).join(', ')},
         ${int(progress.nextPage)}, 1, ${int(progress.served)}, ${int(progress.written)}, ${int(progress.duplicates)}, ${text(progress.digest)}, ${int(progress.noNew)},
-        ${text(progress.cursor)}, ${text(progress.state)} ${from}
+        ${text(progress.cursor)}, ${text(progress.state.kind === 'snapshot' ? progress.state.json : null)} ${from}
       ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
         pages = series.pages + 1, items_served = series.items_served + excluded.items_served, items_written = series.items_written + excluded.items_written,
         duplicates = series.duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
-        state = excluded.state, error = NULL ${where}`;
+        state = ${progress.state.kind === 'snapshot' ? 'excluded.state' : 'series.state'}, error = NULL ${where}`;
   };
   /** Whether a series has gone past page `number` (a worker's commit whose answer was lost). */
   const seriesPassed = async (runId: string, seriesId: string, number: number) => {
@@ -166,6 +166,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           transaction(pool, async (client) => {
             await client.query(`DELETE FROM ${s}.pages WHERE pipeline = $1 AND run_id = $2`, [pipeline, runId]);
             await client.query(`DELETE FROM ${s}.series WHERE run_id = $1`, [runId]);
+            await client.query(`DELETE FROM ${s}.series_state WHERE run_id = $1`, [runId]);
             await client.query(`UPDATE ${s}.runs SET status = 'abandoned', finished_at = $1 WHERE run_id = $2`, [at, runId]);
           }),
         { idempotent: true },
@@ -174,8 +175,15 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
 
     currentSeq: () => retrying(where, currentSeq, { idempotent: true }),
     async progress(runId, seriesId) {
-      const row = (await query(`SELECT * FROM ${s}.series WHERE run_id = $1 AND series_id = $2`, [runId, seriesId]))[0];
-      return row && seriesProgressFrom(seriesId, row);
+      // The row and the changes after its snapshot in one statement: a worker may be committing the series meanwhile.
+      const row = (
+        await query(
+          `SELECT series.*, ARRAY(SELECT changes FROM ${s}.series_state c WHERE c.run_id = series.run_id AND c.series_id = series.series_id ORDER BY seq) AS state_changes
+           FROM ${s}.series WHERE run_id = $1 AND series_id = $2`,
+          [runId, seriesId],
+        )
+      )[0];
+      return row && seriesProgressFrom(seriesId, row, row.state_changes as string[]);
     },
     async commitPage(commit: PageCommit, within) {
       // The whole page — its state, and the rows and checkpoints of the sinks on this database — is one statement of
@@ -219,6 +227,12 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           );
         }
         if (!worker) w.add(seriesUpsert(w, commit, '', 'FROM w_seq'));
+        // A snapshot of the stage states replaces the changes before it; a page's changes go after them.
+        const state = commit.progress.state;
+        if (state.kind === 'snapshot') w.add(`DELETE FROM ${s}.series_state WHERE run_id = ${w.p(commit.runId)}::text AND series_id = ${w.p(commit.series.seriesId)}::text AND ${guard}`);
+        else if (state.json !== null) {
+          w.add(`INSERT INTO ${s}.series_state (run_id, series_id, seq, changes) SELECT ${w.p(commit.runId)}::text, ${w.p(commit.series.seriesId)}::text, seq, ${w.p(state.json)}::text FROM w_seq`);
+        }
         const text = (value: unknown) => `${w.p(value)}::text`;
         const entry = commit.journal;
         if (entry) {

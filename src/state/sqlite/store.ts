@@ -12,6 +12,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'webdata_meta',
   'runs',
   'series',
+  'series_state',
   'pages',
   'spend',
   'sink_checkpoints',
@@ -23,8 +24,8 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'output_claims',
 ]);
 
-/** Bumped when the state tables change. */
-export const STATE_SCHEMA_VERSION = 1;
+/** Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`). */
+export const STATE_SCHEMA_VERSION = 2;
 
 /**
  * The run-state tables in SQLite (DESIGN §4): one database per pipeline, the SQLite sink's own when there is one, so
@@ -73,6 +74,14 @@ export function openStateStore(db: Database.Database) {
       error_kind TEXT,
       PRIMARY KEY (run_id, series_id)
     );
+    -- What each page changed in its series' stage states since the series' snapshot (series.state), in journal order.
+    CREATE TABLE IF NOT EXISTS series_state (
+      run_id TEXT NOT NULL,
+      series_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      changes TEXT NOT NULL,
+      PRIMARY KEY (run_id, series_id, seq)
+    );
     CREATE TABLE IF NOT EXISTS pages (
       seq INTEGER PRIMARY KEY,
       run_id TEXT NOT NULL,
@@ -108,7 +117,10 @@ export function openStateStore(db: Database.Database) {
     );
   `);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
+  // Each version so far only added tables: an older file is brought up by the CREATEs above, then marked, so that an
+  // older webdata-etl refuses it rather than resume without what it cannot read.
   if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
+  else if (Number(version) < STATE_SCHEMA_VERSION) db.prepare(`UPDATE webdata_meta SET value = ? WHERE key = 'state_schema'`).run(String(STATE_SCHEMA_VERSION));
   db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
 
   const statements = {
@@ -122,11 +134,15 @@ export function openStateStore(db: Database.Database) {
     progress: db.prepare(`SELECT * FROM series WHERE run_id = ? AND series_id = ?`),
     commitSeries: db.prepare(`
       INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
-      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, 1, @served, @written, @duplicates, @digest, @noNew, @cursor, @state)
+      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, 1, @served, @written, @duplicates, @digest, @noNew, @cursor, @snapshot)
       ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
         pages = pages + 1, items_served = items_served + excluded.items_served, items_written = items_written + excluded.items_written,
         duplicates = duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
-        state = excluded.state, error = NULL`),
+        state = CASE WHEN @isSnapshot THEN excluded.state ELSE series.state END, error = NULL`),
+    stateChanges: db.prepare(`SELECT changes FROM series_state WHERE run_id = ? AND series_id = ? ORDER BY seq`).pluck(),
+    addStateChanges: db.prepare(`INSERT INTO series_state (run_id, series_id, seq, changes) VALUES (?, ?, ?, ?)`),
+    dropStateChanges: db.prepare(`DELETE FROM series_state WHERE run_id = ? AND series_id = ?`),
+    dropRunStateChanges: db.prepare(`DELETE FROM series_state WHERE run_id = ?`),
     endSeries: db.prepare(`
       INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
       VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, @error, @errorKind)
@@ -163,7 +179,12 @@ export function openStateStore(db: Database.Database) {
     if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
     for (const row of commit.spend) spend(row);
     if (commit.dedupe) dedupe.write(commit.dedupe, commit.runId);
-    statements.commitSeries.run({ runId: commit.runId, ...commit.series, ...commit.progress });
+    const { state, ...progress } = commit.progress;
+    const isSnapshot = state.kind === 'snapshot';
+    statements.commitSeries.run({ runId: commit.runId, ...commit.series, ...progress, snapshot: isSnapshot ? state.json : null, isSnapshot: isSnapshot ? 1 : 0 });
+    // A snapshot replaces the changes before it; changes go after them.
+    if (isSnapshot) statements.dropStateChanges.run(commit.runId, commit.series.seriesId);
+    else if (state.json !== null) statements.addStateChanges.run(commit.runId, commit.series.seriesId, seq, state.json);
     if (commit.journal) journal(commit.journal);
     for (const { sinkId, checkpoint } of commit.checkpoints) checkpoints.set(sinkId, checkpoint);
     // A promise here would commit before the sinks' writes: SQLite's transaction is synchronous.
@@ -199,6 +220,7 @@ export function openStateStore(db: Database.Database) {
       db.transaction(() => {
         statements.dropRunPages.run(runId);
         statements.dropRunSeries.run(runId);
+        statements.dropRunStateChanges.run(runId);
         statements.markAbandoned.run(at, runId);
       })();
     },
@@ -209,7 +231,7 @@ export function openStateStore(db: Database.Database) {
 
     progress(runId: string, seriesId: string): SeriesProgress | undefined {
       const row = statements.progress.get(runId, seriesId) as Record<string, unknown> | undefined;
-      return row && seriesProgressFrom(seriesId, row);
+      return row && seriesProgressFrom(seriesId, row, statements.stateChanges.all(runId, seriesId) as string[]);
     },
     /** A page, its series' progress, spend, dedupe keys, journal entry and file checkpoints, in one transaction. */
     commitPage(commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>): void {
