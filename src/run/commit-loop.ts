@@ -7,8 +7,10 @@ import type { SourceWiring } from './wiring.ts';
 
 /**
  * The run's main loop: pages come out of the source through the stages, and each is committed once (rows, progress,
- * stage state and spend in one transaction) before the series that sent it goes on. Resolves to the failure that
- * ended the loop, if one did; what is in flight is then cancelled (it could not be committed anyway).
+ * stage state and spend in one transaction) before the series that sent it goes on. Up to `window` pages are
+ * committing at once (in order, one transaction after another): the next page goes through the stages meanwhile,
+ * which is what lets a commit thread, or a database server, work while this thread does. Resolves to the failure
+ * that ended the loop, if one did; what is in flight is then cancelled (it could not be committed anyway).
  */
 export async function commitPages(
   pipeline: Pipeline,
@@ -16,24 +18,49 @@ export async function commitPages(
   committer: ReturnType<typeof createCommitter>,
   scheduler: Scheduler,
   emit: (event: RunEvent) => void,
+  window = 1,
 ): Promise<unknown> {
+  const committing = new Set<Promise<void>>();
+  // The first page that failed to commit (the pages after it fail with it): it ends the loop.
+  let failed: { error: unknown } | undefined;
+  const stopIfFailed = () => {
+    if (failed) throw failed.error;
+  };
   try {
     for await (const page of throughStages<unknown>(pipeline.source.pages(source.ctx), pipeline.stages, source.ctx)) {
-      source.processed(page.key, await committer.commit(page));
-      emit({
-        type: 'page',
-        key: page.key,
-        series: page.series.id,
-        number: page.number,
-        items: page.items.length,
-        served: page.meta.served,
-        duplicates: page.meta.dedupe?.duplicates ?? 0,
+      const committed = committer.commit(page).then((result) => {
+        source.processed(page.key, result);
+        emit({
+          type: 'page',
+          key: page.key,
+          series: page.series.id,
+          number: page.number,
+          items: page.items.length,
+          served: page.meta.served,
+          duplicates: page.meta.dedupe?.duplicates ?? 0,
+        });
       });
+      // Settled either way, it leaves the window; a failure is kept, and ends the loop at its next step.
+      const done: Promise<void> = committed.then(
+        () => void committing.delete(done),
+        (error: unknown) => {
+          committing.delete(done);
+          failed ??= { error };
+        },
+      );
+      committing.add(done);
+      stopIfFailed();
+      if (committing.size >= window) await Promise.race(committing);
+      stopIfFailed();
     }
+    await Promise.all(committing);
+    stopIfFailed();
     return undefined;
   } catch (error) {
     source.abort.abort(error);
     scheduler.abort();
+    // The pages after the one that failed fail with it (they commit in order): none is left running.
+    await Promise.all(committing);
     return error;
   }
 }

@@ -7,6 +7,7 @@ import { crashPoint } from '../crash-points.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
+import type { CommitThread } from '../state/sqlite/commit-thread.ts';
 
 export interface CommitterOptions {
   store: StateStore;
@@ -19,7 +20,16 @@ export interface CommitterOptions {
   keys?: SeenKeyStore;
   /** Claim each page's dedupe keys against other workers (a distributed run whose dedupe looks across series). */
   claimKeys?: boolean;
+  /** Where a SQLite store's page transactions run, when they can (`commitsOnThread`): else on this thread. */
+  thread?: CommitThread | undefined;
 }
+
+/** Whether a run's page transactions can run on a commit thread: a SQLite store, and every sink inside them one of rows. */
+export function commitsOnThread(store: StateStore, sinks: readonly Sink<unknown>[]): boolean {
+  return store.database.startsWith('sqlite:') && sinks.every((sink) => sink.database !== store.database || sink.rows !== undefined);
+}
+
+type CommitResult = { new: number; end?: SeriesEndReason; lost?: true };
 
 /**
  * Exactly once, page by page (DESIGN §4). A page that came out of the stages commits in one transaction of the
@@ -28,7 +38,7 @@ export interface CommitterOptions {
  * After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or
  * sending a request.
  */
-export function createCommitter({ store, runId, sinks, states, keepJournal, keys, claimKeys }: CommitterOptions) {
+export function createCommitter({ store, runId, sinks, states, keepJournal, keys, claimKeys, thread }: CommitterOptions) {
   // Sinks on the state store's own database commit inside the page's transaction, and so do file sinks, whose
   // bytes are written just before it and whose checkpoint is recorded in it; the others take the page after it.
   const inside = sinks.filter((sink) => sink.database !== undefined && sink.database === store.database);
@@ -46,6 +56,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   const writing = new Set<Promise<void>>();
   // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
   let seq: number | undefined;
+  // Pages commit in the order they came, one after the other: each waits for the one before (and fails with it).
+  let tail: Promise<unknown> = Promise.resolve();
 
   const writeEnd = (series: Series, end: Exclude<SeriesEnd, { reason: 'lost' }>) =>
     store.endSeries(runId, identity(series), {
@@ -77,6 +89,106 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     await store.prune(Math.min(...sinks.map((sink) => sink.held())));
   };
 
+  /** What a page commits, taken now: its progress and stage state, spend, journal entry, dedupe keys, file bytes. */
+  const prepare = (page: Page<unknown>, pageSeq: number) => {
+    const id = page.series.id;
+    const fresh = page.meta.dedupe?.new ?? page.items.length;
+    const streak = fresh === 0 ? (noNew.get(id) ?? 0) + 1 : 0;
+    noNew.set(id, streak);
+    const end: SeriesEndReason | undefined =
+      page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
+    const files = staged.map((sink) => ({ sink, staged: writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, pageSeq)) }));
+    const commit: PageCommit = {
+      runId,
+      seq: pageSeq,
+      series: identity(page.series),
+      progress: {
+        status: end ? 'ended' : 'active',
+        reason: end ?? null,
+        nextPage: page.number + 1,
+        served: page.meta.served,
+        written: page.items.length,
+        duplicates: page.meta.dedupe?.duplicates ?? 0,
+        digest: page.meta.digest ?? '',
+        noNew: streak,
+        cursor: page.meta.cursor ? toJson(page.meta.cursor) : null,
+        // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
+        state: states.write(id, end !== undefined),
+      },
+      spend: ledger.splice(0),
+      journal: needsJournal
+        ? { seq: pageSeq, runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
+        : null,
+      checkpoints: files.map(({ sink, staged }) => ({ sinkId: sink.id, checkpoint: staged.checkpoint })),
+      dedupe: keys ? keys.drain() : null,
+      ...(claimKeys ? { claimKeys } : {}),
+    };
+    // On the commit thread, the sinks inside the transaction hand over their rows now (the page is theirs to read now).
+    const rows = thread ? inside.map((sink) => (sink.rows as NonNullable<Sink<unknown>['rows']>)(page, pageSeq)) : [];
+    return { id, fresh, end, files, commit, rows };
+  };
+
+  /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
+  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows }: ReturnType<typeof prepare>): Promise<CommitResult> => {
+    const pageSeq = commit.seq;
+    try {
+      if (thread) await writingTo(store.path, () => thread.commit(commit, rows));
+      else {
+        await writingTo(store.path, () =>
+          store.commitPage(commit, (tx) => {
+            // SQLite's sinks write synchronously (its transaction is); PostgreSQL's queue their statements on the transaction's connection.
+            const writes = inside.map((sink) => sink.write(page, pageSeq, tx)).filter((write) => write instanceof Promise);
+            if (writes.length === 0) return crashPoint('page-transaction');
+            return Promise.all(writes).then(() => crashPoint('page-transaction'));
+          }),
+        );
+      }
+    } catch (error) {
+      // Where the journal stands is no longer known (the commit may or may not have taken its number).
+      seq = undefined;
+      if (!(error instanceof SeriesLostError)) throw error;
+      if (commit.dedupe) keys?.settled(commit.dedupe);
+      for (const file of files) file.staged.abandoned?.();
+      // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure.
+      lost.add(id);
+      committed.set(id, (committed.get(id) ?? 0) + 1);
+      await settle(id);
+      return { new: 0, lost: true };
+    }
+    if (commit.dedupe) keys?.settled(commit.dedupe);
+    // Marked once committed, not when taken: a page before it may prune meanwhile, and must not clear the mark.
+    if (commit.journal) unpruned = true;
+    for (const sinkRows of rows) sinkRows.committed();
+    for (const file of files) file.staged.committed();
+    crashPoint('after-commit');
+    for (const [index, sink] of after.entries()) {
+      if (index > 0 || inside.length > 0) crashPoint('between-sinks');
+      await writingTo(sink.path, () => sink.write(page, pageSeq));
+    }
+    await prune();
+    committed.set(id, (committed.get(id) ?? 0) + 1);
+    await settle(id);
+    return end ? { new: fresh, end } : { new: fresh };
+  };
+
+  const start = async (): Promise<void> => {
+    seq ??= await store.currentSeq();
+  };
+
+  const commit = (page: Page<unknown>): Promise<CommitResult> => {
+    if (seq === undefined) return start().then(() => commit(page));
+    let prepared: ReturnType<typeof prepare>;
+    try {
+      prepared = prepare(page, (seq += 1));
+    } catch (error) {
+      seq = undefined;
+      return Promise.reject(error);
+    }
+    const done = tail.then(() => commitPrepared(page, prepared));
+    tail = done;
+    return done;
+  };
+
   return {
     /** Whether another worker took the series over (a distributed run). */
     lost: (seriesId: string) => lost.has(seriesId),
@@ -101,74 +213,16 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       }
     },
 
-    /** Commits a page that came out of the stages; returns what the source needs for its no_new rule. */
-    async commit(page: Page<unknown>): Promise<{ new: number; end?: SeriesEndReason; lost?: true }> {
-      const id = page.series.id;
-      const fresh = page.meta.dedupe?.new ?? page.items.length;
-      const streak = fresh === 0 ? (noNew.get(id) ?? 0) + 1 : 0;
-      noNew.set(id, streak);
-      const end: SeriesEndReason | undefined =
-        page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
-      seq = (seq ?? (await store.currentSeq())) + 1;
-      const pageSeq = seq;
-      const files = staged.map((sink) => ({ sink, staged: writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, pageSeq)) }));
-      const commit: PageCommit = {
-        runId,
-        seq: pageSeq,
-        series: identity(page.series),
-        progress: {
-          status: end ? 'ended' : 'active',
-          reason: end ?? null,
-          nextPage: page.number + 1,
-          served: page.meta.served,
-          written: page.items.length,
-          duplicates: page.meta.dedupe?.duplicates ?? 0,
-          digest: page.meta.digest ?? '',
-          noNew: streak,
-          cursor: page.meta.cursor ? toJson(page.meta.cursor) : null,
-          // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
-          state: states.write(id, end !== undefined),
-        },
-        spend: ledger.splice(0),
-        journal: needsJournal
-          ? { seq: pageSeq, runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
-          : null,
-        checkpoints: files.map(({ sink, staged }) => ({ sinkId: sink.id, checkpoint: staged.checkpoint })),
-        dedupe: keys ? keys.drain() : null,
-        ...(claimKeys ? { claimKeys } : {}),
-      };
-      if (commit.journal) unpruned = true;
-      try {
-        await writingTo(store.path, () =>
-          store.commitPage(commit, (tx) => {
-            // SQLite's sinks write synchronously (its transaction is); PostgreSQL's queue their statements on the transaction's connection.
-            const writes = inside.map((sink) => sink.write(page, pageSeq, tx)).filter((write) => write instanceof Promise);
-            if (writes.length === 0) return crashPoint('page-transaction');
-            return Promise.all(writes).then(() => crashPoint('page-transaction'));
-          }),
-        );
-      } catch (error) {
-        // Where the journal stands is no longer known (the commit may or may not have taken its number).
-        seq = undefined;
-        if (!(error instanceof SeriesLostError)) throw error;
-        for (const file of files) file.staged.abandoned?.();
-        // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure.
-        lost.add(id);
-        committed.set(id, (committed.get(id) ?? 0) + 1);
-        await settle(id);
-        return { new: 0, lost: true };
-      }
-      for (const file of files) file.staged.committed();
-      crashPoint('after-commit');
-      for (const [index, sink] of after.entries()) {
-        if (index > 0 || inside.length > 0) crashPoint('between-sinks');
-        await writingTo(sink.path, () => sink.write(page, pageSeq));
-      }
-      await prune();
-      committed.set(id, (committed.get(id) ?? 0) + 1);
-      await settle(id);
-      return end ? { new: fresh, end } : { new: fresh };
-    },
+    /** The journal's number now: pages can then be handed over without waiting (`commit`). */
+    start,
+
+    /**
+     * Commits a page that came out of the stages; resolves to what the source needs for its no_new rule. What the
+     * page takes with it — its series' stage state, the dedupe keys and spend so far, its journal number, a file
+     * sink's bytes — is taken before this returns, so the next page may go through the stages while this one commits
+     * (after `start`); the commit itself waits for the pages before it.
+     */
+    commit,
 
     /** A series ended: ends carried by a page are already committed; the others are written once its pages are. */
     async seriesEnded(series: Series, end: SeriesEnd): Promise<void> {

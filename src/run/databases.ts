@@ -1,6 +1,6 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import Database from 'better-sqlite3';
+import { resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import { openDatabase } from '../state/sqlite/open-database.ts';
 import { postgresPools } from '../postgres/pools.ts';
 import { writingTo } from './output-error.ts';
 
@@ -29,25 +29,4 @@ export function databaseRegistry() {
       await pools.closeAll();
     },
   };
-}
-
-function openDatabase(file: string): Database.Database {
-  mkdirSync(dirname(file), { recursive: true });
-  // Created readable by its owner only (a stricter umask narrows it further); SQLite gives its -wal and -shm files
-  // the same permissions. An existing file keeps the mode its owner chose.
-  closeSync(openSync(file, 'a', 0o600));
-  const db = new Database(file);
-  try {
-    db.pragma('journal_mode = WAL');
-    // WAL with synchronous=NORMAL survives a killed process; power loss is out of scope (DESIGN §4).
-    db.pragma('synchronous = NORMAL');
-    db.pragma('busy_timeout = 5000');
-    // Checkpoint the WAL every ~40 MB rather than every 4 MB: a checkpoint syncs the files, and at thousands
-    // of pages a minute the default's syncs add up.
-    db.pragma('wal_autocheckpoint = 10000');
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  return db;
 }

@@ -1,6 +1,7 @@
 import { seriesStates } from '../pipeline/context.ts';
 import { closeRun } from './close-run.ts';
-import { createCommitter } from './commit.ts';
+import { commitsOnThread, createCommitter } from './commit.ts';
+import { type CommitThread, commitThread } from '../state/sqlite/commit-thread.ts';
 import { commitPages } from './commit-loop.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from './define.ts';
@@ -14,6 +15,9 @@ import type { RunSummary } from './summary.ts';
 import { countedBy, joinAsWorker, obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
+
+/** Pages committing at once, in order: enough to keep a commit thread (or a database server) busy, few enough to hold. */
+const COMMIT_WINDOW = 4;
 export { statePath } from './outputs.ts';
 
 /**
@@ -33,6 +37,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   const held: Held = { sinks: [] };
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
   let left = 'failed';
+  let thread: CommitThread | undefined;
   try {
     const opened = await openRun(pipeline, plan, options, databases, held);
     const { store, runId, decision, previous } = opened;
@@ -46,7 +51,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     const keys = store.seenKeys(runId);
     // A worker whose dedupe looks across series claims each page's keys against the other workers.
     const claimKeys = worker !== undefined && dedupesAcrossSeries(pipeline);
-    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys });
+    // A SQLite store's page transactions run on a thread of their own, while this one goes on with the next pages.
+    if (commitsOnThread(store, held.sinks)) thread = commitThread(store.path);
+    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys, thread });
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.
@@ -73,11 +80,15 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
 
     // The commit loop, until the sources are done, the run stops, or something fails.
     const unsubscribe = obeySignals(scheduler, options);
-    let failure = await commitPages(pipeline, source, committer, scheduler, worker ? countedBy(worker, emit) : emit);
+    // A worker of a distributed run commits one page at a time: a series another worker took over is found out at its commit.
+    if (!worker) await committer.start();
+    let failure = await commitPages(pipeline, source, committer, scheduler, worker ? countedBy(worker, emit) : emit, worker ? 1 : COMMIT_WINDOW);
     unsubscribe();
     await scheduler.onIdle();
     failure ??= ledgerFailure();
     if (failure === undefined) await committer.flush();
+    await thread?.close();
+    thread = undefined;
 
     const summary = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, worker }, failure);
     left = summary.status;
@@ -85,6 +96,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   } catch (error) {
     throw explainOutputFailure(error, outputSuspects(error, pipeline));
   } finally {
+    await thread?.close();
     await held.worker?.leave(left);
     await held.lease?.release();
     for (const sink of held.sinks) await sink.close();

@@ -8,6 +8,15 @@ import type { NormalizedItem } from '../stages/normalized-item.ts';
 /** Where a results table lives: a SQLite connection, or a PostgreSQL pool and the table's schema. */
 export type ResultsDatabase = { readonly kind: 'sqlite'; readonly db: Database.Database } | { readonly kind: 'postgres'; readonly pool: Pool; readonly schema: string };
 
+/** A page's rows for a SQLite table, as data: what the commit thread inserts for a sink (see `Sink.rows`). */
+export interface SinkRows {
+  readonly sinkId: string;
+  /** The prepared insert (the sink's own, with its columns and mode). */
+  readonly sql: string;
+  readonly values: unknown[][];
+  committed(): void;
+}
+
 /** What a sink gets when the run opens it. */
 export interface SinkContext {
   readonly runId: string;
@@ -55,6 +64,12 @@ export interface Sink<I = NormalizedItem> {
   /** The sequence number of the last journal page this sink holds (valid after `open`): what replay starts after. */
   held(): number;
   write(page: Page<I>, seq: number, tx?: SharedTransaction): void | Promise<void>;
+  /**
+   * A sink of plain rows on the state store's SQLite file, instead of `write`: the page's rows as one insert
+   * statement's values, which the page's transaction writes wherever it runs (the commit thread), with the sink's
+   * checkpoint; `committed` is called once it has.
+   */
+  rows?(page: Page<I>, seq: number): SinkRows;
   /**
    * File sinks whose checkpoint lives in the state store: write the page's bytes now, not yet committed, and return
    * the new checkpoint, which the runner records inside the page's own transaction (then calls `committed`). A crash

@@ -46,7 +46,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
-  let opened: { db: Database.Database; insertPage: (page: Page<Record<string, unknown>>, seq: number) => void } | undefined;
+  let opened: { db: Database.Database; sql: string; values: (item: Record<string, unknown>) => unknown[]; insertPage: (page: Page<Record<string, unknown>>, seq: number) => void } | undefined;
   let lease: Lease | undefined;
   let held = 0;
 
@@ -83,7 +83,8 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
         held = ctx.currentSeq;
         checkpoints.set(id, { seq: held, bytes: null });
       }
-      const insert = db.prepare(mode === 'upsert' ? upsertSql(table, columns) : `INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
+      const sql = mode === 'upsert' ? upsertSql(table, columns) : `INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`;
+      const insert = db.prepare(sql);
       const values =
         mode === 'upsert'
           ? (item: Record<string, unknown>) => [...columns.map((column) => sqlValue(item[column])), sqlValue(item.fetched_at), sqlValue(item.fetched_at), sqlValue(item.run_id)]
@@ -93,7 +94,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
         for (const item of page.items) insert.run(values(item));
         checkpoints.set(id, { seq, bytes: null });
       });
-      opened = { db, insertPage };
+      opened = { db, sql, values, insertPage };
     },
     held: () => held,
     write(page, seq) {
@@ -101,6 +102,18 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
       insertPage(page, seq);
       held = seq;
+    },
+    rows(page, seq) {
+      const { sql, values } = ready();
+      if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
+      return {
+        sinkId: id,
+        sql,
+        values: page.items.map(values),
+        committed: () => {
+          held = seq;
+        },
+      };
     },
     discard(runId) {
       // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.

@@ -130,6 +130,11 @@ export interface SeenKeyStore {
   view(runScoped: boolean): SeenKeys;
   /** Takes what pages added since the last call, for the next page's commit. */
   drain(): DedupeWrites;
+  /**
+   * What a `drain` took is settled: committed with its page (the store's tables answer for it now), or refused with
+   * it. Until then its keys still count as seen: later pages go through dedupe while earlier ones are committing.
+   */
+  settled(writes: DedupeWrites): void;
   /** A finished run's run-scoped keys go. */
   forgetRun(): Promise<void>;
 }

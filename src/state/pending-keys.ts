@@ -15,16 +15,21 @@ export interface KeyTable {
  */
 export function pendingKeys(runId: string, table: KeyTable): SeenKeyStore {
   const pending = new Map<string, { scope: string; key: string; runId: string | null }>();
+  // Keys drained into pages that are committing: not yet in the store's tables, still seen.
+  const committing = new Set<string>();
   const sightings: Sighting[] = [];
   const id = (scope: string, key: string) => `${scope}\u0000${key}`;
+  const held = (scope: string, key: string) => pending.has(id(scope, key)) || committing.has(id(scope, key));
   return {
     /** `runScoped`: keys of this run only (forgotten when it finishes); otherwise kept across runs. */
     view(runScoped) {
       return {
         async seen(scope, keys) {
-          const unknown = keys.filter((key) => !pending.has(id(scope, key)));
+          const known = keys.filter((key) => held(scope, key));
+          const unknown = keys.filter((key) => !held(scope, key));
           const committed = unknown.length === 0 ? [] : await table.has(scope, unknown);
-          return new Set([...keys.filter((key) => pending.has(id(scope, key))), ...committed]);
+          // And those held now: another page may have added one while the store was asked.
+          return new Set([...known, ...keys.filter((key) => held(scope, key)), ...committed]);
         },
         add: (scope, key) => {
           pending.set(id(scope, key), { scope, key, runId: runScoped ? runId : null });
@@ -36,8 +41,12 @@ export function pendingKeys(runId: string, table: KeyTable): SeenKeyStore {
     },
     drain() {
       const writes = { keys: [...pending.values()], sightings: sightings.splice(0) };
+      for (const key of pending.keys()) committing.add(key);
       pending.clear();
       return writes;
+    },
+    settled(writes) {
+      for (const { scope, key } of writes.keys) committing.delete(id(scope, key));
     },
     forgetRun: () => table.forgetRun(),
   };

@@ -1,0 +1,70 @@
+import { Worker } from 'node:worker_threads';
+import { OutputError, type OutputProblem } from '../../errors/output-error.ts';
+import { entryBeside } from '../../run/bounded-thread.ts';
+import type { SinkRows } from '../../sinks/sink.ts';
+import type { PageCommit } from '../interfaces.ts';
+
+export type CommitRequest =
+  | { type: 'commit'; id: number; commit: PageCommit; rows: Omit<SinkRows, 'committed'>[] }
+  | { type: 'close' };
+export interface CommitReply {
+  id: number;
+  error?: { name: string; message: string; code?: string; problem?: string };
+}
+
+/**
+ * Page transactions of a SQLite state store on a thread of their own (DESIGN §4), so that the run's thread goes on
+ * with the next pages — answers parsed, stages run — while SQLite writes the last one: with two cores, neither waits
+ * for the other. The thread has its own connection to the file (WAL: the run's connection reads what it commits, and
+ * its other writes wait their turn); pages commit one at a time, in the order given, each one transaction as before.
+ */
+export function commitThread(path: string) {
+  // Its heap holds a page or two at a time.
+  const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), { workerData: { path }, resourceLimits: { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 256 } });
+  const waiting = new Map<number, { resolve(): void; reject(error: unknown): void }>();
+  let next = 1;
+  // Once the thread has failed or gone, every page after fails the same way: nothing commits out of order.
+  let broken: unknown;
+  const fail = (error: unknown) => {
+    broken ??= error;
+    for (const { reject } of waiting.values()) reject(broken);
+    waiting.clear();
+  };
+  worker.on('message', (message: CommitReply) => {
+    if (message.id === 0 && message.error) return fail(rebuilt(message.error));
+    const waiter = waiting.get(message.id);
+    waiting.delete(message.id);
+    if (message.error) waiter?.reject(rebuilt(message.error));
+    else waiter?.resolve();
+  });
+  worker.on('error', fail);
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  void exited.then(() => fail(new Error(`the commit thread of ${path} ended`)));
+
+  return {
+    /** Commits the page, with the sinks' rows, in one transaction on the thread; resolves once it is committed. */
+    commit(commit: PageCommit, rows: readonly SinkRows[]): Promise<void> {
+      if (broken !== undefined) return Promise.reject(broken);
+      const id = next++;
+      return new Promise<void>((resolve, reject) => {
+        waiting.set(id, { resolve, reject });
+        const request: CommitRequest = { type: 'commit', id, commit, rows: rows.map(({ sinkId, sql, values }) => ({ sinkId, sql, values })) };
+        worker.postMessage(request);
+      });
+    },
+    /** Lets the thread go once what was sent is committed (or failed). */
+    async close(): Promise<void> {
+      if (broken === undefined) worker.postMessage({ type: 'close' } satisfies CommitRequest);
+      else await worker.terminate();
+      await exited;
+    },
+  };
+}
+
+export type CommitThread = ReturnType<typeof commitThread>;
+
+/** A failure on the thread as the run's thread would have had it: an OutputError as such, a SQLite error with its code. */
+function rebuilt(error: NonNullable<CommitReply['error']>): Error {
+  if (error.name === 'OutputError' && error.problem) return new OutputError(error.problem as OutputProblem, error.message, undefined);
+  return Object.assign(new Error(error.message), { name: error.name, ...(error.code ? { code: error.code } : {}) });
+}
