@@ -4,6 +4,8 @@
  */
 export interface Channel<T> extends AsyncIterable<T> {
   push(item: T): Promise<void>;
+  /** Resolves once fewer than `n` items wait for the consumer (it keeps up): producers ask before they make more. */
+  room(n: number): Promise<void>;
   /** No more items: the consumer ends after the queued ones. */
   close(): void;
   /** The consumer went away (or failed): waiting and later pushes reject with `reason`. */
@@ -16,6 +18,8 @@ export function createChannel<T>(capacity: number): Channel<T> {
   let cancelled: { reason: unknown } | undefined;
   let wakeConsumer: (() => void) | undefined;
   const waitingProducers: { resolve: () => void; reject: (reason: unknown) => void }[] = [];
+  // Producers waiting for the queue to be shorter than their `n`: each item taken lets the first of them go.
+  const waitingForRoom: { n: number; resolve: () => void; reject: (reason: unknown) => void }[] = [];
 
   const wake = () => {
     const w = wakeConsumer;
@@ -32,15 +36,22 @@ export function createChannel<T>(capacity: number): Channel<T> {
       if (queue.length <= capacity) return Promise.resolve();
       return new Promise<void>((resolve, reject) => waitingProducers.push({ resolve, reject }));
     },
+    room(n) {
+      if (cancelled) return Promise.reject(cancelled.reason);
+      if (queue.length < n && waitingForRoom.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => waitingForRoom.push({ n, resolve, reject }));
+    },
     close() {
       closed = true;
       wake();
+      // Nothing more will be taken from a closed queue's producers: they go on (and find it closed).
+      for (const waiter of waitingForRoom.splice(0)) waiter.resolve();
     },
     cancel(reason) {
       if (cancelled) return;
       cancelled = { reason };
       queue.length = 0;
-      for (const producer of waitingProducers.splice(0)) producer.reject(reason);
+      for (const producer of [...waitingProducers.splice(0), ...waitingForRoom.splice(0)]) producer.reject(reason);
       wake();
     },
     async *[Symbol.asyncIterator]() {
@@ -51,10 +62,14 @@ export function createChannel<T>(capacity: number): Channel<T> {
           if (item !== undefined) {
             // Room again: let one waiting producer go on.
             if (queue.length < capacity) waitingProducers.shift()?.resolve();
+            const first = waitingForRoom[0];
+            if (first && queue.length < first.n) waitingForRoom.shift()?.resolve();
             yield item;
             continue;
           }
           if (closed) return;
+          // Nothing waits: every producer holding back may go (one that makes nothing must not leave the rest waiting).
+          for (const waiter of waitingForRoom.splice(0)) waiter.resolve();
           await new Promise<void>((resolve) => {
             wakeConsumer = resolve;
           });

@@ -70,12 +70,13 @@ export function defineSource(spec: SourceSpec): Source {
   return {
     plan,
     pages: (ctx) =>
-      fetchAll(spec.series()[Symbol.iterator](), ctx, (series, resume, push) =>
+      fetchAll(spec.series()[Symbol.iterator](), ctx, (series, resume, push, ready) =>
         pageSeries({
           series,
           resume,
           ctx,
           push,
+          ready,
           paginator: paginatorFor(series),
           limits,
           stopAfterNoNew: spec.stopAfterNoNew,

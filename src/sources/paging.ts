@@ -28,6 +28,8 @@ export interface SeriesPaging {
   ctx: SourceContext;
   /** Hands a page on (through the bounded channel of `fetchAll`). */
   push: (page: Page) => Promise<void>;
+  /** Resolves once few enough answered pages wait for the stages to ask for another (`fetchAll`'s backlog). */
+  ready?: () => Promise<void>;
   paginator: Paginator;
   limits: StopLimits;
   /** End the series after this many pages in a row with nothing new after the stages (`no_new`). */
@@ -44,10 +46,16 @@ export interface SeriesPaging {
 export async function* fetchAll(
   all: Iterator<Series>,
   ctx: SourceContext,
-  run: (series: Series, resume: Resumed, push: (page: Page) => Promise<void>) => Promise<SeriesEnd>,
+  run: (series: Series, resume: Resumed, push: (page: Page) => Promise<void>, ready: () => Promise<void>) => Promise<SeriesEnd>,
 ): AsyncGenerator<Page> {
   const concurrency = ctx.scheduler.stats().concurrency;
   const channel = createChannel<Page>(Math.max(4, concurrency * 2));
+  // Answered pages waiting for the stages, at most about this many before a series asks for its next one: when the
+  // stages and commits are slower than the network, answers wait as requests not yet sent rather than as parsed pages
+  // in memory (up to the concurrency of them). Each page taken lets one more request go, so the requests in flight
+  // still cover the latency.
+  const backlog = Math.max(4, Math.min(8, concurrency));
+  const ready = () => channel.room(backlog);
   const feed = ctx.feed?.(all);
   // A worker holds few series at a time, so that the run's series spread over its workers.
   const maxActive = feed ? concurrency + 1 : Math.max(8, concurrency * 4);
@@ -62,7 +70,7 @@ export async function* fetchAll(
     ctx
       .progress(series)
       // Ended in an earlier invocation of this run: nothing to do.
-      .then((resume) => (resume?.done ? undefined : run(series, resume, (page) => channel.push(page))))
+      .then((resume) => (resume?.done ? undefined : run(series, resume, (page) => channel.push(page), ready)))
       // Recording the end can fail too (a full disk): it then fails the stream like any other error.
       .then((end) => end && ctx.seriesEnded(series, end))
       .catch((error: unknown) => {
@@ -125,6 +133,7 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
   let pushed = 0;
   let request = paginator.first(options.resume);
   for (;;) {
+    await options.ready?.();
     const release = await ctx.pagePermit();
     // A worker waits for its permit until it knows its series are still its own (after a freeze, they may not be).
     if (ctx.lost?.(series)) {

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { OutputError, type OutputProblem } from '../../errors/output-error.ts';
-import { entryBeside } from '../../run/bounded-thread.ts';
+import { entryBeside, heapLimitMb } from '../../run/bounded-thread.ts';
 import type { SinkRows } from '../../sinks/sink.ts';
 import type { PageCommit } from '../interfaces.ts';
 
@@ -19,8 +19,12 @@ export interface CommitReply {
  * its other writes wait their turn); pages commit one at a time, in the order given, each one transaction as before.
  */
 export function commitThread(path: string) {
-  // Its heap holds a page or two at a time.
-  const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), { workerData: { path }, resourceLimits: { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 256 } });
+  // Its heap holds the pages committing (a few), and little else: a small young generation keeps it from growing
+  // (each page is garbage once written); the old generation may grow as the run's own (pages of large answers).
+  const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
+    workerData: { path },
+    resourceLimits: { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: heapLimitMb() },
+  });
   const waiting = new Map<number, { resolve(): void; reject(error: unknown): void }>();
   let next = 1;
   // Once the thread has failed or gone, every page after fails the same way: nothing commits out of order.
