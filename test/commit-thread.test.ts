@@ -1,43 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { dedupe, definePipeline, normalize, type Page, run, type Source, type Stage, toCsv, toSqlite } from '../src/index.ts';
-import type { Series } from '../src/pipeline/page.ts';
+import { dedupe, definePipeline, normalize, run, type Stage, toCsv, toSqlite } from '../src/index.ts';
+import { madeUpSource, offline } from './fixtures/made-up-source.ts';
 import { csvRows, sqliteRows, workdir } from './pipeline-helpers.ts';
 
-/** Pages made up in memory, each ready at once (no network: what is measured is the order of stages and commits). */
-function madeUp(seriesCount: number, pages: number, url: (series: number, page: number, index: number) => string): Source {
-  const seriesOf = (i: number): Series => ({ id: `search|q${i}||`, endpoint: '/searchengine/search', query: `q${i}`, country: '', lang: '' });
-  return {
-    plan: () => ({
-      endpoint: '/searchengine/search',
-      seriesCount,
-      maxPages: pages,
-      fingerprint: { seriesCount, pages },
-      *series() {
-        for (let i = 0; i < seriesCount; i++) yield seriesOf(i);
-      },
-    }),
-    async *pages(ctx) {
-      for (let i = 0; i < seriesCount; i++) {
-        const series = seriesOf(i);
-        for (let number = 1; number <= pages; number++) {
-          const items = Array.from({ length: 10 }, (_, k) => ({ title: `t${k}`, url: url(i, number, k) }));
-          const last = number === pages;
-          const page: Page = {
-            key: `${series.id}#${number}`,
-            series,
-            number,
-            items,
-            meta: { status: 200, requestId: undefined, fetchedAt: '2026-11-23T00:00:00.000Z', latencyMs: 0, bytes: 0, served: items.length, ...(last ? { end: 'max_pages' as const } : {}) },
-          };
-          yield page;
-        }
-        ctx.seriesEnded(series, { reason: 'max_pages', pages });
-      }
-    },
-  };
-}
-
-const offline = { baseUrl: 'http://127.0.0.1:9/api/v1', apiKey: 'unused', env: {} };
+/** `series` series of `pages` pages of 10 items. */
+const madeUp = (series: number, pages: number, url: (series: number, page: number, index: number) => string) => madeUpSource({ series, pages, perPage: 10, url });
 
 describe('page transactions on a thread of their own (SQLite)', () => {
   it('the next page goes through the stages while the one before it commits; every page commits once, in order', async () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { run, ValidationError } from '../src/index.ts';
 import { UsageError } from '../src/errors/index.ts';
-import { postedError } from '../src/run/run-module.ts';
+import { postedError } from '../src/run/posted-error.ts';
 import { cli, config, envFor, pipelineFile, startCli } from './cli-helpers.ts';
 import { rejection, simulator, TEST_KEY } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';

@@ -2,7 +2,8 @@
 import { fileURLToPath } from 'node:url';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadPipeline } from '../cli/load-pipeline.ts';
-import { type ModuleRunReport, postedError } from './run-module.ts';
+import { postedError } from './posted-error.ts';
+import type { ModuleRunReport } from './run-module.ts';
 import { run } from './run.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 

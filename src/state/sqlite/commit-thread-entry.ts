@@ -3,6 +3,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { crashPoint } from '../../crash-points.ts';
+import { postedError } from '../../run/posted-error.ts';
 import type { CommitReply, CommitRequest } from './commit-thread.ts';
 import { openDatabase } from './open-database.ts';
 import { openStateStore } from './store.ts';
@@ -10,24 +11,13 @@ import { openStateStore } from './store.ts';
 const { path } = workerData as { path: string };
 const reply = (message: CommitReply) => parentPort?.postMessage(message);
 
-/** What crosses back of a failure: its kind, its words and its code (a full disk, a lock), which say what to do. */
-function failure(error: unknown): CommitReply['error'] {
-  const { name, message, code, problem } = error as { name?: unknown; message?: unknown; code?: unknown; problem?: unknown };
-  return {
-    name: typeof name === 'string' ? name : 'Error',
-    message: typeof message === 'string' ? message : String(error),
-    ...(typeof code === 'string' ? { code } : {}),
-    ...(typeof problem === 'string' ? { problem } : {}),
-  };
-}
-
 let db: Database.Database | undefined;
 let tables: ReturnType<typeof openStateStore> | undefined;
 try {
   db = openDatabase(path);
   tables = openStateStore(db);
 } catch (error) {
-  reply({ id: 0, error: failure(error) });
+  reply({ id: 0, error: postedError(error) });
 }
 const inserts = new Map<string, Database.Statement>();
 const insert = (sql: string) => {
@@ -45,7 +35,7 @@ parentPort?.on('message', (request: CommitRequest) => {
     parentPort?.close();
     return;
   }
-  if (!tables) return reply({ id: request.id, error: { name: 'Error', message: `the commit thread could not open ${path}` } });
+  if (!tables) return reply({ id: request.id, error: postedError(new Error(`the commit thread could not open ${path}`)) });
   const { commit, rows } = request;
   try {
     tables.commitPage(commit, () => {
@@ -58,6 +48,6 @@ parentPort?.on('message', (request: CommitRequest) => {
     });
     reply({ id: request.id });
   } catch (error) {
-    reply({ id: request.id, error: failure(error) });
+    reply({ id: request.id, error: postedError(error) });
   }
 });

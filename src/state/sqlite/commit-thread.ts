@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
-import { OutputError, type OutputProblem } from '../../errors/output-error.ts';
 import { entryBeside, heapLimitMb } from '../../run/bounded-thread.ts';
+// A failure there comes back of its own class with its fields (an OutputError's problem, a SQLite error's code).
+import { type PostedError, rebuilt } from '../../run/posted-error.ts';
 import type { SinkRows } from '../../sinks/sink.ts';
 import type { PageCommit } from '../interfaces.ts';
 
@@ -9,7 +10,7 @@ export type CommitRequest =
   | { type: 'close' };
 export interface CommitReply {
   id: number;
-  error?: { name: string; message: string; code?: string; problem?: string };
+  error?: PostedError;
 }
 
 /**
@@ -19,11 +20,11 @@ export interface CommitReply {
  * its other writes wait their turn); pages commit one at a time, in the order given, each one transaction as before.
  */
 export function commitThread(path: string) {
-  // Its heap holds the pages committing (a few), and little else: a small young generation keeps it from growing
+  // Its heap holds the pages committing (two), and little else: a young generation of 1 MB keeps it from growing
   // (each page is garbage once written); the old generation may grow as the run's own (pages of large answers).
   const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
     workerData: { path },
-    resourceLimits: { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: heapLimitMb() },
+    resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: heapLimitMb() },
   });
   const waiting = new Map<number, { resolve(): void; reject(error: unknown): void }>();
   let next = 1;
@@ -66,9 +67,3 @@ export function commitThread(path: string) {
 }
 
 export type CommitThread = ReturnType<typeof commitThread>;
-
-/** A failure on the thread as the run's thread would have had it: an OutputError as such, a SQLite error with its code. */
-function rebuilt(error: NonNullable<CommitReply['error']>): Error {
-  if (error.name === 'OutputError' && error.problem) return new OutputError(error.problem as OutputProblem, error.message, undefined);
-  return Object.assign(new Error(error.message), { name: error.name, ...(error.code ? { code: error.code } : {}) });
-}
