@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { dedupe, definePipeline, normalize, run, type Stage, toCsv, toSqlite } from '../src/index.ts';
 import { madeUpSource, offline } from './fixtures/made-up-source.ts';
+import { commitThread } from '../src/state/sqlite/commit-thread.ts';
+import { rejection } from './helpers.ts';
 import { csvRows, sqliteRows, workdir } from './pipeline-helpers.ts';
 
 /** `series` series of `pages` pages of 10 items. */
@@ -52,5 +54,40 @@ describe('page transactions on a thread of their own (SQLite)', () => {
     expect(sqliteRows(path, 'SELECT COUNT(*) AS n FROM results')).toEqual([{ n: 180 }]);
     expect(csvRows(dir.path('out.csv'))).toHaveLength(180);
     expect(sqliteRows(path, 'SELECT sink_id, seq FROM sink_checkpoints ORDER BY sink_id').map((row) => row.seq)).toEqual([18, 18]);
+  });
+});
+
+describe('the commit thread itself', () => {
+  it('a page larger than its heap fails the commit as the run’s own heap limit does (HeapLimitError, WEBDATA_HEAP_MB), and later pages with it', async () => {
+    using dir = workdir();
+    const before = process.env.WEBDATA_HEAP_MB;
+    process.env.WEBDATA_HEAP_MB = '128';
+    const thread = commitThread(dir.path('state.sqlite'));
+    try {
+      const page = (seq: number, values: unknown[][]): Parameters<typeof thread.commit> => [
+        {
+          runId: 'r',
+          seq,
+          series: { seriesId: 's', endpoint: '/searchengine/search', query: 'q', country: '', lang: '' },
+          progress: { status: 'active', reason: null, nextPage: seq + 1, served: 1, written: 1, duplicates: 0, digest: 'd', noNew: 0, cursor: null, state: { kind: 'changes', json: null } },
+          spend: [],
+          journal: null,
+          checkpoints: [],
+          dedupe: null,
+        },
+        [{ sinkId: 'sqlite:x#t', sql: 'CREATE TABLE IF NOT EXISTS t (v TEXT)', values, committed: () => undefined }],
+      ];
+      // 48 values of 4 MB: about 200 MB once the thread has them, past its 128 MB.
+      const huge = Array.from({ length: 48 }, (_, i) => [`${i}`.padEnd(4 * 1024 * 1024, 'x')]);
+      const error = await rejection(thread.commit(...page(1, huge)));
+      expect(error.name).toBe('HeapLimitError');
+      expect(error.message).toMatch(/used up its heap \(128 MB\).*set WEBDATA_HEAP_MB higher/);
+      // Nothing commits after a page that did not: the next fails the same way.
+      expect((await rejection(thread.commit(...page(2, [])))).name).toBe('HeapLimitError');
+    } finally {
+      if (before === undefined) delete process.env.WEBDATA_HEAP_MB;
+      else process.env.WEBDATA_HEAP_MB = before;
+      await thread.close();
+    }
   });
 });

@@ -54,7 +54,7 @@ export async function onBoundedThread<M>(
 }
 
 /** A thread that ended on its heap limit (`HeapLimitError`), in words that say what to do; any other failure as it came. */
-function threadFailure(error: unknown, heapMb: number): unknown {
+export function threadFailure(error: unknown, heapMb: number): unknown {
   if ((error as { code?: string } | null)?.code !== 'ERR_WORKER_OUT_OF_MEMORY') return error;
   const message = `the run used up its heap (${heapMb} MB): a stage or sink keeps more than that in memory. What was committed is kept; set WEBDATA_HEAP_MB higher (megabytes) and run again to resume`;
   return Object.assign(new Error(message), { name: 'HeapLimitError' });

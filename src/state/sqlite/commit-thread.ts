@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { entryBeside, heapLimitMb } from '../../run/bounded-thread.ts';
+import { entryBeside, heapLimitMb, threadFailure } from '../../run/bounded-thread.ts';
 // A failure there comes back of its own class with its fields (an OutputError's problem, a SQLite error's code).
 import { type PostedError, rebuilt } from '../../run/posted-error.ts';
 import type { SinkRows } from '../../sinks/sink.ts';
@@ -22,9 +22,10 @@ export interface CommitReply {
 export function commitThread(path: string) {
   // Its heap holds the pages committing (two), and little else: a young generation of 1 MB keeps it from growing
   // (each page is garbage once written); the old generation may grow as the run's own (pages of large answers).
+  const heapMb = heapLimitMb();
   const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
     workerData: { path },
-    resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: heapLimitMb() },
+    resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: heapMb },
   });
   const waiting = new Map<number, { resolve(): void; reject(error: unknown): void }>();
   let next = 1;
@@ -42,7 +43,8 @@ export function commitThread(path: string) {
     if (message.error) waiter?.reject(rebuilt(message.error));
     else waiter?.resolve();
   });
-  worker.on('error', fail);
+  // Its heap limit says what to do as the run's own does (WEBDATA_HEAP_MB).
+  worker.on('error', (error) => fail(threadFailure(error, heapMb)));
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   void exited.then(() => fail(new Error(`the commit thread of ${path} ended`)));
 
