@@ -129,10 +129,10 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   };
 
   /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
-  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows }: ReturnType<typeof prepare>): Promise<CommitResult> => {
+  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows }: ReturnType<typeof prepare>, sent: Promise<void> | undefined): Promise<CommitResult> => {
     const pageSeq = commit.seq;
     try {
-      if (thread) await writingTo(store.path, () => thread.commit(commit, rows));
+      if (sent) await sent;
       else {
         await writingTo(store.path, () =>
           store.commitPage(commit, (tx) => {
@@ -184,7 +184,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       seq = undefined;
       return Promise.reject(error);
     }
-    const done = tail.then(() => commitPrepared(page, prepared));
+    // On the commit thread the page goes at once (the thread commits in order, and the journal's number refuses a page
+    // whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
+    const sent = thread ? writingTo(store.path, () => thread.commit(prepared.commit, prepared.rows)) : undefined;
+    sent?.catch(() => undefined);
+    const done = tail.then(() => commitPrepared(page, prepared, sent));
     tail = done;
     return done;
   };

@@ -17,10 +17,11 @@ import { countedBy, joinAsWorker, obeySignals, recordSpend, schedulerFor, source
 export type { RunEvent, RunOptions } from './run-types.ts';
 
 /**
- * Pages committing at once, in order: one being written while the next is handed over keeps a commit thread (or a
- * database server) busy; more measured no faster (scenario (e): 4 against 2) and only held more pages.
+ * Pages committing at once, in order. On the commit thread, pages that wait there commit together in one transaction,
+ * so a wider window saves COMMITs: (e) measured 0.65 of the raw insert at 2, 0.68 at 4, 0.77 at 8 (the page permits
+ * bound what is in flight anyway: the concurrency).
  */
-const COMMIT_WINDOW = 2;
+const COMMIT_WINDOW = 8;
 export { statePath } from './outputs.ts';
 
 /**

@@ -29,25 +29,52 @@ const insert = (sql: string) => {
   return statement;
 };
 
-parentPort?.on('message', (request: CommitRequest) => {
-  if (request.type === 'close') {
-    db?.close();
-    parentPort?.close();
+/** One page's transaction: its state (the store's statements) and its sinks' rows, with their checkpoints. */
+const commitOne = (store: ReturnType<typeof openStateStore>, { commit, rows }: Extract<CommitRequest, { type: 'commit' }>) =>
+  store.commitPage(commit, () => {
+    for (const sink of rows) {
+      const statement = insert(sink.sql);
+      for (const values of sink.values) statement.run(values);
+      store.checkpoints.set(sink.sinkId, { seq: commit.seq, bytes: null });
+    }
+    crashPoint('page-transaction');
+  });
+
+// Pages that arrived while the last transaction was being written commit together, in one transaction (each still
+// whole, in order): a COMMIT is most of a small page's cost. A page that fails takes the pages with it back, as a
+// crash would (none of them was answered yet; their series fetch them again).
+let queued: Extract<CommitRequest, { type: 'commit' }>[] = [];
+let closing = false;
+const drain = () => {
+  const batch = queued;
+  queued = [];
+  if (batch.length === 0) return;
+  const store = tables;
+  if (!store || !db) {
+    for (const request of batch) reply({ id: request.id, error: postedError(new Error(`the commit thread could not open ${path}`)) });
     return;
   }
-  if (!tables) return reply({ id: request.id, error: postedError(new Error(`the commit thread could not open ${path}`)) });
-  const { commit, rows } = request;
   try {
-    tables.commitPage(commit, () => {
-      for (const sink of rows) {
-        const statement = insert(sink.sql);
-        for (const values of sink.values) statement.run(values);
-        tables?.checkpoints.set(sink.sinkId, { seq: commit.seq, bytes: null });
-      }
-      crashPoint('page-transaction');
-    });
-    reply({ id: request.id });
+    if (batch.length === 1) commitOne(store, batch[0] as (typeof batch)[0]);
+    else db.transaction(() => batch.forEach((request) => commitOne(store, request)))();
+    for (const request of batch) reply({ id: request.id });
   } catch (error) {
-    reply({ id: request.id, error: postedError(error) });
+    for (const request of batch) reply({ id: request.id, error: postedError(error) });
   }
+  if (closing) close();
+};
+const close = () => {
+  db?.close();
+  parentPort?.close();
+};
+
+parentPort?.on('message', (request: CommitRequest) => {
+  if (request.type === 'close') {
+    closing = true;
+    if (queued.length === 0) close();
+    return;
+  }
+  queued.push(request);
+  // After the messages already here: they join this transaction.
+  if (queued.length === 1) setImmediate(drain);
 });
