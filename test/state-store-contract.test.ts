@@ -79,6 +79,11 @@ function page(seq: number, overrides: Partial<PageCommit> = {}): PageCommit {
   };
 }
 
+/** Page `seq` writing its series' stage state as `state` (a snapshot or changes, as JSON text). */
+function pageWithState(seq: number, kind: 'snapshot' | 'changes', json: string | null, overrides: Partial<PageCommit['progress']> = {}): PageCommit {
+  return page(seq, { progress: { ...page(seq).progress, state: { kind, json }, ...overrides } });
+}
+
 async function startRun(store: StateStore): Promise<void> {
   await store.startRun({ runId: 'run-1', pipeline: 'p', startedAt: '2026-01-01T00:00:00.000Z', fingerprint: 'f', plan: { a: 1 }, budget: 10 });
 }
@@ -162,7 +167,7 @@ for (const implementation of implementations) {
       await startRun(store);
       let seq = await store.currentSeq();
       const commit = (state: PageCommit['progress']['state'], ends = false) =>
-        store.commitPage(page(++seq, { progress: { ...page(seq).progress, state, ...(ends ? { status: 'ended', reason: 'max_pages' } : {}) } }));
+        store.commitPage(pageWithState(++seq, state.kind, state.json, ends ? { status: 'ended', reason: 'max_pages' } : {}));
       const stored = async () => (await store.progress('run-1', 's1'))?.state;
       await commit({ kind: 'snapshot', json: JSON.stringify({ dedupe: { a: 1 }, normalize: { next: 2, ranks: { a: 1 } } }) });
       await commit({ kind: 'changes', json: JSON.stringify({ dedupe: [[['b'], 1]], normalize: [[['next'], 3], [['ranks', 'b'], 2]] }) });
@@ -173,7 +178,7 @@ for (const implementation of implementations) {
       // "__proto__" is a key like any other, never the prototype.
       expect(Object.getPrototypeOf(applied?.dedupe)).toBeNull();
       // A refused page writes none of its changes.
-      await rejection(store.commitPage(page(seq, { progress: { ...page(seq).progress, state: { kind: 'changes', json: JSON.stringify({ dedupe: [[['c'], 1]] }) } } })));
+      await rejection(store.commitPage(pageWithState(seq, 'changes', JSON.stringify({ dedupe: [[['c'], 1]] }))));
       expect(await stored()).toEqual(applied);
       // A snapshot replaces the snapshot and the changes before it.
       await commit({ kind: 'snapshot', json: JSON.stringify({ dedupe: { z: 1 } }) });
@@ -189,8 +194,8 @@ for (const implementation of implementations) {
       const store = await open();
       await startRun(store);
       const start = await store.currentSeq();
-      await store.commitPage(page(start + 1, { progress: { ...page(start + 1).progress, state: { kind: 'snapshot', json: '{"d":{}}' } } }));
-      await store.commitPage(page(start + 2, { progress: { ...page(start + 2).progress, state: { kind: 'changes', json: '{"d":[[["k"],1]]}' } } }));
+      await store.commitPage(pageWithState(start + 1, 'snapshot', '{"d":{}}'));
+      await store.commitPage(pageWithState(start + 2, 'changes', '{"d":[[["k"],1]]}'));
       await store.abandonRun('run-1', '2026-01-01T00:01:00.000Z');
       // A run of the same id never comes back; what is checked is that nothing of it is read, or left behind.
       await store.startRun({ runId: 'run-1b', pipeline: 'p', startedAt: '2026-01-02T00:00:00.000Z', fingerprint: 'f', plan: { a: 1 }, budget: 10 });
@@ -202,9 +207,9 @@ for (const implementation of implementations) {
       const store = await open();
       await startRun(store);
       const start = await store.currentSeq();
-      await store.commitPage(page(start + 1, { progress: { ...page(start + 1).progress, state: { kind: 'snapshot', json: '{"d":{}}' } } }));
-      await store.commitPage(page(start + 2, { progress: { ...page(start + 2).progress, state: { kind: 'changes', json: '{"d":[[["__proto__","polluted"],1]]}' } } }));
-      await store.commitPage(page(start + 3, { progress: { ...page(start + 3).progress, state: { kind: 'changes', json: '{"d":[["not a path",1]]}' } } }));
+      await store.commitPage(pageWithState(start + 1, 'snapshot', '{"d":{}}'));
+      await store.commitPage(pageWithState(start + 2, 'changes', '{"d":[[["__proto__","polluted"],1]]}'));
+      await store.commitPage(pageWithState(start + 3, 'changes', '{"d":[["not a path",1]]}'));
       const error = await rejection(store.progress('run-1', 's1'));
       expect(error.message).toMatch(/the stage state of series s1 in the state store is damaged \(a stage state change of "d" is not \[path, value\] with a path of keys\)/);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
@@ -257,7 +262,7 @@ describe('a SQLite state file of an earlier schema', () => {
       const db = new Database(join(dir, 'state.db'));
       const store = sqliteStateStore(db);
       await startRun(store);
-      await store.commitPage(page(1, { progress: { ...page(1).progress, state: { kind: 'snapshot', json: '{"dedupe":{"a":1}}' } } }));
+      await store.commitPage(pageWithState(1, 'snapshot', '{"dedupe":{"a":1}}'));
       // As schema 1 left it: no series_state, and its version.
       db.exec(`DROP TABLE series_state; UPDATE webdata_meta SET value = '1' WHERE key = 'state_schema'`);
       db.close();
@@ -265,7 +270,7 @@ describe('a SQLite state file of an earlier schema', () => {
       const reopened = sqliteStateStore(again);
       expect(again.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get()).toBe(String(STATE_SCHEMA_VERSION));
       expect(JSON.parse(JSON.stringify((await reopened.progress('run-1', 's1'))?.state))).toEqual({ dedupe: { a: 1 } });
-      await reopened.commitPage(page(2, { progress: { ...page(2).progress, state: { kind: 'changes', json: '{"dedupe":[[["b"],1]]}' } } }));
+      await reopened.commitPage(pageWithState(2, 'changes', '{"dedupe":[[["b"],1]]}'));
       expect(JSON.parse(JSON.stringify((await reopened.progress('run-1', 's1'))?.state))).toEqual({ dedupe: { a: 1, b: 1 } });
       again.close();
     } finally {
