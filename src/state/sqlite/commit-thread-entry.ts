@@ -11,70 +11,69 @@ import { openStateStore } from './store.ts';
 const { path } = workerData as { path: string };
 const reply = (message: CommitReply) => parentPort?.postMessage(message);
 
-let db: Database.Database | undefined;
-let tables: ReturnType<typeof openStateStore> | undefined;
+let opened: { db: Database.Database; store: ReturnType<typeof openStateStore> } | undefined;
 try {
-  db = openDatabase(path);
-  tables = openStateStore(db);
+  const db = openDatabase(path);
+  opened = { db, store: openStateStore(db) };
 } catch (error) {
+  // The run's thread fails every page with this (id 0), and the thread ends: nothing is listened to.
   reply({ id: 0, error: postedError(error) });
-}
-const inserts = new Map<string, Database.Statement>();
-const insert = (sql: string) => {
-  let statement = inserts.get(sql);
-  if (!statement) {
-    statement = (db as Database.Database).prepare(sql);
-    inserts.set(sql, statement);
-  }
-  return statement;
-};
-
-/** One page's transaction: its state (the store's statements) and its sinks' rows, with their checkpoints. */
-const commitOne = (store: ReturnType<typeof openStateStore>, { commit, rows }: Extract<CommitRequest, { type: 'commit' }>) =>
-  store.commitPage(commit, () => {
-    for (const sink of rows) {
-      const statement = insert(sink.sql);
-      for (const values of sink.values) statement.run(values);
-      store.checkpoints.set(sink.sinkId, { seq: commit.seq, bytes: null });
-    }
-    crashPoint('page-transaction');
-  });
-
-// Pages that arrived while the last transaction was being written commit together, in one transaction (each still
-// whole, in order): a COMMIT is most of a small page's cost. A page that fails takes the pages with it back, as a
-// crash would (none of them was answered yet; their series fetch them again).
-let queued: Extract<CommitRequest, { type: 'commit' }>[] = [];
-let closing = false;
-const drain = () => {
-  const batch = queued;
-  queued = [];
-  if (batch.length === 0) return;
-  const store = tables;
-  if (!store || !db) {
-    for (const request of batch) reply({ id: request.id, error: postedError(new Error(`the commit thread could not open ${path}`)) });
-    return;
-  }
-  try {
-    if (batch.length === 1) commitOne(store, batch[0] as (typeof batch)[0]);
-    else db.transaction(() => batch.forEach((request) => commitOne(store, request)))();
-    for (const request of batch) reply({ id: request.id });
-  } catch (error) {
-    for (const request of batch) reply({ id: request.id, error: postedError(error) });
-  }
-  if (closing) close();
-};
-const close = () => {
-  db?.close();
   parentPort?.close();
-};
+}
+if (opened) serve(opened.db, opened.store);
 
-parentPort?.on('message', (request: CommitRequest) => {
-  if (request.type === 'close') {
-    closing = true;
-    if (queued.length === 0) close();
-    return;
-  }
-  queued.push(request);
-  // After the messages already here: they join this transaction.
-  if (queued.length === 1) setImmediate(drain);
-});
+function serve(db: Database.Database, store: ReturnType<typeof openStateStore>): void {
+  const inserts = new Map<string, Database.Statement>();
+  const insert = (sql: string) => {
+    let statement = inserts.get(sql);
+    if (!statement) {
+      statement = db.prepare(sql);
+      inserts.set(sql, statement);
+    }
+    return statement;
+  };
+
+  /** One page's transaction: its state (the store's statements) and its sinks' rows, with their checkpoints. */
+  const commitOne = ({ commit, rows }: Extract<CommitRequest, { type: 'commit' }>) =>
+    store.commitPage(commit, () => {
+      for (const sink of rows) {
+        const statement = insert(sink.sql);
+        for (const values of sink.values) statement.run(values);
+        store.checkpoints.set(sink.sinkId, { seq: commit.seq, bytes: null });
+      }
+      crashPoint('page-transaction');
+    });
+
+  // Pages that arrived while the last transaction was being written commit together, in one transaction (each still
+  // whole, in order): a COMMIT is most of a small page's cost. A page that fails takes the pages with it back, as a
+  // crash would (none of them was answered yet; their series fetch them again).
+  let queued: Extract<CommitRequest, { type: 'commit' }>[] = [];
+  let closing = false;
+  const close = () => {
+    db.close();
+    parentPort?.close();
+  };
+  const drain = () => {
+    const batch = queued;
+    queued = [];
+    try {
+      if (batch.length === 1) commitOne(batch[0] as (typeof batch)[0]);
+      else db.transaction(() => batch.forEach(commitOne))();
+      for (const request of batch) reply({ id: request.id });
+    } catch (error) {
+      for (const request of batch) reply({ id: request.id, error: postedError(error) });
+    }
+    if (closing) close();
+  };
+
+  parentPort?.on('message', (request: CommitRequest) => {
+    if (request.type === 'close') {
+      closing = true;
+      if (queued.length === 0) close();
+      return;
+    }
+    queued.push(request);
+    // After the messages already here: they join this transaction.
+    if (queued.length === 1) setImmediate(drain);
+  });
+}

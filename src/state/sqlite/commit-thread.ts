@@ -17,10 +17,11 @@ export interface CommitReply {
  * Page transactions of a SQLite state store on a thread of their own (DESIGN §4), so that the run's thread goes on
  * with the next pages — answers parsed, stages run — while SQLite writes the last one: with two cores, neither waits
  * for the other. The thread has its own connection to the file (WAL: the run's connection reads what it commits, and
- * its other writes wait their turn); pages commit one at a time, in the order given, each one transaction as before.
+ * its other writes wait their turn); pages commit in the order given, each whole, and those that wait there while a
+ * transaction is written share the next one.
  */
 export function commitThread(path: string) {
-  // Its heap holds the pages committing (two), and little else: a young generation of 1 MB keeps it from growing
+  // Its heap holds the pages committing (a few), and little else: a young generation of 1 MB keeps it from growing
   // (each page is garbage once written); the old generation may grow as the run's own (pages of large answers).
   const heapMb = heapLimitMb();
   const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
