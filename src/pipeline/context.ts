@@ -82,7 +82,8 @@ export function seriesStates() {
     /** Puts back what an earlier invocation committed (its snapshot with the changes after it applied). */
     restore(seriesId: string, saved: Record<string, object>): void {
       const entry: SeriesEntry = { stages: new Map(), snapshotBytes: 0, changeBytes: 0 };
-      for (const [stage, state] of Object.entries(saved)) entry.stages.set(stage, trackedState(plainRecords(state) as object));
+      // Already plain records, fresh from the store (applyStateChanges): tracked as they are, not copied again.
+      for (const [stage, state] of Object.entries(saved)) entry.stages.set(stage, trackedState(state));
       // The stored changes are not counted: the next snapshot comes once new ones outweigh what was restored.
       entry.snapshotBytes = JSON.stringify(saved).length;
       bySeries.set(seriesId, entry);

@@ -5,10 +5,8 @@ import type { RunEvent, RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
 import { type PostedError, rebuilt } from './posted-error.ts';
 
-
 /** What the run's thread posts: each event, then the summary or the error. */
 export type ModuleRunReport = { type: 'event'; event: RunEvent } | { type: 'done'; summary: RunSummary } | { type: 'failed'; error: PostedError };
-
 
 /**
  * `run(url)`: the pipeline module at `url` (its default export, or a JSON config) runs on a thread of its own with a
@@ -48,4 +46,3 @@ export async function runModule(url: URL, options: RunOptions): Promise<RunSumma
   if (outcome?.type === 'failed') throw rebuilt(outcome.error);
   throw new Error('the run\'s thread ended without a summary (process.exit() in a stage or sink?)');
 }
-

@@ -15,6 +15,7 @@ import type { RunSummary } from './summary.ts';
 import { countedBy, joinAsWorker, obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
+export { statePath } from './outputs.ts';
 
 /**
  * Pages committing at once, in order. On the commit thread, pages that wait there commit together in one transaction,
@@ -22,7 +23,6 @@ export type { RunEvent, RunOptions } from './run-types.ts';
  * under load, the fault test's run took over a minute to stop at 8 (seconds at 2), not understood yet (see the note).
  */
 const COMMIT_WINDOW = 2;
-export { statePath } from './outputs.ts';
 
 /**
  * Runs a pipeline: plan → scheduler → stages → sinks, one page at a time through the stages, each page committed

@@ -9,7 +9,7 @@ import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from 
 import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import type { Lease } from '../state/interfaces.ts';
-import type { Sink, SinkContext } from './sink.ts';
+import type { Sink, SinkContext, SinkRows } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
 export const RESULTS_SCHEMA_VERSION = 1;
@@ -46,13 +46,27 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
-  let opened: { db: Database.Database; sql: string; values: (item: Record<string, unknown>) => unknown[]; insertPage: (page: Page<Record<string, unknown>>, seq: number) => void } | undefined;
+  let opened: { db: Database.Database; sql: string; values: (item: Record<string, unknown>) => unknown[]; insertRows: (rows: unknown[][], seq: number) => void } | undefined;
   let lease: Lease | undefined;
   let held = 0;
 
   const ready = () => {
     if (!opened) throw new Error(`the SQLite sink ${path} was not opened`);
     return opened;
+  };
+
+  /** A page's rows as the sink's insert takes them; `committed` once they are written with its checkpoint. */
+  const rowsOf = (page: Page<Record<string, unknown>>, seq: number): SinkRows => {
+    const { sql, values } = ready();
+    if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
+    return {
+      sinkId: id,
+      sql,
+      values: page.items.map(values),
+      committed: () => {
+        held = seq;
+      },
+    };
   };
 
   return {
@@ -90,31 +104,20 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
           ? (item: Record<string, unknown>) => [...columns.map((column) => sqlValue(item[column])), sqlValue(item.fetched_at), sqlValue(item.fetched_at), sqlValue(item.run_id)]
           : (item: Record<string, unknown>) => columns.map((column) => sqlValue(item[column]));
       // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
-      const insertPage = db.transaction((page: Page<Record<string, unknown>>, seq: number) => {
-        for (const item of page.items) insert.run(values(item));
+      const insertRows = db.transaction((rows: unknown[][], seq: number) => {
+        for (const row of rows) insert.run(row);
         checkpoints.set(id, { seq, bytes: null });
       });
-      opened = { db, sql, values, insertPage };
+      opened = { db, sql, values, insertRows };
     },
     held: () => held,
     write(page, seq) {
-      const { insertPage } = ready();
-      if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
-      insertPage(page, seq);
-      held = seq;
+      // The same rows the commit thread would write, written here (a replay, or a state store in another file).
+      const rows = rowsOf(page, seq);
+      ready().insertRows(rows.values, seq);
+      rows.committed();
     },
-    rows(page, seq) {
-      const { sql, values } = ready();
-      if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
-      return {
-        sinkId: id,
-        sql,
-        values: page.items.map(values),
-        committed: () => {
-          held = seq;
-        },
-      };
-    },
+    rows: rowsOf,
     discard(runId) {
       // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
