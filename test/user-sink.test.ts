@@ -19,9 +19,9 @@ function intoArray(pages: Page<NormalizedItem>[], failAt?: number) {
   });
 }
 
-const pipeline = (dir: string, sink: ReturnType<typeof intoArray>) => ({
+const pipeline = (dir: string, sink: ReturnType<typeof intoArray>, queries = ['espresso', 'kettle']) => ({
   name: 'own-sink',
-  source: searchPages({ queries: ['espresso', 'kettle'], countries: ['us'], maxPages: 3 }),
+  source: searchPages({ queries, countries: ['us'], maxPages: 3 }),
   stages: [normalize()],
   sinks: [toSqlite({ path: `${dir}/out.sqlite` }), sink],
 });
@@ -57,5 +57,19 @@ describe('a sink of your own', () => {
     const committed = sqliteRows(dir.path('out.sqlite'), 'SELECT COUNT(DISTINCT query || page) AS n FROM results')[0]?.n;
     expect(keys).toHaveLength(Number(committed));
     expect(second[0]?.key).not.toBe(first[1]?.key);
+  });
+
+  // A hang is what failed here: every permit was held by a page whose commit had failed, so no page could come to
+  // the loop that was waiting for one to notice the failure.
+  it('a page that fails to commit while the loop waits for the next ends the run at once, with that failure', { timeout: 20_000 }, async () => {
+    await using sim = await simulator({ seed: 4 });
+    using dir = workdir();
+    const pages: Page<NormalizedItem>[] = [];
+    // One request at a time: the one permit stays with the first page, whose sink then fails.
+    const failed = await runOn(sim, { ...pipeline(dir.dir, intoArray(pages, 1), ['espresso']), rate: { concurrency: 1 } }).catch((error: unknown) => error);
+    expect(String(failed)).toContain('the downstream system is down');
+    expect(pages).toEqual([]);
+    // The page committed before its sink failed: the table has it, the journal keeps it for the sink.
+    expect(sqliteRows(dir.path('out.sqlite'), 'SELECT DISTINCT page FROM results')).toEqual([{ page: 1 }]);
   });
 });

@@ -23,6 +23,12 @@ export async function commitPages(
   const committing = new Set<Promise<void>>();
   // The first page that failed to commit (the pages after it fail with it): it ends the loop.
   let failed: { error: unknown } | undefined;
+  // The source and requests stop at once: the loop may be waiting for a page that cannot come (every permit held by a
+  // page that will never commit), so the failure must reach it through the source, not wait for its next step.
+  const stop = (error: unknown) => {
+    source.abort.abort(error);
+    scheduler.abort();
+  };
   const stopIfFailed = () => {
     if (failed) throw failed.error;
   };
@@ -46,6 +52,7 @@ export async function commitPages(
         (error: unknown) => {
           committing.delete(done);
           failed ??= { error };
+          stop(error);
         },
       );
       committing.add(done);
@@ -57,8 +64,7 @@ export async function commitPages(
     stopIfFailed();
     return undefined;
   } catch (error) {
-    source.abort.abort(error);
-    scheduler.abort();
+    stop(error);
     // The pages after the one that failed fail with it (they commit in order): none is left running.
     await Promise.all(committing);
     return error;
