@@ -64,7 +64,7 @@ describe('the commit thread itself', () => {
     process.env.WEBDATA_HEAP_MB = '128';
     const thread = commitThread(dir.path('state.sqlite'));
     try {
-      const page = (seq: number, values: unknown[][]): Parameters<typeof thread.commit> => [
+      const page = (seq: number, values: unknown[]): Parameters<typeof thread.commit> => [
         {
           runId: 'r',
           seq,
@@ -75,10 +75,10 @@ describe('the commit thread itself', () => {
           checkpoints: [],
           dedupe: null,
         },
-        [{ sinkId: 'sqlite:x#t', sql: 'CREATE TABLE IF NOT EXISTS t (v TEXT)', values, committed: () => undefined }],
+        [{ sinkId: 'sqlite:x#t', insert: { into: 'INSERT INTO t (v)', width: 1, then: '' }, values, committed: () => undefined }],
       ];
       // 48 values of 4 MB: about 200 MB once the thread has them, past its 128 MB.
-      const huge = Array.from({ length: 48 }, (_, i) => [`${i}`.padEnd(4 * 1024 * 1024, 'x')]);
+      const huge = Array.from({ length: 48 }, (_, i) => `${i}`.padEnd(4 * 1024 * 1024, 'x'));
       const error = await rejection(thread.commit(...page(1, huge)));
       expect(error.name).toBe('HeapLimitError');
       expect(error.message).toMatch(/used up its heap \(128 MB\).*set WEBDATA_HEAP_MB higher/);

@@ -4,6 +4,7 @@ import type { Pool } from '../postgres/pools.ts';
 import type { PostgresTarget } from '../postgres/target.ts';
 import type { Checkpoint, SharedTransaction, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
+import type { RowInsert } from './row-insert.ts';
 
 /** Where a results table lives: a SQLite connection, or a PostgreSQL pool and the table's schema. */
 export type ResultsDatabase = { readonly kind: 'sqlite'; readonly db: Database.Database } | { readonly kind: 'postgres'; readonly pool: Pool; readonly schema: string };
@@ -11,9 +12,10 @@ export type ResultsDatabase = { readonly kind: 'sqlite'; readonly db: Database.D
 /** A page's rows for a SQLite table, as data: what the commit thread inserts for a sink (see `Sink.rows`). */
 export interface SinkRows {
   readonly sinkId: string;
-  /** The prepared insert (the sink's own, with its columns and mode). */
-  readonly sql: string;
-  readonly values: unknown[][];
+  /** The sink's insert (its columns and mode), as parts that take any number of rows. */
+  readonly insert: RowInsert;
+  /** The page's rows, one after another: `insert.width` values each. */
+  readonly values: unknown[];
   committed(): void;
 }
 

@@ -9,6 +9,7 @@ import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from 
 import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import type { Lease } from '../state/interfaces.ts';
+import { type RowInsert, rowInserter } from './row-insert.ts';
 import type { Sink, SinkContext, SinkRows } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
@@ -46,7 +47,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
-  let opened: { db: Database.Database; sql: string; values: (item: Record<string, unknown>) => unknown[]; insertRows: (rows: unknown[][], seq: number) => void } | undefined;
+  let opened: { db: Database.Database; insert: RowInsert; values: (item: Record<string, unknown>, into: unknown[]) => void; insertRows: (values: unknown[], seq: number) => void } | undefined;
   let lease: Lease | undefined;
   let held = 0;
 
@@ -57,12 +58,14 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
 
   /** A page's rows as the sink's insert takes them; `committed` once they are written with its checkpoint. */
   const rowsOf = (page: Page<Record<string, unknown>>, seq: number): SinkRows => {
-    const { sql, values } = ready();
+    const { insert, values } = ready();
     if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
+    const flat: unknown[] = [];
+    for (const item of page.items) values(item, flat);
     return {
       sinkId: id,
-      sql,
-      values: page.items.map(values),
+      insert,
+      values: flat,
       committed: () => {
         held = seq;
       },
@@ -97,18 +100,23 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
         held = ctx.currentSeq;
         checkpoints.set(id, { seq: held, bytes: null });
       }
-      const sql = mode === 'upsert' ? upsertSql(table, columns) : `INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`;
-      const insert = db.prepare(sql);
+      const insert: RowInsert = { into: `INSERT INTO "${table}" (${stored.map((c) => `"${c}"`).join(', ')})`, width: stored.length, then: mode === 'upsert' ? upsertClause(columns) : '' };
       const values =
         mode === 'upsert'
-          ? (item: Record<string, unknown>) => [...columns.map((column) => sqlValue(item[column])), sqlValue(item.fetched_at), sqlValue(item.fetched_at), sqlValue(item.run_id)]
-          : (item: Record<string, unknown>) => columns.map((column) => sqlValue(item[column]));
+          ? (item: Record<string, unknown>, into: unknown[]) => {
+              for (const column of columns) into.push(sqlValue(item[column]));
+              into.push(sqlValue(item.fetched_at), sqlValue(item.fetched_at), sqlValue(item.run_id));
+            }
+          : (item: Record<string, unknown>, into: unknown[]) => {
+              for (const column of columns) into.push(sqlValue(item[column]));
+            };
+      const insertValues = rowInserter(db);
       // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
-      const insertRows = db.transaction((rows: unknown[][], seq: number) => {
-        for (const row of rows) insert.run(row);
+      const insertRows = db.transaction((rows: unknown[], seq: number) => {
+        insertValues(insert, rows);
         checkpoints.set(id, { seq, bytes: null });
       });
-      opened = { db, sql, values, insertRows };
+      opened = { db, insert, values, insertRows };
     },
     held: () => held,
     write(page, seq) {
@@ -176,12 +184,8 @@ function uniqueKey(db: Database.Database, table: string): void {
   }
 }
 
-/** Insert, or update the row with the same key: everything but the key and when it was first seen. */
-function upsertSql(table: string, columns: readonly string[]): string {
-  const all = [...columns, ...UPSERT_COLUMNS];
-  const updated = all.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  return (
-    `INSERT INTO "${table}" (${all.map((c) => `"${c}"`).join(', ')}) VALUES (${all.map(() => '?').join(', ')}) ` +
-    `ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
-  );
+/** What makes an insert an upsert: update the row with the same key, everything but the key and when it was first seen. */
+function upsertClause(columns: readonly string[]): string {
+  const updated = [...columns, ...UPSERT_COLUMNS].filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
+  return ` ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}`;
 }

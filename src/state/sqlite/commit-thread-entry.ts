@@ -7,6 +7,7 @@ import { postedError } from '../../run/posted-error.ts';
 import type { CommitReply, CommitRequest } from './commit-thread.ts';
 import { openDatabase } from './open-database.ts';
 import { openStateStore } from './store.ts';
+import { rowInserter } from '../../sinks/row-insert.ts';
 
 const { path } = workerData as { path: string };
 const reply = (message: CommitReply) => parentPort?.postMessage(message);
@@ -23,22 +24,13 @@ try {
 if (opened) serve(opened.db, opened.store);
 
 function serve(db: Database.Database, store: ReturnType<typeof openStateStore>): void {
-  const inserts = new Map<string, Database.Statement>();
-  const insert = (sql: string) => {
-    let statement = inserts.get(sql);
-    if (!statement) {
-      statement = db.prepare(sql);
-      inserts.set(sql, statement);
-    }
-    return statement;
-  };
+  const insert = rowInserter(db);
 
   /** One page's transaction: its state (the store's statements) and its sinks' rows, with their checkpoints. */
   const commitOne = ({ commit, rows }: Extract<CommitRequest, { type: 'commit' }>) =>
     store.commitPage(commit, () => {
       for (const sink of rows) {
-        const statement = insert(sink.sql);
-        for (const values of sink.values) statement.run(values);
+        insert(sink.insert, sink.values);
         store.checkpoints.set(sink.sinkId, { seq: commit.seq, bytes: null });
       }
       crashPoint('page-transaction');

@@ -56,7 +56,7 @@ export function commitThread(path: string) {
       const id = next++;
       return new Promise<void>((resolve, reject) => {
         waiting.set(id, { resolve, reject });
-        const request: CommitRequest = { type: 'commit', id, commit, rows: rows.map(({ sinkId, sql, values }) => ({ sinkId, sql, values })) };
+        const request: CommitRequest = { type: 'commit', id, commit, rows: rows.map(({ sinkId, insert, values }) => ({ sinkId, insert, values })) };
         worker.postMessage(request);
       });
     },

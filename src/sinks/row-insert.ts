@@ -1,0 +1,48 @@
+import type Database from 'better-sqlite3';
+
+/**
+ * A sink's insert as parts, so that one statement can take several rows: `${into} VALUES (…), (…)${then}`. Data only
+ * (it crosses to the commit thread), and this module imports nothing but the driver's types, so the thread loads it
+ * without the sinks' schemas.
+ */
+export interface RowInsert {
+  /** `INSERT INTO "table" ("a", "b", …)` */
+  readonly into: string;
+  /** Values per row: the flat values hold `width` of them for each row, in order. */
+  readonly width: number;
+  /** What follows the rows, if anything (an upsert's `ON CONFLICT … DO UPDATE …`). */
+  readonly then: string;
+}
+
+/**
+ * Rows per statement: one statement of 16 rows does the work of 16 with a sixteenth of the calls (each call binds,
+ * steps and resets a statement), about 5–10 % of a page's insert; more rows per statement measured no better.
+ */
+const ROWS_PER_STATEMENT = 16;
+
+/**
+ * Inserts rows given as one flat array (fewer objects to build, to pass between threads and to bind): full statements of
+ * `ROWS_PER_STATEMENT` rows, then one for the rest. Each row is still inserted in its order, so an upsert's later row
+ * updates an earlier one with the same key as separate statements would. Statements are prepared once per shape.
+ */
+export function rowInserter(db: Database.Database): (insert: RowInsert, values: readonly unknown[]) => void {
+  const statements = new Map<string, Database.Statement>();
+  const statement = (insert: RowInsert, rows: number) => {
+    const key = `${rows}\u0000${insert.into}\u0000${insert.then}`;
+    let prepared = statements.get(key);
+    if (!prepared) {
+      const row = `(${Array.from({ length: insert.width }, () => '?').join(', ')})`;
+      prepared = db.prepare(`${insert.into} VALUES ${Array.from({ length: rows }, () => row).join(', ')}${insert.then}`);
+      statements.set(key, prepared);
+    }
+    return prepared;
+  };
+  return (insert, values) => {
+    const { width } = insert;
+    if (values.length % width !== 0) throw new Error(`${values.length} values are not whole rows of ${width}`);
+    const full = ROWS_PER_STATEMENT * width;
+    let at = 0;
+    for (; at + full <= values.length; at += full) statement(insert, ROWS_PER_STATEMENT).run(values.slice(at, at + full));
+    if (at < values.length) statement(insert, (values.length - at) / width).run(values.slice(at));
+  };
+}
