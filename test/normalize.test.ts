@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { normalize, searchPages, toSqlite } from '../src/index.ts';
-import { canonicalUrl } from '../src/stages/canonical-url.ts';
+import { canonicalUrl, urlKey } from '../src/stages/canonical-url.ts';
 import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 
@@ -56,5 +56,12 @@ describe('normalize', () => {
     expect(canonicalUrl('https://books.example/books?id=1')).not.toBe(canonicalUrl('https://books.example/books?id=2'));
     expect(canonicalUrl('  not a url ')).toBe('not a url');
     expect(canonicalUrl('https://a.example/?z=1&z=0')).toBe('https://a.example/?z=0&z=1');
+    // An empty query or fragment goes as a full one does; a URL with neither is only lower-cased.
+    expect(canonicalUrl('https://a.example/p?')).toBe('https://a.example/p');
+    expect(canonicalUrl('https://a.example/p#')).toBe('https://a.example/p');
+    expect(canonicalUrl('https://a.example/p?#x')).toBe('https://a.example/p');
+    expect(canonicalUrl('HTTPS://A.Example:443/P')).toBe('https://a.example/P');
+    expect(urlKey(' HTTP://Sub.A.Example:8080/x?utm_source=y ')).toEqual({ key: 'http://sub.a.example:8080/x', domain: 'sub.a.example' });
+    expect(urlKey('mailto:x@a.example')).toEqual({ key: 'mailto:x@a.example', domain: null });
   });
 });

@@ -20,28 +20,31 @@ function isTracking(name: string): boolean {
  * parse as an http(s) URL is returned trimmed, so that equal strings still match.
  */
 export function canonicalUrl(value: string): string {
+  return urlKey(value).key;
+}
+
+/** The URL's host, lower-cased, without port; null when it is not an http(s) URL. */
+export function domainOf(value: string): string | null {
+  return urlKey(value).domain;
+}
+
+/** Both of the above from one parse (normalize needs both for every item). */
+export function urlKey(value: string): { key: string; domain: string | null } {
   const text = value.trim();
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    return text;
+    return { key: text, domain: null };
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return text;
-  url.hash = '';
-  const kept = [...url.searchParams].filter(([name]) => !isTracking(name));
-  kept.sort(([a, av], [b, bv]) => (a < b ? -1 : a > b ? 1 : av < bv ? -1 : av > bv ? 1 : 0));
-  url.search = new URLSearchParams(kept).toString();
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { key: text, domain: null };
+  // Most URLs have neither: the setters below re-serialize the whole URL (a lone '?' or '#' is dropped by them too).
+  if (text.includes('#')) url.hash = '';
+  if (text.includes('?')) {
+    const kept = [...url.searchParams].filter(([name]) => !isTracking(name));
+    kept.sort(([a, av], [b, bv]) => (a < b ? -1 : a > b ? 1 : av < bv ? -1 : av > bv ? 1 : 0));
+    url.search = new URLSearchParams(kept).toString();
+  }
   // WHATWG URL already lower-cases scheme and host and drops default ports.
-  return url.href;
-}
-
-/** The URL's host, lower-cased, without port; null when it is not an http(s) URL. */
-export function domainOf(value: string): string | null {
-  try {
-    const url = new URL(value.trim());
-    return url.protocol === 'http:' || url.protocol === 'https:' ? url.hostname : null;
-  } catch {
-    return null;
-  }
+  return { key: url.href, domain: url.hostname };
 }

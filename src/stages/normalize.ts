@@ -1,7 +1,7 @@
 import type { Item } from '../client/client.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import type { Page } from '../pipeline/page.ts';
-import { canonicalUrl, domainOf } from './canonical-url.ts';
+import { urlKey } from './canonical-url.ts';
 import { toJson } from '../json.ts';
 import type { NormalizedItem } from './normalized-item.ts';
 
@@ -48,7 +48,8 @@ export function normalize(options: { aliases?: Partial<FieldAliases> } = {}): St
 function normalizeItem(item: Item, index: number, page: Page, runId: string, state: RankState, aliases: FieldAliases): NormalizedItem {
   const url = text(pick(item, aliases.url));
   const id = text(pick(item, aliases.id));
-  const key = url !== null ? canonicalUrl(url) : id !== null ? `id:${id}` : null;
+  const parsed = url === null ? null : urlKey(url);
+  const key = parsed !== null ? parsed.key : id !== null ? `id:${id}` : null;
   let rank: number;
   if (key === null) {
     rank = state.next++;
@@ -69,7 +70,7 @@ function normalizeItem(item: Item, index: number, page: Page, runId: string, sta
     rank,
     title: text(pick(item, aliases.title)),
     url,
-    domain: url === null ? null : domainOf(url),
+    domain: parsed === null ? null : parsed.domain,
     snippet: text(pick(item, aliases.snippet)),
     dedupe_key: key,
     fetched_at: page.meta.fetchedAt,
@@ -96,6 +97,9 @@ export function text(value: unknown): string | null {
   if (typeof value === 'string') out = value;
   else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') out = String(value);
   else return null;
-  out = out.toWellFormed().replaceAll('\0', '').normalize('NFC').trim();
+  // ASCII without NUL is already well formed and NFC: only the trim applies (most text is; the rest costs twice as much).
+  out = PLAIN_ASCII.test(out) ? out.trim() : out.toWellFormed().replaceAll('\0', '').normalize('NFC').trim();
   return out === '' ? null : out;
 }
+
+const PLAIN_ASCII = /^[\x01-\x7f]*$/;
