@@ -42,7 +42,7 @@ const m_fixedWindowRetryAfter = await scenarioFixedWindow('none', windowMs);
 const c_simulator = await scenarioServerErrors();
 const d_simulator = await scenarioBudget();
 // 200 queries × 5 pages × 100 items (quick: 40 queries).
-const throughputQueries = quick ? 40 : 200;
+const throughputQueries = quick ? 40 : 600;
 const e_sinks = await scenarioSinks(throughputQueries);
 const f_measured = await scenarioEndToEnd(throughputQueries);
 // What any tool must at least do to store these items, on one thread: fetch them (the bare loop), insert them into
