@@ -15,10 +15,18 @@ export type CrashPoint =
 
 const setting = process.env.WEBDATA_CRASH_AT;
 const [target, countText] = setting ? setting.split(':') : [];
-let remaining = countText ? Number(countText) : 1;
+// The count is the process's, not a thread's: the commit thread reaches points too, and takes this one along.
+let remaining = new Int32Array(new SharedArrayBuffer(4));
+remaining[0] = countText ? Number(countText) : 1;
 
 export function crashPoint(point: CrashPoint): void {
   if (target !== point) return;
-  remaining -= 1;
-  if (remaining === 0) process.kill(process.pid, 'SIGKILL');
+  if (Atomics.sub(remaining, 0, 1) === 1) process.kill(process.pid, 'SIGKILL');
+}
+
+/** The count, for a thread that reaches points of this process (`countCrashesWith` there). */
+export const crashCount = (): SharedArrayBuffer => remaining.buffer as SharedArrayBuffer;
+
+export function countCrashesWith(count: SharedArrayBuffer): void {
+  remaining = new Int32Array(count);
 }

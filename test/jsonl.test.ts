@@ -5,7 +5,7 @@ import { definePipeline, type Item, mapItems, type NormalizedItem, normalize, se
 import { jsonlSinkOptionsSchema, toJsonl } from '../src/sinks/jsonl.ts';
 import { clientFor, simulator, TEST_KEY } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
-import { runChild } from './resume-helpers.ts';
+import { runChild, stableCsv } from './resume-helpers.ts';
 
 type Line = Record<string, unknown>;
 
@@ -183,6 +183,26 @@ describe('the JSONL sink across crashes', () => {
     const lines = jsonlLines(dir.path('out.jsonl'));
     expect(stableLines(lines)).toEqual(want);
     expect(byKey(lines.map(asRow))).toEqual(byKey(sqliteRows(dir.path('out.sqlite'))));
+  });
+
+  it('a CSV file written on the commit thread and a JSONL file on the run’s: crash points counted for the process, not a thread', async () => {
+    let want: { csv: string[]; jsonl: string[] };
+    const sinks = ['sqlite', 'csv', 'jsonl'];
+    {
+      await using sim = await simulator(SIM);
+      using dir = workdir();
+      expect((await runChild({ ...PLAN, baseUrl: sim.url, dir: dir.dir, sinks }).done).code).toBe(0);
+      want = { csv: stableCsv(dir.path('out.csv')), jsonl: stableLines(jsonlLines(dir.path('out.jsonl'))) };
+    }
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, sinks };
+    // 40 pages: each thread reaches the point at most 40 times, the process about 80. Counted by thread, nothing dies.
+    const killed = await runChild(spec, { WEBDATA_CRASH_AT: 'file-before-checkpoint:45' }).done;
+    expect(killed.signal).toBe('SIGKILL');
+    const resumed = await runChild(spec).done;
+    expect(resumed.summary?.status).toBe('completed');
+    expect({ csv: stableCsv(dir.path('out.csv')), jsonl: stableLines(jsonlLines(dir.path('out.jsonl'))) }).toEqual(want);
   });
 
   it('--fresh takes the abandoned run’s lines back, and keeps the runs before it', async () => {

@@ -43,8 +43,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   // Sinks on the state store's own database commit inside the page's transaction, and so do file sinks, whose
   // bytes are written just before it and whose checkpoint is recorded in it; the others take the page after it.
   const inside = sinks.filter((sink) => sink.database !== undefined && sink.database === store.database);
-  const staged = sinks.filter((sink) => !inside.includes(sink) && sink.stage !== undefined);
-  const after = sinks.filter((sink) => !inside.includes(sink) && !staged.includes(sink));
+  const files = sinks.filter((sink) => !inside.includes(sink) && sink.stage !== undefined);
+  const after = sinks.filter((sink) => !inside.includes(sink) && !files.includes(sink));
+  // On the commit thread, CSV files are rendered and appended there too (`records`); other files here (`stage`).
+  const recorded = thread ? files.filter((sink) => sink.records !== undefined) : [];
+  const staged = files.filter((sink) => !recorded.includes(sink));
   // Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it.
   const needsJournal = keepJournal || after.length > 0;
   const noNew = new Map<string, number>();
@@ -124,16 +127,20 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       dedupe: keys ? keys.drain() : null,
       ...(claimKeys ? { claimKeys } : {}),
     };
-    // On the commit thread, the sinks inside the transaction hand over their rows now (the page is theirs to read now).
+    // On the commit thread, the sinks inside the transaction hand over their rows now (the page is theirs to read now),
+    // and the CSV files their cells.
     const rows = thread ? inside.map((sink) => (sink.rows as NonNullable<Sink<unknown>['rows']>)(page, pageSeq)) : [];
-    return { id, fresh, end, files, commit, rows };
+    const records = recorded.map((sink) => (sink.records as NonNullable<Sink<unknown>['records']>)(page, pageSeq));
+    return { id, fresh, end, files, commit, rows, records };
   };
 
   /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
-  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows }: ReturnType<typeof prepare>, sent: Promise<void> | undefined): Promise<CommitResult> => {
+  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows, records }: ReturnType<typeof prepare>, sent: Promise<number[]> | undefined): Promise<CommitResult> => {
     const pageSeq = commit.seq;
+    // The length of each records' file once the page is committed (on the thread).
+    let lengths: number[] = [];
     try {
-      if (sent) await sent;
+      if (sent) lengths = await sent;
       else {
         await writingTo(store.path, () =>
           store.commitPage(commit, (tx) => {
@@ -160,6 +167,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     // Marked once committed, not when taken: a page before it may prune meanwhile, and must not clear the mark.
     if (commit.journal) unpruned = true;
     for (const sinkRows of rows) sinkRows.committed();
+    records.forEach((sinkRecords, index) => sinkRecords.committed(lengths[index] ?? 0));
     for (const file of files) file.staged.committed();
     crashPoint('after-commit');
     for (const [index, sink] of after.entries()) {
@@ -187,7 +195,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     }
     // On the commit thread the page goes at once (the thread commits in order, and the journal's number refuses a page
     // whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
-    const sent = thread ? writingTo(store.path, () => thread.commit(prepared.commit, prepared.rows)) : undefined;
+    const sent = thread ? writingTo(store.path, () => thread.commit(prepared.commit, prepared.rows, prepared.records)) : undefined;
     sent?.catch(() => undefined);
     const done = tail.then(() => commitPrepared(page, prepared, sent));
     tail = done;

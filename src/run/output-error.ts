@@ -31,9 +31,10 @@ export function writingTo<T>(path: string, write: () => T): T {
 export function explainOutputFailure(error: unknown, where: string): unknown {
   const code = (error as { code?: unknown }).code;
   if (typeof code !== 'string' || error instanceof OutputError) return error;
-  // A failed open (or other call by name) says which file: Node's errors carry its path.
+  // A failed open (or other call by name) says which file: Node's errors carry its path (and a write on the commit
+  // thread gives its file's, which the state file's mark around the whole page must not hide).
   const path = (error as { path?: unknown }).path;
-  where = sources.get(error as object) ?? (typeof path === 'string' ? path : where);
+  where = typeof path === 'string' ? path : (sources.get(error as object) ?? where);
   const detail = error instanceof Error ? error.message : String(error);
   if (FULL.test(code)) {
     return new OutputError('full', `the disk holding ${where} is full (${detail}): committed data is intact; free some space and run the same command again to resume`, error);

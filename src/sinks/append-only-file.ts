@@ -8,7 +8,7 @@ import { crashPoint } from '../crash-points.ts';
 import type { Lease, SinkCheckpoints } from '../state/interfaces.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { claimFile, fileOutputKey, registryPathFor } from '../state/sqlite/output-claims.ts';
-import type { Sink, SinkContext } from './sink.ts';
+import type { CsvFormat, Sink, SinkContext, SinkRecords } from './sink.ts';
 
 type Item = Record<string, unknown>;
 
@@ -21,6 +21,8 @@ export interface FileFormat {
   prepare(ctx: SinkContext, fd: number, size: number): string | undefined;
   /** The text of a page's items. */
   render(items: readonly Item[]): string;
+  /** CSV: what `render` writes, as cells and csv-stringify's options, for the commit thread to render. */
+  records?: { format: CsvFormat; width(): number; cells(items: readonly Item[], into: string[]): void };
 }
 
 /**
@@ -154,6 +156,26 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     };
   };
 
+  // The page's cells for the commit thread, which appends their text and says how long the file then is.
+  const records = (page: Page<Item>, seq: number): SinkRecords => {
+    const { fd } = ready();
+    const { format: csv, width, cells } = format.records as NonNullable<FileFormat['records']>;
+    const values: string[] = [];
+    cells(page.items, values);
+    return {
+      sinkId: idOf(at),
+      path: at,
+      fd,
+      format: csv,
+      width: width(),
+      cells: values,
+      committed: (size) => {
+        held = seq;
+        bytes = size;
+      },
+    };
+  };
+
   let context: SinkContext | undefined;
   return {
     kind: format.kind,
@@ -194,6 +216,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
       staged.committed();
     },
     stage,
+    ...(format.records ? { records } : {}),
     delivery: shared ? 'at_least_once' : 'exactly_once',
     async discard(_runId, since, starts) {
       const { fd, checkpoints } = ready();

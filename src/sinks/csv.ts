@@ -6,7 +6,8 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
 import { appendOnlyFile } from './append-only-file.ts';
 import { checkNormalized, columnName, csvValue } from './columns.ts';
-import type { Sink } from './sink.ts';
+import { csvText } from './csv-text.ts';
+import type { CsvFormat, Sink } from './sink.ts';
 
 const BOM = '\uFEFF';
 
@@ -48,7 +49,11 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(csvSinkOptionsSchema, options, 'Invalid CSV sink', 'csv');
   let columns: readonly string[] = config.columns ?? DEFAULT_CSV_COLUMNS;
   const path = resolve(config.path);
-  const format = { delimiter: config.delimiter, escape_formulas: config.escapeFormulas, record_delimiter: 'windows' as const, header: false };
+  const format: CsvFormat = { delimiter: config.delimiter, escape_formulas: config.escapeFormulas, record_delimiter: 'windows', header: false };
+  const cells = (items: readonly Record<string, unknown>[], into: string[]) => {
+    if (!config.columns) checkNormalized(items[0], `The CSV sink ${path}`);
+    for (const item of items) for (const column of columns) into.push(csvValue(item[column]));
+  };
 
   return appendOnlyFile(path, {
     kind: 'csv',
@@ -69,9 +74,11 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
       return undefined;
     },
     render(items) {
-      if (!config.columns) checkNormalized(items[0], `The CSV sink ${path}`);
-      return stringify(items.map((item) => columns.map((column) => csvValue(item[column]))), format);
+      const values: string[] = [];
+      cells(items, values);
+      return csvText(values, columns.length, format);
     },
+    records: { format, width: () => columns.length, cells },
   }, { shared: config.shared, perWorker: config.perWorker });
 }
 

@@ -19,6 +19,32 @@ export interface SinkRows {
   committed(): void;
 }
 
+/** csv-stringify's options for a CSV sink's records: data, so that the commit thread renders as the sink would. */
+export interface CsvFormat {
+  readonly delimiter: string;
+  readonly escape_formulas: boolean;
+  readonly record_delimiter: 'windows';
+  readonly header: false;
+}
+
+/**
+ * A page's CSV records for a file sink, as data: what the commit thread renders and appends to the sink's open file
+ * (see `Sink.records`), recording the file's new length as the sink's checkpoint in the page's transaction.
+ */
+export interface SinkRecords {
+  readonly sinkId: string;
+  /** The file, for what a failure to write it says. */
+  readonly path: string;
+  /** The sink's open file (a descriptor is the process's: any thread may write it). */
+  readonly fd: number;
+  readonly format: CsvFormat;
+  /** The page's cells, one record after another: `width` each. */
+  readonly width: number;
+  readonly cells: string[];
+  /** Once committed, with the file's committed length. */
+  committed(bytes: number): void;
+}
+
 /** What a sink gets when the run opens it. */
 export interface SinkContext {
   readonly runId: string;
@@ -79,6 +105,11 @@ export interface Sink<I = NormalizedItem> {
    * reach this sink.
    */
   stage?(page: Page<I>, seq: number): { checkpoint: Checkpoint; committed(): void; abandoned?(): void };
+  /**
+   * A file sink of CSV records, instead of `stage` where the run has a commit thread: the page's cells, which the
+   * thread renders and appends just before the page's transaction, and checkpoints inside it (as `stage` would).
+   */
+  records?(page: Page<I>, seq: number): SinkRecords;
   /**
    * A file sink that each worker of a distributed run writes a file of its own for (`<name>.<host>-<n><ext>`): such a
    * sink does not keep a run on one process, and takes no replay from the journal (its pages are its worker's).

@@ -2,14 +2,16 @@
 // each page's transaction is written — its state, and the rows of the SQLite sinks in the file — in the order sent.
 import { parentPort, workerData } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
-import { crashPoint } from '../../crash-points.ts';
+import { countCrashesWith, crashPoint } from '../../crash-points.ts';
 import { postedError } from '../../run/posted-error.ts';
 import type { CommitReply, CommitRequest } from './commit-thread.ts';
 import { openDatabase } from './open-database.ts';
 import { openStateStore } from './store.ts';
 import { rowInserter } from '../../sinks/row-insert.ts';
+import { appendRecords } from '../../sinks/append-records.ts';
 
-const { path } = workerData as { path: string };
+const { path, crashes } = workerData as { path: string; crashes: SharedArrayBuffer };
+countCrashesWith(crashes);
 const reply = (message: CommitReply) => parentPort?.postMessage(message);
 
 let opened: { db: Database.Database; store: ReturnType<typeof openStateStore> } | undefined;
@@ -26,15 +28,28 @@ if (opened) serve(opened.db, opened.store);
 function serve(db: Database.Database, store: ReturnType<typeof openStateStore>): void {
   const insert = rowInserter(db);
 
-  /** One page's transaction: its state (the store's statements) and its sinks' rows, with their checkpoints. */
-  const commitOne = ({ commit, rows }: Extract<CommitRequest, { type: 'commit' }>) =>
+  /**
+   * One page: its file sinks' records appended, then its transaction — its state (the store's statements), its sinks'
+   * rows, and every sink's checkpoint. Returns the files' new lengths.
+   */
+  const commitOne = ({ commit, rows, records }: Extract<CommitRequest, { type: 'commit' }>): number[] => {
+    const bytes = records.map((file) => {
+      const length = appendRecords(file);
+      // Where a file sink's own write stops too: its bytes appended, their checkpoint not yet committed.
+      if (file.cells.length > 0) crashPoint('file-before-checkpoint');
+      return length;
+    });
+
     store.commitPage(commit, () => {
       for (const sink of rows) {
         insert(sink.insert, sink.values);
         store.checkpoints.set(sink.sinkId, { seq: commit.seq, bytes: null });
       }
+      records.forEach(({ sinkId }, index) => store.checkpoints.set(sinkId, { seq: commit.seq, bytes: bytes[index] ?? null }));
       crashPoint('page-transaction');
     });
+    return bytes;
+  };
 
   // Pages that arrived while the last transaction was being written commit together, in one transaction (each still
   // whole, in order): a COMMIT is most of a small page's cost. A page that fails takes the pages with it back, as a
@@ -49,9 +64,8 @@ function serve(db: Database.Database, store: ReturnType<typeof openStateStore>):
     const batch = queued;
     queued = [];
     try {
-      if (batch.length === 1) commitOne(batch[0] as (typeof batch)[0]);
-      else db.transaction(() => batch.forEach(commitOne))();
-      for (const request of batch) reply({ id: request.id });
+      const bytes = batch.length === 1 ? [commitOne(batch[0] as (typeof batch)[0])] : db.transaction(() => batch.map(commitOne))();
+      batch.forEach((request, index) => reply({ id: request.id, bytes: bytes[index] ?? [] }));
     } catch (error) {
       for (const request of batch) reply({ id: request.id, error: postedError(error) });
     }

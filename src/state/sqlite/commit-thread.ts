@@ -1,34 +1,38 @@
 import { Worker } from 'node:worker_threads';
+import { crashCount } from '../../crash-points.ts';
 import { entryBeside, heapLimitMb, threadFailure } from '../../run/bounded-thread.ts';
 // A failure there comes back of its own class with its fields (an OutputError's problem, a SQLite error's code).
 import { type PostedError, rebuilt } from '../../run/posted-error.ts';
-import type { SinkRows } from '../../sinks/sink.ts';
+import type { SinkRecords, SinkRows } from '../../sinks/sink.ts';
 import type { PageCommit } from '../interfaces.ts';
 
 export type CommitRequest =
-  | { type: 'commit'; id: number; commit: PageCommit; rows: Omit<SinkRows, 'committed'>[] }
+  | { type: 'commit'; id: number; commit: PageCommit; rows: Omit<SinkRows, 'committed'>[]; records: Omit<SinkRecords, 'committed'>[] }
   | { type: 'close' };
 export interface CommitReply {
   id: number;
   error?: PostedError;
+  /** The length of each file of the page's records once committed, in their order. */
+  bytes?: number[];
 }
 
 /**
  * Page transactions of a SQLite state store on a thread of their own (DESIGN §4), so that the run's thread goes on
- * with the next pages — answers parsed, stages run — while SQLite writes the last one: with two cores, neither waits
- * for the other. The thread has its own connection to the file (WAL: the run's connection reads what it commits, and
- * its other writes wait their turn); pages commit in the order given, each whole, and those that wait there while a
- * transaction is written share the next one.
+ * with the next pages — answers parsed, stages run — while SQLite writes the last one (and CSV files get its text):
+ * with two cores, neither waits for the other. The thread has its own connection to the file (WAL: the run's
+ * connection reads what it commits, and its other writes wait their turn); pages commit in the order given, each
+ * whole, and those that wait there while a transaction is written share the next one.
  */
 export function commitThread(path: string) {
-  // Its heap holds the pages committing (a few), and little else: a young generation of 1 MB keeps it from growing
-  // (each page is garbage once written); the old generation may grow as the run's own (pages of large answers).
+  // Its heap holds the pages committing (a few) and the CSV text it renders, garbage once written: a young generation
+  // of 8 MB (at 1 MB, rendering CSV here collected so often that the CSV path ran at 0.30 of csv-stringify instead of
+  // 0.48; the 1 M-item peak is 5 MB more than at 4); the old generation may grow as the run's own (large answers).
   const heapMb = heapLimitMb();
   const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
-    workerData: { path },
-    resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: heapMb },
+    workerData: { path, crashes: crashCount() },
+    resourceLimits: { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: heapMb },
   });
-  const waiting = new Map<number, { resolve(): void; reject(error: unknown): void }>();
+  const waiting = new Map<number, { resolve(bytes: number[]): void; reject(error: unknown): void }>();
   let next = 1;
   // Once the thread has failed or gone, every page after fails the same way: nothing commits out of order.
   let broken: unknown;
@@ -42,7 +46,7 @@ export function commitThread(path: string) {
     const waiter = waiting.get(message.id);
     waiting.delete(message.id);
     if (message.error) waiter?.reject(rebuilt(message.error));
-    else waiter?.resolve();
+    else waiter?.resolve(message.bytes ?? []);
   });
   // Its heap limit says what to do as the run's own does (WEBDATA_HEAP_MB).
   worker.on('error', (error) => fail(threadFailure(error, heapMb)));
@@ -50,13 +54,22 @@ export function commitThread(path: string) {
   void exited.then(() => fail(new Error(`the commit thread of ${path} ended`)));
 
   return {
-    /** Commits the page, with the sinks' rows, in one transaction on the thread; resolves once it is committed. */
-    commit(commit: PageCommit, rows: readonly SinkRows[]): Promise<void> {
+    /**
+     * Commits the page, with the sinks' rows and records, in one transaction on the thread (the records' text appended
+     * just before it); resolves once it is committed, to the length of each records' file.
+     */
+    commit(commit: PageCommit, rows: readonly SinkRows[], records: readonly SinkRecords[] = []): Promise<number[]> {
       if (broken !== undefined) return Promise.reject(broken);
       const id = next++;
-      return new Promise<void>((resolve, reject) => {
+      return new Promise<number[]>((resolve, reject) => {
         waiting.set(id, { resolve, reject });
-        const request: CommitRequest = { type: 'commit', id, commit, rows: rows.map(({ sinkId, insert, values }) => ({ sinkId, insert, values })) };
+        const request: CommitRequest = {
+          type: 'commit',
+          id,
+          commit,
+          rows: rows.map(({ sinkId, insert, values }) => ({ sinkId, insert, values })),
+          records: records.map(({ sinkId, path, fd, format, width, cells }) => ({ sinkId, path, fd, format, width, cells })),
+        };
         worker.postMessage(request);
       });
     },
