@@ -167,7 +167,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     // Marked once committed, not when taken: a page before it may prune meanwhile, and must not clear the mark.
     if (commit.journal) unpruned = true;
     for (const sinkRows of rows) sinkRows.committed();
-    records.forEach((sinkRecords, index) => sinkRecords.committed(lengths[index] ?? 0));
+    records.forEach((sinkRecords, index) => sinkRecords.committed(lengths[index] as number));
     for (const file of files) file.staged.committed();
     crashPoint('after-commit');
     for (const [index, sink] of after.entries()) {

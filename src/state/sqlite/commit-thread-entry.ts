@@ -1,5 +1,6 @@
 // The commit thread (commit-thread.ts starts it): a connection of its own to the state store's SQLite file, on which
-// each page's transaction is written — its state, and the rows of the SQLite sinks in the file — in the order sent.
+// each page's transaction is written — its state, and the rows of the SQLite sinks in the file — in the order sent,
+// each just after its CSV files' text is appended.
 import { parentPort, workerData } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { countCrashesWith, crashPoint } from '../../crash-points.ts';
