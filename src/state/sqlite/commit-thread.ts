@@ -24,13 +24,14 @@ export interface CommitReply {
  * whole, and those that wait there while a transaction is written share the next one.
  */
 export function commitThread(path: string) {
-  // Its heap holds the pages committing (a few) and the CSV text it renders, garbage once written: a young generation
-  // of 8 MB (at 1 MB, rendering CSV here collected so often that the CSV path ran at 0.30 of csv-stringify instead of
-  // 0.48; the 1 M-item peak is 5 MB more than at 4); the old generation may grow as the run's own (large answers).
+  // Its heap holds the pages committing (up to 8) and the CSV text it renders, garbage once written. Its young
+  // generation trades the CSV path's speed for memory: 1 MB collected so often that CSV ran at 0.30 of csv-stringify;
+  // 6 MB gives 0.38–0.42 with 5 M items peaking at 242–247 MB from the command line; 8 MB 0.49 but 248–251, past the
+  // 250 MB aim. The old generation may grow as the run's own (pages of large answers).
   const heapMb = heapLimitMb();
   const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
     workerData: { path, crashes: crashCount() },
-    resourceLimits: { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: heapMb },
+    resourceLimits: { maxYoungGenerationSizeMb: 6, maxOldGenerationSizeMb: heapMb },
   });
   const waiting = new Map<number, { resolve(bytes: number[]): void; reject(error: unknown): void }>();
   let next = 1;
