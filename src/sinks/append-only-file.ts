@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { basename, dirname, extname, join } from 'node:path';
 import { LeaseHeldError } from '../errors/lease-held-error.ts';
@@ -8,6 +8,7 @@ import { crashPoint } from '../crash-points.ts';
 import type { Lease, SinkCheckpoints } from '../state/interfaces.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { claimFile, fileOutputKey, registryPathFor } from '../state/sqlite/output-claims.ts';
+import { writeAll } from './append-records.ts';
 import type { CsvFormat, Sink, SinkContext, SinkRecords } from './sink.ts';
 
 type Item = Record<string, unknown>;
@@ -51,11 +52,9 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     return file;
   };
   const append = (fd: number, text: string) => {
-    const buffer = Buffer.from(text, 'utf8');
-    let written = 0;
-    while (written < buffer.length) written += writeSync(fd, buffer, written);
+    const length = writeAll(fd, text);
     // Shared, other pipelines append too: the file's length is the checkpoint, not what this sink wrote.
-    bytes = shared ? fstatSync(fd).size : bytes + buffer.length;
+    bytes = shared ? fstatSync(fd).size : bytes + length;
   };
 
   /**

@@ -10,14 +10,18 @@ import type { SinkRecords } from './sink.ts';
  */
 export function appendRecords({ path, fd, format, width, cells }: Omit<SinkRecords, 'committed'>): number {
   try {
-    if (cells.length > 0) {
-      const buffer = Buffer.from(csvText(cells, width, format), 'utf8');
-      let written = 0;
-      while (written < buffer.length) written += writeSync(fd, buffer, written);
-    }
+    if (cells.length > 0) writeAll(fd, csvText(cells, width, format));
     return fstatSync(fd).size;
   } catch (error) {
     if (typeof error === 'object' && error !== null && !('path' in error)) Object.assign(error, { path });
     throw error;
   }
+}
+
+/** Writes all of `text` at the file's end (a write may take less than it is given); returns the bytes written. */
+export function writeAll(fd: number, text: string): number {
+  const buffer = Buffer.from(text, 'utf8');
+  let written = 0;
+  while (written < buffer.length) written += writeSync(fd, buffer, written);
+  return buffer.length;
 }
