@@ -46,7 +46,7 @@ export async function commitPages(
           duplicates: page.meta.dedupe?.duplicates ?? 0,
         });
       });
-      // Settled either way, it leaves the window; a failure is kept, and ends the loop at its next step.
+      // Settled either way, it leaves the window; a failure is kept and stops the source, which ends the loop.
       const done: Promise<void> = committed.then(
         () => void committing.delete(done),
         (error: unknown) => {

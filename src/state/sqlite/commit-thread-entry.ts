@@ -41,12 +41,14 @@ function serve(db: Database.Database, store: ReturnType<typeof openStateStore>):
       return length;
     });
 
-    store.commitPage(commit, () => {
-      for (const sink of rows) {
-        insert(sink.insert, sink.values);
-        store.checkpoints.set(sink.sinkId, { seq: commit.seq, bytes: null });
-      }
-      records.forEach(({ sinkId }, index) => store.checkpoints.set(sinkId, { seq: commit.seq, bytes: bytes[index] ?? null }));
+    // The sinks' checkpoints go with the page's own (a staged file's), which the store records in its transaction.
+    const checkpoints = [
+      ...commit.checkpoints,
+      ...rows.map(({ sinkId }) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: null } })),
+      ...records.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: bytes[index] as number } })),
+    ];
+    store.commitPage({ ...commit, checkpoints }, () => {
+      for (const sink of rows) insert(sink.insert, sink.values);
       crashPoint('page-transaction');
     });
     return bytes;
@@ -66,7 +68,7 @@ function serve(db: Database.Database, store: ReturnType<typeof openStateStore>):
     queued = [];
     try {
       const bytes = batch.length === 1 ? [commitOne(batch[0] as (typeof batch)[0])] : db.transaction(() => batch.map(commitOne))();
-      batch.forEach((request, index) => reply({ id: request.id, bytes: bytes[index] ?? [] }));
+      batch.forEach((request, index) => reply({ id: request.id, bytes: bytes[index] as number[] }));
     } catch (error) {
       for (const request of batch) reply({ id: request.id, error: postedError(error) });
     }
