@@ -277,4 +277,25 @@ describe('a SQLite state file of an earlier schema', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('of schema 2 gains the spend ledger\'s uncommitted mark, its rows counted as committed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
+    try {
+      const db = new Database(join(dir, 'state.db'));
+      const store = sqliteStateStore(db);
+      await startRun(store);
+      await store.commitPage(pageWithState(1, 'snapshot', null));
+      // As schema 2 left it: the spend table without the column.
+      db.exec(`ALTER TABLE spend DROP COLUMN uncommitted; UPDATE webdata_meta SET value = '2' WHERE key = 'state_schema'`);
+      db.close();
+      const again = new Database(join(dir, 'state.db'));
+      const reopened = sqliteStateStore(again);
+      expect(again.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get()).toBe(String(STATE_SCHEMA_VERSION));
+      const before = await reopened.spendOf('run-1');
+      await reopened.spend([{ runId: 'run-1', at: new Date().toISOString(), seriesId: 's1', path: '/p', attempt: 1, status: '200', credits: 2, uncertain: false, latencyMs: 1, uncommitted: true }]);
+      expect(await reopened.spendOf('run-1')).toMatchObject({ spent: before.spent + 2, uncommitted: 2 });
+      again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

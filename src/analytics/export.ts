@@ -53,7 +53,7 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
   },
   spend: {
     from: () => viewName('results', 'spend'),
-    columns: { ...text('run_id', 'query', 'country', 'endpoint'), ...ints('requests', 'answered'), credits: 'DOUBLE', uncertain_credits: 'DOUBLE' },
+    columns: { ...text('run_id', 'query', 'country', 'endpoint'), ...ints('requests', 'answered'), credits: 'DOUBLE', uncertain_credits: 'DOUBLE', uncommitted_credits: 'DOUBLE' },
     order: 'run_id, query, country',
     countryColumns: ['country'],
   },

@@ -106,7 +106,8 @@ export function spendViewSql(prefix: string, d: Dialect): string {
   return `
       SELECT s.run_id, COALESCE(se.query, '') AS query, COALESCE(se.country, '') AS country, s.path AS endpoint,
         ${d.int('COUNT(*)')} AS requests, ${d.int("SUM(CASE WHEN s.status LIKE '2__' THEN 1 ELSE 0 END)")} AS answered,
-        ${d.real('SUM(s.credits)')} AS credits, ${d.real(`SUM(CASE WHEN ${d.isTrue('s.uncertain')} THEN s.credits ELSE 0 END)`)} AS uncertain_credits
+        ${d.real('SUM(s.credits)')} AS credits, ${d.real(`SUM(CASE WHEN ${d.isTrue('s.uncertain')} THEN s.credits ELSE 0 END)`)} AS uncertain_credits,
+        ${d.real(`SUM(CASE WHEN ${d.isTrue('s.uncommitted')} THEN s.credits ELSE 0 END)`)} AS uncommitted_credits
       FROM ${prefix}spend s LEFT JOIN ${prefix}series se ON se.run_id = s.run_id AND se.series_id = s.series_id
       GROUP BY s.run_id, se.query, se.country, s.path`;
 }

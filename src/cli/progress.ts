@@ -161,7 +161,7 @@ export function progressReporter(options: ProgressOptions) {
         `${summary.pipeline}: ${status}${summary.reason ? ` (${summary.reason})` : ''} in ${duration(summary.durationMs)} — ` +
           `${summary.pages.fetched} pages, ${summary.items.written} rows (${summary.items.duplicates} duplicates), ` +
           `${summary.credits.spent} credits${summary.credits.budget === null ? '' : ` of ${summary.credits.budget}`}` +
-          `${summary.credits.uncertain ? ` (${summary.credits.uncertain} uncertain)` : ''}, ${summary.requests.total} requests, ${summary.retries} retries\n`,
+          `${creditNotes(summary.credits)}, ${summary.requests.total} requests, ${summary.retries} retries\n`,
       );
       const stopped = Object.entries(summary.series.stopped).map(([reason, n]) => `${n} ${reason}`);
       write(
@@ -192,4 +192,10 @@ function describeStart(event: Extract<RunEvent, { type: 'start' }>): string {
   if (event.worker?.joined) return `joined run ${event.runId} as worker ${event.worker.id}`;
   const run = event.resumed ? `resuming run ${event.runId}` : `run ${event.runId}`;
   return event.worker ? `${run} as worker ${event.worker.id} (others may join)` : run;
+}
+
+/** " (2 uncertain, 3 for pages never committed)": the parts of the spend a reader should know apart. */
+function creditNotes(credits: RunSummary['credits']): string {
+  const notes = [credits.uncertain ? `${credits.uncertain} uncertain` : '', credits.uncommitted ? `${credits.uncommitted} for pages never committed` : ''].filter(Boolean);
+  return notes.length > 0 ? ` (${notes.join(', ')})` : '';
 }

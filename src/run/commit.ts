@@ -53,7 +53,20 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   const noNew = new Map<string, number>();
   const committed = new Map<string, number>();
   const pendingEnds = new Map<string, { series: Series; end: SeriesEnd }>();
-  const ledger: SpendRow[] = [];
+  // The spend of 2xx answers waiting for their pages, by series: a series has one request out at a time, so its
+  // answers come in the order of its pages, and each page's commit takes its own (docs/guarantees.md, "Spend").
+  const ledger = new Map<string, SpendRow[]>();
+  // Answers paid for whose pages did not commit (their transaction failed, their series was lost, the run failed
+  // before they reached it): `flush` writes them on their own, marked so, whatever ended the run.
+  const uncommitted: SpendRow[] = [];
+  const paidNotCommitted = (rows: readonly SpendRow[]) => {
+    for (const row of rows) uncommitted.push({ ...row, uncommitted: true });
+  };
+  const takeSpend = (seriesId: string): SpendRow[] => {
+    const rows = ledger.get(seriesId) ?? [];
+    ledger.delete(seriesId);
+    return rows;
+  };
   // Series another worker took over (a distributed run): their pages here are dropped.
   const lost = new Set<string>();
   // Spend rows written on their own, not yet known to be written: the run waits for them before it closes.
@@ -119,7 +132,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
         // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
         state: states.write(id, end !== undefined),
       },
-      spend: ledger.splice(0),
+      spend: takeSpend(id),
       journal: needsJournal
         ? { seq: pageSeq, runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
         : null,
@@ -131,11 +144,13 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     // and the CSV files their cells.
     const rows = thread ? inside.map((sink) => (sink.rows as NonNullable<Sink<unknown>['rows']>)(page, pageSeq)) : [];
     const records = recorded.map((sink) => (sink.records as NonNullable<Sink<unknown>['records']>)(page, pageSeq));
-    return { id, fresh, end, files, commit, rows, records };
+    // Set once the page's transaction is known to have committed: a page that fails before or in it is paid, not committed.
+    const outcome = { transacted: false };
+    return { id, fresh, end, files, commit, rows, records, outcome };
   };
 
   /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
-  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows, records }: ReturnType<typeof prepare>, sent: Promise<number[]> | undefined): Promise<CommitResult> => {
+  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows, records, outcome }: ReturnType<typeof prepare>, sent: Promise<number[]> | undefined): Promise<CommitResult> => {
     const pageSeq = commit.seq;
     // The length of each records' file once the page is committed (on the thread).
     let lengths: number[] = [];
@@ -157,12 +172,15 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       if (!(error instanceof SeriesLostError)) throw error;
       if (commit.dedupe) keys?.settled(commit.dedupe);
       for (const file of files) file.staged.abandoned?.();
-      // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure.
+      // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure. Its
+      // answer was paid all the same.
+      paidNotCommitted(commit.spend);
       lost.add(id);
       committed.set(id, (committed.get(id) ?? 0) + 1);
       await settle(id);
       return { new: 0, lost: true };
     }
+    outcome.transacted = true;
     if (commit.dedupe) keys?.settled(commit.dedupe);
     // Marked once committed, not when taken: a page before it may prune meanwhile, and must not clear the mark.
     if (commit.journal) unpruned = true;
@@ -197,7 +215,15 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     // whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
     const sent = thread ? writingTo(store.path, () => thread.commit(prepared.commit, prepared.rows, prepared.records)) : undefined;
     sent?.catch(() => undefined);
-    const done = tail.then(() => commitPrepared(page, prepared, sent));
+    const done = tail
+      .then(() => commitPrepared(page, prepared, sent))
+      .catch(async (error: unknown) => {
+        // Failed before its transaction, in it, or with a page before it: its answer is paid and not committed. (On
+        // the thread, a page whose predecessor failed after its own transaction may still have committed.)
+        const transacted = prepared.outcome.transacted || (sent !== undefined && (await sent.then(() => true, () => false)));
+        if (!transacted) paidNotCommitted(prepared.commit.spend);
+        throw error;
+      });
     tail = done;
     return done;
   };
@@ -211,10 +237,12 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       noNew.set(seriesId, streak);
     },
 
-    /** Spend of a request: written at once, or, for a 2xx, with the next page's transaction. */
+    /** Spend of a request: written at once, or, for a 2xx that brings a page, with that page's transaction. */
     async spend(row: SpendRow): Promise<void> {
-      if (/^2\d\d$/.test(row.status)) {
-        ledger.push(row);
+      if (/^2\d\d$/.test(row.status) && !row.uncertain) {
+        const rows = ledger.get(row.seriesId);
+        if (rows) rows.push(row);
+        else ledger.set(row.seriesId, [row]);
         return;
       }
       const write = store.spend([row]);
@@ -260,10 +288,16 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       return delivered;
     },
 
-    /** Waits for spend rows on their way; writes those of answers whose pages never committed (still paid, still recorded). */
+    /**
+     * Waits for spend rows on their way; writes those of answers whose pages never committed, marked so (still paid,
+     * still recorded). The run calls it however it ends, a failure included, so that the next invocation's budget
+     * starts from what the server charged.
+     */
     async flush(): Promise<void> {
       await Promise.all(writing);
-      if (ledger.length > 0) await store.spend(ledger.splice(0));
+      for (const rows of ledger.values()) paidNotCommitted(rows);
+      ledger.clear();
+      if (uncommitted.length > 0) await store.spend(uncommitted.splice(0));
     },
   };
 }

@@ -90,7 +90,13 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     unsubscribe();
     await scheduler.onIdle();
     failure ??= ledgerFailure();
-    if (failure === undefined) await committer.flush();
+    // Every answered 2xx is spend, its page committed or not, and is recorded however the run ends: a run that fails
+    // again and again (a broken stage, by cron or a restart loop) then ends at its budget, not past it.
+    try {
+      await committer.flush();
+    } catch (error) {
+      failure ??= error;
+    }
     await thread?.close();
     thread = undefined;
 

@@ -79,7 +79,7 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
     requests: { total: spend.requests, byStatus: spend.byStatus },
     retries: spend.retries,
     rateLimitedWaitMs: Math.round(facts.rateLimitedWaitMs),
-    credits: { spent: spend.spent, uncertain: spend.uncertain, budget: facts.budget, byEndpoint: spend.byEndpoint },
+    credits: { spent: spend.spent, uncertain: spend.uncertain, uncommitted: spend.uncommitted, budget: facts.budget, byEndpoint: spend.byEndpoint },
     pages: { fetched: totals.pages },
     items: { served: totals.served, written: totals.written, duplicates: totals.duplicates },
     series: { total: facts.seriesTotal, completed, failed, failedBy, stopped, byReason },

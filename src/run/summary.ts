@@ -20,7 +20,14 @@ export const runSummarySchema = z.object({
   requests: z.object({ total: z.int(), byStatus: counts }),
   retries: z.int(),
   rateLimitedWaitMs: z.number(),
-  credits: z.object({ spent: z.number(), uncertain: z.number(), budget: z.number().nullable(), byEndpoint: z.record(z.string(), z.number()) }),
+  credits: z.object({
+    spent: z.number(),
+    uncertain: z.number(),
+    /** The part of `spent` whose answers' pages were never committed (a failed invocation): their pages are fetched again. */
+    uncommitted: z.number(),
+    budget: z.number().nullable(),
+    byEndpoint: z.record(z.string(), z.number()),
+  }),
   pages: z.object({ fetched: z.int() }),
   items: z.object({ served: z.int(), written: z.int(), duplicates: z.int() }),
   series: z.object({

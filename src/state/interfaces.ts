@@ -70,6 +70,8 @@ export interface SpendRow {
   credits: number;
   uncertain: boolean;
   latencyMs: number;
+  /** A 2xx whose page was never committed (its invocation failed, or another worker took its series): paid all the same. */
+  uncommitted?: boolean;
 }
 
 /** What a sink holds: every journal page up to `seq`, and for a file, its committed length. */
@@ -143,6 +145,8 @@ export interface SeenKeyStore {
 export interface SpendTotals {
   spent: number;
   uncertain: number;
+  /** Credits of answers whose pages were never committed (fetched again when the run resumes). */
+  uncommitted: number;
   requests: number;
   retries: number;
   byStatus: Record<string, number>;

@@ -146,6 +146,10 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       PRIMARY KEY (run_id, series_id, seq)
     );
   `,
+  // 4: spend of answers whose pages never committed (paid all the same), marked apart.
+  (s) => `
+    ALTER TABLE ${s}.spend ADD COLUMN uncommitted boolean NOT NULL DEFAULT false;
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */

@@ -53,9 +53,9 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
   };
   /** The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page. */
   const insertSpend = (p: (value: unknown) => string, rows: readonly SpendRow[]) => {
-    const c = columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs], 9);
-    const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8'];
-    return `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms)
+    const c = columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs, r.uncommitted === true], 10);
+    const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8', 'bool'];
+    return `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted)
             SELECT * FROM unnest(${c.map((column, i) => `${p(column)}::${types[i]}[]`).join(', ')})`;
   };
   const writeSpend = async (rows: readonly SpendRow[]) => {
@@ -345,12 +345,13 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
     spend: (rows) => retrying(where, () => writeSpend(rows), { idempotent: false }),
     async spendOf(runId) {
       const totals = (
-        await query<{ spent: number; uncertain: number; requests: number; retries: number }>(
+        await query<{ spent: number; uncertain: number; uncommitted: number; requests: number; retries: number }>(
           `SELECT COALESCE(SUM(credits), 0)::float8 AS spent, COALESCE(SUM(CASE WHEN uncertain THEN credits ELSE 0 END), 0)::float8 AS uncertain,
+                  COALESCE(SUM(CASE WHEN uncommitted THEN credits ELSE 0 END), 0)::float8 AS uncommitted,
                   COUNT(*)::int AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0)::int AS retries FROM ${s}.spend WHERE run_id = $1`,
           [runId],
         )
-      )[0] as { spent: number; uncertain: number; requests: number; retries: number };
+      )[0] as { spent: number; uncertain: number; uncommitted: number; requests: number; retries: number };
       const byStatus = await query<{ status: string; n: number }>(`SELECT status, COUNT(*)::int AS n FROM ${s}.spend WHERE run_id = $1 GROUP BY status`, [runId]);
       const byPath = await query<{ path: string; credits: number }>(
         `SELECT path, SUM(credits)::float8 AS credits FROM ${s}.spend WHERE run_id = $1 AND credits > 0 GROUP BY path`,

@@ -24,8 +24,11 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'output_claims',
 ]);
 
-/** Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`). */
-export const STATE_SCHEMA_VERSION = 2;
+/**
+ * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: spend
+ * of answers whose pages never committed, `spend.uncommitted`).
+ */
+export const STATE_SCHEMA_VERSION = 3;
 
 /**
  * The run-state tables in SQLite (DESIGN §4): one database per pipeline, the SQLite sink's own when there is one, so
@@ -105,7 +108,9 @@ export function openStateStore(db: Database.Database) {
       status TEXT NOT NULL,
       credits REAL NOT NULL,
       uncertain INTEGER NOT NULL,
-      latency_ms REAL NOT NULL
+      latency_ms REAL NOT NULL,
+      -- 1: a 2xx whose page was never committed (paid all the same; the page is fetched again on resume).
+      uncommitted INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX IF NOT EXISTS spend_run ON spend (run_id);
     CREATE TABLE IF NOT EXISTS run_sinks (
@@ -117,8 +122,10 @@ export function openStateStore(db: Database.Database) {
     );
   `);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
-  // Each version so far only added tables: an older file is brought up by the CREATEs above, then marked, so that an
-  // older webdata-etl refuses it rather than resume without what it cannot read.
+  // Versions 2 added a table, 3 a column: an older file is brought up by the CREATEs above and the ALTER below, then
+  // marked, so that an older webdata-etl refuses it rather than resume without what it cannot read.
+  const spendColumns = db.prepare(`SELECT name FROM pragma_table_info('spend')`).pluck().all() as string[];
+  if (!spendColumns.includes('uncommitted')) db.exec(`ALTER TABLE spend ADD COLUMN uncommitted INTEGER NOT NULL DEFAULT 0`);
   if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
   else if (Number(version) < STATE_SCHEMA_VERSION) db.prepare(`UPDATE webdata_meta SET value = ? WHERE key = 'state_schema'`).run(String(STATE_SCHEMA_VERSION));
   db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
@@ -158,8 +165,8 @@ export function openStateStore(db: Database.Database) {
     dropRunPages: db.prepare(`DELETE FROM pages WHERE run_id = ?`),
     dropRunSeries: db.prepare(`DELETE FROM series WHERE run_id = ?`),
     markAbandoned: db.prepare(`UPDATE runs SET status = 'abandoned', finished_at = ? WHERE run_id = ?`),
-    insertSpend: db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
+    insertSpend: db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COALESCE(SUM(CASE WHEN uncommitted = 1 THEN credits ELSE 0 END), 0) AS uncommitted, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
     spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
     runSinkStart: db.prepare(`INSERT OR IGNORE INTO run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES (?, ?, ?, ?)`),
@@ -172,7 +179,7 @@ export function openStateStore(db: Database.Database) {
     statements.insertPage.run(entry.seq, entry.runId, entry.pageKey, entry.seriesId, entry.number, entry.meta, entry.output, entry.raw, new Date().toISOString());
   };
   const spend = (row: SpendRow) => {
-    statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs);
+    statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs, row.uncommitted ? 1 : 0);
   };
   const commitPage = db.transaction((commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>) => {
     const seq = statements.nextSeq.get() as number;
@@ -273,7 +280,7 @@ export function openStateStore(db: Database.Database) {
 
     spend,
     spendOf(runId: string) {
-      const totals = statements.spendOf.get(runId) as { spent: number; uncertain: number; requests: number; retries: number };
+      const totals = statements.spendOf.get(runId) as { spent: number; uncertain: number; uncommitted: number; requests: number; retries: number };
       const byStatus = Object.fromEntries((statements.spendByStatus.all(runId) as { status: string; n: number }[]).map((r) => [r.status, r.n]));
       const byEndpoint = Object.fromEntries((statements.spendByPath.all(runId) as { path: string; credits: number }[]).map((r) => [r.path, r.credits]));
       return { ...totals, byStatus, byEndpoint };
