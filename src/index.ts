@@ -56,6 +56,7 @@ export {
   RunLifecycleError,
   OutputError,
   LeaseHeldError,
+  UnstorablePageError,
 } from './errors/index.ts';
 
 export { VERSION } from './version.ts';

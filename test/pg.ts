@@ -32,7 +32,17 @@ export async function testDatabase(): Promise<{ url: string; name: string; drop(
   await sql(admin, `CREATE DATABASE ${name}`);
   const url = new URL(admin);
   url.pathname = `/${name}`;
-  return { url: url.toString(), name, drop: async () => void (await sql(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)) };
+  // Connections still closing are let go first: one that FORCE ends while it says goodbye emits an error nobody hears
+  // (its pool let it go), which fails the whole test file. Bounded: what is left then is ended by FORCE.
+  const drop = async () => {
+    for (let tries = 0; tries < 100; tries++) {
+      const [open] = await sql(admin, `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1`, [name]);
+      if (open?.n === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await sql(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  };
+  return { url: url.toString(), name, drop };
 }
 
 /**

@@ -9,3 +9,4 @@ export { StageContractError } from './stage-contract-error.ts';
 export { RunLifecycleError } from './run-lifecycle-error.ts';
 export { OutputError, type OutputProblem } from './output-error.ts';
 export { LeaseHeldError, type LeaseHolder } from './lease-held-error.ts';
+export { UnstorablePageError } from './unstorable-page-error.ts';

@@ -5,6 +5,7 @@ import { toJson } from '../json.ts';
 import type { PageCommit, SeenKeyStore, SeriesIdentity, SpendRow, StateStore } from '../state/interfaces.ts';
 import { crashPoint } from '../crash-points.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
+import { isRefusedValue, UnstorablePageError } from '../errors/unstorable-page-error.ts';
 import { writingTo } from './output-error.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import type { CommitThread } from '../state/sqlite/commit-thread.ts';
@@ -69,6 +70,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   };
   // Series another worker took over (a distributed run): their pages here are dropped.
   const lost = new Set<string>();
+  // Series a page of which a database refused (`commitRefused`): they ask for no more pages, and end as failed.
+  const refused = new Map<string, UnstorablePageError>();
   // Spend rows written on their own, not yet known to be written: the run waits for them before it closes.
   const writing = new Set<Promise<void>>();
   // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
@@ -80,7 +83,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     store.endSeries(runId, identity(series), {
       status: end.reason === 'stopped' ? 'stopped' : 'ended',
       reason: end.reason === 'stopped' ? end.stop : end.reason,
-      nextPage: null,
+      // Null keeps the series' next page as its last page left it; a page that could not be stored is asked for again.
+      nextPage: end.error instanceof UnstorablePageError ? end.error.retryFrom : null,
       error: end.error === undefined ? null : end.error instanceof Error ? end.error.message : String(end.error),
       errorKind: end.error === undefined ? null : ((end.error as { kind?: string }).kind ?? 'error'),
     });
@@ -93,7 +97,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       states.release(seriesId);
       committed.delete(seriesId);
       noNew.delete(seriesId);
+      const unstorable = refused.get(seriesId);
+      refused.delete(seriesId);
       if (pending.end.reason === 'lost') lost.delete(seriesId);
+      // However it ended here (a page after the refused one may have ended it by a rule of its own), it failed.
+      else if (unstorable) await writeEnd(pending.series, { reason: 'failed', pages: pending.end.pages, error: unstorable });
       else if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) await writeEnd(pending.series, pending.end);
     }
   };
@@ -150,10 +158,14 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   };
 
   /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
-  const commitPrepared = async (page: Page<unknown>, { id, fresh, end, files, commit, rows, records, outcome }: ReturnType<typeof prepare>, sent: Promise<number[]> | undefined): Promise<CommitResult> => {
+  const commitPrepared = async (page: Page<unknown>, prepared: ReturnType<typeof prepare>, sent: Promise<number[]> | undefined): Promise<CommitResult> => {
+    const { id, fresh, end, files, commit, rows, records, outcome } = prepared;
     const pageSeq = commit.seq;
     // The length of each records' file once the page is committed (on the thread).
     let lengths: number[] = [];
+    // A page of a series one of whose pages was refused: it commits emptied too (a retry fetches it again).
+    const unstorable = refused.get(id);
+    if (unstorable && sent === undefined) return commitRefused(page, prepared, unstorable.cause);
     try {
       if (sent) lengths = await sent;
       else {
@@ -167,6 +179,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
         );
       }
     } catch (error) {
+      // A value the database refused (the transaction rolled back, the number not taken): the page commits without it.
+      if (sent === undefined && isRefusedValue(error)) return commitRefused(page, prepared, error);
       // Where the journal stands is no longer known (the commit may or may not have taken its number).
       seq = undefined;
       if (!(error instanceof SeriesLostError)) throw error;
@@ -196,6 +210,57 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     committed.set(id, (committed.get(id) ?? 0) + 1);
     await settle(id);
     return end ? { new: fresh, end } : { new: fresh };
+  };
+
+  /**
+   * A page whose values a database refused, even after what is replaced to make every value storable, and the pages
+   * of its series after it: each commits without its rows in the sinks inside the transaction (their checkpoints move
+   * on; a file that holds it keeps it), without its dedupe keys and stage state, its answer marked paid and not
+   * committed. The series asks for no more pages and ends as failed with the reason (exit 5); a retry of it begins
+   * at the refused page. The run goes on. If even the emptied page is refused, the run fails with the first error.
+   */
+  const commitRefused = async (page: Page<unknown>, prepared: ReturnType<typeof prepare>, error: unknown): Promise<CommitResult> => {
+    const { id, files, commit, outcome } = prepared;
+    // Paged by number, a retry asks for the refused page again; by cursor it goes on after it (the cursor that led
+    // there is not kept).
+    const retryFrom = commit.progress.cursor === null ? page.number : null;
+    const unstorable =
+      refused.get(id) ??
+      new UnstorablePageError(
+        { seriesId: id, page: page.number, retryFrom },
+        `page ${page.number} of series ${id} could not be stored (${error instanceof Error ? error.message : String(error)}): its rows were left out of ${inside.map((sink) => sink.path).join(', ') || 'the state store'} and the series stopped there; \`--resume\` retries it ${retryFrom === null ? 'from the page after it' : 'from that page'} once the database takes it`,
+        error,
+      );
+    const emptied: PageCommit = {
+      ...commit,
+      // Not ended by this page, whatever its own rule said: the series ends as failed once its pages are committed.
+      // No digest: the page a retry asks for again must not be taken for a repeat of this one.
+      progress: { ...commit.progress, status: 'active', reason: null, digest: '', written: 0, duplicates: 0, state: { kind: 'changes', json: null } },
+      spend: commit.spend.map((row) => ({ ...row, uncommitted: true })),
+      journal: null,
+      dedupe: null,
+    };
+    delete emptied.claimKeys;
+    const empty = { ...page, items: [] };
+    try {
+      await writingTo(store.path, () =>
+        store.commitPage(emptied, (tx) => {
+          const writes = inside.map((sink) => sink.write(empty, commit.seq, tx)).filter((write) => write instanceof Promise);
+          return writes.length === 0 ? undefined : Promise.all(writes).then(() => undefined);
+        }),
+      );
+    } catch {
+      seq = undefined;
+      throw error;
+    } finally {
+      if (commit.dedupe) keys?.settled(commit.dedupe);
+    }
+    outcome.transacted = true;
+    refused.set(id, unstorable);
+    for (const file of files) file.staged.committed();
+    committed.set(id, (committed.get(id) ?? 0) + 1);
+    await settle(id);
+    return { new: 0 };
   };
 
   const start = async (): Promise<void> => {
@@ -231,6 +296,9 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   return {
     /** Whether another worker took the series over (a distributed run). */
     lost: (seriesId: string) => lost.has(seriesId),
+
+    /** Why the series may ask for no more pages: a page of it could not be stored (`commitRefused`). */
+    refused: (seriesId: string): UnstorablePageError | undefined => refused.get(seriesId),
 
     /** A series resumes with the no-new streak it had. */
     resumeSeries(seriesId: string, streak: number): void {

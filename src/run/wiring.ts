@@ -142,6 +142,7 @@ export function sourceContext(parts: {
       return release;
     },
     lost: (series) => committer.lost(series.id) || (worker?.queue.lapsed(series.id) ?? false),
+    refused: (series) => committer.refused(series.id),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
     ...(worker ? { feed: (all: Iterator<Series>) => worker.queue.feed(all) } : {}),
     async seriesEnded(series, end) {

@@ -22,12 +22,47 @@ export function postgresColumnType(column: string): string {
 
 // PostgreSQL's text cannot hold U+0000 (nor can jsonb, escaped): it becomes U+FFFD, the replacement character.
 const NUL = /\u0000/g;
-const ESCAPED_NUL = /(?<!\\)((?:\\\\)*)\\u0000/g;
+// In JSON text, an escape that jsonb refuses: U+0000, or a surrogate that is not half of a pair (a pair is matched
+// first, and kept). Only escapes: a backslash before it that is itself escaped makes it text.
+const REFUSED_ESCAPE = /(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\u0000)/g;
+
+/**
+ * The deepest nesting stored as jsonb. PostgreSQL parses jsonb recursively and stops at its stack depth (20,000
+ * levels fail with the default `max_stack_depth`); nothing a search API sends comes near this.
+ */
+export const MAX_JSONB_DEPTH = 1000;
+
+/**
+ * JSON text as jsonb takes it: refused escapes as U+FFFD; nesting past `MAX_JSONB_DEPTH` kept whole as a jsonb
+ * string of its text (`raw #>> '{}'` gives it back).
+ */
+export function storableJson(json: string): string {
+  const text = json.includes('\0') ? json.replaceAll('\0', '\ufffd') : json;
+  const escaped = text.includes('\\u') ? text.replace(REFUSED_ESCAPE, (match, backslashes: string, escape: string) => (escape.length === 12 ? match : `${backslashes}\\ufffd`)) : text;
+  return json.length > 2 * MAX_JSONB_DEPTH && nesting(escaped) > MAX_JSONB_DEPTH ? JSON.stringify(escaped) : escaped;
+}
+
+/** How deep JSON text nests (arrays and objects), strings skipped. */
+function nesting(json: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) deepest = Math.max(deepest, ++depth);
+    else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return deepest;
+}
 
 /** A value as the column's PostgreSQL type takes it: text and JSON without U+0000, objects as JSON, null as null. */
 export function postgresValue(column: string, value: unknown): unknown {
   if (value === undefined || value === null) return null;
-  if (JSON_COLUMNS.has(column)) return (typeof value === 'string' ? value : toJson(value)).replace(ESCAPED_NUL, '$1\\ufffd');
+  if (JSON_COLUMNS.has(column)) return storableJson(typeof value === 'string' ? value : toJson(value));
   if (typeof value === 'string') return value.replace(NUL, '\ufffd');
   if (typeof value === 'number' || typeof value === 'bigint') return value;
   if (typeof value === 'boolean') return value ? 1 : 0;

@@ -27,6 +27,8 @@ export const postgresSinkOptionsSchema = z.strictObject({
 export type PostgresSinkOptions = z.input<typeof postgresSinkOptionsSchema>;
 
 const UPSERT_KEY = ['query', 'country', 'lang', 'dedupe_key'];
+/** The upsert key as a new table indexes it (see `uniqueKey`). */
+const UPSERT_TARGET = 'md5(query), country, lang, dedupe_key';
 const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
 
 interface Opened {
@@ -51,6 +53,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   let opened: Opened | undefined;
   let pipeline = '';
+  let conflictTarget = UPSERT_KEY.join(', ');
   let held = 0;
 
   /** The last page the table holds, by its checkpoint; undefined before the sink's first run. */
@@ -85,7 +88,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
         held = await atDatabase(where, () =>
           transaction(pool, async (client) => {
             await prepareTable(client, { schema, table, qualified, checkpointTable, where }, stored, ctx.tagColumns);
-            if (mode === 'upsert') await uniqueKey(client, qualified, table, where);
+            if (mode === 'upsert') conflictTarget = await uniqueKey(client, { schema, table, qualified }, where);
             const seq = await checkpointOf(client);
             if (seq !== undefined) return seq;
             // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
@@ -98,7 +101,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
         await lease.release();
         throw error;
       }
-      opened = { pool, lease, insert: inserter(qualified, checkpointTable, columns, mode, () => ({ pipeline, id })) };
+      opened = { pool, lease, insert: inserter(qualified, checkpointTable, columns, { mode, conflictTarget }, () => ({ pipeline, id })) };
     },
     // The rows' `dedupe_key` is what a distributed run claims across workers: only a table that has it can follow.
     get claimsDedupeKeys() {
@@ -142,12 +145,18 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
  * data-modifying CTEs of one statement — the state store's page statement when the sink shares its database (each
  * part under its guard), else a statement of the sink's own (one round trip, atomic on its own).
  */
-function inserter(qualified: string, checkpointTable: string, columns: readonly string[], mode: 'append' | 'replace' | 'upsert', owner: () => { pipeline: string; id: string }) {
+function inserter(
+  qualified: string,
+  checkpointTable: string,
+  columns: readonly string[],
+  { mode, conflictTarget }: { mode: 'append' | 'replace' | 'upsert'; conflictTarget: string },
+  owner: () => { pipeline: string; id: string },
+) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
   const types = stored.map((c) => postgresColumnType(c).replace(/ NOT NULL$/, ''));
   const names = stored.map((c) => `"${c}"`).join(', ');
   const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  const conflict = mode === 'upsert' ? ` ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}` : '';
+  const conflict = mode === 'upsert' ? ` ON CONFLICT (${conflictTarget}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}` : '';
 
   const write = (own: PageStatement, page: Page<Record<string, unknown>>, seq: number): void => {
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
@@ -240,8 +249,9 @@ async function prepareTable(client: PoolClient, names: TableNames, columns: read
     }
   } else {
     await client.query(`CREATE TABLE IF NOT EXISTS ${qualified} (${columns.map((c) => `"${c}" ${postgresColumnType(c)}`).join(', ')})`);
-    const series = ['query', 'country', 'lang', 'run_id'].filter((c) => columns.includes(c));
-    if (series.length >= 3) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_series" ON ${qualified} (${series.join(', ')})`);
+    // A hash index has no size limit (a B-tree entry's is 2,704 bytes, which a long query passes): lookups and joins by
+    // query, whatever its length.
+    if (columns.includes('query')) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_series" ON ${qualified} USING hash (query)`);
     if (columns.includes('dedupe_key')) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_dedupe_key" ON ${qualified} (dedupe_key)`);
   }
   const checkpointsExist = (await client.query(`SELECT to_regclass($1) AS t`, [`${quoteIdentifier(schema)}.webdata_checkpoints`])).rows[0]?.t !== null;
@@ -252,11 +262,20 @@ async function prepareTable(client: PoolClient, names: TableNames, columns: read
   }
 }
 
-async function uniqueKey(client: PoolClient, qualified: string, table: string, where: string): Promise<void> {
+/**
+ * The upsert's unique index, created when missing, and the conflict target that names it. A new table's index takes
+ * the query's digest (a long query passes a B-tree entry's 2,704 bytes; the dedupe key is bounded already); a table
+ * made by an earlier webdata-etl keeps its index on the query itself.
+ */
+async function uniqueKey(client: PoolClient, names: { schema: string; table: string; qualified: string }, where: string): Promise<string> {
+  const { schema, table, qualified } = names;
+  const index = `${table}_upsert_key`;
   try {
     await client.query('SAVEPOINT unique_key');
-    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS "${table}_upsert_key" ON ${qualified} (${UPSERT_KEY.join(', ')})`);
+    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS "${index}" ON ${qualified} (${UPSERT_TARGET})`);
     await client.query('RELEASE SAVEPOINT unique_key');
+    const definition = (await client.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, [schema, index])).rows[0]?.def ?? '';
+    return definition.includes('md5(') ? UPSERT_TARGET : UPSERT_KEY.join(', ');
   } catch (error) {
     if ((error as { code?: string }).code !== '23505') throw error;
     throw new ValidationError(`The table ${qualified} cannot take upserts`, [

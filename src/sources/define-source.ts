@@ -3,6 +3,7 @@ import type { Client } from '../client/client.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Series } from '../pipeline/page.ts';
+import { storedKey } from '../stored-key.ts';
 import { type Fetched, fetchAll, pageSeries } from './paging.ts';
 import type { PageRequest, Paginator } from './paginators/index.ts';
 import type { Source, SourcePlan } from './source.ts';
@@ -52,6 +53,22 @@ export function defineSource(spec: SourceSpec): Source {
   const limits = { maxPages: spec.maxPages, shortBelow: spec.pageSize };
   const paginatorFor = typeof spec.paginator === 'function' ? spec.paginator : () => spec.paginator as Paginator;
 
+  // The run knows each series by an id it can store and index (a long query, NUL in a parameter: `storedKey`); the
+  // source's own functions get the series as the source made it.
+  const own = new WeakMap<Series, Series>();
+  function* runSeries(): Generator<Series> {
+    for (const series of spec.series()) {
+      const id = storedKey(series.id);
+      if (id === series.id) yield series;
+      else {
+        const stored = { ...series, id };
+        own.set(stored, series);
+        yield stored;
+      }
+    }
+  }
+  const ownOf = (series: Series) => own.get(series) ?? series;
+
   const plan = (): SourcePlan => ({
     endpoint: spec.endpoint,
     seriesCount: spec.seriesCount ?? [...spec.series()].length,
@@ -64,23 +81,23 @@ export function defineSource(spec: SourceSpec): Source {
     },
     ...(spec.tagColumns ? { tagColumns: spec.tagColumns } : {}),
     ...(spec.notes ? { notes: spec.notes } : {}),
-    series: () => spec.series(),
+    series: runSeries,
   });
 
   return {
     plan,
     pages: (ctx) =>
-      fetchAll(spec.series()[Symbol.iterator](), ctx, (series, resume, push, ready) =>
+      fetchAll(runSeries(), ctx, (series, resume, push, ready) =>
         pageSeries({
           series,
           resume,
           ctx,
           push,
           ready,
-          paginator: paginatorFor(series),
+          paginator: paginatorFor(ownOf(series)),
           limits,
           stopAfterNoNew: spec.stopAfterNoNew,
-          fetch: (request, signal) => spec.fetch(series, request, { client: ctx.client, signal }),
+          fetch: (request, signal) => spec.fetch(ownOf(series), request, { client: ctx.client, signal }),
         }),
       ),
   };

@@ -140,6 +140,11 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
       release();
       return { reason: 'lost', pages: pushed };
     }
+    const refused = ctx.refused?.(series);
+    if (refused) {
+      release();
+      return { reason: 'failed', pages: pushed, error: refused };
+    }
     let outcome: Outcome<Fetched & { next: PageRequest | null }>;
     try {
       const asked = request;

@@ -57,6 +57,8 @@ export interface SourceContext extends RunContext {
   seriesEnded(series: Series, end: SeriesEnd): Promise<void>;
   /** A distributed run: whether another worker took the series over (a page of it was refused): it is then dropped. */
   lost?(series: Series): boolean;
+  /** Why the series fails before its next request, if it does: a page of it could not be stored. */
+  refused?(series: Series): Error | undefined;
   /**
    * A worker of a distributed run: the series this worker is to page, taken from the run's queue (the source's own
    * list, `all`, says what each queued id is). Absent: the source pages all its series.

@@ -3,6 +3,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import { canonicalUrl } from './canonical-url.ts';
 import { toJson } from '../json.ts';
+import { storedKey } from '../stored-key.ts';
 
 type Keyed = { readonly [field: string]: unknown };
 
@@ -50,10 +51,14 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
     }
     for await (const page of pages) {
       const { series } = page;
-      const scope = `${config.persistent ? 'persistent' : 'run'}|${config.scope === 'global' ? '*' : config.scope === 'query' ? `${series.endpoint}|${series.query}` : series.id}`;
+      // Scopes and keys are stored and indexed: bounded as every stored key is (a long query, a key of the user's).
+      const scope = storedKey(`${config.persistent ? 'persistent' : 'run'}|${config.scope === 'global' ? '*' : config.scope === 'query' ? `${series.endpoint}|${series.query}` : series.id}`);
       const seen = store ? undefined : ctx.seriesState<Record<string, 1>>('dedupe', series, () => Object.create(null));
       let duplicates = 0;
-      const keys = page.items.map((item) => keyOf(item));
+      const keys = page.items.map((item) => {
+        const key = keyOf(item);
+        return typeof key === 'string' ? storedKey(key) : key;
+      });
       // The scope's keys are looked up once per page (a network store answers a page's keys in one query); keys
       // repeated within the page are caught as they are added.
       const before = store ? await store.seen(scope, keys.filter((key) => typeof key === 'string')) : undefined;

@@ -177,6 +177,7 @@ export type StateWrite = { kind: 'snapshot'; json: string | null } | { kind: 'ch
 export interface SeriesEndRecord {
   status: 'ended' | 'stopped';
   reason: string;
+  /** Where a retry begins; null: where the series' last committed page left it. */
   nextPage: number | null;
   error: string | null;
   errorKind: string | null;

@@ -11,6 +11,7 @@ import { type Checkpoint, type JournalEntry, type Lease, type PageCommit, type P
 import { pendingKeys } from '../pending-keys.ts';
 import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 import { migrate } from './schema.ts';
+import { storable } from '../../postgres/storable.ts';
 
 export interface PostgresStateStore extends StateStore {
   readonly kind: 'postgres';
@@ -44,7 +45,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
   // Past its opening (where an unreachable server stops the run at once, before any request), the store waits out a
   // server that went away: every statement here is safe to repeat, but the spend rows' INSERT (see `spend`).
   const query = <R extends object = Record<string, unknown>>(text: string, values: unknown[] = []) =>
-    retrying(where, async () => (await pool.query<R>(text, values)).rows, { idempotent: true });
+    retrying(where, async () => (await pool.query<R>(text, values.map(storable))).rows, { idempotent: true });
   await query(`INSERT INTO ${s}.pipelines (pipeline) VALUES ($1) ON CONFLICT DO NOTHING`, [pipeline]);
 
   const currentSeq = async () => {
@@ -61,7 +62,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
   const writeSpend = async (rows: readonly SpendRow[]) => {
     if (rows.length === 0) return;
     const values: unknown[] = [];
-    await pool.query(insertSpend((value) => `$${values.push(value)}`, rows), values);
+    await pool.query(insertSpend((value) => `$${values.push(storable(value))}`, rows), values);
   };
   const setCheckpoint = (sinkId: string, checkpoint: Checkpoint) =>
     pool.query(
@@ -289,9 +290,10 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           await db.query(
             `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind
+             ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind,
+               next_page = COALESCE(excluded.next_page, series.next_page)
              ${worker ? `WHERE series.status <> 'ended'` : ''}`,
-            [runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, end.status, end.reason, end.nextPage, end.error, end.errorKind],
+            [runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, end.status, end.reason, end.nextPage, end.error, end.errorKind].map(storable),
           )
         ).rowCount;
       const claims = worker;
@@ -423,7 +425,7 @@ function ctes(seq?: string): PageStatement & { values: unknown[]; add(sql: strin
       claimed = keys;
     },
     guard: 'EXISTS (SELECT 1 FROM w_seq)',
-    p: (value: unknown) => `$${values.push(value)}`,
+    p: (value: unknown) => `$${values.push(storable(value))}`,
     add: (sql: string, name = `w_${parts.length}`) => void parts.push(`${name} AS (${sql})`),
     sql: (final: string) => `WITH ${parts.join(',\n')}\n${final}`,
   };

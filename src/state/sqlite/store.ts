@@ -153,7 +153,8 @@ export function openStateStore(db: Database.Database) {
     endSeries: db.prepare(`
       INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
       VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, @error, @errorKind)
-      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind`),
+      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind,
+        next_page = COALESCE(excluded.next_page, series.next_page)`),
     seriesTotals: db.prepare(`
       SELECT COALESCE(SUM(pages), 0) AS pages, COALESCE(SUM(items_served), 0) AS served, COALESCE(SUM(items_written), 0) AS written,
              COALESCE(SUM(duplicates), 0) AS duplicates FROM series WHERE run_id = ?`),
