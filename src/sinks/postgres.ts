@@ -4,7 +4,8 @@ import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../postgres/failure.ts';
-import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../postgres/pools.ts';
+import { type Pool, type PoolClient, transaction } from '../postgres/pools.ts';
+import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import type { PageStatement, SharedTransaction } from '../state/interfaces.ts';
@@ -45,8 +46,8 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
   const { table, schema, mode } = config;
   const target = postgresTarget(config.url);
   const where = `the PostgreSQL sink ${target.label}, table ${schema}.${table}`;
-  const qualified = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
-  const checkpointTable = `${quoteIdentifier(schema)}.webdata_checkpoints`;
+  const qualified = `${q(schema)}.${q(table)}`;
+  const checkpointTable = `${q(schema)}.webdata_checkpoints`;
   const id = `postgres:${target.database}#${schema}.${table}`;
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   let opened: Opened | undefined;
@@ -124,7 +125,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     },
     async discard(runId) {
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      if (mode === 'upsert' || columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE "${column}" = $1`, [runId]), { idempotent: true });
+      if (mode === 'upsert' || columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE ${q(column)} = $1`, [runId]), { idempotent: true });
     },
     async finish(runId) {
       if (mode === 'replace' && columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]), { idempotent: true });
@@ -145,9 +146,9 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
 function inserter(qualified: string, checkpointTable: string, columns: readonly string[], mode: 'append' | 'replace' | 'upsert', owner: () => { pipeline: string; id: string }) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
   const types = stored.map((c) => postgresColumnType(c).replace(/ NOT NULL$/, ''));
-  const names = stored.map((c) => `"${c}"`).join(', ');
+  const names = stored.map(q).join(', ');
   const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  const conflict = mode === 'upsert' ? ` ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}` : '';
+  const conflict = mode === 'upsert' ? ` ON CONFLICT (${UPSERT_KEY.map(q).join(', ')}) DO UPDATE SET ${updated.map((c) => `${q(c)} = excluded.${q(c)}`).join(', ')}` : '';
 
   const write = (own: PageStatement, page: Page<Record<string, unknown>>, seq: number): void => {
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
@@ -222,14 +223,14 @@ interface TableNames {
 async function prepareTable(client: PoolClient, names: TableNames, columns: readonly string[], addable: readonly string[]): Promise<void> {
   const { schema, table, qualified, checkpointTable, where } = names;
   const schemaExists = (await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
-  if (!schemaExists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`);
+  if (!schemaExists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${q(schema)}`);
   const existing = (
     await client.query<{ name: string }>(`SELECT column_name AS name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])
   ).rows.map((r) => r.name);
   if (existing.length > 0) {
     // Tag columns are the query list's to choose: a new one is added to the table, empty for earlier rows.
     for (const column of addable.filter((c) => !existing.includes(c))) {
-      await client.query(`ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS "${column}" text`);
+      await client.query(`ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS ${q(column)} text`);
       existing.push(column);
     }
     const missing = columns.filter((c) => !existing.includes(c));
@@ -239,12 +240,12 @@ async function prepareTable(client: PoolClient, names: TableNames, columns: read
       ]);
     }
   } else {
-    await client.query(`CREATE TABLE IF NOT EXISTS ${qualified} (${columns.map((c) => `"${c}" ${postgresColumnType(c)}`).join(', ')})`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${qualified} (${columns.map((c) => `${q(c)} ${postgresColumnType(c)}`).join(', ')})`);
     const series = ['query', 'country', 'lang', 'run_id'].filter((c) => columns.includes(c));
-    if (series.length >= 3) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_series" ON ${qualified} (${series.join(', ')})`);
-    if (columns.includes('dedupe_key')) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_dedupe_key" ON ${qualified} (dedupe_key)`);
+    if (series.length >= 3) await client.query(`CREATE INDEX IF NOT EXISTS ${q(`${table}_series`)} ON ${qualified} (${series.map(q).join(', ')})`);
+    if (columns.includes('dedupe_key')) await client.query(`CREATE INDEX IF NOT EXISTS ${q(`${table}_dedupe_key`)} ON ${qualified} (dedupe_key)`);
   }
-  const checkpointsExist = (await client.query(`SELECT to_regclass($1) AS t`, [`${quoteIdentifier(schema)}.webdata_checkpoints`])).rows[0]?.t !== null;
+  const checkpointsExist = (await client.query(`SELECT to_regclass($1) AS t`, [checkpointTable])).rows[0]?.t !== null;
   if (!checkpointsExist) {
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${checkpointTable} (pipeline text NOT NULL, sink_id text NOT NULL, seq bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, sink_id))`,
@@ -255,7 +256,7 @@ async function prepareTable(client: PoolClient, names: TableNames, columns: read
 async function uniqueKey(client: PoolClient, qualified: string, table: string, where: string): Promise<void> {
   try {
     await client.query('SAVEPOINT unique_key');
-    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS "${table}_upsert_key" ON ${qualified} (${UPSERT_KEY.join(', ')})`);
+    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS ${q(`${table}_upsert_key`)} ON ${qualified} (${UPSERT_KEY.map(q).join(', ')})`);
     await client.query('RELEASE SAVEPOINT unique_key');
   } catch (error) {
     if ((error as { code?: string }).code !== '23505') throw error;
