@@ -73,24 +73,24 @@ describe('identifiers are quoted by doubling their quotes: a name is only ever a
   });
 
   it("a source's tag columns are column names, and none of the normalized columns: anything else is refused, naming source.tagColumns", async () => {
-    for (const [tags, reason] of [
-      [['x" TEXT); DROP TABLE results; --'], /column name/],
-      [['category', 'category'], /twice/],
-      [['query'], /normalized item.*tag_query/],
-      [['a'.repeat(64)], /column name/],
+    for (const [tags, field, reason] of [
+      [['x" TEXT); DROP TABLE results; --'], 'source.tagColumns.0', /column name/],
+      [['category', 'Category'], 'source.tagColumns.1', /twice/],
+      [['Query'], 'source.tagColumns.0', /normalized item.*tag_query/],
+      [['a'.repeat(64)], 'source.tagColumns.0', /column name/],
     ] as const) {
-      expectRefused(await thrown(() => taggedSource(tags)), 'source.tagColumns', reason);
+      expectRefused(await thrown(() => taggedSource(tags)), field, reason);
     }
   });
 
-  it('a source of its own whose plan names a tag column that is not a column name: refused when the sink opens (exit 2), nothing sent', async () => {
+  it('a source of its own whose plan names a tag column that is not a column name: refused before any output is opened (exit 2), nothing sent', async () => {
     await using sim = await simulator();
     using dir = workdir();
     const good = taggedSource(['category']);
     // Past defineSource's check: a Source is an interface, and a plan may say anything.
     const source: Source = { plan: () => ({ ...good.plan(), tagColumns: ['x" TEXT, "y'] }), pages: (ctx) => good.pages(ctx) };
     const error = await runOn(sim, { name: 'own-plan', source, stages: [normalize()], sinks: [toSqlite({ path: dir.path('o.sqlite') })] }).catch((e: unknown) => e);
-    expectRefused(error, 'source.tagColumns', /column name/);
+    expectRefused(error, 'source.tagColumns.0', /column name/);
     expect(sim.stats().requests).toBe(0);
   });
 });

@@ -9,7 +9,7 @@ import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import type { PageStatement, SharedTransaction } from '../state/interfaces.ts';
-import { checkNormalized, columnName, DEFAULT_COLUMNS } from './columns.ts';
+import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
@@ -27,9 +27,6 @@ export const postgresSinkOptionsSchema = z.strictObject({
 
 export type PostgresSinkOptions = z.input<typeof postgresSinkOptionsSchema>;
 
-const UPSERT_KEY = ['query', 'country', 'lang', 'dedupe_key'];
-const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
-
 interface Opened {
   pool: Pool;
   insert: ReturnType<typeof inserter>;
@@ -42,7 +39,7 @@ interface Opened {
  * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
  */
 export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string; readonly target: PostgresTarget } {
-  const config = ValidationError.parse(postgresSinkOptionsSchema, options, 'Invalid PostgreSQL sink', 'postgres');
+  const config = ValidationError.parse(postgresSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid PostgreSQL sink', 'postgres');
   const { table, schema, mode } = config;
   const target = postgresTarget(config.url);
   const where = `the PostgreSQL sink ${target.label}, table ${schema}.${table}`;
@@ -77,6 +74,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
       const pool = ctx.postgres(target);
       if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
       if (mode === 'upsert') {
+        if (!config.columns) checkUpsertTags(ctx.tagColumns, 'Invalid PostgreSQL sink', 'postgres.mode');
         const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
         if (lacking.length > 0) throw new ValidationError('Invalid PostgreSQL sink', [{ path: 'postgres.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
       }

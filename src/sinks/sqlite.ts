@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/sqlite/store.ts';
-import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
+import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, sqlType, sqlValue, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { quoteIdentifier as q } from '../sql-identifier.ts';
@@ -31,11 +31,6 @@ export const sqliteSinkOptionsSchema = z.strictObject({
   mode: z.enum(['append', 'replace', 'upsert'], { error: 'must be append, replace or upsert' }).default('append'),
 });
 
-/** The key of a row in upsert mode. */
-const UPSERT_KEY = ['query', 'country', 'lang', 'dedupe_key'];
-/** Columns upsert adds: when a row was first and last seen, and by which run first. */
-const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
-
 export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
 
 /**
@@ -43,7 +38,7 @@ export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
  * explicit columns, indexes on (query, country, lang, run_id) and dedupe_key. Modes: see `mode`.
  */
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
-  const config = ValidationError.parse(sqliteSinkOptionsSchema, options, 'Invalid SQLite sink', 'sqlite');
+  const config = ValidationError.parse(sqliteSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid SQLite sink', 'sqlite');
   const { table, mode } = config;
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
@@ -86,6 +81,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       lease = leaseOutput(db, { key: `table:${table}`, label: `the table "${table}" of ${path}` }, ctx.pipeline);
       if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
       if (mode === 'upsert') {
+        if (!config.columns) checkUpsertTags(ctx.tagColumns, 'Invalid SQLite sink', 'sqlite.mode');
         const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
         if (lacking.length > 0) throw new ValidationError('Invalid SQLite sink', [{ path: 'sqlite.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
       }
