@@ -177,10 +177,25 @@ describePostgres('identifiers in PostgreSQL', () => {
     }
   });
 
-  it("the state schema leaves room for pg-boss's (<schema>_jobs): at most 58 characters", async () => {
-    const pipeline = (schema: string) => ({ name: 's', source: searchPages({ queries: ['x'] }), sinks: [toPostgres({ table: 'r' })], state: { schema } });
-    expectRefused(await thrown(() => definePipeline(pipeline('s'.repeat(59)))), 'state.schema', /at most 58/);
-    expect(definePipeline(pipeline('s'.repeat(58))).state.schema).toBe('s'.repeat(58));
+  it("the state schema leaves room for pg-boss's (<schema>_jobs, 50 bytes at most): at most 45 characters, and a distributed run on 45 has both", async () => {
+    await using sim = await simulator();
+    const db = await testDatabase();
+    try {
+      const pipeline = (schema: string) => ({
+        name: 'long-schema',
+        source: searchPages({ queries: ['espresso'], countries: ['us'], maxPages: 1 }),
+        stages: [normalize()],
+        sinks: [toPostgres({ url: db.url, table: 'r' })],
+        state: { url: db.url, schema },
+      });
+      expectRefused(await thrown(() => definePipeline(pipeline('s'.repeat(46)))), 'state.schema', /at most 45/);
+      const schema = 's'.repeat(45);
+      expect((await runOn(sim, pipeline(schema))).status).toBe('completed');
+      const schemas = await sql(db.url, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'sss%' ORDER BY nspname`);
+      expect(schemas.map((n) => n.nspname)).toEqual([schema, `${schema}_jobs`]);
+    } finally {
+      await db.drop();
+    }
   });
 
   it('PostgreSQL: a query file with a first_seen column and an upsert sink is refused (exit 2), nothing sent', async () => {

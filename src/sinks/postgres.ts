@@ -13,8 +13,18 @@ import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_C
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
+/**
+ * The longest name made from a table's: its view `<table>_report_rankings` (analytics/views.ts), longer than its
+ * indexes' (`_series`, `_dedupe_key`, `_upsert_key`). PostgreSQL cuts every name at 63 bytes, and names cut alike are
+ * one (a table of 55 characters had its four views collide): a table's name leaves room for it.
+ */
+const LONGEST_DERIVED = '_report_rankings';
+export const MAX_POSTGRES_TABLE = 63 - LONGEST_DERIVED.length;
+
 export const postgresSinkOptionsSchema = z.strictObject({
-  table: postgresNameSchema,
+  table: postgresNameSchema.max(MAX_POSTGRES_TABLE, {
+    error: `must be at most ${MAX_POSTGRES_TABLE} characters: PostgreSQL cuts names at 63 bytes, and the table's views are named <table>${LONGEST_DERIVED} and so on`,
+  }),
   /** The database; default DATABASE_URL, else libpq's variables (PGHOST, PGUSER, PGPASSWORD, PGDATABASE, PGPORT, PGSSLMODE). */
   url: postgresUrlSchema.optional(),
   /** Where the table (and the sink's checkpoints) live; created when missing. */
