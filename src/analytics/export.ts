@@ -6,6 +6,7 @@ import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import { checkOutputPath, writeOutputFileWith } from '../output-file.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import { isPostgresDatabase, openReader, type Reader } from './reader.ts';
 import { type Dialect, viewName } from './views.ts';
 import { filterClause } from './filter.ts';
@@ -112,7 +113,7 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
     const where = filterClause(config, report.countryColumns);
     const columns = Object.keys(report.columns);
     const order = report.order === INSERTION_ORDER ? reader.insertionOrder : byBytes(report.order, report.columns, reader.dialect);
-    const rows = reader.iterate(`SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM ${reader.name(source, at)} ${where.sql} ORDER BY ${order}`, where.params);
+    const rows = reader.iterate(`SELECT ${columns.map(quoteIdentifier).join(', ')} FROM ${reader.name(source, at)} ${where.sql} ORDER BY ${order}`, where.params);
     const { out, format, batchRows } = config;
     if (typeof out !== 'string') return { rows: await writeText(rows, columns, format as 'csv' | 'jsonl', toStream(out), batchRows) };
     const count = await writeOutputFileWith(out, async (file) =>
@@ -142,7 +143,7 @@ function byBytes(order: string, columns: Record<string, ColumnType>, dialect: Di
     .split(', ')
     .map((term) => {
       const [column = '', direction = ''] = term.split(' ');
-      return `${columns[column] === 'STRING' ? dialect.bytes(`"${column}"`) : `"${column}"`} ${direction}`.trim();
+      return `${columns[column] === 'STRING' ? dialect.bytes(quoteIdentifier(column)) : quoteIdentifier(column)} ${direction}`.trim();
     })
     .join(', ');
 }

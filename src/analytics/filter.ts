@@ -1,3 +1,5 @@
+import { quoteIdentifier } from '../sql-identifier.ts';
+
 /** The `query` and `country` filters of exports and reports. */
 export interface RowFilter {
   query?: string | undefined;
@@ -16,7 +18,7 @@ export function filterClause(filter: RowFilter, countryColumns: readonly string[
     params.push(filter.query);
   }
   if (filter.country !== undefined) {
-    clauses.push(`(${countryColumns.map((column) => `"${column}" = ?`).join(' OR ')})`);
+    clauses.push(`(${countryColumns.map((column) => `${quoteIdentifier(column)} = ?`).join(' OR ')})`);
     params.push(...countryColumns.map(() => filter.country as string));
   }
   return { sql: clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : '', params };

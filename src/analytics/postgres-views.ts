@@ -1,5 +1,6 @@
 import type { Pool } from '../postgres/pools.ts';
-import { quoteIdentifier, transaction } from '../postgres/pools.ts';
+import { transaction } from '../postgres/pools.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, spendViewSql, viewName } from './views.ts';
 
 /**
@@ -8,7 +9,7 @@ import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, 
  */
 export async function createPostgresResultsViews(pool: Pool, schema: string, table: string, views: readonly ResultsView[]): Promise<void> {
   const s = quoteIdentifier(schema);
-  const name = (view: ResultsView) => `${s}."${viewName(table, view)}"`;
+  const name = (view: ResultsView) => `${s}.${quoteIdentifier(viewName(table, view))}`;
   const sql = resultsViewsSql(`${s}.${quoteIdentifier(table)}`, name, POSTGRES);
   await transaction(pool, async (client) => {
     // Two runs opening at once would race to re-create them: one at a time.

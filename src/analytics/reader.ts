@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3';
 import { ValidationError } from '../errors/validation-error.ts';
 import { atDatabase } from '../postgres/failure.ts';
-import { openPool, quoteIdentifier } from '../postgres/pools.ts';
+import { openPool } from '../postgres/pools.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import { postgresNameSchema, postgresTarget } from '../postgres/target.ts';
 import { openForReading } from '../read-database.ts';
 import { type Dialect, POSTGRES, SQLITE } from './views.ts';
@@ -48,14 +49,14 @@ function sqliteReader(db: Database.Database): Reader {
   return {
     label: db.name,
     dialect: SQLITE,
-    name: (relation) => `"${relation}"`,
+    name: (relation) => quoteIdentifier(relation),
     exists: async (relation) => db.prepare(`SELECT 1 FROM sqlite_master WHERE name = ? AND type IN ('table', 'view')`).get(relation) !== undefined,
     all: async (sql, params = []) => db.prepare(sql).all(...params) as Record<string, unknown>[],
     async *iterate(sql, params = []) {
       yield* db.prepare(sql).iterate(...params) as IterableIterator<Record<string, unknown>>;
     },
     columns: async (table) =>
-      (db.pragma(`table_info("${table}")`) as { name: string; type: string }[]).map((c) => ({ name: c.name, integer: c.type.toUpperCase().startsWith('INTEGER') })),
+      (db.prepare('SELECT name, type FROM pragma_table_info(?)').all(table) as { name: string; type: string }[]).map((c) => ({ name: c.name, integer: c.type.toUpperCase().startsWith('INTEGER') })),
     insertionOrder: 'rowid',
     close: async () => void db.close(),
   };
@@ -82,9 +83,10 @@ async function postgresReader(url: string | undefined, options: ReaderOptions, f
   return {
     label: where,
     dialect: POSTGRES,
-    name: (relation, at) => `${quoteIdentifier(schemaOf(at))}."${relation}"`,
+    name: (relation, at) => `${quoteIdentifier(schemaOf(at))}.${quoteIdentifier(relation)}`,
+    // The name as a value (to_regclass parses it as a name, never runs it).
     exists: (relation, at) =>
-      explained(async () => (await pool.query(`SELECT to_regclass($1) IS NOT NULL AS found`, [`${quoteIdentifier(schemaOf(at))}."${relation}"`])).rows[0]?.found === true),
+      explained(async () => (await pool.query(`SELECT to_regclass($1) IS NOT NULL AS found`, [`${quoteIdentifier(schemaOf(at))}.${quoteIdentifier(relation)}`])).rows[0]?.found === true),
     all: (sql, params = []) => explained(async () => (await pool.query(numbered(sql), [...params])).rows.map(asSqlite)),
     async *iterate(sql, params = []) {
       const client = await explained(() => pool.connect());

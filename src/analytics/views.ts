@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { quoteIdentifier } from '../sql-identifier.ts';
 
 /** The analytics views over a results table, by report name. */
 export type ResultsView = 'rankings' | 'domains' | 'overlap' | 'changes';
@@ -93,8 +94,8 @@ export const CREATE_ORDER = ['rankings', 'domains', 'overlap', 'changes'] as con
 
 /** Creates (or re-creates, so that they follow the table) the views over a SQLite results table. */
 export function createResultsViews(db: Database.Database, table: string, views: readonly ResultsView[]): void {
-  const name = (view: ResultsView) => `"${viewName(table, view)}"`;
-  const sql = resultsViewsSql(`"${table}"`, name, SQLITE);
+  const name = (view: ResultsView) => quoteIdentifier(viewName(table, view));
+  const sql = resultsViewsSql(quoteIdentifier(table), name, SQLITE);
   db.transaction(() => {
     for (const view of DROP_ORDER) db.exec(`DROP VIEW IF EXISTS ${name(view)}`);
     for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(`CREATE VIEW ${name(view)} AS ${sql[view]}`);

@@ -1,5 +1,6 @@
 import { retrying } from '../postgres/failure.ts';
-import { type Pool, quoteIdentifier } from '../postgres/pools.ts';
+import { type Pool } from '../postgres/pools.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Charge, CreditMeter, CreditSnapshot } from '../schedule/credit-meter.ts';
 
 export interface SharedMeterOptions {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { retrying } from '../postgres/failure.ts';
-import { type Pool, quoteIdentifier } from '../postgres/pools.ts';
+import { type Pool } from '../postgres/pools.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Clock } from '../schedule/clock.ts';
 import type { Pacer } from '../schedule/pacer.ts';
 

@@ -1,4 +1,5 @@
-import { type Pool, quoteIdentifier } from '../postgres/pools.ts';
+import { type Pool } from '../postgres/pools.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import { STALE_SECONDS, workerAlive, workerLockPrefix } from './plan-run.ts';
 
 /** Where a pipeline's latest run stands, and who works it: `webdata-etl status`. */

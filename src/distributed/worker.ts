@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgBoss } from 'pg-boss';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
-import { quoteIdentifier } from '../postgres/pools.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import { STALE_SECONDS, workerLockPrefix } from './plan-run.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
 import { limitsChannel, type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
@@ -112,7 +112,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       if (message.channel === channel) pacer.renew();
     });
     try {
-      await held.client.query(`LISTEN "${channel}"`);
+      await held.client.query(`LISTEN ${quoteIdentifier(channel)}`);
     } catch (error) {
       await held.release();
       throw error;

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type pg from 'pg';
-import { IDENTIFIER, type PostgresTarget } from './target.ts';
+import type { PostgresTarget } from './target.ts';
 
 /** Connections per database within a run: pages commit one at a time, so a few cover commits, reads and the lease. */
 const POOL_SIZE = 4;
@@ -105,10 +105,4 @@ export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient
     client.off('error', heard);
     client.release(broken);
   }
-}
-
-/** A PostgreSQL identifier, validated (letters, digits, _; lower case, as unquoted names fold) and quoted. */
-export function quoteIdentifier(name: string): string {
-  if (!IDENTIFIER.test(name)) throw new Error(`not a valid identifier: ${JSON.stringify(name)}`);
-  return `"${name}"`;
 }

@@ -5,8 +5,15 @@ import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
 import { budgetSchema } from '../schedule/budget.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
+import { bossSchema } from '../distributed/boss.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+
+/**
+ * The state schema's name leaves room for pg-boss's beside it, `<schema>_jobs`, which pg-boss takes up to 50 bytes
+ * (so that the names it makes from it fit PostgreSQL's 63): a longer one failed a distributed run as it started.
+ */
+const MAX_STATE_SCHEMA = 50 - bossSchema('').length;
 
 export const pipelineSchema = z.strictObject({
   /** Identifies the pipeline across runs: its history, its lease, its state. */
@@ -65,8 +72,10 @@ export const pipelineSchema = z.strictObject({
       path: z.string().min(1).optional(),
       /** A PostgreSQL database for the run state instead of a SQLite file (no password in it: PGPASSWORD, ~/.pgpass). */
       url: postgresUrlSchema.optional(),
-      /** The PostgreSQL schema of the state tables, created when missing. */
-      schema: postgresNameSchema.default('webdata'),
+      /** The PostgreSQL schema of the state tables, created when missing; a distributed run's queues go in `<schema>_jobs`. */
+      schema: postgresNameSchema
+        .max(MAX_STATE_SCHEMA, { error: `must be at most ${MAX_STATE_SCHEMA} characters: a distributed run keeps its queues in the schema ${bossSchema('<schema>')}, which pg-boss takes up to 50` })
+        .default('webdata'),
       /** `prune` drops a journal entry once every sink holds its page; `keep` keeps them all (with the raw answers). */
       journal: z.enum(['prune', 'keep']).default('prune'),
     })

@@ -5,6 +5,7 @@ import { atDatabase } from '../postgres/failure.ts';
 import { toJson } from '../json.ts';
 import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
+import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
@@ -42,6 +43,7 @@ export interface OpenedRun {
 export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: LifecycleOptions & { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>, held: Held): Promise<OpenedRun> {
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
+  checkTagColumns(plan.tagColumns);
   const store = await openStore(pipeline, options, databases);
   // A run whose state and outputs are all in one PostgreSQL database is a distributed run: every process started on
   // it is a worker. The planning lock stands in for the lease while this process decides and plans (DESIGN §9).

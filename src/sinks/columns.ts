@@ -2,11 +2,44 @@ import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import { NORMALIZED_COLUMNS, normalizedItemSchema } from '../stages/normalized-item.ts';
 import { toJson } from '../json.ts';
+import { COLUMN_NAME } from '../sources/tag-columns.ts';
 
-/** A column name that is safe to quote in SQL and to put in a CSV header. */
-export const columnName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, { error: 'must be a column name: letters, digits and _, not starting with a digit' });
+/** A column name that is safe to put in a CSV header (and quoted in SQL all the same). */
+export const columnName = z.string().regex(COLUMN_NAME, { error: 'must be a column name: letters, digits and _, not starting with a digit' });
 
 export const DEFAULT_COLUMNS: readonly string[] = NORMALIZED_COLUMNS;
+
+/** The key of a row in upsert mode (SQLite and PostgreSQL). */
+export const UPSERT_KEY: readonly string[] = ['query', 'country', 'lang', 'dedupe_key'];
+/** Columns upsert adds to every row itself: when a row was first and last seen, and by which run first. */
+export const UPSERT_COLUMNS: readonly string[] = ['first_seen', 'last_seen', 'first_run_id'];
+
+const upsertAdds = (column: string) => UPSERT_COLUMNS.includes(column.toLowerCase());
+
+/** A sink's own `columns` in upsert mode name none of the columns upsert adds (they would be there twice). */
+export function upsertColumnsFree(config: { mode: string; columns?: readonly string[] | undefined }, ctx: z.RefinementCtx): void {
+  if (config.mode !== 'upsert') return;
+  for (const column of (config.columns ?? []).filter(upsertAdds)) {
+    ctx.addIssue({ code: 'custom', path: ['columns'], message: `${column}: upsert adds ${UPSERT_COLUMNS.join(', ')} to every row itself; leave it out of columns` });
+  }
+}
+
+/**
+ * Tag columns in upsert mode: a query file's column (or a source's tag column) named first_seen, last_seen or
+ * first_run_id would be a second column of that name — refused when the sink opens, before any request, naming it.
+ */
+export function checkUpsertTags(tagColumns: readonly string[], subject: string, field: string): void {
+  const clashing = tagColumns.filter(upsertAdds);
+  if (clashing.length === 0) return;
+  throw new ValidationError(subject, [
+    {
+      path: field,
+      message:
+        `upsert adds ${UPSERT_COLUMNS.join(', ')} to every row itself, and the source has the tag column ${clashing.join(', ')} ` +
+        '(a column of the query file, or of tagColumns): rename that column, or use append or replace mode',
+    },
+  ]);
+}
 
 /** SQLite declaration of a column: from the normalized item's schema when it is one of its fields. */
 export function sqlType(column: string): string {

@@ -4,16 +4,27 @@ import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../postgres/failure.ts';
-import { type Pool, type PoolClient, quoteIdentifier, transaction } from '../postgres/pools.ts';
+import { type Pool, type PoolClient, transaction } from '../postgres/pools.ts';
+import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import type { PageStatement, SharedTransaction } from '../state/interfaces.ts';
-import { checkNormalized, columnName, DEFAULT_COLUMNS } from './columns.ts';
+import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
+/**
+ * The longest name made from a table's: its view `<table>_report_rankings` (analytics/views.ts), longer than its
+ * indexes' (`_series`, `_dedupe_key`, `_upsert_key`). PostgreSQL cuts every name at 63 bytes, and names cut alike are
+ * one (a table of 55 characters had its four views collide): a table's name leaves room for it.
+ */
+const LONGEST_DERIVED = '_report_rankings';
+export const MAX_POSTGRES_TABLE = 63 - LONGEST_DERIVED.length;
+
 export const postgresSinkOptionsSchema = z.strictObject({
-  table: postgresNameSchema,
+  table: postgresNameSchema.max(MAX_POSTGRES_TABLE, {
+    error: `must be at most ${MAX_POSTGRES_TABLE} characters: PostgreSQL cuts names at 63 bytes, and the table's views are named <table>${LONGEST_DERIVED} and so on`,
+  }),
   /** The database; default DATABASE_URL, else libpq's variables (PGHOST, PGUSER, PGPASSWORD, PGDATABASE, PGPORT, PGSSLMODE). */
   url: postgresUrlSchema.optional(),
   /** Where the table (and the sink's checkpoints) live; created when missing. */
@@ -26,10 +37,8 @@ export const postgresSinkOptionsSchema = z.strictObject({
 
 export type PostgresSinkOptions = z.input<typeof postgresSinkOptionsSchema>;
 
-const UPSERT_KEY = ['query', 'country', 'lang', 'dedupe_key'];
 /** The upsert key as a new table indexes it (see `uniqueKey`). */
 const UPSERT_TARGET = 'md5(query), country, lang, dedupe_key';
-const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
 
 interface Opened {
   pool: Pool;
@@ -43,17 +52,17 @@ interface Opened {
  * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
  */
 export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string; readonly target: PostgresTarget } {
-  const config = ValidationError.parse(postgresSinkOptionsSchema, options, 'Invalid PostgreSQL sink', 'postgres');
+  const config = ValidationError.parse(postgresSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid PostgreSQL sink', 'postgres');
   const { table, schema, mode } = config;
   const target = postgresTarget(config.url);
   const where = `the PostgreSQL sink ${target.label}, table ${schema}.${table}`;
-  const qualified = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
-  const checkpointTable = `${quoteIdentifier(schema)}.webdata_checkpoints`;
+  const qualified = `${q(schema)}.${q(table)}`;
+  const checkpointTable = `${q(schema)}.webdata_checkpoints`;
   const id = `postgres:${target.database}#${schema}.${table}`;
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   let opened: Opened | undefined;
   let pipeline = '';
-  let conflictTarget = UPSERT_KEY.join(', ');
+  let conflictTarget = UPSERT_KEY.map(q).join(', ');
   let held = 0;
 
   /** The last page the table holds, by its checkpoint; undefined before the sink's first run. */
@@ -79,6 +88,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
       const pool = ctx.postgres(target);
       if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
       if (mode === 'upsert') {
+        if (!config.columns) checkUpsertTags(ctx.tagColumns, 'Invalid PostgreSQL sink', 'postgres.mode');
         const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
         if (lacking.length > 0) throw new ValidationError('Invalid PostgreSQL sink', [{ path: 'postgres.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
       }
@@ -127,7 +137,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     },
     async discard(runId) {
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      if (mode === 'upsert' || columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE "${column}" = $1`, [runId]), { idempotent: true });
+      if (mode === 'upsert' || columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE ${q(column)} = $1`, [runId]), { idempotent: true });
     },
     async finish(runId) {
       if (mode === 'replace' && columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]), { idempotent: true });
@@ -154,9 +164,9 @@ function inserter(
 ) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
   const types = stored.map((c) => postgresColumnType(c).replace(/ NOT NULL$/, ''));
-  const names = stored.map((c) => `"${c}"`).join(', ');
+  const names = stored.map(q).join(', ');
   const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  const conflict = mode === 'upsert' ? ` ON CONFLICT (${conflictTarget}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}` : '';
+  const conflict = mode === 'upsert' ? ` ON CONFLICT (${conflictTarget}) DO UPDATE SET ${updated.map((c) => `${q(c)} = excluded.${q(c)}`).join(', ')}` : '';
 
   const write = (own: PageStatement, page: Page<Record<string, unknown>>, seq: number): void => {
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
@@ -231,14 +241,14 @@ interface TableNames {
 async function prepareTable(client: PoolClient, names: TableNames, columns: readonly string[], addable: readonly string[]): Promise<void> {
   const { schema, table, qualified, checkpointTable, where } = names;
   const schemaExists = (await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
-  if (!schemaExists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`);
+  if (!schemaExists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${q(schema)}`);
   const existing = (
     await client.query<{ name: string }>(`SELECT column_name AS name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])
   ).rows.map((r) => r.name);
   if (existing.length > 0) {
     // Tag columns are the query list's to choose: a new one is added to the table, empty for earlier rows.
     for (const column of addable.filter((c) => !existing.includes(c))) {
-      await client.query(`ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS "${column}" text`);
+      await client.query(`ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS ${q(column)} text`);
       existing.push(column);
     }
     const missing = columns.filter((c) => !existing.includes(c));
@@ -248,13 +258,13 @@ async function prepareTable(client: PoolClient, names: TableNames, columns: read
       ]);
     }
   } else {
-    await client.query(`CREATE TABLE IF NOT EXISTS ${qualified} (${columns.map((c) => `"${c}" ${postgresColumnType(c)}`).join(', ')})`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${qualified} (${columns.map((c) => `${q(c)} ${postgresColumnType(c)}`).join(', ')})`);
     // A hash index has no size limit (a B-tree entry's is 2,704 bytes, which a long query passes): lookups and joins by
     // query, whatever its length.
-    if (columns.includes('query')) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_series" ON ${qualified} USING hash (query)`);
-    if (columns.includes('dedupe_key')) await client.query(`CREATE INDEX IF NOT EXISTS "${table}_dedupe_key" ON ${qualified} (dedupe_key)`);
+    if (columns.includes('query')) await client.query(`CREATE INDEX IF NOT EXISTS ${q(`${table}_series`)} ON ${qualified} USING hash (query)`);
+    if (columns.includes('dedupe_key')) await client.query(`CREATE INDEX IF NOT EXISTS ${q(`${table}_dedupe_key`)} ON ${qualified} (dedupe_key)`);
   }
-  const checkpointsExist = (await client.query(`SELECT to_regclass($1) AS t`, [`${quoteIdentifier(schema)}.webdata_checkpoints`])).rows[0]?.t !== null;
+  const checkpointsExist = (await client.query(`SELECT to_regclass($1) AS t`, [checkpointTable])).rows[0]?.t !== null;
   if (!checkpointsExist) {
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${checkpointTable} (pipeline text NOT NULL, sink_id text NOT NULL, seq bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, sink_id))`,
@@ -272,10 +282,10 @@ async function uniqueKey(client: PoolClient, names: { schema: string; table: str
   const index = `${table}_upsert_key`;
   try {
     await client.query('SAVEPOINT unique_key');
-    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS "${index}" ON ${qualified} (${UPSERT_TARGET})`);
+    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS ${q(index)} ON ${qualified} (${UPSERT_TARGET})`);
     await client.query('RELEASE SAVEPOINT unique_key');
     const definition = (await client.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, [schema, index])).rows[0]?.def ?? '';
-    return definition.includes('md5(') ? UPSERT_TARGET : UPSERT_KEY.join(', ');
+    return definition.includes('md5(') ? UPSERT_TARGET : UPSERT_KEY.map(q).join(', ');
   } catch (error) {
     if ((error as { code?: string }).code !== '23505') throw error;
     throw new ValidationError(`The table ${qualified} cannot take upserts`, [

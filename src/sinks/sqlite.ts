@@ -5,9 +5,10 @@ import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/sqlite/store.ts';
-import { checkNormalized, columnName, DEFAULT_COLUMNS, sqlType, sqlValue } from './columns.ts';
+import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, sqlType, sqlValue, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
+import { quoteIdentifier as q } from '../sql-identifier.ts';
 import type { Lease } from '../state/interfaces.ts';
 import { type RowInsert, rowInserter } from './row-insert.ts';
 import type { Sink, SinkContext, SinkRows } from './sink.ts';
@@ -30,11 +31,6 @@ export const sqliteSinkOptionsSchema = z.strictObject({
   mode: z.enum(['append', 'replace', 'upsert'], { error: 'must be append, replace or upsert' }).default('append'),
 });
 
-/** The key of a row in upsert mode. */
-const UPSERT_KEY = ['query', 'country', 'lang', 'dedupe_key'];
-/** Columns upsert adds: when a row was first and last seen, and by which run first. */
-const UPSERT_COLUMNS = ['first_seen', 'last_seen', 'first_run_id'];
-
 export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
 
 /**
@@ -42,7 +38,7 @@ export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
  * explicit columns, indexes on (query, country, lang, run_id) and dedupe_key. Modes: see `mode`.
  */
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
-  const config = ValidationError.parse(sqliteSinkOptionsSchema, options, 'Invalid SQLite sink', 'sqlite');
+  const config = ValidationError.parse(sqliteSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid SQLite sink', 'sqlite');
   const { table, mode } = config;
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
@@ -85,6 +81,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       lease = leaseOutput(db, { key: `table:${table}`, label: `the table "${table}" of ${path}` }, ctx.pipeline);
       if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
       if (mode === 'upsert') {
+        if (!config.columns) checkUpsertTags(ctx.tagColumns, 'Invalid SQLite sink', 'sqlite.mode');
         const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
         if (lacking.length > 0) throw new ValidationError('Invalid SQLite sink', [{ path: 'sqlite.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
       }
@@ -100,7 +97,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
         held = ctx.currentSeq;
         checkpoints.set(id, { seq: held, bytes: null });
       }
-      const insert: RowInsert = { into: `INSERT INTO "${table}" (${stored.map((c) => `"${c}"`).join(', ')})`, width: stored.length, then: mode === 'upsert' ? upsertClause(columns) : '' };
+      const insert: RowInsert = { into: `INSERT INTO ${q(table)} (${stored.map(q).join(', ')})`, width: stored.length, then: mode === 'upsert' ? upsertClause(columns) : '' };
       const values =
         mode === 'upsert'
           ? (item: Record<string, unknown>, into: unknown[]) => {
@@ -129,11 +126,11 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     discard(runId) {
       // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      if (mode === 'upsert' || columns.includes('run_id')) ready().db.prepare(`DELETE FROM "${table}" WHERE "${column}" = ?`).run(runId);
+      if (mode === 'upsert' || columns.includes('run_id')) ready().db.prepare(`DELETE FROM ${q(table)} WHERE ${q(column)} = ?`).run(runId);
     },
     finish(runId) {
       // replace: the run finished, so the rows of earlier runs give way to it, all at once.
-      if (mode === 'replace' && columns.includes('run_id')) ready().db.prepare(`DELETE FROM "${table}" WHERE run_id <> ?`).run(runId);
+      if (mode === 'replace' && columns.includes('run_id')) ready().db.prepare(`DELETE FROM ${q(table)} WHERE run_id <> ?`).run(runId);
     },
     close() {
       opened = undefined;
@@ -150,11 +147,11 @@ function prepareTable(db: Database.Database, table: string, columns: readonly st
       { path: 'sqlite.path', message: `${db.name} was written by a newer webdata-etl (results schema ${version}; this one knows ${RESULTS_SCHEMA_VERSION}): upgrade webdata-etl, or use another file` },
     ]);
   }
-  const existing = (db.pragma(`table_info("${table}")`) as { name: string }[]).map((c) => c.name);
+  const existing = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(table) as string[];
   if (existing.length > 0) {
     // Tag columns are the query list's to choose: a new one is added to the table, empty for earlier rows.
     for (const column of addable.filter((c) => !existing.includes(c))) {
-      db.exec(`ALTER TABLE "${table}" ADD COLUMN "${column}" TEXT`);
+      db.exec(`ALTER TABLE ${q(table)} ADD COLUMN ${q(column)} TEXT`);
       existing.push(column);
     }
     const missing = columns.filter((c) => !existing.includes(c));
@@ -164,19 +161,19 @@ function prepareTable(db: Database.Database, table: string, columns: readonly st
       ]);
     }
   }
-  db.exec(`CREATE TABLE IF NOT EXISTS "${table}" (${columns.map((c) => `"${c}" ${sqlType(c)}`.trim()).join(', ')})`);
+  db.exec(`CREATE TABLE IF NOT EXISTS ${q(table)} (${columns.map((c) => `${q(c)} ${sqlType(c)}`.trim()).join(', ')})`);
   // Two indexes, each paid for on every insert: the series with its runs (the views' latest-run lookups, and any
   // query by query, country and lang) and the dedupe key. A separate run_id index cost a third of the insert rate.
   const series = ['query', 'country', 'lang', 'run_id'].filter((c) => columns.includes(c));
-  if (series.length >= 3) db.exec(`CREATE INDEX IF NOT EXISTS "${table}_series" ON "${table}" (${series.join(', ')})`);
-  if (columns.includes('dedupe_key')) db.exec(`CREATE INDEX IF NOT EXISTS "${table}_dedupe_key" ON "${table}" (dedupe_key)`);
+  if (series.length >= 3) db.exec(`CREATE INDEX IF NOT EXISTS ${q(`${table}_series`)} ON ${q(table)} (${series.map(q).join(', ')})`);
+  if (columns.includes('dedupe_key')) db.exec(`CREATE INDEX IF NOT EXISTS ${q(`${table}_dedupe_key`)} ON ${q(table)} (dedupe_key)`);
   if (version < RESULTS_SCHEMA_VERSION) db.pragma(`user_version = ${RESULTS_SCHEMA_VERSION}`);
 }
 
 /** One row per key: a unique index, which fails (clearly) on a table already holding several rows per key. */
 function uniqueKey(db: Database.Database, table: string): void {
   try {
-    db.exec(`CREATE UNIQUE INDEX IF NOT EXISTS "${table}_upsert_key" ON "${table}" (${UPSERT_KEY.join(', ')})`);
+    db.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${q(`${table}_upsert_key`)} ON ${q(table)} (${UPSERT_KEY.map(q).join(', ')})`);
   } catch (error) {
     throw new ValidationError(`The table "${table}" in ${db.name} cannot take upserts`, [
       { path: 'sqlite.mode', message: `it holds several rows per (query, country, lang, dedupe_key) — written in append mode? Use another table for upsert (${(error as Error).message})` },
@@ -187,5 +184,5 @@ function uniqueKey(db: Database.Database, table: string): void {
 /** What makes an insert an upsert: update the row with the same key, everything but the key and when it was first seen. */
 function upsertClause(columns: readonly string[]): string {
   const updated = [...columns, ...UPSERT_COLUMNS].filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  return ` ON CONFLICT (${UPSERT_KEY.join(', ')}) DO UPDATE SET ${updated.map((c) => `"${c}" = excluded."${c}"`).join(', ')}`;
+  return ` ON CONFLICT (${UPSERT_KEY.map(q).join(', ')}) DO UPDATE SET ${updated.map((c) => `${q(c)} = excluded.${q(c)}`).join(', ')}`;
 }

@@ -7,6 +7,7 @@ import { storedKey } from '../stored-key.ts';
 import { type Fetched, fetchAll, pageSeries } from './paging.ts';
 import type { PageRequest, Paginator } from './paginators/index.ts';
 import type { Source, SourcePlan } from './source.ts';
+import { tagColumnsSchema } from './tag-columns.ts';
 
 /** What a source of your own decides: its series, how their pages follow each other, and how one is fetched. */
 export interface SourceSpec {
@@ -32,7 +33,10 @@ export interface SourceSpec {
    * the endpoint, the series' ids, maxPages and pageSize; give your own when other settings shape the requests.
    */
   fingerprint?: Record<string, unknown>;
-  /** Columns of tags carried into every row (from `series.tags`), for sinks with default columns. */
+  /**
+   * Columns of tags carried into every row (from `series.tags`), for sinks with default columns: column names (letters,
+   * digits and _), each once, none a normalized item's column.
+   */
   tagColumns?: readonly string[];
   /** Things worth telling the user before the run. */
   notes?: readonly string[];
@@ -118,5 +122,6 @@ const specSchema = z.looseObject({
   pageSize: z.int().positive().optional(),
   stopAfterNoNew: z.int().positive().optional(),
   fingerprint: z.record(z.string(), z.unknown()).optional(),
+  tagColumns: tagColumnsSchema.optional(),
   fetch: fn('(series, request, { client, signal }) => Promise<answer>'),
 });

@@ -3,6 +3,7 @@ import { type ValidationIssue, ValidationError } from '../errors/validation-erro
 import { characterCount, MAX_QUERY_CHARACTERS, queryLengthProblem } from '../client/search-params.ts';
 import { readInputFile } from '../input-file.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
+import { MAX_TAG_COLUMNS } from './tag-columns.ts';
 
 /** A query and the tags carried with it into every row of its series. */
 export interface ListedQuery {
@@ -24,7 +25,7 @@ export interface QueryList {
  * column becomes a column of every output (SQLite takes 2,000 at most); each tag value is copied into every row of
  * its series.
  */
-export const QUERY_LIST_LIMITS = { maxBytes: 256 * 1024 * 1024, maxQueries: 1_000_000, maxTagColumns: 100, maxTagCharacters: MAX_QUERY_CHARACTERS };
+export const QUERY_LIST_LIMITS = { maxBytes: 256 * 1024 * 1024, maxQueries: 1_000_000, maxTagColumns: MAX_TAG_COLUMNS, maxTagCharacters: MAX_QUERY_CHARACTERS };
 
 const SUBJECT = 'Invalid search source';
 const FILE_FIELD = 'search.queriesFile';

@@ -1,5 +1,6 @@
 import { ValidationError } from '../../errors/validation-error.ts';
-import { type Pool, quoteIdentifier, transaction } from '../../postgres/pools.ts';
+import { type Pool, transaction } from '../../postgres/pools.ts';
+import { quoteIdentifier } from '../../sql-identifier.ts';
 
 /**
  * The state tables in PostgreSQL, as migrations: each entry takes the schema from the version before it to its own

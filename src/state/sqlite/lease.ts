@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type Database from 'better-sqlite3';
 import { LeaseHeldError, type LeaseHolder } from '../../errors/lease-held-error.ts';
 import type { Lease } from '../interfaces.ts';
+import { quoteIdentifier } from '../../sql-identifier.ts';
 
 /** How long a lease lives without renewal; holders renew at a third of it. */
 export const LEASE_TTL_MS = 60_000;
@@ -66,8 +67,9 @@ export function leaseOutput(
 }
 
 interface HoldOptions {
-  table: string;
-  keyColumn: string;
+  /** The state store's lease table and its key: names of ours, never a user's. */
+  table: 'lease' | 'output_leases';
+  keyColumn: 'pipeline' | 'output';
   key: string;
   pipeline: string;
   ttlMs: number;
@@ -78,10 +80,11 @@ interface HoldOptions {
 }
 
 function hold(db: Database.Database, options: HoldOptions, refuse: (live: LeaseRow[]) => Error): Lease {
-  const { table, keyColumn: k, key, pipeline, ttlMs } = options;
+  const { key, pipeline, ttlMs } = options;
+  const [table, k] = [quoteIdentifier(options.table), quoteIdentifier(options.keyColumn)];
   const holder = randomBytes(8).toString('hex');
   const host = hostname();
-  const hasPipeline = table !== 'lease';
+  const hasPipeline = options.table !== 'lease';
   const columns = `${k} AS key, ${hasPipeline ? 'pipeline' : `${k} AS pipeline`}, holder, pid, host, acquired_at, renewed_at`;
   const read = db.prepare(`SELECT ${columns} FROM ${table} ${options.only ? `WHERE ${k} = ?` : ''}`);
   const write = db.prepare(
