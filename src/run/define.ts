@@ -4,6 +4,7 @@ import type { Stage } from '../pipeline/compose.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
 import { budgetSchema } from '../schedule/budget.ts';
+import { timeoutMsSchema, userAgentSchema } from '../client/options.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
@@ -15,8 +16,8 @@ export const pipelineSchema = z.strictObject({
   api: z
     .strictObject({
       baseUrl: z.string().optional(),
-      timeoutMs: z.int().positive().optional(),
-      userAgent: z.string().min(1).optional(),
+      timeoutMs: timeoutMsSchema.optional(),
+      userAgent: userAgentSchema.optional(),
       extraCountries: z.array(z.string()).optional(),
       extraLangs: z.array(z.string()).optional(),
     })
