@@ -5,6 +5,8 @@ import { parseArgs } from 'node:util';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from '../run/define.ts';
 import { run, statePath } from '../run/run.ts';
+import { fileOf } from '../run/outputs.ts';
+import type { Sink } from '../sinks/sink.ts';
 import { stopOnSignals } from './signals.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { startSimulator } from '../simulator/server.ts';
@@ -156,7 +158,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   if (values['summary-json'] !== undefined) {
     // Refused before any credit is spent: the summary written over the state store or an output would destroy it.
     const defined = definePipeline(pipeline);
-    const outputs = [statePath(defined), ...(defined.sinks as { path?: string }[]).flatMap((sink) => (sink.path && sink.path !== '-' ? [sink.path] : []))];
+    const outputs = [statePath(defined), ...(defined.sinks as Sink<unknown>[]).flatMap((sink) => fileOf(sink) ?? [])];
     checkOutputPath(values['summary-json'], { field: '--summary-json', databases: outputs, role: 'a file this run writes' });
   }
 

@@ -62,7 +62,7 @@ export const pipelineSchema = z.strictObject({
     .optional(),
   state: z
     .strictObject({
-      /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink. */
+      /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink not of your own (`defineSink`), else in the working directory. */
       path: z.string().min(1).optional(),
       /** A PostgreSQL database for the run state instead of a SQLite file (no password in it: PGPASSWORD, ~/.pgpass). */
       url: postgresUrlSchema.optional(),
