@@ -12,6 +12,7 @@ import type { RunSummary } from '../run/summary.ts';
 import { startSimulator } from '../simulator/server.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
+import { exitOnUncaughtInputErrors } from './input-errors.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { stateUrlFrom } from './database-filters.ts';
@@ -80,6 +81,10 @@ export async function runCommand(args: string[]): Promise<number> {
   if (extra.length > 0) throw new UsageError(`run takes one pipeline file; unexpected: ${extra.join(' ')}`);
   return execute(await loadPipeline(file), values, file);
 }
+
+// A pipeline file imports this before its top level builds the pipeline, which may throw what the command line would
+// report: from here on, such an error, uncaught, is said as the command line says it (exit 2).
+exitOnUncaughtInputErrors();
 
 /**
  * For pipeline files: `if (import.meta.main) await runFromCommandLine(pipeline)` makes `node pipelines/x.ts` take
