@@ -55,8 +55,8 @@ const secret = (envName: string) =>
 /** Node arms no timer longer than this (a longer one fires after 1 ms, so every request would abort at once). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** Time for the whole exchange, from sending to the last byte of the body. */
 const TIMEOUT_RANGE = `must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS} (about 24.8 days)`;
+/** Time for the whole exchange, from sending to the last byte of the body. */
 export const timeoutMsSchema = z.int({ error: TIMEOUT_RANGE }).min(1, { error: TIMEOUT_RANGE }).max(MAX_TIMER_MS, { error: TIMEOUT_RANGE });
 
 /**
