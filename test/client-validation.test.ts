@@ -137,6 +137,17 @@ describe('client options', () => {
       expect(() => createClient({ ...options, userAgent }), JSON.stringify(userAgent)).toThrow(/userAgent: must be an HTTP header value/);
     }
     expect(() => createClient({ ...options, tokenScheme: 'Bearer\r\n' })).toThrow(/tokenScheme: must be an HTTP header value/);
+    // A key pasted with an invisible character (a zero-width space) was sent, refused by undici, retried and counted.
+    for (const apiKey of [`${TEST_KEY}\u200b`, `${TEST_KEY}\u0001`]) {
+      let error: unknown;
+      try {
+        createClient({ baseUrl: sim.url, apiKey });
+      } catch (e) {
+        error = e;
+      }
+      expect(String(error)).toMatch(/apiKey: must be an HTTP header value/);
+      expect(String(error)).not.toContain(TEST_KEY);
+    }
     expect(() => createClient({ ...options, timeoutMs: 2 ** 31 - 1, userAgent: 'café\tetl/1.0' })).not.toThrow();
   });
 

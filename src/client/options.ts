@@ -46,12 +46,6 @@ export const baseUrlSchema = z
     return `${url.origin}${path}`;
   });
 
-const secret = (envName: string) =>
-  z
-    .string({ error: `must be a string (or set ${envName})` })
-    .refine((value) => value.trim().length > 0, { error: `must not be empty (or set ${envName})` })
-    .refine((value) => !/[\r\n\0]/.test(value), { error: 'must not contain line breaks or NUL characters' });
-
 /** Node arms no timer longer than this (a longer one fires after 1 ms, so every request would abort at once). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -60,15 +54,27 @@ const TIMEOUT_RANGE = `must be a whole number of milliseconds from 1 to ${MAX_TI
 export const timeoutMsSchema = z.int({ error: TIMEOUT_RANGE }).min(1, { error: TIMEOUT_RANGE }).max(MAX_TIMER_MS, { error: TIMEOUT_RANGE });
 
 /**
- * A value sent as a header, as HTTP allows one (tab, visible ASCII, space, Latin-1): undici refuses anything else when
- * the request is made, after the scheduler has counted it as sent — so it is refused here, before anything is sent.
+ * What HTTP allows in a header value (tab, visible ASCII, space, Latin-1): undici refuses anything else when the
+ * request is made, after the scheduler has counted it as sent — so values sent as headers are refused here instead.
  */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 const headerValue = (example: string) =>
-  z.string().refine((value) => /^[\t\x20-\x7e\x80-\xff]*$/.test(value), {
+  z.string().refine((value) => HEADER_VALUE.test(value), {
     error: `must be an HTTP header value: no line breaks or other control characters, nothing beyond Latin-1 (e.g. "${example}")`,
   });
 
 export const userAgentSchema = headerValue('my-team/1.0').pipe(z.string().min(1, { error: 'must not be empty' }));
+
+// A key is a header value too: one pasted with an invisible character (a zero-width space) is refused here, not sent.
+// The messages never show the value.
+const secret = (envName: string) =>
+  z
+    .string({ error: `must be a string (or set ${envName})` })
+    .refine((value) => value.trim().length > 0, { error: `must not be empty (or set ${envName})` })
+    .refine((value) => HEADER_VALUE.test(value), {
+      error: 'must be an HTTP header value: no line breaks or other control characters, nothing beyond Latin-1 (an invisible character pasted with it?)',
+    });
 
 const codeList = z.array(z.string().trim().toLowerCase().min(1), { error: 'must be a list of codes' });
 
