@@ -20,10 +20,11 @@ export interface Redactor {
 
 /**
  * Servers echo request headers in error bodies, in `Location`s and sometimes in 2xx pages, and not always as sent:
- * JSON-escaped (`\/`, `\u002F`), percent-encoded (either case of hex), as HTML entities, or inside base64. So each
- * secret is matched in each of those encodings, character by character (a server may escape some characters and not
- * others), and as the three base64 cores that stand for it at any byte alignment of an encoded blob. The forms are
- * compiled once into one pattern; everything kept from a response passes through it before it is stored or shown.
+ * JSON-escaped (`\/`, `\u002F`), percent-encoded (either case of hex), as HTML entities, or inside base64, and in
+ * any case (a logged URL lowercased whole). So each secret is matched in each of those encodings, character by
+ * character (a server may escape some characters and not others), letters in either case, and as the three base64
+ * cores that stand for it at any byte alignment of an encoded blob. The forms are compiled once into one pattern;
+ * everything kept from a response passes through it before it is stored or shown.
  */
 export function redactor(secrets: ReadonlyArray<string | undefined>): Redactor {
   const values = [...new Set(secrets.filter((s): s is string => typeof s === 'string' && s.length >= MIN_SECRET_LENGTH))];
@@ -33,9 +34,10 @@ export function redactor(secrets: ReadonlyArray<string | undefined>): Redactor {
     .sort((a, b) => b.length - a.length);
   if (forms.length === 0) return Object.assign((text: string) => text, { cut: (text: string, max: number) => text.slice(0, max) });
 
-  const whole = new RegExp(forms.map((form) => form.join('')).join('|'), 'g');
+  // Case-insensitive: what a server logs may have been lowercased whole (a URL, a header line) on its way back.
+  const whole = new RegExp(forms.map((form) => form.join('')).join('|'), 'gi');
   const cutShort = forms.filter((form) => form.length > MIN_PREFIX).map(prefixPattern);
-  const tail = cutShort.length > 0 ? new RegExp(`(?:${cutShort.join('|')})$`) : undefined;
+  const tail = cutShort.length > 0 ? new RegExp(`(?:${cutShort.join('|')})$`, 'i') : undefined;
   const redact = (text: string) => text.replace(whole, REDACTED);
   return Object.assign(redact, {
     cut(text: string, max: number) {
@@ -89,15 +91,15 @@ function charPattern(chars: readonly string[]): string {
     if (char === '/' || char === '"' || char === '\\') alternatives.add(String.raw`\\` + escapeRegExp(char));
     alternatives.add([...Buffer.from(char, 'utf8')].map((byte) => `%${hex(byte, 2)}`).join(''));
     alternatives.add(`&#0*${codePoint};?`);
-    alternatives.add(`&#[xX]0*${hex(codePoint, 1)};?`);
+    alternatives.add(`&#x0*${hex(codePoint, 1)};?`);
     for (const name of HTML_NAMES[char] ?? []) alternatives.add(`&${name};`);
   }
   return `(?:${[...alternatives].join('|')})`;
 }
 
-/** Hex digits of `n`, either case. */
+/** Hex digits of `n` (either case matches: the pattern ignores case). */
 function hex(n: number, width: number): string {
-  return [...n.toString(16).padStart(width, '0')].map((digit) => (/[a-f]/.test(digit) ? `[${digit}${digit.toUpperCase()}]` : digit)).join('');
+  return n.toString(16).padStart(width, '0');
 }
 
 function escapeRegExp(text: string): string {

@@ -1,4 +1,4 @@
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cli, config, envFor, pipelineFile, ROOT, startCli } from './cli-helpers.ts';
@@ -308,6 +308,17 @@ describe('pipeline files', () => {
     expect(JSON.parse(stdout)).toMatchObject({ pipeline: 'rank-tracking', status: 'completed' });
     expect(sqliteRows(dir.path('data/rank.sqlite'), 'SELECT COUNT(*) AS n FROM results')[0]?.n).toBeGreaterThan(0);
     expect(readFileSync(dir.path('data/rank.csv'), 'utf8').startsWith('run_id,query,')).toBe(true);
+  });
+
+  it('node <file> with an invalid config says what webdata-etl run says, without a stack trace, exit 2 (was an uncaught ValidationError, exit 1)', async () => {
+    using dir = workdir();
+    const file = join(ROOT, 'test/fixtures/invalid-country.ts');
+    const direct = await pipelineFile(file, ['--simulator'], { cwd: dir.dir });
+    const viaCli = await cli(['run', file, '--simulator'], { cwd: dir.dir });
+    expect(viaCli.code).toBe(2);
+    expect(viaCli.stderr).toMatch(/search\.countries\.0: "uk" is not an ISO 3166-1 alpha-2 country code; did you mean "gb"\?/);
+    expect(direct).toEqual({ code: 2, stdout: '', stderr: viaCli.stderr });
+    expect(existsSync(dir.path('data'))).toBe(false);
   });
 
   it('the JSON example config validates', async () => {

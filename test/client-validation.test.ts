@@ -126,8 +126,29 @@ describe('client options', () => {
 
   it('refuses unknown options and bad values, naming each', () => {
     expect(() => createClient({ baseUrl: sim.url, apiKey: TEST_KEY, timeout: 5 } as never)).toThrow(/timeout/);
-    expect(() => createClient({ baseUrl: sim.url, apiKey: TEST_KEY, timeoutMs: -1 })).toThrow(/timeoutMs: must be a positive number of milliseconds/);
+    expect(() => createClient({ baseUrl: sim.url, apiKey: TEST_KEY, timeoutMs: -1 })).toThrow(/timeoutMs: must be a whole number of milliseconds from 1/);
     expect(() => createClient({ baseUrl: sim.url, apiKey: '  ' })).toThrow(/apiKey: must not be empty/);
+  });
+
+  it('refuses a timeoutMs Node cannot time (2^31 ms or more) and header values with line breaks or control characters', () => {
+    const options = { baseUrl: sim.url, apiKey: TEST_KEY };
+    expect(() => createClient({ ...options, timeoutMs: 2 ** 31 })).toThrow(/timeoutMs: must be a whole number of milliseconds from 1 to 2147483647/);
+    for (const userAgent of ['etl/1.0\r\nX-Injected: 1', 'etl\n', 'etl\u0000', 'etl\u007f', 'etl 日本']) {
+      expect(() => createClient({ ...options, userAgent }), JSON.stringify(userAgent)).toThrow(/userAgent: must be an HTTP header value/);
+    }
+    expect(() => createClient({ ...options, tokenScheme: 'Bearer\r\n' })).toThrow(/tokenScheme: must be an HTTP header value/);
+    // A key pasted with an invisible character (a zero-width space) was sent, refused by undici, retried and counted.
+    for (const apiKey of [`${TEST_KEY}\u200b`, `${TEST_KEY}\u0001`]) {
+      let error: unknown;
+      try {
+        createClient({ baseUrl: sim.url, apiKey });
+      } catch (e) {
+        error = e;
+      }
+      expect(String(error)).toMatch(/apiKey: must be an HTTP header value/);
+      expect(String(error)).not.toContain(TEST_KEY);
+    }
+    expect(() => createClient({ ...options, timeoutMs: 2 ** 31 - 1, userAgent: 'café\tetl/1.0' })).not.toThrow();
   });
 
   it('refuses endpoint paths that could escape the base URL', async () => {

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -44,6 +44,8 @@ const INVALID: [string, unknown, string][] = [
   ['name', 42, 'name'],
   ['api.timeoutMs', -1, 'api.timeoutMs'],
   ['api.userAgent', '', 'api.userAgent'],
+  ['api.timeoutMs', 2 ** 31, 'api.timeoutMs'],
+  ['api.userAgent', 'etl/1.0\r\nX-Injected: 1', 'api.userAgent'],
   ['api.extraCountries', 'xk', 'api.extraCountries'],
   ['api.bogus', true, 'api'],
   ['search.queries', 'one query', 'search.queries'],
@@ -215,6 +217,20 @@ async function runIn(dir: string, file: string) {
 const MB = 1024 * 1024;
 
 describe('bad local input: exit 2, naming the field or the file, before any request', () => {
+  it('api.timeoutMs past what Node can time (2^31 ms) and an api.userAgent with a line break are refused (were taken: every request failed, exit 5)', async () => {
+    using dir = workdir();
+    const timeout = await runIn(dir.dir, jsonPipeline(dir.dir, { api: { timeoutMs: 2 ** 31 } }));
+    expect(timeout).toMatchObject({ code: 2, requests: 0 });
+    expect(timeout.stderr).toMatch(/api\.timeoutMs: must be a whole number of milliseconds from 1 to 2147483647/);
+    const agent = await runIn(dir.dir, jsonPipeline(dir.dir, { api: { userAgent: 'etl/1.0\r\nX-Injected: 1' } }));
+    expect(agent).toMatchObject({ code: 2, requests: 0 });
+    expect(agent.stderr).toMatch(/api\.userAgent: must be an HTTP header value: no line breaks or other control characters/);
+    // Nothing was run: no run, no credit counted.
+    expect(existsSync(dir.path('out/results.sqlite'))).toBe(false);
+    // The largest timer Node arms, and a header value with a tab and Latin-1, are taken.
+    expect(() => pipelineFromConfig({ ...VALID, api: { timeoutMs: 2 ** 31 - 1, userAgent: 'café\tetl/1.0' } })).not.toThrow();
+  });
+
   it('a query CSV with 5,000 columns is refused naming search.queriesFile and the limit (SQLite failed on it: exit 1)', async () => {
     using dir = workdir();
     const columns = Array.from({ length: 5000 }, (_, i) => `tag${i}`);

@@ -171,11 +171,36 @@ test('probe', () => {
   });
 
   it('the installed webdata-etl bin on an old Node says in one line what it needs (was a TypeError from inside undici), exit 1', async () => {
-    const result = await run(oldNode().node, [join(ROOT, 'dist/cli/main.js'), 'run', 'pipelines/rank-tracking.ts', '--simulator'], { env: oldShellEnv() });
+    // The package as npm installs it (dist/ and package.json, no .ci/): Node is the user's to install.
+    using installed = workdir();
+    mkdirSync(join(installed.dir, 'dist/cli'), { recursive: true });
+    writeFileSync(join(installed.dir, 'dist/cli/main.js'), readFileSync(join(ROOT, 'dist/cli/main.js')));
+    writeFileSync(join(installed.dir, 'package.json'), readFileSync(join(ROOT, 'package.json')));
+    const result = await run(oldNode().node, [join(installed.dir, 'dist/cli/main.js'), 'run', 'pipelines/rank-tracking.ts', '--simulator'], { env: oldShellEnv() });
     expect(result.code).toBe(1);
     const floor = FLOOR.join('\\.');
     expect(result.stderr).toMatch(new RegExp(`^webdata-etl: needs Node\\.js ${floor} or newer; this is [\\d.]+\\. Install Node\\.js 24 LTS \\(https://nodejs\\.org\\) and run it again\\n$`));
     expect(result.stdout).toBe('');
+  });
+
+  it('in this repository the bin on an old Node names .ci/use-node.sh, and .nvmrc names a Node new enough (was only nodejs.org)', async () => {
+    const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const advice = (script: string) =>
+      new RegExp(
+        `^${escape(`webdata-etl: needs Node.js ${FLOOR.join('.')} or newer; this is `)}[\\d.]+` +
+          `${escape(`. In this repository, \`. ${script}\` puts Node 24 first on PATH (with nvm or fnm: \`nvm use\` or \`fnm use\`, which read .nvmrc); then run it again\n`)}$`,
+      );
+    const atRoot = await run(oldNode().node, [join(ROOT, 'dist/cli/main.js'), 'run', 'pipelines/rank-tracking.ts', '--simulator'], { env: oldShellEnv() });
+    expect(atRoot.code).toBe(1);
+    expect(atRoot.stderr).toMatch(advice('.ci/use-node.sh'));
+    // From elsewhere, the script's whole path: sourced from anywhere, it finds the checkout by its own path.
+    using elsewhere = workdir();
+    const away = await run(oldNode().node, [join(ROOT, 'dist/cli/main.js'), '--version'], { cwd: elsewhere.dir, env: oldShellEnv() });
+    expect(away.stderr).toMatch(advice(join(ROOT, '.ci/use-node.sh')));
+    // What nvm and fnm read: a major version, new enough.
+    const nvmrc = readFileSync(join(ROOT, '.nvmrc'), 'utf8');
+    expect(nvmrc).toMatch(/^\d+\n$/);
+    expect(newEnough(`${nvmrc.trim()}.0`)).toBe(true);
   });
 
   it('arguments, exit code and a death by signal come through the Node it provides', PROVISIONING, async () => {

@@ -4,9 +4,10 @@ import Database from 'better-sqlite3';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { renderReport, writeReport } from '../src/report/index.ts';
+import { columns } from '../src/report/svg.ts';
 import { createSpendView } from '../src/analytics/index.ts';
 import { openStateStore } from '../src/state/sqlite/store.ts';
-import { handMadeDatabase } from './analytics-fixture.ts';
+import { handMadeDatabase, R2 } from './analytics-fixture.ts';
 import { workdir } from './pipeline-helpers.ts';
 
 /** The marks of one chart (by `data-chart`, the n-th of that name), counted from the SVG text. */
@@ -16,6 +17,18 @@ function marks(html: string, chart: string, nth = 0): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const match of svg.matchAll(/data-mark="(\w+)"/g)) counts[match[1] as string] = (counts[match[1] as string] ?? 0) + 1;
   return counts;
+}
+
+/** The tick labels of a chart's value axis, bottom to top. */
+function axisTicks(html: string, chart: string): string[] {
+  const svg = html.split(`<svg data-chart="${chart}"`)[1]?.split('</svg>')[0] ?? '';
+  return [...svg.matchAll(/class="axis" text-anchor="end">([^<]*)</g)].map((m) => m[1] as string);
+}
+
+/** The rank history's legend: each line's label. */
+function legends(html: string): string[] {
+  const svg = html.split('<svg data-chart="history"')[1]?.split('</svg>')[0] ?? '';
+  return [...svg.matchAll(/class="label" fill="[^"]*">([^<]*)</g)].map((m) => m[1] as string);
 }
 
 const NOW = new Date('2026-11-22T00:00:00Z');
@@ -68,6 +81,37 @@ describe('the HTML report', () => {
     const many = await renderReport({ database: dir.path('many.sqlite'), now: NOW });
     expect(marks(many, 'credits')).toEqual({ bar: 50 });
     expect(many).toContain('the latest 50');
+  });
+
+  it('count axes tick at whole numbers (was 1.5 for a run of 3 credits, 13.5 for 27), covering the tallest bar', async () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('hand.sqlite'));
+    const html = await renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    for (const chart of ['credits', 'ranks']) {
+      const ticks = axisTicks(html, chart);
+      expect([chart, ticks.every((tick) => /^\d[\d,]*$/.test(tick))], ticks.join(' ')).toEqual([chart, true]);
+      expect(ticks[0]).toBe('0');
+    }
+    // The latest run spent 3 credits: 0 to 3, one apart.
+    expect(axisTicks(html, 'credits')).toEqual(['0', '1', '2', '3']);
+    // Counts of 27 (and of 0.5-credit requests) on the charts themselves.
+    expect(axisTicks(columns({ chart: 'c', title: 't' }, [{ label: 'a', value: 27 }]), 'c')).toEqual(['0', '10', '20', '30']);
+    expect(axisTicks(columns({ chart: 'c', title: 't' }, [{ label: 'a', value: 1.5 }]), 'c')).toEqual(['0', '0.5', '1', '1.5']);
+  });
+
+  it('a result without a title is labelled by its domain and path, shortened (was its bare URL); a title wins over a row without one', async () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('hand.sqlite'));
+    const db = new Database(dir.path('hand.sqlite'));
+    db.prepare(`UPDATE results SET title = NULL WHERE dedupe_key LIKE '%/b'`).run();
+    const long = 'https://www.example.com/espresso-machines/reviews/2026/the-best-espresso-machine-for-a-small-kitchen?utm_source=news#top';
+    db.prepare(`UPDATE results SET title = NULL, url = ?, domain = 'example.com' WHERE dedupe_key LIKE '%/e'`).run(long);
+    // The same result again in the latest run, on a row without a title (no dedupe): its title still names it.
+    db.prepare(`INSERT INTO results SELECT run_id, query, country, lang, 2, position, rank, NULL, url, domain, snippet, dedupe_key, fetched_at, raw FROM results WHERE run_id = ? AND country = 'us' AND dedupe_key LIKE '%/a'`).run(R2);
+    db.close();
+    const html = await renderReport({ database: dir.path('hand.sqlite'), now: NOW });
+    expect(legends(html)).toEqual(['x.com/b', 'Title a', 'example.com/…/the-best-espresso-machine…']);
+    for (const legend of legends(html)) expect(legend.length).toBeLessThanOrEqual(40);
   });
 
   it('escapes what the data holds', async () => {

@@ -193,6 +193,25 @@ describe('a secret cut or encoded by the server is still redacted', () => {
     }
   });
 
+  it('the key echoed in another case (a logged URL lowercased whole, a header uppercased) is redacted, whole or cut', async () => {
+    const warnings: string[] = [];
+    await using client = clientFor(sim, { apiKey: ECHO_KEY, onWarning: (message) => warnings.push(message) });
+    const lowered = `https://api.example/api/v1/search?key=${encodeURIComponent(ECHO_KEY)}`.toLowerCase();
+    const upper = ECHO_KEY.toUpperCase();
+    sim.inject({ fault: 'status', status: 400, body: `{"error":{"message":"bad request ${lowered} from ${upper}"}}`, times: 1 });
+    const error = await rejection(client.search({ q: 'lowered' }));
+    expect(error.message).toContain('search?key=[redacted] from [redacted]');
+    for (const text of renderings(error)) {
+      for (const form of [ECHO_KEY, encodeURIComponent(ECHO_KEY)]) expect(text.toLowerCase()).not.toContain(form.toLowerCase());
+    }
+    sim.inject({ fault: 'status', status: 200, body: `{"data":[{"title":"logged ${lowered}","url":"https://a.example/"}]}`, times: 1 });
+    const response = await client.search({ q: 'lowered 2xx' });
+    expect(response.data[0]?.title).toBe('logged https://api.example/api/v1/search?key=[redacted]');
+    expect(warnings).toEqual(['the server echoed the API key; it was redacted']);
+    // A cut that leaves 8 characters or more of the lowered key counts as the key too.
+    expect(redactor([ECHO_KEY]).cut(`error: ${ECHO_KEY.slice(0, 12).toLowerCase()}`, 100)).toBe('error: [redacted]');
+  });
+
   it('so is a token (what the client sends as a credential), in base64 or JSON-escaped', async () => {
     await using jwt = createClient({ baseUrl: sim.url, token: TOKEN });
     for (const echo of [Buffer.from(`Bearer ${TOKEN}`).toString('base64'), JSON.stringify(TOKEN).replaceAll('.', '\\u002e')]) {

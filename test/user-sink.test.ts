@@ -1,7 +1,10 @@
 // A sink of your own: `defineSink` takes what a sink must decide (open, write, close) and provides delivery — the
 // checkpoint after each write, and re-delivery from the journal of what a crash kept from it.
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { defineSink, normalize, type NormalizedItem, type Page, searchPages, toSqlite } from '../src/index.ts';
+import { cli, envFor, ROOT } from './cli-helpers.ts';
 import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 
@@ -71,5 +74,26 @@ describe('a sink of your own', () => {
     expect(pages).toEqual([]);
     // The page committed before its sink failed: the table has it, the journal keeps it for the sink.
     expect(sqliteRows(dir.path('out.sqlite'), 'SELECT DISTINCT page FROM results')).toEqual([{ page: 1 }]);
+  });
+
+  it('a target that is a URL is no path: the state goes to <name>.state.sqlite, or beside a file sink (was a directory "https:")', async () => {
+    await using sim = await simulator({ seed: 4 });
+    using dir = workdir();
+    // A pipeline file with a webhook-like sink alone, then with a CSV file after it, run from the command line in `dir`.
+    const file = (name: string, sinks: string) => {
+      const source = `import * as etl from ${JSON.stringify(join(ROOT, 'src/index.ts'))};
+const hook = etl.defineSink({ kind: 'webhook', target: 'https://hooks.example.com/ingest', write() {} });
+export default etl.definePipeline({ name: ${JSON.stringify(name)}, source: etl.searchPages({ queries: ['espresso'], maxPages: 1 }), stages: [etl.normalize()], sinks: ${sinks} });
+`;
+      writeFileSync(dir.path(`${name}.ts`), source);
+      return `${name}.ts`;
+    };
+    const alone = await cli(['run', file('hooked', '[hook]'), '--quiet'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(alone.code, alone.stderr).toBe(0);
+    const withCsv = await cli(['run', file('hooked-csv', "[hook, etl.toCsv({ path: 'out/rows.csv' })]"), '--quiet'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(withCsv.code, withCsv.stderr).toBe(0);
+    expect(existsSync(dir.path('https:'))).toBe(false);
+    expect(existsSync(dir.path('hooked.state.sqlite'))).toBe(true);
+    expect(readdirSync(dir.path('out')).sort()).toEqual(expect.arrayContaining(['hooked-csv.state.sqlite', 'rows.csv']));
   });
 });

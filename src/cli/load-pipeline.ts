@@ -6,12 +6,10 @@ import { pipelineFromConfig } from '../config/json-config.ts';
 import { readInputFile } from '../input-file.ts';
 import { definePipeline, type Pipeline } from '../run/define.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { isInputError } from './input-errors.ts';
 
 /** A JSON config this large is not a config: lists of queries go in `search.queriesFile`. */
 export const MAX_CONFIG_BYTES = 16 * 1024 * 1024;
-
-/** Errors that already say what is wrong with the user's input (by name: a pipeline file may use the built package). */
-const INPUT_ERRORS = new Set(['ValidationError', 'UsageError']);
 
 /** A pipeline from a file: a module whose default export is a pipeline (.ts, .js), or a JSON config. */
 export async function loadPipeline(file: string): Promise<Pipeline> {
@@ -24,7 +22,7 @@ export async function loadPipeline(file: string): Promise<Pipeline> {
     module = (await import(pathToFileURL(path).href)) as { default?: unknown };
   } catch (error) {
     // The file is the user's input like a JSON config is: one that cannot be loaded is theirs to fix (exit 2).
-    if (INPUT_ERRORS.has((error as { name?: string } | null)?.name ?? '')) throw error;
+    if (isInputError(error)) throw error;
     throw new UsageError(`${file} could not be loaded: ${describe(error, path)}`);
   }
   if (module.default === undefined) {

@@ -5,11 +5,14 @@ import { parseArgs } from 'node:util';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from '../run/define.ts';
 import { run, statePath } from '../run/run.ts';
+import { fileOf } from '../run/outputs.ts';
+import type { Sink } from '../sinks/sink.ts';
 import { stopOnSignals } from './signals.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { startSimulator } from '../simulator/server.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
+import { exitOnUncaughtInputErrors } from './input-errors.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { stateUrlFrom } from './database-filters.ts';
@@ -78,6 +81,10 @@ export async function runCommand(args: string[]): Promise<number> {
   if (extra.length > 0) throw new UsageError(`run takes one pipeline file; unexpected: ${extra.join(' ')}`);
   return execute(await loadPipeline(file), values, file);
 }
+
+// A pipeline file imports this before its top level builds the pipeline, which may throw what the command line would
+// report: from here on, such an error, uncaught, is said as the command line says it (exit 2).
+exitOnUncaughtInputErrors();
 
 /**
  * For pipeline files: `if (import.meta.main) await runFromCommandLine(pipeline)` makes `node pipelines/x.ts` take
@@ -156,7 +163,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   if (values['summary-json'] !== undefined) {
     // Refused before any credit is spent: the summary written over the state store or an output would destroy it.
     const defined = definePipeline(pipeline);
-    const outputs = [statePath(defined), ...(defined.sinks as { path?: string }[]).flatMap((sink) => (sink.path && sink.path !== '-' ? [sink.path] : []))];
+    const outputs = [statePath(defined), ...(defined.sinks as Sink<unknown>[]).flatMap((sink) => fileOf(sink) ?? [])];
     checkOutputPath(values['summary-json'], { field: '--summary-json', databases: outputs, role: 'a file this run writes' });
   }
 

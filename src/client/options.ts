@@ -46,11 +46,35 @@ export const baseUrlSchema = z
     return `${url.origin}${path}`;
   });
 
+/** Node arms no timer longer than this (a longer one fires after 1 ms, so every request would abort at once). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+const TIMEOUT_RANGE = `must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS} (about 24.8 days)`;
+/** Time for the whole exchange, from sending to the last byte of the body. */
+export const timeoutMsSchema = z.int({ error: TIMEOUT_RANGE }).min(1, { error: TIMEOUT_RANGE }).max(MAX_TIMER_MS, { error: TIMEOUT_RANGE });
+
+/**
+ * What HTTP allows in a header value (tab, visible ASCII, space, Latin-1): undici refuses anything else when the
+ * request is made, after the scheduler has counted it as sent — so values sent as headers are refused here instead.
+ */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+const headerValue = (example: string) =>
+  z.string().refine((value) => HEADER_VALUE.test(value), {
+    error: `must be an HTTP header value: no line breaks or other control characters, nothing beyond Latin-1 (e.g. "${example}")`,
+  });
+
+export const userAgentSchema = headerValue('my-team/1.0').pipe(z.string().min(1, { error: 'must not be empty' }));
+
+// A key is a header value too: one pasted with an invisible character (a zero-width space) is refused here, not sent.
+// The messages never show the value.
 const secret = (envName: string) =>
   z
     .string({ error: `must be a string (or set ${envName})` })
     .refine((value) => value.trim().length > 0, { error: `must not be empty (or set ${envName})` })
-    .refine((value) => !/[\r\n\0]/.test(value), { error: 'must not contain line breaks or NUL characters' });
+    .refine((value) => HEADER_VALUE.test(value), {
+      error: 'must be an HTTP header value: no line breaks or other control characters, nothing beyond Latin-1 (an invisible character pasted with it?)',
+    });
 
 const codeList = z.array(z.string().trim().toLowerCase().min(1), { error: 'must be a list of codes' });
 
@@ -67,10 +91,9 @@ export const clientOptionsSchema = z.strictObject({
     .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, { error: 'must be an HTTP header name such as "authorization"' })
     .default('authorization'),
   /** The scheme before the token in that header; `null` sends the bare token. */
-  tokenScheme: z.string().nullable().default('Bearer'),
-  /** Time for the whole exchange, from sending to the last byte of the body. */
-  timeoutMs: z.int().positive({ error: 'must be a positive number of milliseconds' }).default(30_000),
-  userAgent: z.string().min(1).default(USER_AGENT),
+  tokenScheme: headerValue('Bearer').nullable().default('Bearer'),
+  timeoutMs: timeoutMsSchema.default(30_000),
+  userAgent: userAgentSchema.default(USER_AGENT),
   /** Larger 2xx bodies are refused rather than buffered without bound. */
   maxBodyBytes: z.int().positive().default(32 * 1024 * 1024),
   /** Country codes the engine accepts beyond ISO 3166-1 alpha-2 (e.g. `xk`). */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterClause } from '../analytics/filter.ts';
 import type { Reader } from '../analytics/reader.ts';
 import { OVERLAP_TOP, POSTGRES, viewName } from '../analytics/views.ts';
+import { urlLabel } from './url-label.ts';
 
 /*
  * The database is a file like any other: whoever could write it could put text where a number belongs, markup in
@@ -164,7 +165,7 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
 async function history(reader: Reader, t: string, query: unknown, country: unknown, lang: unknown, runIds: unknown[], maxLines: number): Promise<ReportData['histories'][number]> {
   const latest = runIds.at(-1);
   const keys = await reader.all(
-    `SELECT dedupe_key, MIN(rank) AS rank, MAX(${reader.dialect.bytes('COALESCE(title, url, dedupe_key)')}) AS label FROM ${t}
+    `SELECT dedupe_key, MIN(rank) AS rank, MAX(${reader.dialect.bytes('title')}) AS title, MAX(${reader.dialect.bytes('url')}) AS url FROM ${t}
       WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key IS NOT NULL GROUP BY dedupe_key ORDER BY rank LIMIT ?`,
     [query, country, lang, latest, maxLines],
   );
@@ -174,7 +175,8 @@ async function history(reader: Reader, t: string, query: unknown, country: unkno
     for (const run of runIds) {
       ranks.push(finite(first(await reader.all(`SELECT MIN(rank) FROM ${t} WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key = ?`, [query, country, lang, run, k.dedupe_key]))) ?? null);
     }
-    series.push({ label: text(k.label) || text(k.dedupe_key), ranks });
+    // A title where any row of it has one; else its domain and path, which read better than a bare URL.
+    series.push({ label: text(k.title) || urlLabel(text(k.url)) || text(k.dedupe_key), ranks });
   }
   return { query: text(query), country: text(country), lang: text(lang), runs: runIds.map((run) => shortRun(text(run))), series };
 }

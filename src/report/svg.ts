@@ -38,10 +38,11 @@ export function columns(frame: Frame, data: readonly { label: string; value: num
   const left = 48;
   const bottom = 40;
   const plotH = height - bottom - 16;
-  const max = Math.max(1, ...data.map((d) => d.value));
+  const scale = valueTicks(Math.max(0, ...data.map((d) => d.value)), data.every((d) => Number.isInteger(d.value)));
+  const max = scale.at(-1) as number;
   const slot = (width - left - 8) / Math.max(1, data.length);
   const bar = Math.max(2, Math.min(slot * 0.7, 56));
-  const ticks = [0, max / 2, max].map((v) => {
+  const ticks = scale.map((v) => {
     const y = round(16 + plotH - (v / max) * plotH);
     return `<line x1="${left}" x2="${width - 8}" y1="${y}" y2="${y}" class="grid"/><text x="${left - 6}" y="${y + 4}" class="axis" text-anchor="end">${formatNumber(v)}</text>`;
   });
@@ -57,6 +58,21 @@ export function columns(frame: Frame, data: readonly { label: string; value: num
     );
   });
   return svg(frame, ticks.join('') + bars.join(''), width, height);
+}
+
+/**
+ * A value axis from 0: steps of 1, 2 or 5 times a power of ten, about three of them, the last at or above `max`.
+ * Whole steps when every value is whole: a count has no 13.5.
+ */
+export function valueTicks(max: number, whole: boolean): number[] {
+  if (!(max > 0) || !Number.isFinite(max)) return [0, 1];
+  const rough = max / 3;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const nice = [1, 2, 5, 10].map((m) => m * power).find((step) => step >= rough) ?? 10 * power;
+  const step = whole ? Math.max(1, Math.ceil(nice)) : nice;
+  const count = Math.ceil(max / step - 1e-9);
+  // toPrecision: 3 × 0.1 is 0.30000000000000004.
+  return Array.from({ length: count + 1 }, (_, i) => Number((i * step).toPrecision(12)));
 }
 
 /** Horizontal bars with their labels on the left (top domains). */

@@ -4,6 +4,7 @@ import type { Stage } from '../pipeline/compose.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
 import { budgetSchema } from '../schedule/budget.ts';
+import { timeoutMsSchema, userAgentSchema } from '../client/options.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
 import { bossSchema } from '../distributed/boss.ts';
 
@@ -22,8 +23,8 @@ export const pipelineSchema = z.strictObject({
   api: z
     .strictObject({
       baseUrl: z.string().optional(),
-      timeoutMs: z.int().positive().optional(),
-      userAgent: z.string().min(1).optional(),
+      timeoutMs: timeoutMsSchema.optional(),
+      userAgent: userAgentSchema.optional(),
       extraCountries: z.array(z.string()).optional(),
       extraLangs: z.array(z.string()).optional(),
     })
@@ -68,7 +69,7 @@ export const pipelineSchema = z.strictObject({
     .optional(),
   state: z
     .strictObject({
-      /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink. */
+      /** Where the run state lives; default: the first SQLite sink's file, else `<name>.state.sqlite` beside the first sink not of your own (`defineSink`), else in the working directory. */
       path: z.string().min(1).optional(),
       /** A PostgreSQL database for the run state instead of a SQLite file (no password in it: PGPASSWORD, ~/.pgpass). */
       url: postgresUrlSchema.optional(),

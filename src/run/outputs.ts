@@ -1,4 +1,4 @@
-import { dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Pipeline } from './define.ts';
@@ -17,13 +17,25 @@ export function stateDatabase(pipeline: Pipeline, stateUrl?: string): PostgresTa
   return (sinks.find((sink) => sink.kind === 'postgres') as { target?: PostgresTarget } | undefined)?.target;
 }
 
-/** The state store lives in the first SQLite sink's file, so that its rows and the state can commit together. */
+/**
+ * The file a sink writes, if it writes one: not stdout (`-`), not a PostgreSQL table (its path is a label), not the
+ * target of a sink of your own (a URL, a name).
+ */
+export function fileOf(sink: Sink<unknown>): string | undefined {
+  return sink.writesFile === false || sink.kind === 'postgres' || sink.path === '-' ? undefined : sink.path;
+}
+
+/**
+ * The state store lives in the first SQLite sink's file, so that its rows and the state can commit together; else in
+ * `<name>.state.sqlite` beside the first sink (stdout's `-`: the working directory). A sink of your own names a
+ * target, not a file: it is passed over, and a pipeline with no other sink keeps its state in the working directory.
+ */
 export function statePath(pipeline: Pipeline): string {
   if (pipeline.state.path) return resolve(pipeline.state.path);
-  const sinks = pipeline.sinks as Sink<unknown>[];
+  const sinks = (pipeline.sinks as Sink<unknown>[]).filter((sink) => sink.writesFile !== false);
   const sqlite = sinks.find((sink) => sink.kind === 'sqlite');
   if (sqlite) return sqlite.path;
-  return join(dirname((sinks[0] as Sink<unknown>).path), `${pipeline.name}.state.sqlite`);
+  return resolve(sinks[0] === undefined ? '.' : dirname(sinks[0].path), `${pipeline.name}.state.sqlite`);
 }
 
 /**
@@ -53,6 +65,6 @@ export function checkOutputs(sinks: readonly Sink<unknown>[], state: string): vo
 export function outputSuspects(error: unknown, pipeline: Pipeline): string {
   const sinks = pipeline.sinks as Sink<unknown>[];
   const sqlite = String((error as { code?: unknown } | undefined)?.code).startsWith('SQLITE_');
-  const suspects = sinks.filter((sink) => !sqlite || sink.kind === 'sqlite').map((sink) => sink.path);
-  return [...new Set([statePath(pipeline), ...suspects.filter((path) => path !== '-')])].join(', ');
+  const suspects = sinks.filter((sink) => !sqlite || sink.kind === 'sqlite').map(fileOf);
+  return [...new Set([statePath(pipeline), ...suspects.filter((path) => path !== undefined)])].join(', ');
 }

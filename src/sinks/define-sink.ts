@@ -33,6 +33,8 @@ export function defineSink<I = NormalizedItem>(spec: SinkSpec<I>): Sink<I> {
   return {
     kind: spec.kind,
     path: target,
+    // The target is for messages (a URL, a name): never a file, so never where the state store goes.
+    writesFile: false,
     id,
     delivery: spec.idempotent ? 'exactly_once' : 'at_least_once',
     async open(ctx) {

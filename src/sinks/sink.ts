@@ -79,8 +79,13 @@ export interface SinkContext {
 export interface Sink<I = NormalizedItem> {
   /** e.g. `sqlite`, `csv`. */
   readonly kind: string;
-  /** The file written, resolved. */
+  /** The file written, resolved; for a sink that writes no file, what it writes to (a table, a URL, a name). */
   readonly path: string;
+  /**
+   * False when `path` names no file: a sink of your own (`defineSink`) puts its target there, which may be a URL. Such a
+   * path is never where the state store goes, nor a file the run is said to write.
+   */
+  readonly writesFile?: boolean;
   /** Stable identity across runs: kind, file (and table). */
   readonly id: string;
   /**
