@@ -2,32 +2,16 @@ import { linkSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, 
 import { Writable } from 'node:stream';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from '../src/index.ts';
 import { exportReport } from '../src/analytics/index.ts';
 import { writeReport } from '../src/report/index.ts';
 import { writeOutputFile, writeOutputFileWith } from '../src/output-file.ts';
 import { handMadeDatabase } from './analytics-fixture.ts';
 import { cli } from './cli-helpers.ts';
+import { expectRefused, thrown } from './helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
 
 const FORMATS = ['csv', 'jsonl', 'parquet'] as const;
 
-/** What a call threw (or undefined), for calls that may throw synchronously or reject. */
-async function thrown(call: () => unknown): Promise<unknown> {
-  try {
-    await call();
-    return undefined;
-  } catch (error) {
-    return error;
-  }
-}
-
-function expectRefused(error: unknown, field: string, reason: RegExp) {
-  expect(error).toBeInstanceOf(ValidationError);
-  const issues = (error as ValidationError).issues;
-  expect(issues.map((i) => i.path)).toEqual([field]);
-  expect(issues[0]?.message).toMatch(reason);
-}
 
 /**
  * A rankings view of 5000 rows that raises an SQL error on its 3000th: it is read in index order (no sort first), so

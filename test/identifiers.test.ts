@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { defineSource, definePipeline, normalize, paginators, type Series, type Source, searchPages, toPostgres, toSqlite, ValidationError } from '../src/index.ts';
+import { defineSource, definePipeline, normalize, paginators, type Series, type Source, searchPages, toPostgres, toSqlite } from '../src/index.ts';
 import { exportReport } from '../src/analytics/index.ts';
 import { handMadeDatabase } from './analytics-fixture.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
-import { simulator } from './helpers.ts';
+import { expectRefused, simulator, thrown } from './helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 import { runOn, workdir } from './pipeline-helpers.ts';
 
@@ -13,22 +13,6 @@ import { runOn, workdir } from './pipeline-helpers.ts';
 const SQLITE_HOSTILE = 'run_id", sqlite_version() AS "q';
 const POSTGRES_HOSTILE = `run_id", pg_read_file('PG_VERSION') AS "q`;
 
-/** What a call threw (or undefined). */
-async function thrown(call: () => unknown): Promise<unknown> {
-  try {
-    await call();
-    return undefined;
-  } catch (error) {
-    return error;
-  }
-}
-
-function expectRefused(error: unknown, field: string, reason: RegExp) {
-  expect(error).toBeInstanceOf(ValidationError);
-  const issues = (error as ValidationError).issues;
-  expect(issues.map((i) => i.path)).toEqual([field]);
-  expect(issues[0]?.message).toMatch(reason);
-}
 
 /** A source of one series whose plan names `tagColumns`, and which never gets to send anything if they are refused. */
 function taggedSource(tagColumns: readonly string[]): Source {
