@@ -3,7 +3,8 @@ import { parseArgs } from 'node:util';
 import { isPostgresDatabase, openReader } from '../analytics/reader.ts';
 import { POSTGRES } from '../analytics/views.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
-import { oneDatabase, stateUrlFrom } from './database-filters.ts';
+import { checkDatabaseArgument, oneDatabase, stateUrlFrom } from './database-filters.ts';
+import type { PostgresTarget } from '../postgres/target.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
@@ -47,17 +48,17 @@ export async function runsCommand(args: string[]): Promise<number> {
   }
   const [file] = values['database-url'] === undefined ? positionals : [oneDatabase(positionals, 'runs', 'webdata-etl runs --database-url postgres://…', values['database-url'])];
   if (!file || positionals.length > 1) throw new UsageError('runs takes one pipeline file or state database: webdata-etl runs pipelines/rank-tracking.ts');
-  let database = file;
+  checkDatabaseArgument(file);
+  let database: string | PostgresTarget = file;
   let pipeline: string | undefined;
   let stateSchema = values['state-schema'];
   if (!isPostgresDatabase(file) && !/\.(sqlite|sqlite3|db)$/i.test(file)) {
     const loaded = await loadPipeline(file);
-    const postgres = stateDatabase(loaded, stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL));
-    database = postgres ? (postgres.connectionString ?? 'postgres:') : statePath(loaded);
+    database = stateDatabase(loaded, stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL)) ?? statePath(loaded);
     stateSchema ??= loaded.state.schema;
     pipeline = loaded.name;
   }
-  if (!isPostgresDatabase(database) && !existsSync(database)) {
+  if (typeof database === 'string' && !isPostgresDatabase(database) && !existsSync(database)) {
     process.stderr.write(`no runs yet (${database} does not exist)\n`);
     return EXIT.ok;
   }

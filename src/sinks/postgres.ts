@@ -43,7 +43,7 @@ interface Opened {
 export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string; readonly target: PostgresTarget } {
   const config = ValidationError.parse(postgresSinkOptionsSchema, options, 'Invalid PostgreSQL sink', 'postgres');
   const { table, schema, mode } = config;
-  const target = postgresTarget(config.url);
+  const target = postgresTarget(config.url, process.env, { namedBy: 'postgres.url' });
   const where = `the PostgreSQL sink ${target.label}, table ${schema}.${table}`;
   const qualified = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
   const checkpointTable = `${quoteIdentifier(schema)}.webdata_checkpoints`;
