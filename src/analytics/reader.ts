@@ -3,7 +3,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { openPool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { postgresNameSchema, postgresTarget } from '../postgres/target.ts';
+import { postgresNameSchema, type PostgresTarget, postgresTarget } from '../postgres/target.ts';
 import { openForReading } from '../read-database.ts';
 import { type Dialect, POSTGRES, SQLITE } from './views.ts';
 
@@ -39,9 +39,13 @@ export interface ReaderOptions {
 /** Whether a database argument names PostgreSQL: a `postgres://` URL, or `postgres:` (DATABASE_URL, libpq's variables). */
 export const isPostgresDatabase = (database: string): boolean => /^postgres(ql)?:/i.test(database);
 
-/** Opens `database`: a `postgres://` URL, `postgres:` for DATABASE_URL or libpq's variables, or a SQLite file. */
-export async function openReader(database: string, options: ReaderOptions = {}, field = 'database'): Promise<Reader> {
-  if (isPostgresDatabase(database)) return postgresReader(database === 'postgres:' || database === 'postgresql:' ? undefined : database, options, field);
+/**
+ * Opens `database`: a `postgres://` URL, `postgres:` for DATABASE_URL or libpq's variables, or a SQLite file; or a
+ * PostgreSQL target already resolved (a pipeline's state, which knows whether its file named the host).
+ */
+export async function openReader(database: string | PostgresTarget, options: ReaderOptions = {}, field = 'database'): Promise<Reader> {
+  if (typeof database !== 'string') return postgresReader(database, options, field);
+  if (isPostgresDatabase(database)) return postgresReader(postgresTarget(database === 'postgres:' || database === 'postgresql:' ? undefined : database), options, field);
   return sqliteReader(openForReading(database, field));
 }
 
@@ -64,10 +68,9 @@ function sqliteReader(db: Database.Database): Reader {
 
 const BATCH = 2000;
 
-async function postgresReader(url: string | undefined, options: ReaderOptions, field: string): Promise<Reader> {
+async function postgresReader(target: PostgresTarget, options: ReaderOptions, field: string): Promise<Reader> {
   const schemas = ValidationError.parse(postgresNameSchema.default('public'), options.schema, 'Invalid database', 'schema');
   const stateSchema = ValidationError.parse(postgresNameSchema.default('webdata'), options.stateSchema, 'Invalid database', 'stateSchema');
-  const target = postgresTarget(url);
   // Two connections: one reads rows behind a cursor while the other looks things up.
   const pool = openPool(target, 2, { cursors: true });
   const where = target.label;

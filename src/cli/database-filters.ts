@@ -1,6 +1,6 @@
 import { isPostgresDatabase } from '../analytics/reader.ts';
 import { UsageError } from '../errors/usage-error.ts';
-import { isPostgresUrl } from '../postgres/target.ts';
+import { carriesPassword, isPostgresUrl } from '../postgres/target.ts';
 
 /**
  * What `export` and `report` share: one database to read, and the filters `--query`, `--country` and `--table`
@@ -46,11 +46,15 @@ export function oneDatabase(positionals: string[], command: string, example: str
   return database;
 }
 
-/** A PostgreSQL URL on the command line: parsable, and without a password (the process list shows arguments). */
+/**
+ * A PostgreSQL URL on the command line: parsable, and without a password, in its user part or as ?password= (the
+ * process list shows arguments).
+ */
 export function checkDatabaseArgument(database: string): void {
   if (!isPostgresDatabase(database) || /^postgres(ql)?:$/i.test(database)) return;
-  if (!URL.canParse(database)) throw new UsageError(`${database.split('@').at(-1)} is not a PostgreSQL URL such as postgres://user@host:5432/dbname`);
-  if (new URL(database).password !== '') {
+  // Shown without its user part and its parameters, either of which may hold a password.
+  if (!URL.canParse(database)) throw new UsageError(`${database.split(/[?#]/)[0]?.split('@').at(-1)} is not a PostgreSQL URL such as postgres://user@host:5432/dbname`);
+  if (carriesPassword(database)) {
     throw new UsageError('a database URL on the command line must not carry a password (the process list shows it): set PGPASSWORD or use ~/.pgpass, or give postgres: to read DATABASE_URL');
   }
 }
@@ -64,7 +68,7 @@ export function stateUrlFrom(flag: string | undefined, env: string | undefined):
   if (url === undefined) return undefined;
   const from = flag === undefined ? 'WEBDATA_STATE_URL' : '--state';
   if (!isPostgresUrl(url) || !URL.canParse(url)) throw new UsageError(`${from} must be a PostgreSQL URL such as postgres://user@host:5432/dbname`);
-  if (flag !== undefined && new URL(url).password !== '') {
+  if (flag !== undefined && carriesPassword(url)) {
     throw new UsageError('--state must not carry a password (the command line shows in the process list): set PGPASSWORD, use ~/.pgpass, or put the URL in WEBDATA_STATE_URL');
   }
   return url;

@@ -4,6 +4,8 @@ import { atDatabase } from '../postgres/failure.ts';
 import { openPool } from '../postgres/pools.ts';
 import { stateDatabase } from '../run/outputs.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { ValidationError } from '../errors/validation-error.ts';
+import { postgresNameSchema } from '../postgres/target.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadPipeline } from './load-pipeline.ts';
@@ -35,6 +37,8 @@ export async function statusCommand(args: string[]): Promise<number> {
   }
   const [file] = positionals;
   if (!file || positionals.length > 1) throw new UsageError('status takes one pipeline file: webdata-etl status pipelines/rank-tracking.ts --state postgres://…');
+  // Quoted into every statement: a name, checked as the pipeline's state.schema is.
+  const stateSchema = values['state-schema'] === undefined ? undefined : ValidationError.parse(postgresNameSchema, values['state-schema'], 'Invalid option', '--state-schema');
   const pipeline = await loadPipeline(file);
   const target = stateDatabase(pipeline, stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL));
   if (!target) {
@@ -43,7 +47,7 @@ export async function statusCommand(args: string[]): Promise<number> {
   const pool = openPool(target, 1);
   let report: RunStatusReport | undefined;
   try {
-    const schema = values['state-schema'] ?? pipeline.state.schema;
+    const schema = stateSchema ?? pipeline.state.schema;
     report = await atDatabase(`the state store ${target.label}`, () => runStatus(pool, schema, pipeline.name, pipeline.source.plan().seriesCount));
   } finally {
     await pool.end();

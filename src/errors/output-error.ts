@@ -7,7 +7,7 @@ export type OutputProblem = 'full' | 'read_only' | 'locked' | 'corrupt' | 'inval
  * Committed data is intact (SQLite rolls back, a file sink is cut back to its checkpoint on the next run), and the run
  * resumes once the cause is gone. The last two are the user's input to fix, never to wait out. A database server adds
  * two: `unavailable` (unreachable, restarting, a statement past its time limit: wait it out) and `permission` (a
- * privilege the role lacks, or a wrong password: fix it).
+ * privilege the role lacks, a wrong password, TLS asked of a server without it: fix it).
  */
 export class OutputError extends Error {
   readonly problem: OutputProblem;

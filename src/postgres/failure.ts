@@ -4,10 +4,19 @@ import { OutputError } from '../errors/output-error.ts';
 const TRANSIENT_CODES = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|08\w{3}|57P0[1-3]|53300|53200|40001|40P01)$/;
 const TRANSIENT_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection ended/i;
 
+/**
+ * A socket directory without the server's socket in it: the server is down or not started yet (it removes its socket
+ * when it stops, also in a restart), which is ECONNREFUSED on a port. Nothing was sent.
+ */
+function noSocket(error: unknown): boolean {
+  const { code, syscall } = (error ?? {}) as { code?: unknown; syscall?: unknown };
+  return code === 'ENOENT' && syscall === 'connect';
+}
+
 /** Whether a failure is one of the connection's or the server's that may pass (a restart, a cut connection). */
 export function isTransient(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && TRANSIENT_CODES.test(code)) return true;
+  if ((typeof code === 'string' && TRANSIENT_CODES.test(code)) || noSocket(error)) return true;
   return error instanceof Error && TRANSIENT_MESSAGES.test(error.message) && !(error instanceof OutputError);
 }
 
@@ -28,6 +37,13 @@ export function explainPostgresFailure(error: unknown, where: string): unknown {
   }
   if (code === '28P01' || code === '28000') {
     return new OutputError('permission', `${where}: ${detail} — check the user, and its password in PGPASSWORD, DATABASE_URL or ~/.pgpass`, error);
+  }
+  if (/server does not support SSL connections/i.test(detail)) {
+    return new OutputError(
+      'permission',
+      `${where}: the server does not support SSL connections, and sslmode (in the URL, or PGSSLMODE) asks for them — turn ssl on in the server, or set sslmode=disable to connect without TLS`,
+      error,
+    );
   }
   if (code === '3D000') return new OutputError('invalid_path', `${where}: ${detail} — create it (createdb), or point the URL at another database`, error);
   if (code === '53100') return new OutputError('full', `${where}: the server's disk is full (${detail}): committed data is intact; free some space and run the same command again to resume`, error);
@@ -65,7 +81,9 @@ export async function retrying<T>(where: string, work: (attempt: number) => Prom
       return await work(attempt);
     } catch (error) {
       const code = (error as { code?: unknown } | null)?.code;
-      const retriable = options.idempotent ? isTransient(error) : (typeof code === 'string' && NOT_SENT.test(code)) || (error instanceof Error && NOT_SENT_MESSAGES.test(error.message));
+      const retriable = options.idempotent
+        ? isTransient(error)
+        : (typeof code === 'string' && NOT_SENT.test(code)) || noSocket(error) || (error instanceof Error && NOT_SENT_MESSAGES.test(error.message));
       if (!retriable || performance.now() - started + delay > limit) throw explainPostgresFailure(error, where);
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 5_000);

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type pg from 'pg';
+import { checkConnection } from './before-connect.ts';
 import type { PostgresTarget } from './target.ts';
 
 /** Connections per database within a run: pages commit one at a time, so a few cover commits, reads and the lease. */
@@ -33,9 +34,11 @@ export type PoolClient = pg.PoolClient;
  * A pool of at most `max` connections to `target`, every wait bounded (see `postgresTimeouts`) — but a transaction
  * left idle when `cursors` says a reader holds one open while its consumer (a slow pipe) takes its time. An idle
  * connection cut by the server (a restart) is reported on the pool; without a listener it would crash the process:
- * the pool drops it, and the next query gets a new connection.
+ * the pool drops it, and the next query gets a new connection. Refused first, exit 2, if `target` is one a connection
+ * must not be opened to (`checkConnection`).
  */
 export function openPool(target: PostgresTarget, max: number, options: { cursors?: boolean } = {}): pg.Pool {
+  checkConnection(target);
   const timeouts = postgresTimeouts();
   const pool = new (pgDriver().Pool)({
     ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
@@ -59,6 +62,8 @@ export function postgresPools() {
   const pools = new Map<string, pg.Pool>();
   return {
     get(target: PostgresTarget): pg.Pool {
+      // Each target is checked, not only the one that opened the pool: a file's url is held to the same rule wherever it points.
+      checkConnection(target);
       let pool = pools.get(target.database);
       if (!pool) {
         pool = openPool(target, POOL_SIZE);

@@ -4,7 +4,8 @@ import { z } from 'zod';
  * Where a PostgreSQL connection goes, as every PostgreSQL tool finds it: a `postgres://` URL, else `DATABASE_URL`,
  * else libpq's own variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE), which node-postgres reads
  * itself. A URL written in a pipeline or config file carries no password (files get shared and committed, like an
- * API key): the password comes from PGPASSWORD, DATABASE_URL or ~/.pgpass.
+ * API key): the password comes from PGPASSWORD, DATABASE_URL or ~/.pgpass. What is refused before connecting (no
+ * database named, a port that is none, a host the password must not go to) is in `before-connect.ts`.
  */
 export interface PostgresTarget {
   /** For node-postgres; undefined when libpq's variables say it all. */
@@ -13,21 +14,51 @@ export interface PostgresTarget {
   readonly database: string;
   /** The URL without its password, for messages and summaries. */
   readonly label: string;
+  /** Where node-postgres connects: a host name, an address, or a socket directory (a path). */
+  readonly host: string;
+  /** The port as given (checked before connecting), and where it was given: the URL's `port`, or `PGPORT`. */
+  readonly port: { readonly value: string; readonly from: 'port' | 'PGPORT' | 'default' };
+  /** What in the pipeline named the host (`state.url`, …), when a file did rather than the user: see `before-connect.ts`. */
+  readonly namedBy: string | undefined;
+  /** Nothing names a database: no URL, no DATABASE_URL, and none of libpq's variables that say where. */
+  readonly unnamed: boolean;
 }
 
 const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+
+/** libpq's variables that say which server and database (node-postgres reads these; PGPASSWORD and PGSSLMODE say how). */
+const WHERE_VARIABLES = ['PGHOST', 'PGPORT', 'PGUSER', 'PGDATABASE'] as const;
 
 /** A schema, table or other name, safe to quote: lower case, as unquoted names fold, at most 63 bytes. */
 export const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 export const postgresNameSchema = z.string().regex(IDENTIFIER, { error: 'must be a PostgreSQL name in lower case: letters a-z, digits and _, not starting with a digit, at most 63' });
 
+/**
+ * Whether a URL carries a password: in its user part, or as a parameter (`?password=`, which node-postgres reads as
+ * the password and which a process list or a committed file shows all the same).
+ */
+export function carriesPassword(url: string): boolean {
+  if (!URL.canParse(url)) return false;
+  const parsed = new URL(url);
+  return parsed.password !== '' || [...parsed.searchParams.keys()].some((key) => /password/i.test(key));
+}
+
 /** A postgres:// URL as written in a file: parsable, and without a password. */
 export const postgresUrlSchema = z
   .string()
   .refine((url) => POSTGRES_URL.test(url) && URL.canParse(url), { error: 'must be a URL such as "postgres://user@host:5432/dbname"' })
-  .refine((url) => !URL.canParse(url) || new URL(url).password === '', {
-    error: 'must not carry a password (a file is shared and committed): set PGPASSWORD, or DATABASE_URL in the environment, or use ~/.pgpass',
+  .refine((url) => !carriesPassword(url), {
+    error: 'must not carry a password (in its user part or as ?password=; a file is shared and committed): set PGPASSWORD, or DATABASE_URL in the environment, or use ~/.pgpass',
   });
+
+/** A URL's part, percent-decoded as node-postgres decodes it; one that does not decode (`%zz`) as it is. */
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
 
 export function isPostgresUrl(value: string): boolean {
   return POSTGRES_URL.test(value);
@@ -43,16 +74,31 @@ export function redactPostgresUrl(url: string): string {
 }
 
 /**
- * Resolves a connection target: `url` (from a file or the command line), else DATABASE_URL, else libpq's variables.
- * `env` is where those are read (the process's, by default).
+ * Resolves a connection target: `url` (from a file or the command line), else DATABASE_URL, else libpq's variables,
+ * each part as node-postgres takes it (`?host=` and `?port=` before the URL's own). `env` is where those are read
+ * (the process's, by default); `namedBy` says what in the pipeline `url` comes from, when a file wrote it.
  */
-export function postgresTarget(url: string | undefined, env: Readonly<Record<string, string | undefined>> = process.env): PostgresTarget {
+export function postgresTarget(url: string | undefined, env: Readonly<Record<string, string | undefined>> = process.env, options: { namedBy?: string } = {}): PostgresTarget {
   const connectionString = url ?? (env.DATABASE_URL || undefined);
   const parsed = connectionString && URL.canParse(connectionString) ? new URL(connectionString) : undefined;
-  const host = parsed?.searchParams.get('host') || decodeURIComponent(parsed?.hostname ?? '') || env.PGHOST || 'localhost';
-  const port = parsed?.port || env.PGPORT || '5432';
-  const user = decodeURIComponent(parsed?.username ?? '') || env.PGUSER || env.USER || 'postgres';
-  const name = decodeURIComponent(parsed?.pathname.slice(1) ?? '') || env.PGDATABASE || user;
-  const database = `postgres://${host.includes('/') ? encodeURIComponent(host) : host}:${port}/${encodeURIComponent(name)}`;
-  return { connectionString, database, label: connectionString ? redactPostgresUrl(connectionString) : `${database} (from PGHOST/PGDATABASE)` };
+  // Where node-postgres connects: ?host= and ?port= come before the URL's own, which come before PGHOST and PGPORT.
+  const urlHost = parsed?.searchParams.get('host') || decoded(parsed?.hostname ?? '').replace(/^\[(.*)\]$/, '$1');
+  const urlPort = parsed?.searchParams.get('port') || parsed?.port;
+  const port = urlPort ? { value: urlPort, from: 'port' as const } : env.PGPORT ? { value: env.PGPORT, from: 'PGPORT' as const } : { value: '5432', from: 'default' as const };
+  // The database's identity, spelled as it always was: sinks' checkpoints are stored under it.
+  const host = parsed?.searchParams.get('host') || decoded(parsed?.hostname ?? '') || env.PGHOST || 'localhost';
+  const user = decoded(parsed?.username ?? '') || env.PGUSER || env.USER || 'postgres';
+  const name = decoded(parsed?.pathname.slice(1) ?? '') || env.PGDATABASE || user;
+  const database = `postgres://${host.includes('/') ? encodeURIComponent(host) : host}:${parsed?.port || env.PGPORT || '5432'}/${encodeURIComponent(name)}`;
+  // Credit only the variables that are set: the rest are node-postgres' own defaults.
+  const set = WHERE_VARIABLES.filter((variable) => env[variable]);
+  return {
+    connectionString,
+    database,
+    label: connectionString ? redactPostgresUrl(connectionString) : `${database} (from ${set.join(', ') || 'no variable'})`,
+    host: urlHost || env.PGHOST || 'localhost',
+    port,
+    namedBy: url !== undefined && urlHost !== '' ? options.namedBy : undefined,
+    unnamed: connectionString === undefined && set.length === 0,
+  };
 }

@@ -10,8 +10,8 @@ import { type PostgresTarget, postgresTarget } from '../postgres/target.ts';
  * its rows and the state commit together, as with the first SQLite sink's file.
  */
 export function stateDatabase(pipeline: Pipeline, stateUrl?: string): PostgresTarget | undefined {
-  const url = stateUrl ?? pipeline.state.url;
-  if (url !== undefined) return postgresTarget(url);
+  if (stateUrl !== undefined) return postgresTarget(stateUrl);
+  if (pipeline.state.url !== undefined) return postgresTarget(pipeline.state.url, process.env, { namedBy: 'state.url' });
   const sinks = pipeline.sinks as Sink<unknown>[];
   if (pipeline.state.path !== undefined || sinks.some((sink) => sink.kind === 'sqlite')) return undefined;
   return (sinks.find((sink) => sink.kind === 'postgres') as { target?: PostgresTarget } | undefined)?.target;

@@ -54,7 +54,7 @@ interface Opened {
 export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string; readonly target: PostgresTarget } {
   const config = ValidationError.parse(postgresSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid PostgreSQL sink', 'postgres');
   const { table, schema, mode } = config;
-  const target = postgresTarget(config.url);
+  const target = postgresTarget(config.url, process.env, { namedBy: 'postgres.url' });
   const where = `the PostgreSQL sink ${target.label}, table ${schema}.${table}`;
   const qualified = `${q(schema)}.${q(table)}`;
   const checkpointTable = `${q(schema)}.webdata_checkpoints`;
