@@ -40,7 +40,7 @@ export async function joinRun(joining: Joining): Promise<Worker> {
           retryFailed: joining.retryFailed,
           spentBefore: joining.spentBefore,
         });
-    const worker = await startWorker({ store, boss, runId: joining.runId, queue, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
+    const worker = await startWorker({ store, boss, runId: joining.runId, queue, planning, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
     store.joinAsWorker({ finish: worker.queue.finish });
     await joining.planningLock.release();
     return worker;

@@ -49,6 +49,8 @@ export interface WorkerOptions {
   boss: PgBoss;
   runId: string;
   queue: string;
+  /** Which planning of the run the queue is. */
+  planning: number;
   seriesTotal: number;
   /** Credits per request by endpoint path. */
   weights: Readonly<Record<string, number>>;
@@ -138,6 +140,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     pool,
     s,
     runId,
+    planning: options.planning,
     seriesTotal: options.seriesTotal,
     stopped: () => scheduler?.stopped !== undefined || leaving.signal.aborted,
     signal: leaving.signal,
