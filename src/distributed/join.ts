@@ -41,7 +41,7 @@ export async function joinRun(joining: Joining): Promise<Worker> {
           spentBefore: joining.spentBefore,
         });
     const worker = await startWorker({ store, boss, runId: joining.runId, queue, planning, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
-    store.joinAsWorker({ finish: worker.queue.finish });
+    store.joinAsWorker({ workerId: worker.id, finish: worker.queue.finish, committed: worker.counted });
     await joining.planningLock.release();
     return worker;
   } catch (error) {

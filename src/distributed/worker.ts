@@ -37,7 +37,7 @@ export interface Worker {
   watch(scheduler: Scheduler): void;
   /** Resolves once this worker knows which of its series are still its own (at once, unless it missed its beats). */
   fresh(): Promise<void>;
-  /** A page this worker committed. */
+  /** A page this worker committed (its row counted it in the page's own statement). */
   counted(): void;
   share(): WorkerShare;
   /** Hands back what it holds and says it left: `finished` (nothing left for it), or why it stopped. */
@@ -152,8 +152,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   let beating: Promise<void> | undefined;
   const beat = async () => {
     const { rows: me } = await pool.query<{ status: string }>(
-      `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3, leader = $4 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
-      [runId, id, share.pages, leader],
+      `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
+      [runId, id, leader],
     );
     // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
     // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
@@ -206,7 +206,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       // A beat missed by more than one interval means the process was frozen or cut off: its jobs may have lapsed.
       if (performance.now() - touchedAt > 2 * BEAT_MS) await beatOnce().catch(() => undefined);
     },
-    counted() {
+    counted: () => {
       share.pages += 1;
     },
     share: () => ({ ...share }),
@@ -218,7 +218,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       try {
         await queue.handBackAll();
         await meter.flush();
-        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3, pages = $4 WHERE run_id = $1 AND worker_id = $2`, [runId, id, status, share.pages]);
+        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3 WHERE run_id = $1 AND worker_id = $2`, [runId, id, status]);
       } catch {
         // As above.
       } finally {

@@ -25,7 +25,11 @@ export interface PostgresStateStore extends StateStore {
 }
 
 export interface WorkerClaims {
+  /** The worker's id: each page it commits is counted on its `workers` row in the page's own statement. */
+  workerId: string;
   finish(seriesId: string, db: PoolClient): Promise<boolean>;
+  /** A page of this worker's was committed. */
+  committed(): void;
 }
 
 const JOURNAL_BATCH = 256;
@@ -198,6 +202,9 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           const at = w.p(number);
           w.add(seriesUpsert(w, commit, `WHERE series.status <> 'ended' AND (series.next_page = ${at}::int OR (series.next_page IS NULL AND series.pages = 0)) RETURNING 1`), 'w_claim');
           w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND EXISTS (SELECT 1 FROM w_claim) RETURNING seq`, 'w_seq');
+          // Counted with the page, so that the workers' pages add up to the run's (a worker killed before its next
+          // beat included), and a page refused to this worker is not counted.
+          w.add(`UPDATE ${s}.workers SET pages = pages + 1 WHERE run_id = ${w.p(commit.runId)}::text AND worker_id = ${w.p(worker.workerId)}::text AND EXISTS (SELECT 1 FROM w_seq)`);
         } else {
           w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
         }
@@ -268,7 +275,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         if (refused > 0) {
           await query(`UPDATE ${s}.series SET items_written = items_written - $3, duplicates = duplicates + $3 WHERE run_id = $1 AND series_id = $2`, [commit.runId, commit.series.seriesId, refused]);
         }
-        if (taken.length > 0) return;
+        if (taken.length > 0) return void claims?.committed();
         if (worker) throw lost(commit.series.seriesId);
         throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
       };
@@ -277,7 +284,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         async (attempt) => {
           // A lost answer to COMMIT leaves the page committed or not. Alone, the journal's number says which (this
           // run holds the pipeline's lease, so nobody else moves it); as a worker, the series' next page does.
-          if (attempt > 1 && (worker ? await seriesPassed(commit.runId, commit.series.seriesId, number) : (await currentSeq()) >= commit.seq)) return;
+          if (attempt > 1 && (worker ? await seriesPassed(commit.runId, commit.series.seriesId, number) : (await currentSeq()) >= commit.seq)) return void worker?.committed();
           await commitOnce();
         },
         { idempotent: true },
