@@ -120,7 +120,7 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
           expect(result.summary?.status).toBe('completed');
         }
         expect(results[1]?.summary?.runId).toBe(results[0]?.summary?.runId);
-        expect(await sql(db('b'), 'SELECT status FROM webdata.workers')).toEqual([{ status: 'finished' }, { status: 'finished' }]);
+        expect(await sql(db('b'), 'SELECT status FROM webdata.workers')).toEqual([{ status: 'completed' }, { status: 'completed' }]);
         expect(await stableRows(db('b'))).toEqual(await stableRows(db('a')));
         // Paid twice at most what the frozen worker had in flight (its series may have gone to the other meanwhile).
         expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + PLAN.concurrency);

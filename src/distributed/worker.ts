@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { PgBoss } from 'pg-boss';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../postgres/pools.ts';
-import { STALE_SECONDS, workerLockPrefix } from './plan-run.ts';
+import { STALE_SECONDS, workerLockPrefix } from './liveness.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
 import { limitsChannel, type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
@@ -95,7 +95,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     },
   });
   // The worker's own session, held while this process lives: its liveness lock (others tell a dead worker from a live
-  // one by it, `liveWorkers`), the leader's lock when it has it, and the LISTEN for the run's terms. A connection lost
+  // one by it, `workersAtWork`), the leader's lock when it has it, and the LISTEN for the run's terms. A connection lost
   // (a server restart) takes the locks with it: the next beat opens a new session and takes them again.
   const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
   const channel = limitsChannel(store.schema, runId);
@@ -150,7 +150,26 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
   let touchedAt = performance.now();
   let beating: Promise<void> | undefined;
+  // The session is checked (and opened again, after a restart) before the beat is written: a fresh beat without the
+  // liveness lock would read as a worker whose process ended while the server stayed up (`workerMayBeAlive`).
+  const holdSession = async () => {
+    if (session) {
+      try {
+        if (leader) await session.client.query('SELECT 1');
+        else leader = await lead(session);
+        return;
+      } catch {
+        const gone = session;
+        session = undefined;
+        leader = false;
+        await gone.release();
+      }
+    }
+    session = await openSession();
+    leader = await lead(session).catch(() => false);
+  };
   const beat = async () => {
+    await holdSession();
     const { rows: me } = await pool.query<{ status: string }>(
       `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
       [runId, id, leader],
@@ -165,17 +184,10 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
     const stop = rows[0];
     if (stop?.stop_reason) obey(stop.stop_reason, stop.stop_message);
-    try {
-      session ??= await openSession();
-      if (!leader) leader = await lead(session);
-    } catch {
-      // Tried again at the next beat.
-      leader = false;
-    }
     await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
   };
   // A beat that fails (the server restarting) is tried at the next: missing a few costs nothing but the series
-  // handed to another worker, whose commits then stand.
+  // handed to another worker, whose commits then stand. Time the server was down does not count against it.
   const beatOnce = () => (beating ??= beat().finally(() => (beating = undefined)));
   const timer = setInterval(() => void beatOnce().catch(() => undefined), BEAT_MS);
   timer.unref();

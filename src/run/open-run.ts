@@ -8,7 +8,8 @@ import type { SourcePlan } from '../sources/source.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
-import { liveWorkers, planningLock } from '../distributed/plan-run.ts';
+import { workersAtWork } from '../distributed/liveness.ts';
+import { planningLock } from '../distributed/plan-run.ts';
 import type { Worker } from '../distributed/worker.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
@@ -49,7 +50,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   held.lease = shared ? await planningLock(shared, pipeline.name) : await store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
   const latest = await store.latestRun(pipeline.name);
-  const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await liveWorkers(shared, latest.runId)) > 0;
+  const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0;
   if (joining && options.fresh) {
     throw new RunLifecycleError(`run ${latest.runId} of pipeline "${pipeline.name}" has workers at work: stop them (Ctrl-C, or SIGTERM) before starting it afresh`);
   }

@@ -157,11 +157,13 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       ]);
     },
     async latestRun(name) {
-      const rows = await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY started_at DESC, created DESC LIMIT 1`, [name]);
+      // In the order runs were recorded (a sequence), never by `started_at`: that is the clock of whichever machine
+      // started the run, and a machine whose clock is behind would make a run at work look older than a finished one.
+      const rows = await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY created DESC LIMIT 1`, [name]);
       return rows[0] && runRecordFrom(rows[0]);
     },
     async runs(name) {
-      return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY started_at, created`, [name])).map(runRecordFrom);
+      return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY created`, [name])).map(runRecordFrom);
     },
     async abandonRun(runId, at) {
       await retrying(

@@ -127,8 +127,9 @@ export function openStateStore(db: Database.Database) {
     insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES (?, ?, 'running', ?, ?, ?, ?)`),
     reopenRun: db.prepare(`UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, budget = ?, invocations = invocations + 1 WHERE run_id = ?`),
     finishRun: db.prepare(`UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE run_id = ?`),
-    latestRun: db.prepare(`SELECT * FROM runs WHERE pipeline = ? AND status <> 'abandoned' ORDER BY started_at DESC, rowid DESC LIMIT 1`),
-    runsOf: db.prepare(`SELECT * FROM runs WHERE pipeline = ? ORDER BY started_at, rowid`),
+    // In the order runs were recorded, not by the clock that wrote `started_at` (a machine's, which may be behind).
+    latestRun: db.prepare(`SELECT * FROM runs WHERE pipeline = ? AND status <> 'abandoned' ORDER BY rowid DESC LIMIT 1`),
+    runsOf: db.prepare(`SELECT * FROM runs WHERE pipeline = ? ORDER BY rowid`),
     nextSeq: db.prepare(`UPDATE webdata_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq' RETURNING CAST(value AS INTEGER) AS seq`).pluck(),
     currentSeq: db.prepare(`SELECT CAST(value AS INTEGER) FROM webdata_meta WHERE key = 'seq'`).pluck(),
     progress: db.prepare(`SELECT * FROM series WHERE run_id = ? AND series_id = ?`),
