@@ -16,6 +16,7 @@ import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from './define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
 import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
+import { checkJoinTerms, runTerms } from './run-terms.ts';
 
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
@@ -54,8 +55,11 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   if (joining && options.fresh) {
     throw new RunLifecycleError(`run ${latest.runId} of pipeline "${pipeline.name}" has workers at work: stop them (Ctrl-C, or SIGTERM) before starting it afresh`);
   }
-  // Joining a run at work: it is resumed as it stands (its budget, its plan), whatever this process was told.
-  const decision = decide(latest, { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, joining ? {} : options);
+  const terms = runTerms(pipeline, store.database);
+  // Joining a run at work: it is resumed as it stands (its budget), and only by a process that shares its plan and its
+  // terms, all of them: one with other weights would charge the shared budget by its own, another table split the rows.
+  if (joining) checkJoinTerms(latest, { fingerprint: planPrint, data: plan.fingerprint }, terms, options.budget);
+  const decision = decide(latest, { fingerprint: planPrint, data: plan.fingerprint, terms }, pipeline.budget ?? null, joining ? {} : options);
 
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
   const seriesComplete = !dedupesAcrossSeries(pipeline);
@@ -90,9 +94,10 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const previous = decision.mode === 'resume' ? decision.run : undefined;
   // The store keeps the number.
   const budget = decision.budget?.maxCredits ?? null;
+  // The terms as this planning has them (a resume may have changed the rate): what a worker joining it must share.
   if (previous) {
-    if (!joining) await store.reopenRun(runId, budget);
-  } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget });
+    if (!joining) await store.reopenRun(runId, budget, terms);
+  } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
   return { store, runId, decision, previous, startedAt, ...(shared ? { distributed: { store: shared, joining, planning: (previous?.invocations ?? 0) + (joining ? 0 : 1) } } : {}) };
 }

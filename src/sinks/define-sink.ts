@@ -34,6 +34,7 @@ export function defineSink<I = NormalizedItem>(spec: SinkSpec<I>): Sink<I> {
     kind: spec.kind,
     path: target,
     id,
+    terms: { target },
     delivery: spec.idempotent ? 'exactly_once' : 'at_least_once',
     async open(ctx) {
       checkpoints = ctx.stateCheckpoints;

@@ -146,6 +146,11 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       PRIMARY KEY (run_id, series_id, seq)
     );
   `,
+  // 4: what else decides a run's money and rows (credit weights, stages, sinks, rate, budget: run/run-terms.ts), as
+  // JSON, compared when a worker joins or a run resumes; null for runs recorded before.
+  (s) => `
+    ALTER TABLE ${s}.runs ADD COLUMN terms text;
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */

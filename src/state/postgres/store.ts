@@ -135,17 +135,22 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         `DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id IN (SELECT run_id FROM ${s}.runs WHERE pipeline = $1 AND status NOT IN (${UNFINISHED_SQL}))`,
         [pipeline],
       );
-      await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ($1, $2, 'running', $3, $4, $5, $6) ON CONFLICT DO NOTHING`, [
+      await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget, terms) VALUES ($1, $2, 'running', $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`, [
         run.runId,
         run.pipeline,
         run.startedAt,
         run.fingerprint,
         JSON.stringify(run.plan),
         run.budget,
+        run.terms === undefined ? null : JSON.stringify(run.terms),
       ]);
     },
-    async reopenRun(runId, budget) {
-      await query(`UPDATE ${s}.runs SET status = 'running', finished_at = NULL, error = NULL, budget = $1, invocations = invocations + 1 WHERE run_id = $2`, [budget, runId]);
+    async reopenRun(runId, budget, terms) {
+      await query(`UPDATE ${s}.runs SET status = 'running', finished_at = NULL, error = NULL, budget = $1, terms = coalesce($3, terms), invocations = invocations + 1 WHERE run_id = $2`, [
+        budget,
+        runId,
+        terms === undefined ? null : JSON.stringify(terms),
+      ]);
     },
     async finishRun(runId, status, finishedAt, summary, error) {
       await query(`UPDATE ${s}.runs SET status = $1, finished_at = $2, summary = $3, error = $4 WHERE run_id = $5`, [

@@ -24,8 +24,11 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'output_claims',
 ]);
 
-/** Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`). */
-export const STATE_SCHEMA_VERSION = 2;
+/**
+ * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: a
+ * run's terms, `runs.terms`).
+ */
+export const STATE_SCHEMA_VERSION = 3;
 
 /**
  * The run-state tables in SQLite (DESIGN §4): one database per pipeline, the SQLite sink's own when there is one, so
@@ -48,7 +51,9 @@ export function openStateStore(db: Database.Database) {
       budget REAL,
       summary TEXT,
       error TEXT,
-      invocations INTEGER NOT NULL DEFAULT 1
+      invocations INTEGER NOT NULL DEFAULT 1,
+      -- What else decides the run's money and rows (run/run-terms.ts), as JSON; null for runs of schema 2 and before.
+      terms TEXT
     );
     CREATE INDEX IF NOT EXISTS runs_pipeline ON runs (pipeline, started_at);
     CREATE TABLE IF NOT EXISTS series (
@@ -116,16 +121,20 @@ export function openStateStore(db: Database.Database) {
       PRIMARY KEY (run_id, sink_id)
     );
   `);
+  // 3 added a column to a table an older file already has.
+  if (!(db.prepare(`SELECT name FROM pragma_table_info('runs')`).pluck().all() as string[]).includes('terms')) db.exec(`ALTER TABLE runs ADD COLUMN terms TEXT`);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
-  // Each version so far only added tables: an older file is brought up by the CREATEs above, then marked, so that an
-  // older webdata-etl refuses it rather than resume without what it cannot read.
+  // Each version so far only added tables or columns: an older file is brought up by the statements above, then
+  // marked, so that an older webdata-etl refuses it rather than resume without what it cannot read.
   if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
   else if (Number(version) < STATE_SCHEMA_VERSION) db.prepare(`UPDATE webdata_meta SET value = ? WHERE key = 'state_schema'`).run(String(STATE_SCHEMA_VERSION));
   db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
 
   const statements = {
-    insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES (?, ?, 'running', ?, ?, ?, ?)`),
-    reopenRun: db.prepare(`UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, budget = ?, invocations = invocations + 1 WHERE run_id = ?`),
+    insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget, terms) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)`),
+    reopenRun: db.prepare(
+      `UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, budget = ?, terms = coalesce(?, terms), invocations = invocations + 1 WHERE run_id = ?`,
+    ),
     finishRun: db.prepare(`UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE run_id = ?`),
     // In the order runs were recorded, not by the clock that wrote `started_at` (a machine's, which may be behind).
     latestRun: db.prepare(`SELECT * FROM runs WHERE pipeline = ? AND status <> 'abandoned' ORDER BY rowid DESC LIMIT 1`),
@@ -198,13 +207,13 @@ export function openStateStore(db: Database.Database) {
     checkpoints,
     dedupe,
 
-    startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void {
+    startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null; terms?: unknown }): void {
       // Run-scoped dedupe keys a finished run left behind (it forgets them as it finishes; a failure there leaves them).
       dedupe.forgetFinished();
-      statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget);
+      statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget, run.terms === undefined ? null : JSON.stringify(run.terms));
     },
-    reopenRun(runId: string, budget: number | null): void {
-      statements.reopenRun.run(budget, runId);
+    reopenRun(runId: string, budget: number | null, terms?: unknown): void {
+      statements.reopenRun.run(budget, terms === undefined ? null : JSON.stringify(terms), runId);
     },
     finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): void {
       statements.finishRun.run(status, finishedAt, summary === undefined ? null : JSON.stringify(summary), error ?? null, runId);
