@@ -60,9 +60,9 @@ describePostgres('dedupe across series in a distributed run: keys are claimed in
     const pools = [new pg.Pool({ connectionString: db.url, max: 2 }), new pg.Pool({ connectionString: db.url, max: 2 })];
     try {
       const workers: { store: PostgresStateStore; sink: ReturnType<typeof toPostgres> }[] = [];
-      for (const pool of pools) {
+      for (const [index, pool] of pools.entries()) {
         const store = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
-        store.joinAsWorker({ finish: async () => true });
+        store.joinAsWorker({ workerId: `w${index}`, finish: async () => true, committed: () => undefined });
         const sink = toPostgres({ url: db.url, table: 'results' });
         await sink.open({
           runId: RUN,

@@ -5,7 +5,9 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ChildResult, runChild, stableCsv, stableJsonl } from './resume-helpers.ts';
 import type { Simulator } from '../src/simulator/index.ts';
-import { cli, config, envFor, startCli } from './cli-helpers.ts';
+import { PgBoss } from 'pg-boss';
+import { SEARCH_PATH } from '../src/client/client.ts';
+import { cli, config, envFor, type Result, startCli } from './cli-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 
 const SIM = { seed: 41, latencyMs: { min: 5, max: 20 } } as const;
@@ -343,14 +345,201 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       await db.drop();
     }
   });
+
+  it("a worker whose pipeline differs from the run's in what decides money or rows is refused before it sends anything (exit 2, naming the difference); the run goes on", async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const base = { name: 'terms', sinks: [{ type: 'postgres', table: 'results', url: db.url }], state: { url: db.url }, rate: { concurrency: 2 }, budget: { maxCredits: 100 } };
+      const file = (change: Record<string, unknown> = {}) => config(dir.dir, { ...base, ...change }, { queries: QUERIES.slice(0, 4), maxPages: 3 });
+      // Every request is held: the run stays at work, and whatever a refused worker sent would be held here too.
+      const gate = sim.park();
+      const working = startCli(['run', file()], { cwd: dir.dir, env: envFor(sim.url) });
+      await working.whileRunning(gate.reached(2));
+      const variants: [string[], RegExp][] = [
+        [['run', file({ credits: { weights: { [SEARCH_PATH]: 0 } } })], /credit weights: \{\} → \{"\/searchengine\/search":0\}/],
+        [['run', file({ sinks: [{ type: 'postgres', table: 'other', url: db.url }] })], /sinks: added .*"table":"other".*removed .*"table":"results"/],
+        [['run', file({ dedupe: { key: 'url', scope: 'query' } })], /stages: .*"scope":"query"/],
+        [['run', file({ rate: { concurrency: 2, requestsPerSecond: 50 } })], /rate: "unpaced" → "50 requests\/s"/],
+        [['run', file({ budget: { maxCredits: 40 } })], /budget: 100 → 40/],
+        [['run', file(), '--budget', '40'], /budget: the run's is 100 credits, this worker was given 40/],
+      ];
+      for (const [args, named] of variants) {
+        const outcome = await refusedOrJoined(args, dir.dir, sim.url);
+        expect(outcome, `${args.join(' ')} joined the run`).not.toBe('joined');
+        if (outcome === 'joined') continue;
+        expect(outcome.code, outcome.stderr).toBe(2);
+        expect(outcome.stderr).toMatch(named);
+        expect(outcome.stderr).toContain('cannot join run');
+      }
+      // None of them sent anything, nor created a table.
+      expect(gate.arrived).toBe(2);
+      expect(await sql(db.url, `SELECT to_regclass('public.other')::text AS t`)).toEqual([{ t: null }]);
+      // Each worker's own concurrency is its own: a worker that differs only there joins.
+      const other = startCli(['run', file({ rate: { concurrency: 3 } })], { cwd: dir.dir, env: envFor(sim.url) });
+      await other.printed('joined run');
+      gate.release();
+      for (const worker of [working, other]) {
+        const done = await worker.done;
+        expect(done.code, done.stderr).toBe(0);
+        expect((JSON.parse(done.stdout) as { status: string }).status).toBe('completed');
+      }
+      const [pages] = await sql(db.url, 'SELECT sum(pages)::int AS n FROM webdata.series');
+      expect(sim.stats().credits.main?.debited).toBe(pages?.n);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it("the latest run is the one recorded last, whatever clock wrote its start: a worker beside a run at work joins it, though an older run's started_at is an hour later", async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    const children: ReturnType<typeof runChild>[] = [];
+    try {
+      const spec = { ...PLAN, queries: QUERIES.slice(0, 3), baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const first = await runChild(spec).done;
+      expect(first.summary?.status).toBe('completed');
+      // The finished run's start as a machine whose clock is an hour ahead of the next workers' wrote it (or: they
+      // are an hour behind it).
+      await sql(db.url, `UPDATE webdata.runs SET started_at = started_at + interval '1 hour'`);
+      const gate = sim.park();
+      const planner = runChild(spec);
+      children.push(planner);
+      await planner.whileRunning(gate.reached(1));
+      const joiner = runChild(spec);
+      children.push(joiner);
+      await joiner.printed('"type":"start"');
+      // It joined the run at work: it did not plan another over it (which deleted the first's queue, and both paid).
+      expect(joiner.stderr()).toContain('"joined":true');
+      gate.release();
+      const results = await Promise.all([planner.done, joiner.done]);
+      for (const result of results) expect(result.summary?.status, result.stderr).toBe('completed');
+      expect(results[1]?.summary?.runId).toBe(results[0]?.summary?.runId);
+      expect(await sql(db.url, 'SELECT count(*)::int AS n FROM webdata.runs')).toEqual([{ n: 2 }]);
+      // Each run's pages paid once: twice one run's.
+      expect(sim.stats().credits.main?.debited).toBe(2 * (first.summary?.pages.fetched ?? 0));
+    } finally {
+      for (const child of children) child.child.kill('SIGKILL');
+      await db.drop();
+    }
+  });
+
+  it('a new run never deletes the queue of a run whose worker may still be at work (as when another worker recorded its end on the budget)', async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    const children: ReturnType<typeof runChild>[] = [];
+    try {
+      const spec = { ...PLAN, queries: QUERIES.slice(0, 2), baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      const gate = sim.park();
+      const working = runChild(spec);
+      children.push(working);
+      await working.whileRunning(gate.reached(1));
+      const queues = async () => (await sql(db.url, 'SELECT name FROM webdata_jobs.queue ORDER BY name')).map((row) => row.name as string);
+      const [queue] = await queues();
+      // The run recorded as ended by another worker (its budget reached) while this one still has answers in flight.
+      await sql(db.url, `UPDATE webdata.runs SET status = 'budget'`);
+      const next = runChild(spec);
+      children.push(next);
+      await next.printed('"type":"start"');
+      expect(next.stderr()).toContain('"joined":false');
+      expect(await queues()).toContain(queue);
+      gate.release();
+      for (const result of await Promise.all([working.done, next.done])) expect(result.code, result.stderr).toBe(0);
+    } finally {
+      for (const child of children) child.child.kill('SIGKILL');
+      await db.drop();
+    }
+  });
+
+  it("a job in the run's queue that is not the run's (a series not in its plan, or not that series' job) is set aside once, not retried at once without end; the worker ends", async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    const spec = { ...PLAN, queries: QUERIES.slice(0, 2), baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+    const gate = sim.park();
+    const worker = runChild(spec);
+    let watching = true;
+    try {
+      await worker.whileRunning(gate.reached(1));
+      const [queue] = await sql(db.url, 'SELECT name FROM webdata_jobs.queue');
+      const [series] = await sql(db.url, `SELECT data->>'series' AS id FROM webdata_jobs.job LIMIT 1`);
+      // Sent by something else using the queue: pg-boss gives such jobs the queue's policy (retried at once, 10^6 times).
+      const boss = new PgBoss({ connectionString: db.url, schema: 'webdata_jobs', supervise: false, schedule: false, migrate: false, createSchema: false });
+      boss.on('error', () => undefined);
+      await boss.start();
+      const name = queue?.name as string;
+      const foreign = [await boss.send(name, { series: 'no such series' }), await boss.send(name, { series: series?.id }), await boss.send(name, { other: true }), await boss.send(name, null)];
+      await boss.stop({ graceful: false });
+      gate.release();
+      // It ends; or it is seen retrying the foreign jobs over and over (as it did, 13,705 times in 35 s, never ending).
+      const retries = async () => Number((await sql(db.url, 'SELECT max(retry_count) AS n FROM webdata_jobs.job WHERE id = ANY($1::uuid[])', [foreign]))[0]?.n ?? 0);
+      const spinning = async () => {
+        while (watching) {
+          if ((await retries()) > 50) return 'spinning';
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        return 'watched';
+      };
+      const outcome = await Promise.race([worker.done.then(() => 'ended'), spinning()]);
+      expect(outcome).toBe('ended');
+      const done = await worker.done;
+      expect(done.code, done.stderr).toBe(0);
+      expect(done.summary?.status).toBe('completed');
+      expect(await sql(db.url, 'SELECT state, retry_count FROM webdata_jobs.job WHERE id = ANY($1::uuid[])', [foreign])).toEqual(foreign.map(() => ({ state: 'cancelled', retry_count: 0 })));
+    } finally {
+      watching = false;
+      worker.child.kill('SIGKILL');
+      await db.drop();
+    }
+  });
+
+  it("status: the workers' pages add up to the run's (a worker killed just after a commit included), and their credits to the run's credits", async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+      // The victim holds series with pages to commit before the other starts: it reaches its third commit whatever the timing.
+      const gate = sim.park();
+      const victim = runChild(spec, { WEBDATA_CRASH_AT: 'after-commit:3' });
+      await victim.whileRunning(gate.reached(2));
+      const other = runChild(spec);
+      gate.release();
+      expect((await victim.done).signal).toBe('SIGKILL');
+      const done = await other.done;
+      expect(done.summary?.status, done.stderr).toBe('completed');
+      // The status command on the same pipeline (its name, state and plan).
+      const file = config(dir.dir, { name: 'crash-test', sinks: [{ type: 'postgres', table: 'results', url: db.url }], state: { url: db.url } }, { queries: QUERIES, countries: PLAN.countries, maxPages: PLAN.maxPages });
+      const status = await cli(['status', file, '--json'], { cwd: dir.dir, env: {} });
+      expect(status.code, status.stderr).toBe(0);
+      const report = JSON.parse(status.stdout) as { pages: number; credits: { spent: number }; workers: { pid: number; pages: number; credits: number }[] };
+      expect(report.workers).toHaveLength(2);
+      expect(report.workers.find((w) => w.pid === victim.child.pid)?.pages).toBeGreaterThanOrEqual(3);
+      expect(report.workers.reduce((sum, w) => sum + w.pages, 0)).toBe(report.pages);
+      expect(report.workers.reduce((sum, w) => sum + w.credits, 0)).toBe(report.credits.spent);
+      // The one that ended counted its own pages as the run did.
+      expect(report.workers.find((w) => w.pid === other.child.pid)?.pages).toBe(done.summary?.worker?.pages);
+    } finally {
+      await db.drop();
+    }
+  });
 });
 
-
-
-
-
-
-
+/** Runs the CLI as a worker that must be refused: its result, or 'joined' should it join the run instead (it is then stopped). */
+async function refusedOrJoined(args: string[], cwd: string, baseUrl: string): Promise<Result | 'joined'> {
+  const worker = startCli(args, { cwd, env: envFor(baseUrl) });
+  const joined = await worker.printed('joined run').then(
+    () => true,
+    () => false,
+  );
+  if (!joined) return worker.done;
+  worker.child.kill('SIGKILL');
+  await worker.done;
+  return 'joined';
+}
 
 /** What a test of workers gets: the plan run by one process alone, and a simulator and database for the workers. */
 interface AgainstOne {

@@ -1,6 +1,8 @@
 import { expect, it } from 'vitest';
 import pg from 'pg';
 import { MIGRATIONS, migrate, POSTGRES_STATE_VERSION } from '../src/state/postgres/schema.ts';
+import { postgresTarget } from '../src/postgres/target.ts';
+import { postgresStateStore } from '../src/state/postgres/store.ts';
 import { rejection } from './helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 
@@ -29,6 +31,29 @@ describePostgres('the PostgreSQL state schema and its migrations', () => {
         await other.drop();
       }
     } finally {
+      await db.drop();
+    }
+  });
+
+  it('a schema of the last released version (3) is brought to this one: its runs are kept, without terms, until a resume records them; the spend ledger gains its uncommitted mark', async () => {
+    const db = await testDatabase();
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      await sql(db.url, `CREATE SCHEMA webdata; CREATE TABLE webdata.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+      for (const [index, migration] of MIGRATIONS.slice(0, 3).entries()) {
+        await sql(db.url, migration('"webdata"'));
+        await sql(db.url, `INSERT INTO webdata.schema_version (version) VALUES (${index + 1})`);
+      }
+      await sql(db.url, `INSERT INTO webdata.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ('r1', 'p', 'interrupted', now(), 'f', '{}', 20)`);
+      const store = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+      expect(await sql(db.url, 'SELECT max(version) AS v FROM webdata.schema_version')).toEqual([{ v: POSTGRES_STATE_VERSION }]);
+      expect(await store.latestRun('p')).toMatchObject({ runId: 'r1', status: 'interrupted', budget: 20, terms: null });
+      await store.reopenRun('r1', 20, { rate: 'unpaced' });
+      expect((await store.latestRun('p'))?.terms).toEqual({ rate: 'unpaced' });
+      await store.spend([{ runId: 'r1', at: new Date().toISOString(), seriesId: 's', path: '/p', attempt: 1, status: '200', credits: 1, uncertain: false, latencyMs: 1, uncommitted: true }]);
+      expect(await store.spendOf('r1')).toMatchObject({ spent: 1, uncommitted: 1 });
+    } finally {
+      await pool.end();
       await db.drop();
     }
   });

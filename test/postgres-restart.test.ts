@@ -5,6 +5,11 @@ import type { Cluster } from './pg-cluster.ts';
 import { describePrivateCluster, privateCluster, sql } from './pg.ts';
 import { runChild } from './resume-helpers.ts';
 
+/** Polls `probe` until it holds (the test's own timeout bounds the wait). */
+async function untilQueried(probe: () => Promise<boolean>): Promise<void> {
+  while (!(await probe())) await new Promise((resolve) => setTimeout(resolve, 100));
+}
+
 const SIM = { seed: 21, latencyMs: { min: 2, max: 12 } } as const;
 const PLAN = { queries: ['espresso', 'kettle', 'grinder'], countries: ['us', 'gb'], maxPages: 3, concurrency: 2 };
 
@@ -79,5 +84,51 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
       // Paid twice at most the pages answered but not committed when it stopped: those in flight, and the one whose
       // commit was being retried.
       expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + PLAN.concurrency + 1);
+    }));
+
+  it('restarted while a worker has not reconnected yet: a worker starting then joins its run (not planning it again, nor taking it for dead), and the first goes on in it', () =>
+    withCluster(async (cluster, db) => {
+      await using reference = await simulator(SIM);
+      using first = workdir();
+      expect((await runChild({ ...PLAN, baseUrl: reference.url, dir: first.dir, sinks: ['postgres'], postgresUrl: db('a'), stateUrl: db('a') }).done).code).toBe(0);
+
+      await using sim = await simulator(SIM);
+      using dir = workdir();
+      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, sinks: ['postgres'], postgresUrl: db('b'), stateUrl: db('b') };
+      const gate = sim.park();
+      const worker = runChild(spec);
+      const children = [worker];
+      try {
+        await worker.whileRunning(gate.reached(1));
+        // Frozen, it cannot take its liveness lock back when the server is back: a worker that has not reconnected yet.
+        worker.child.kill('SIGSTOP');
+        cluster.stop();
+        cluster.start();
+        // An outage as long as the stale limit: its last beat is 40 s old when the server is back.
+        await sql(db('b'), `UPDATE webdata.workers SET heartbeat_at = heartbeat_at - interval '40 seconds'`);
+        const joiner = runChild(spec);
+        children.push(joiner);
+        await joiner.printed('"type":"start"');
+        expect(joiner.stderr()).toContain('"joined":true');
+        // Two beats of the joiner (the first one's sweep of dead workers done) before the first worker comes back.
+        await untilQueried(async () => (await sql(db('b'), `SELECT 1 FROM webdata.workers WHERE pid = $1 AND heartbeat_at > started_at + interval '4 seconds'`, [joiner.child.pid])).length > 0);
+        worker.child.kill('SIGCONT');
+        gate.release();
+        const results = await Promise.all([worker.done, joiner.done]);
+        for (const result of results) {
+          expect(result.code, result.stderr).toBe(0);
+          expect(result.summary?.status).toBe('completed');
+        }
+        expect(results[1]?.summary?.runId).toBe(results[0]?.summary?.runId);
+        expect(await sql(db('b'), 'SELECT status FROM webdata.workers')).toEqual([{ status: 'completed' }, { status: 'completed' }]);
+        expect(await stableRows(db('b'))).toEqual(await stableRows(db('a')));
+        // Paid twice at most what the frozen worker had in flight (its series may have gone to the other meanwhile).
+        expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + PLAN.concurrency);
+      } finally {
+        for (const child of children) {
+          child.child.kill('SIGCONT');
+          child.child.kill('SIGKILL');
+        }
+      }
     }));
 });

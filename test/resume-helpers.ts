@@ -89,6 +89,8 @@ export function runChild(spec: Record<string, unknown>, env: Record<string, stri
     pagesCommitted: (count: number) => when(() => pages >= count || closed),
     /** Resolves once stderr shows `text`; rejects if the child ends first. */
     printed: (text: string) => whileRunning(when(() => stderr.includes(text))),
+    /** What it printed on stderr so far. */
+    stderr: () => stderr,
   };
 }
 

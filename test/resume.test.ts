@@ -259,6 +259,33 @@ describe('the life of a run', () => {
     expect(csvRunIds).toEqual(new Set([fresh.summary?.runId]));
   });
 
+  it('resuming with other credit weights, stages or sinks is refused, naming what changed (they decide what is paid and where rows go); another rate is not', async () => {
+    await using sim = await simulator(SIM);
+    using dir = workdir();
+    const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir };
+    expect((await runChild(spec, { WEBDATA_CRASH_AT: 'after-commit:3' }).done).signal).toBe('SIGKILL');
+    const csvBefore = readFileSync(dir.path('out.csv'), 'utf8');
+    const sent = sim.log().length;
+    for (const [change, named] of [
+      [{ weights: { '/searchengine/search': 0 } }, 'credit weights: {} → {"/searchengine/search":0}'],
+      [{ dedupeScope: 'query' }, '"scope":"query"'],
+      [{ sinks: ['sqlite', 'csv2'] }, 'out2.csv'],
+    ] as const) {
+      const refused = await runChild({ ...spec, ...change }).done;
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('RunLifecycleError');
+      expect(refused.stderr).toContain(named);
+      expect(refused.stderr).toContain('run with `fresh: true` to abandon it');
+    }
+    // Refused before anything was sent or written.
+    expect(sim.log().length).toBe(sent);
+    expect(readFileSync(dir.path('out.csv'), 'utf8')).toBe(csvBefore);
+    expect(existsSync(dir.path('out2.csv'))).toBe(false);
+    // The rate says how fast, not what is paid or where rows go: it may change between resumes.
+    const resumed = await runChild({ ...spec, requestsPerSecond: 500 }).done;
+    expect(resumed.summary?.status).toBe('completed');
+  });
+
   it('a second concurrent run of the same pipeline is refused; a dead holder’s lease is taken over', async () => {
     await using sim = await simulator(SIM);
     using dir = workdir();

@@ -120,6 +120,25 @@ for (const implementation of implementations) {
       expect([...seen]).toEqual([`key${start + 1}`]);
     });
 
+    it('the latest run is the one recorded last, whatever clock wrote its started_at (a machine whose clock is behind)', async () => {
+      const store = await open();
+      await store.startRun({ runId: 'run-ahead', pipeline: 'p', startedAt: '2026-01-02T01:00:00.000Z', fingerprint: 'f', plan: {}, budget: null });
+      await store.finishRun('run-ahead', 'completed', '2026-01-02T01:01:00.000Z', {});
+      await store.startRun({ runId: 'run-behind', pipeline: 'p', startedAt: '2026-01-02T00:30:00.000Z', fingerprint: 'f', plan: {}, budget: null });
+      expect((await store.latestRun('p'))?.runId).toBe('run-behind');
+      expect((await store.runs('p')).map((run) => run.runId)).toEqual(['run-ahead', 'run-behind']);
+    });
+
+    it("keeps a run's terms: a reopen without them leaves them, a reopen with them replaces them", async () => {
+      const store = await open();
+      await store.startRun({ runId: 'run-t', pipeline: 'p', startedAt: '2026-01-01T00:00:00.000Z', fingerprint: 'f', plan: {}, budget: null, terms: { rate: 'unpaced' } });
+      expect((await store.latestRun('p'))?.terms).toEqual({ rate: 'unpaced' });
+      await store.reopenRun('run-t', null);
+      expect((await store.latestRun('p'))?.terms).toEqual({ rate: 'unpaced' });
+      await store.reopenRun('run-t', 5, { rate: '5 requests/s' });
+      expect(await store.latestRun('p')).toMatchObject({ budget: 5, terms: { rate: '5 requests/s' }, invocations: 3 });
+    });
+
     it("a new run does not see an earlier run's run-scoped dedupe keys, and keeps keys kept for good", async () => {
       const store = await open();
       await startRun(store);
@@ -256,6 +275,26 @@ for (const implementation of implementations) {
 }
 
 describe('a SQLite state file of an earlier schema', () => {
+  it('of schema 2 (runs without terms) is brought to this one: its runs are kept, without terms, until a reopen records them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
+    try {
+      const db = new Database(join(dir, 'state.db'));
+      await startRun(sqliteStateStore(db));
+      db.exec(`ALTER TABLE runs DROP COLUMN terms; UPDATE webdata_meta SET value = '2' WHERE key = 'state_schema'`);
+      db.close();
+      const again = new Database(join(dir, 'state.db'));
+      const reopened = sqliteStateStore(again);
+      expect(again.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get()).toBe(String(STATE_SCHEMA_VERSION));
+      expect(await reopened.latestRun('p')).toMatchObject({ runId: 'run-1', budget: 10, terms: null });
+      await reopened.reopenRun('run-1', 10, { rate: 'unpaced' });
+      expect((await reopened.latestRun('p'))?.terms).toEqual({ rate: 'unpaced' });
+      again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+
   it('is brought to this one (the stage state changes table added, the version marked) and resumes what it held', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
     try {

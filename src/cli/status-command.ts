@@ -13,8 +13,9 @@ import { loadPipeline } from './load-pipeline.ts';
 export const statusHelp = `Usage: webdata-etl status <pipeline.ts|pipeline.json> [--state postgres://…] [--json]
 
 Where the pipeline's latest run stands and who works it: series ended of the plan's, pages, rows, credits
-against the budget, the shared rate, a run-wide stop, and each worker (id, host, pid, leader, pages, credits,
-seconds since its last heartbeat). For runs whose state is in PostgreSQL (a distributed run's); watch it with
+against the budget, the shared rate, a run-wide stop, and each worker (id, host, pid, leader, the pages it
+committed, the credits it was charged — pages it paid for but never committed included —, seconds since its
+last heartbeat). The workers' pages add up to the run's, and so do their credits. For runs whose state is in PostgreSQL (a distributed run's); watch it with
 \`watch webdata-etl status …\`.
 
 Options:

@@ -40,8 +40,8 @@ export async function joinRun(joining: Joining): Promise<Worker> {
           retryFailed: joining.retryFailed,
           spentBefore: joining.spentBefore,
         });
-    const worker = await startWorker({ store, boss, runId: joining.runId, queue, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
-    store.joinAsWorker({ finish: worker.queue.finish });
+    const worker = await startWorker({ store, boss, runId: joining.runId, queue, planning, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
+    store.joinAsWorker({ workerId: worker.id, finish: worker.queue.finish, committed: worker.counted });
     await joining.planningLock.release();
     return worker;
   } catch (error) {

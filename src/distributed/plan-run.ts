@@ -1,17 +1,18 @@
 import type { PgBoss } from 'pg-boss';
 import type { Series } from '../pipeline/page.ts';
 import type { HeldLock } from '../postgres/advisory-lock.ts';
-import { retrying } from '../postgres/failure.ts';
 import { pgDriver } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
-import { expireDeadWorkers } from './shared-meter.ts';
+import { workersAtWork } from './liveness.ts';
+import { expireGoneWorkers } from './shared-meter.ts';
 
 /**
  * The queues of a pipeline's runs: an earlier planning of this run (nobody works it: planning happens only when no
- * worker is alive, and its jobs would page series twice), and finished or abandoned runs' (one run of a pipeline at a
- * time). They go when the pipeline is planned again.
+ * worker may be at work, and its jobs would page series twice), and finished or abandoned runs' (one run of a
+ * pipeline at a time). They go when the pipeline is planned again — but a queue whose run has a worker that may still
+ * be at work (one that has not heard that another recorded the run's end, say) stays for it, until a later planning.
  */
 async function pipelineQueues(boss: PgBoss, pipeline: string): Promise<string[]> {
   const prefix = queuePrefix(pipeline);
@@ -25,8 +26,11 @@ async function pipelineQueues(boss: PgBoss, pipeline: string): Promise<string[]>
   }
 }
 
-/** A worker that has not beaten for this long is taken for dead: its series go back to the queue, its reservations into uncertain spend. */
-export const STALE_SECONDS = 30;
+/** The run a queue of the pipeline's is for (`queueName`: the prefix, the run, "/", the planning). */
+function runOfQueue(queue: string, pipeline: string): string {
+  const rest = queue.slice(queuePrefix(pipeline).length);
+  return rest.slice(0, rest.lastIndexOf('/'));
+}
 
 /** Jobs inserted per statement when a run is planned (a million series is a thousand statements, not a million). */
 const PLAN_BATCH = 1000;
@@ -50,37 +54,6 @@ export async function planningLock(store: PostgresStateStore, pipeline: string):
   return { client, release: end };
 }
 
-/**
- * Workers of a run at work: each holds an advisory lock on a connection of its own for as long as it lives (a dead
- * process's goes with its connection at once), and has beaten within `STALE_SECONDS` by the database's clock (a
- * frozen process, or a machine gone without closing its connection, keeps its lock but stops beating).
- */
-export async function liveWorkers(store: PostgresStateStore, runId: string): Promise<number> {
-  const s = quoteIdentifier(store.schema);
-  const { rows } = await retrying(
-    `the state store ${store.path}`,
-    () => store.pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.workers w WHERE run_id = $1 AND ${workerAlive('$2', '$3')}`, [runId, STALE_SECONDS, workerLockPrefix(store.schema, runId)]),
-    { idempotent: true },
-  );
-  return rows[0]?.n ?? 0;
-}
-
-/**
- * The condition, on a `workers` row, that it is at work: not stopped, a beat within `staleSeconds` (a parameter), and
- * its liveness lock (named `prefix` and its id, a parameter) held by a session: pg_locks shows a bigint advisory key
- * as its two halves.
- */
-export function workerAlive(staleSeconds: string, prefix: string): string {
-  return `stopped_at IS NULL AND heartbeat_at > clock_timestamp() - ${staleSeconds} * interval '1 second'
-    AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(${prefix} || worker_id, 0))`;
-}
-
-/** The name of a worker's liveness lock is this and its id. */
-export function workerLockPrefix(schema: string, runId: string): string {
-  return `webdata-etl:worker:${schema}:${runId}:`;
-}
-
 export interface RunPlan {
   pipeline: string;
   runId: string;
@@ -102,7 +75,9 @@ export interface RunPlan {
 export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: RunPlan): Promise<string> {
   const s = quoteIdentifier(store.schema);
   const queue = queueName(plan.pipeline, plan.runId, plan.planning);
-  for (const stale of await pipelineQueues(boss, plan.pipeline)) if (stale !== queue) await boss.deleteQueue(stale);
+  for (const stale of await pipelineQueues(boss, plan.pipeline)) {
+    if (stale !== queue && (await workersAtWork(store, runOfQueue(stale, plan.pipeline))) === 0) await boss.deleteQueue(stale);
+  }
   await boss.createQueue(queue, queueOptions);
   if (plan.retryFailed) {
     await store.pool.query(`UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`, [plan.runId]);
@@ -120,8 +95,8 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
     if (batch.length >= PLAN_BATCH) await flush();
   }
   await flush();
-  // No worker is alive (or this planning would not happen): what the run's workers still hold is a dead one's.
-  await expireDeadWorkers(store.pool, store.schema, plan.runId, 0);
+  // No worker may be at work (or this planning would not happen): what the run's workers still hold is a dead one's.
+  await expireGoneWorkers(store.pool, store.schema, plan.runId);
   await store.pool.query(
     // The rate is left for the first leader to write (its pacer knows the margin it paces under); no worker is alive,
     // so reservations left are a dead one's: counted as spent already by their expiry, or given back here.

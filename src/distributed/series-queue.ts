@@ -4,7 +4,7 @@ import type { Pool, PoolClient } from '../postgres/pools.ts';
 import { retrying } from '../postgres/failure.ts';
 import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
-import { adapter, type SeriesJobData } from './boss.ts';
+import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
 
 /** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
 const REFUSALS = 20;
@@ -19,6 +19,8 @@ export interface SeriesQueueOptions {
   /** The state schema, quoted. */
   s: string;
   runId: string;
+  /** Which planning of the run the queue is: its jobs' ids are derived from it (`seriesJobId`). */
+  planning: number;
   /** Series in the run's plan: the run is done once that many have ended. */
   seriesTotal: number;
   /** Whether this worker stops taking series (the run stopped, or this worker was told to). */
@@ -50,6 +52,13 @@ export function seriesQueue(options: SeriesQueueOptions) {
     return (rows[0]?.n ?? 0) >= options.seriesTotal;
   };
 
+  /** The series a fetched job is for, if the job is the run's own: a series of the plan, under the id planning gave it. */
+  const ownerOf = (job: { id: string; data: unknown }) => {
+    const series = (job.data as { series?: unknown } | null)?.series;
+    if (typeof series !== 'string' || job.id !== seriesJobId(runId, series, options.planning)) return undefined;
+    return owners.get(series);
+  };
+
   const take = (seriesId: string) => {
     const job = held.get(seriesId);
     held.delete(seriesId);
@@ -73,10 +82,13 @@ export function seriesQueue(options: SeriesQueueOptions) {
             if (options.stopped()) return { done: true, value: undefined };
             const [job] = await again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
             if (job) {
-              const owner = owners.get(job.data.series);
+              const owner = ownerOf(job);
               if (!owner) {
-                // Not in this worker's plan (a changed plan is refused before joining, so this is not ours to page).
-                await again(() => boss.fail(queue, { id: job.id, retryCount: job.retryCount }, { error: `series ${job.data.series} is not in this worker's plan` }));
+                // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
+                // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
+                // for good at once, never retried: failed, it would come straight back (the queue retries at once,
+                // for hand-backs) and be taken again without end, by every worker in turn.
+                await again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
                 continue;
               }
               held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });

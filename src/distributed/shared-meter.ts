@@ -1,4 +1,5 @@
 import { retrying } from '../postgres/failure.ts';
+import { beatFresh, STALE_SECONDS, workerLockPrefix, workerMayBeAlive } from './liveness.ts';
 import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Charge, CreditMeter, CreditSnapshot } from '../schedule/credit-meter.ts';
@@ -295,19 +296,31 @@ class SharedCreditMeter implements CreditMeter {
 }
 
 /**
- * Marks the workers of a run whose heartbeat is older than `staleSeconds` (by the database's clock) as dead, and counts
- * what they held reserved as spent and uncertain: their requests may have been sent and charged, so those credits
- * never return to the budget. One statement, so that a worker is either still alive for its own commits or dead with
- * its reservations moved, never both. Returns how many workers it marked.
+ * Marks the workers of a run whose beat is older than `staleSeconds` of the server's time up (by the database's clock:
+ * `beatFresh`) as dead, and counts what they held reserved as spent and uncertain: their requests may have been sent
+ * and charged, so those credits never return to the budget. One statement, so that a worker is either still alive for
+ * its own commits or dead with its reservations moved, never both. Returns how many workers it marked.
  */
-export async function expireDeadWorkers(pool: Pool, schema: string, runId: string, staleSeconds: number, where = 'the shared credit budget (PostgreSQL)'): Promise<number> {
+export function expireDeadWorkers(pool: Pool, schema: string, runId: string, staleSeconds: number, where = 'the shared credit budget (PostgreSQL)'): Promise<number> {
+  return expire(pool, schema, runId, `NOT (${beatFresh('$2')})`, [staleSeconds], where);
+}
+
+/**
+ * The same, for every worker that cannot be at work (`workerMayBeAlive`): a run planned again (none may be at work,
+ * or it would have been joined) takes what its earlier workers left for theirs.
+ */
+export function expireGoneWorkers(pool: Pool, schema: string, runId: string, where = 'the shared credit budget (PostgreSQL)'): Promise<number> {
+  return expire(pool, schema, runId, `NOT (${workerMayBeAlive('$2', '$3')})`, [STALE_SECONDS, workerLockPrefix(schema, runId)], where);
+}
+
+/** Marks the workers of a run that are not stopped nor dead yet, and meet `dead` (on their row, parameters from $2), as dead. */
+async function expire(pool: Pool, schema: string, runId: string, dead: string, values: unknown[], where: string): Promise<number> {
   const s = quoteIdentifier(schema);
   // Locked in one order (workers by id, then the run), as every statement on these rows does, so that none deadlocks.
   const text = `
     WITH stale AS (
       SELECT worker_id, reserved FROM ${s}.workers
-       WHERE run_id = $1 AND stopped_at IS NULL AND status <> 'dead'
-         AND heartbeat_at < clock_timestamp() - $2 * interval '1 second'
+       WHERE run_id = $1 AND stopped_at IS NULL AND status <> 'dead' AND ${dead}
        ORDER BY worker_id
          FOR UPDATE
     ), dead AS (
@@ -321,6 +334,6 @@ export async function expireDeadWorkers(pool: Pool, schema: string, runId: strin
     )
     SELECT count(*) AS marked FROM dead`;
   // Marking is idempotent: a retry finds the workers already dead and moves nothing again.
-  const rows = await retrying(where, async () => (await pool.query<{ marked: string }>(text, [runId, staleSeconds])).rows, { idempotent: true });
+  const rows = await retrying(where, async () => (await pool.query<{ marked: string }>(text, [runId, ...values])).rows, { idempotent: true });
   return Number(rows[0]?.marked ?? 0);
 }

@@ -1,6 +1,6 @@
 import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { STALE_SECONDS, workerAlive, workerLockPrefix } from './plan-run.ts';
+import { STALE_SECONDS, workerAlive, workerLockPrefix, workerMayBeAlive } from './liveness.ts';
 
 /** Where a pipeline's latest run stands, and who works it: `webdata-etl status`. */
 export interface RunStatusReport {
@@ -36,7 +36,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
   const s = quoteIdentifier(schema);
   const run = (
     await pool.query<{ run_id: string; status: string; started_at: Date; invocations: number }>(
-      `SELECT run_id, status, started_at, invocations FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY started_at DESC, created DESC LIMIT 1`,
+      `SELECT run_id, status, started_at, invocations FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY created DESC LIMIT 1`,
       [pipeline],
     )
   ).rows[0];
@@ -60,6 +60,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
     pid: number;
     status: string;
     alive: boolean;
+    reconnecting: boolean;
     leader: boolean;
     pages: number;
     credits: number;
@@ -68,7 +69,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
   }>(
     `SELECT worker_id, host, pid, status, leader, pages, credits, started_at,
             extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
-            ${workerAlive('$2', '$3')} AS alive
+            ${workerAlive('$2', '$3')} AS alive, ${workerMayBeAlive('$2', '$3')} AS reconnecting
        FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
     [run.run_id, STALE_SECONDS, workerLockPrefix(schema, run.run_id)],
   );
@@ -87,7 +88,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
       id: w.worker_id,
       host: w.host,
       pid: w.pid,
-      status: w.alive ? 'working' : w.status === 'working' ? 'dead' : w.status,
+      status: w.alive ? 'working' : w.reconnecting && w.status === 'working' ? 'reconnecting' : w.status === 'working' ? 'dead' : w.status,
       alive: w.alive,
       leader: w.alive && w.leader,
       pages: w.pages,

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { PgBoss } from 'pg-boss';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { STALE_SECONDS, workerLockPrefix } from './plan-run.ts';
+import { STALE_SECONDS, workerLockPrefix } from './liveness.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
 import { limitsChannel, type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
@@ -37,7 +37,7 @@ export interface Worker {
   watch(scheduler: Scheduler): void;
   /** Resolves once this worker knows which of its series are still its own (at once, unless it missed its beats). */
   fresh(): Promise<void>;
-  /** A page this worker committed. */
+  /** A page this worker committed (its row counted it in the page's own statement). */
   counted(): void;
   share(): WorkerShare;
   /** Hands back what it holds and says it left: `finished` (nothing left for it), or why it stopped. */
@@ -49,6 +49,8 @@ export interface WorkerOptions {
   boss: PgBoss;
   runId: string;
   queue: string;
+  /** Which planning of the run the queue is. */
+  planning: number;
   seriesTotal: number;
   /** Credits per request by endpoint path. */
   weights: Readonly<Record<string, number>>;
@@ -93,7 +95,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     },
   });
   // The worker's own session, held while this process lives: its liveness lock (others tell a dead worker from a live
-  // one by it, `liveWorkers`), the leader's lock when it has it, and the LISTEN for the run's terms. A connection lost
+  // one by it, `workersAtWork`), the leader's lock when it has it, and the LISTEN for the run's terms. A connection lost
   // (a server restart) takes the locks with it: the next beat opens a new session and takes them again.
   const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
   const channel = limitsChannel(store.schema, runId);
@@ -138,6 +140,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     pool,
     s,
     runId,
+    planning: options.planning,
     seriesTotal: options.seriesTotal,
     stopped: () => scheduler?.stopped !== undefined || leaving.signal.aborted,
     signal: leaving.signal,
@@ -147,10 +150,29 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
   let touchedAt = performance.now();
   let beating: Promise<void> | undefined;
+  // The session is checked (and opened again, after a restart) before the beat is written: a fresh beat without the
+  // liveness lock would read as a worker whose process ended while the server stayed up (`workerMayBeAlive`).
+  const holdSession = async () => {
+    if (session) {
+      try {
+        if (leader) await session.client.query('SELECT 1');
+        else leader = await lead(session);
+        return;
+      } catch {
+        const gone = session;
+        session = undefined;
+        leader = false;
+        await gone.release();
+      }
+    }
+    session = await openSession();
+    leader = await lead(session).catch(() => false);
+  };
   const beat = async () => {
+    await holdSession();
     const { rows: me } = await pool.query<{ status: string }>(
-      `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), pages = $3, leader = $4 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
-      [runId, id, share.pages, leader],
+      `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
+      [runId, id, leader],
     );
     // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
     // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
@@ -162,17 +184,10 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
     const stop = rows[0];
     if (stop?.stop_reason) obey(stop.stop_reason, stop.stop_message);
-    try {
-      session ??= await openSession();
-      if (!leader) leader = await lead(session);
-    } catch {
-      // Tried again at the next beat.
-      leader = false;
-    }
     await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
   };
   // A beat that fails (the server restarting) is tried at the next: missing a few costs nothing but the series
-  // handed to another worker, whose commits then stand.
+  // handed to another worker, whose commits then stand. Time the server was down does not count against it.
   const beatOnce = () => (beating ??= beat().finally(() => (beating = undefined)));
   const timer = setInterval(() => void beatOnce().catch(() => undefined), BEAT_MS);
   timer.unref();
@@ -203,7 +218,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       // A beat missed by more than one interval means the process was frozen or cut off: its jobs may have lapsed.
       if (performance.now() - touchedAt > 2 * BEAT_MS) await beatOnce().catch(() => undefined);
     },
-    counted() {
+    counted: () => {
       share.pages += 1;
     },
     share: () => ({ ...share }),
@@ -215,7 +230,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       try {
         await queue.handBackAll();
         await meter.flush();
-        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3, pages = $4 WHERE run_id = $1 AND worker_id = $2`, [runId, id, status, share.pages]);
+        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3 WHERE run_id = $1 AND worker_id = $2`, [runId, id, status]);
       } catch {
         // As above.
       } finally {

@@ -6,7 +6,7 @@ import type { Pipeline } from './define.ts';
 import type { Destination } from './destination.ts';
 import type { OpenedRun } from './open-run.ts';
 import { summarize } from './summarize.ts';
-import { liveWorkers } from '../distributed/plan-run.ts';
+import { workersAtWork } from '../distributed/liveness.ts';
 import type { Worker } from '../distributed/worker.ts';
 import type { RunSummary } from './summary.ts';
 
@@ -51,7 +51,7 @@ export async function closeRun(
     });
   };
   // A worker that leaves a run other workers go on with (it was stopped, or failed) leaves the run's record to them.
-  const othersAtWork = async () => opened.distributed !== undefined && (await liveWorkers(opened.distributed.store, runId)) > 1;
+  const othersAtWork = async () => opened.distributed !== undefined && (await workersAtWork(opened.distributed.store, runId)) > 1;
   if (failure !== undefined) {
     try {
       if (await othersAtWork()) throw failure;

@@ -2,6 +2,8 @@ import { type RunRecord, UNFINISHED } from '../state/interfaces.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { type Budget, budgetSchema } from '../schedule/budget.ts';
+import { describeChange } from './describe-change.ts';
+import { checkResumeTerms, type RunTerms } from './run-terms.ts';
 
 export interface LifecycleOptions {
   /** Abandon an unfinished run (its partial rows go) and start a new one. Finished runs are never touched. */
@@ -19,11 +21,12 @@ export type Decision =
 /**
  * What this invocation does (DESIGN §4): an interrupted run resumes by default; a finished run makes the next
  * invocation a new run; `resume` continues a finished run stopped by its budget (with a new cap) or retries its
- * failed series; `fresh` abandons an unfinished run. Resuming a different plan is refused.
+ * failed series; `fresh` abandons an unfinished run. Resuming a different plan, or other terms that decide what is
+ * paid and where rows go (`checkResumeTerms`), is refused.
  */
 export function decide(
   latest: RunRecord | undefined,
-  plan: { fingerprint: string; data: Record<string, unknown> },
+  plan: { fingerprint: string; data: Record<string, unknown>; terms: RunTerms },
   pipelineBudget: Budget | null,
   options: LifecycleOptions,
 ): Decision {
@@ -60,37 +63,12 @@ export function decide(
   );
 }
 
-function checkSamePlan(run: RunRecord, plan: { fingerprint: string; data: Record<string, unknown> }): void {
-  if (run.fingerprint === plan.fingerprint) return;
+function checkSamePlan(run: RunRecord, plan: { fingerprint: string; data: Record<string, unknown>; terms: RunTerms }): void {
+  if (run.fingerprint === plan.fingerprint) return checkResumeTerms(run, plan.terms);
   throw new RunLifecycleError(
     `run ${run.runId} was started with a different plan, so it cannot be resumed: ${describeChange(run.plan, plan.data)}. ` +
       'Restore the previous plan to resume it, or run with `fresh: true` to abandon it (its partial rows go) and start a new run.',
   );
-}
-
-/** "queries: added "x", removed "y"; maxPages: 3 → 5". */
-export function describeChange(before: Record<string, unknown>, after: Record<string, unknown>): string {
-  const changes: string[] = [];
-  for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
-    const a = before[key];
-    const b = after[key];
-    if (JSON.stringify(a) === JSON.stringify(b)) continue;
-    if (Array.isArray(a) && Array.isArray(b)) {
-      const was = new Set(a.map((v) => JSON.stringify(v)));
-      const now = new Set(b.map((v) => JSON.stringify(v)));
-      const added = [...now].filter((v) => !was.has(v));
-      const removed = [...was].filter((v) => !now.has(v));
-      const parts = [added.length ? `added ${clip(added)}` : '', removed.length ? `removed ${clip(removed)}` : ''].filter(Boolean);
-      changes.push(`${key}: ${parts.join(', ') || 'reordered'}`);
-    } else {
-      changes.push(`${key}: ${JSON.stringify(a) ?? 'none'} → ${JSON.stringify(b) ?? 'none'}`);
-    }
-  }
-  return changes.join('; ') || 'the plan changed';
-}
-
-function clip(values: string[]): string {
-  return values.length > 5 ? `${values.slice(0, 5).join(', ')} and ${values.length - 5} more` : values.join(', ');
 }
 
 /** The budget a run was recorded with (the store keeps the number). */

@@ -9,13 +9,15 @@ import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
-import { liveWorkers, planningLock } from '../distributed/plan-run.ts';
+import { workersAtWork } from '../distributed/liveness.ts';
+import { planningLock } from '../distributed/plan-run.ts';
 import type { Worker } from '../distributed/worker.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from './define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
 import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
+import { checkJoinTerms, runTerms } from './run-terms.ts';
 
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
@@ -51,12 +53,15 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   held.lease = shared ? await planningLock(shared, pipeline.name) : await store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
   const latest = await store.latestRun(pipeline.name);
-  const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await liveWorkers(shared, latest.runId)) > 0;
+  const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0;
   if (joining && options.fresh) {
     throw new RunLifecycleError(`run ${latest.runId} of pipeline "${pipeline.name}" has workers at work: stop them (Ctrl-C, or SIGTERM) before starting it afresh`);
   }
-  // Joining a run at work: it is resumed as it stands (its budget, its plan), whatever this process was told.
-  const decision = decide(latest, { fingerprint: planPrint, data: plan.fingerprint }, pipeline.budget ?? null, joining ? {} : options);
+  const terms = runTerms(pipeline, store.database);
+  // Joining a run at work: it is resumed as it stands (its budget), and only by a process that shares its plan and its
+  // terms, all of them: one with other weights would charge the shared budget by its own, another table split the rows.
+  if (joining) checkJoinTerms(latest, { fingerprint: planPrint, data: plan.fingerprint }, terms, options.budget);
+  const decision = decide(latest, { fingerprint: planPrint, data: plan.fingerprint, terms }, pipeline.budget ?? null, joining ? {} : options);
 
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
   const seriesComplete = !dedupesAcrossSeries(pipeline);
@@ -91,9 +96,10 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const previous = decision.mode === 'resume' ? decision.run : undefined;
   // The store keeps the number.
   const budget = decision.budget?.maxCredits ?? null;
+  // The terms as this planning has them (a resume may have changed the rate): what a worker joining it must share.
   if (previous) {
-    if (!joining) await store.reopenRun(runId, budget);
-  } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget });
+    if (!joining) await store.reopenRun(runId, budget, terms);
+  } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
   return { store, runId, decision, previous, startedAt, ...(shared ? { distributed: { store: shared, joining, planning: (previous?.invocations ?? 0) + (joining ? 0 : 1) } } : {}) };
 }

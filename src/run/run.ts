@@ -12,7 +12,7 @@ import { clientForRun } from './run-client.ts';
 import { runModule } from './run-module.ts';
 import type { RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
-import { countedBy, joinAsWorker, obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
+import { joinAsWorker, obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
@@ -86,7 +86,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     const unsubscribe = obeySignals(scheduler, options);
     // A worker of a distributed run commits one page at a time: a series another worker took over is found out at its commit.
     if (!worker) await committer.start();
-    let failure = await commitPages(pipeline, source, committer, scheduler, worker ? countedBy(worker, emit) : emit, worker ? 1 : COMMIT_WINDOW);
+    let failure = await commitPages(pipeline, source, committer, scheduler, emit, worker ? 1 : COMMIT_WINDOW);
     unsubscribe();
     await scheduler.onIdle();
     failure ??= ledgerFailure();

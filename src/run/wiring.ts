@@ -190,11 +190,3 @@ export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened:
   held.lease = undefined;
   return held.worker;
 }
-
-/** The run's events, with the pages this worker committed counted into its share. */
-export function countedBy(worker: Worker, emit: (event: RunEvent) => void): (event: RunEvent) => void {
-  return (event) => {
-    if (event.type === 'page') worker.counted();
-    emit(event);
-  };
-}

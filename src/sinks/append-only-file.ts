@@ -24,6 +24,8 @@ export interface FileFormat {
   render(items: readonly Item[]): string;
   /** CSV: what `render` writes, as cells and csv-stringify's options, for the commit thread to render. */
   records?: { format: CsvFormat; width(): number; cells(items: readonly Item[], into: string[]): void };
+  /** What else decides the rows it writes, beside the file (its columns): see `Sink.terms`. */
+  terms?: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -185,6 +187,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
       return idOf(at);
     },
     perWorker,
+    terms: { file: path, perWorker, ...format.terms },
     async open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
       context = ctx;

@@ -79,6 +79,7 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
       return csvText(values, columns.length, format);
     },
     records: { format, width: () => columns.length, cells },
+    terms: { columns: config.columns ?? 'default' },
   }, { shared: config.shared, perWorker: config.perWorker });
 }
 

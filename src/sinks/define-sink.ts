@@ -36,6 +36,7 @@ export function defineSink<I = NormalizedItem>(spec: SinkSpec<I>): Sink<I> {
     // The target is for messages (a URL, a name): never a file, so never where the state store goes.
     writesFile: false,
     id,
+    terms: { target },
     delivery: spec.idempotent ? 'exactly_once' : 'at_least_once',
     async open(ctx) {
       checkpoints = ctx.stateCheckpoints;

@@ -31,10 +31,10 @@ type Item = Record<string, unknown>;
 export function toJsonl(options: JsonlSinkOptions): Sink<Item> {
   const config = ValidationError.parse(jsonlSinkOptionsSchema, options, 'Invalid JSONL sink', 'jsonl');
   const lines = (items: readonly Item[]) => items.map((item) => jsonLine(item, config.rawAsString)).join('');
-  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines, { shared: config.shared, perWorker: config.perWorker });
+  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines, { shared: config.shared, perWorker: config.perWorker, rawAsString: config.rawAsString });
 }
 
-function toFile(path: string, lines: (items: readonly Item[]) => string, options: { shared: boolean; perWorker: boolean }): Sink<Item> {
+function toFile(path: string, lines: (items: readonly Item[]) => string, options: { shared: boolean; perWorker: boolean; rawAsString: boolean }): Sink<Item> {
   return appendOnlyFile(path, {
     kind: 'jsonl',
     prepare(_ctx, fd, size) {
@@ -47,6 +47,7 @@ function toFile(path: string, lines: (items: readonly Item[]) => string, options
       return undefined;
     },
     render: lines,
+    terms: { rawAsString: options.rawAsString },
   }, options);
 }
 

@@ -83,6 +83,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     schema,
     target,
     database: target.database,
+    terms: { database: target.database, schema, table, mode, columns: config.columns ?? 'default' },
     async open(ctx: SinkContext) {
       pipeline = ctx.pipeline;
       const pool = ctx.postgres(target);

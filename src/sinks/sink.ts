@@ -125,6 +125,11 @@ export interface Sink<I = NormalizedItem> {
    * (`PageStatement.claimed`): a distributed run whose dedupe looks across series needs every sink to.
    */
   readonly claimsDedupeKeys?: boolean;
+  /**
+   * What decides the rows it writes, as data (its table or file, mode, columns…): recorded with a run, and compared when
+   * the run resumes or a worker joins it (`run/run-terms.ts`). Without it, the sink's `id` stands for it.
+   */
+  readonly terms?: Readonly<Record<string, unknown>>;
   /** How pages reach the output: exactly once (the default), or at least once (stdout, a file shared by pipelines). */
   readonly delivery?: 'exactly_once' | 'at_least_once';
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */

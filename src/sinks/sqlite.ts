@@ -74,6 +74,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     id,
     database: `sqlite:${path}`,
     table,
+    terms: { file: path, table, mode, columns: config.columns ?? 'default' },
     open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
       const db = ctx.database(path);

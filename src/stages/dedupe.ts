@@ -93,7 +93,10 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
   };
   // The runner reads this to know whether each series' rows stay complete (for the analytics views).
   // A distributed run claims keys across workers through the rows' `dedupe_key` column: only the URL key is that column.
-  return Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url', dedupeStored: wide });
+  // What decides its rows, for a run's terms (a key function by its name: its code cannot be compared).
+  const key = typeof config.key === 'function' ? `function ${config.key.name || '(anonymous)'}` : config.key;
+  const terms = { stage: 'dedupe', key, scope: config.scope, persistent: config.persistent };
+  return Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url', dedupeStored: wide, terms });
 }
 
 function keyFunction(key: z.output<typeof dedupeOptionsSchema>['key']): (item: Keyed) => string | null | undefined {

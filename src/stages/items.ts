@@ -4,16 +4,19 @@ import type { Page } from '../pipeline/page.ts';
 
 /** A stage that maps each item (the page stays, with its provenance). */
 export function mapItems<I, O>(map: (item: I, page: Page<I>, ctx: RunContext) => O): Stage<I, O> {
-  return async function* mapItemsStage(pages, ctx) {
+  const stage: Stage<I, O> = async function* mapItemsStage(pages, ctx) {
     for await (const page of pages) yield { ...page, items: page.items.map((item) => map(item, page, ctx)) };
   };
+  // For a run's terms: the function by its name (its code cannot be compared).
+  return Object.assign(stage, { terms: { stage: 'mapItems', map: map.name || '(anonymous)' } });
 }
 
 /** A stage that keeps the items for which `keep` is true (the page itself always goes on, perhaps empty). */
 export function filterItems<I>(keep: (item: I, page: Page<I>, ctx: RunContext) => boolean): Stage<I, I> {
-  return async function* filterItemsStage(pages, ctx) {
+  const stage: Stage<I, I> = async function* filterItemsStage(pages, ctx) {
     for await (const page of pages) yield { ...page, items: page.items.filter((item) => keep(item, page, ctx)) };
   };
+  return Object.assign(stage, { terms: { stage: 'filterItems', keep: keep.name || '(anonymous)' } });
 }
 
 /** Flattens pages into items, for consumers who want one item at a time. */

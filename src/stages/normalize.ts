@@ -34,7 +34,9 @@ interface RankState {
  */
 export function normalize(options: { aliases?: Partial<FieldAliases> } = {}): Stage<Item, NormalizedItem> {
   const aliases = { ...DEFAULT_ALIASES, ...options.aliases };
-  return async function* normalizeStage(pages, ctx) {
+  // What decides its rows, for a run's terms.
+  const terms = { stage: 'normalize', ...(options.aliases ? { aliases } : {}) };
+  const stage: Stage<Item, NormalizedItem> = async function* normalizeStage(pages, ctx) {
     for await (const page of pages) {
       const state = ctx.seriesState<RankState>('normalize', page.series, () => ({ next: 1, ranks: Object.create(null) }));
       // The state notes each change for the page's commit: the counter is changed once a page, not once an item.
@@ -44,6 +46,7 @@ export function normalize(options: { aliases?: Partial<FieldAliases> } = {}): St
       yield { ...page, items };
     }
   };
+  return Object.assign(stage, { terms });
 }
 
 function normalizeItem(item: Item, index: number, page: Page, runId: string, state: RankState, aliases: FieldAliases): NormalizedItem {

@@ -16,6 +16,11 @@ export interface RunRecord {
   fingerprint: string;
   /** The data the fingerprint was taken of, to say what changed. */
   plan: Record<string, unknown>;
+  /**
+   * What else decides its money and rows (credit weights, stages, sinks, rate, budget: `run/run-terms.ts`), as its
+   * latest planning recorded them; null for a run recorded before they were.
+   */
+  terms: Record<string, unknown> | null;
   budget: number | null;
   summary: Record<string, unknown> | null;
   error: string | null;
@@ -251,8 +256,9 @@ export interface StateStore {
   /** Dedupe keys and sightings for a run. */
   seenKeys(runId: string): SeenKeyStore;
 
-  startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): Promise<void>;
-  reopenRun(runId: string, budget: number | null): Promise<void>;
+  startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null; terms?: unknown }): Promise<void>;
+  /** The run goes on in a new invocation, under `budget` and, when given, `terms` (a resume may change some of them). */
+  reopenRun(runId: string, budget: number | null, terms?: unknown): Promise<void>;
   finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): Promise<void>;
   latestRun(pipeline: string): Promise<RunRecord | undefined>;
   runs(pipeline: string): Promise<RunRecord[]>;

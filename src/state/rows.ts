@@ -17,6 +17,7 @@ export function runRecordFrom(row: Record<string, unknown>): RunRecord {
     finishedAt: iso(row.finished_at),
     fingerprint: row.fingerprint as string,
     plan: JSON.parse(row.plan as string) as Record<string, unknown>,
+    terms: row.terms ? (JSON.parse(row.terms as string) as Record<string, unknown>) : null,
     budget: (row.budget as number | null) ?? null,
     summary: row.summary ? (JSON.parse(row.summary as string) as Record<string, unknown>) : null,
     error: (row.error as string | null) ?? null,

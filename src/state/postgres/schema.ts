@@ -137,7 +137,7 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       rejected_sent_at timestamptz
     );
   `,
-  // 2: stage states as a snapshot (series.state) and what each page changed after it, in journal order.
+  // 3: stage states as a snapshot (series.state) and what each page changed after it, in journal order.
   (s) => `
     CREATE TABLE ${s}.series_state (
       run_id text NOT NULL,
@@ -150,6 +150,11 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
   // 4: spend of answers whose pages never committed (paid all the same), marked apart.
   (s) => `
     ALTER TABLE ${s}.spend ADD COLUMN uncommitted boolean NOT NULL DEFAULT false;
+  `,
+  // 5: what else decides a run's money and rows (credit weights, stages, sinks, rate, budget: run/run-terms.ts), as
+  // JSON, compared when a worker joins or a run resumes; null for runs recorded before.
+  (s) => `
+    ALTER TABLE ${s}.runs ADD COLUMN terms text;
   `,
 ];
 

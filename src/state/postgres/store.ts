@@ -27,7 +27,11 @@ export interface PostgresStateStore extends StateStore {
 }
 
 export interface WorkerClaims {
+  /** The worker's id: each page it commits is counted on its `workers` row in the page's own statement. */
+  workerId: string;
   finish(seriesId: string, db: PoolClient): Promise<boolean>;
+  /** A page of this worker's was committed. */
+  committed(): void;
 }
 
 const JOURNAL_BATCH = 256;
@@ -133,17 +137,22 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         `DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id IN (SELECT run_id FROM ${s}.runs WHERE pipeline = $1 AND status NOT IN (${UNFINISHED_SQL}))`,
         [pipeline],
       );
-      await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES ($1, $2, 'running', $3, $4, $5, $6) ON CONFLICT DO NOTHING`, [
+      await query(`INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget, terms) VALUES ($1, $2, 'running', $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`, [
         run.runId,
         run.pipeline,
         run.startedAt,
         run.fingerprint,
         JSON.stringify(run.plan),
         run.budget,
+        run.terms === undefined ? null : JSON.stringify(run.terms),
       ]);
     },
-    async reopenRun(runId, budget) {
-      await query(`UPDATE ${s}.runs SET status = 'running', finished_at = NULL, error = NULL, budget = $1, invocations = invocations + 1 WHERE run_id = $2`, [budget, runId]);
+    async reopenRun(runId, budget, terms) {
+      await query(`UPDATE ${s}.runs SET status = 'running', finished_at = NULL, error = NULL, budget = $1, terms = coalesce($3, terms), invocations = invocations + 1 WHERE run_id = $2`, [
+        budget,
+        runId,
+        terms === undefined ? null : JSON.stringify(terms),
+      ]);
     },
     async finishRun(runId, status, finishedAt, summary, error) {
       await query(`UPDATE ${s}.runs SET status = $1, finished_at = $2, summary = $3, error = $4 WHERE run_id = $5`, [
@@ -155,11 +164,13 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       ]);
     },
     async latestRun(name) {
-      const rows = await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY started_at DESC, created DESC LIMIT 1`, [name]);
+      // In the order runs were recorded (a sequence), never by `started_at`: that is the clock of whichever machine
+      // started the run, and a machine whose clock is behind would make a run at work look older than a finished one.
+      const rows = await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY created DESC LIMIT 1`, [name]);
       return rows[0] && runRecordFrom(rows[0]);
     },
     async runs(name) {
-      return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY started_at, created`, [name])).map(runRecordFrom);
+      return (await query(`SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY created`, [name])).map(runRecordFrom);
     },
     async abandonRun(runId, at) {
       await retrying(
@@ -200,6 +211,9 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
           const at = w.p(number);
           w.add(seriesUpsert(w, commit, `WHERE series.status <> 'ended' AND (series.next_page = ${at}::int OR (series.next_page IS NULL AND series.pages = 0)) RETURNING 1`), 'w_claim');
           w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND EXISTS (SELECT 1 FROM w_claim) RETURNING seq`, 'w_seq');
+          // Counted with the page, so that the workers' pages add up to the run's (a worker killed before its next
+          // beat included), and a page refused to this worker is not counted.
+          w.add(`UPDATE ${s}.workers SET pages = pages + 1 WHERE run_id = ${w.p(commit.runId)}::text AND worker_id = ${w.p(worker.workerId)}::text AND EXISTS (SELECT 1 FROM w_seq)`);
         } else {
           w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
         }
@@ -270,7 +284,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         if (refused > 0) {
           await query(`UPDATE ${s}.series SET items_written = items_written - $3, duplicates = duplicates + $3 WHERE run_id = $1 AND series_id = $2`, [commit.runId, commit.series.seriesId, refused]);
         }
-        if (taken.length > 0) return;
+        if (taken.length > 0) return void claims?.committed();
         if (worker) throw lost(commit.series.seriesId);
         throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);
       };
@@ -279,7 +293,7 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
         async (attempt) => {
           // A lost answer to COMMIT leaves the page committed or not. Alone, the journal's number says which (this
           // run holds the pipeline's lease, so nobody else moves it); as a worker, the series' next page does.
-          if (attempt > 1 && (worker ? await seriesPassed(commit.runId, commit.series.seriesId, number) : (await currentSeq()) >= commit.seq)) return;
+          if (attempt > 1 && (worker ? await seriesPassed(commit.runId, commit.series.seriesId, number) : (await currentSeq()) >= commit.seq)) return void worker?.committed();
           await commitOnce();
         },
         { idempotent: true },

@@ -26,7 +26,7 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
     },
     seenKeys: (runId) => seenKeys(tables.dedupe, runId),
     startRun: async (run) => tables.startRun(run),
-    reopenRun: async (runId, budget) => tables.reopenRun(runId, budget),
+    reopenRun: async (runId, budget, terms) => tables.reopenRun(runId, budget, terms),
     finishRun: async (runId, status, finishedAt, summary, error) => tables.finishRun(runId, status, finishedAt, summary, error),
     latestRun: async (pipeline) => tables.latestRun(pipeline),
     runs: async (pipeline) => tables.runs(pipeline),

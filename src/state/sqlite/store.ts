@@ -26,7 +26,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
 
 /**
  * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: spend
- * of answers whose pages never committed, `spend.uncommitted`).
+ * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`).
  */
 export const STATE_SCHEMA_VERSION = 3;
 
@@ -51,7 +51,9 @@ export function openStateStore(db: Database.Database) {
       budget REAL,
       summary TEXT,
       error TEXT,
-      invocations INTEGER NOT NULL DEFAULT 1
+      invocations INTEGER NOT NULL DEFAULT 1,
+      -- What else decides the run's money and rows (run/run-terms.ts), as JSON; null for runs of schema 2 and before.
+      terms TEXT
     );
     CREATE INDEX IF NOT EXISTS runs_pipeline ON runs (pipeline, started_at);
     CREATE TABLE IF NOT EXISTS series (
@@ -122,20 +124,23 @@ export function openStateStore(db: Database.Database) {
     );
   `);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
-  // Versions 2 added a table, 3 a column: an older file is brought up by the CREATEs above and the ALTER below, then
-  // marked, so that an older webdata-etl refuses it rather than resume without what it cannot read.
-  const spendColumns = db.prepare(`SELECT name FROM pragma_table_info('spend')`).pluck().all() as string[];
-  if (!spendColumns.includes('uncommitted')) db.exec(`ALTER TABLE spend ADD COLUMN uncommitted INTEGER NOT NULL DEFAULT 0`);
+  // Each version so far only added tables or columns: an older file is brought up by the CREATEs above and the columns
+  // below, then marked, so that an older webdata-etl refuses it rather than resume without what it cannot read.
+  addColumn(db, 'spend', 'uncommitted', 'INTEGER NOT NULL DEFAULT 0');
+  addColumn(db, 'runs', 'terms', 'TEXT');
   if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
   else if (Number(version) < STATE_SCHEMA_VERSION) db.prepare(`UPDATE webdata_meta SET value = ? WHERE key = 'state_schema'`).run(String(STATE_SCHEMA_VERSION));
   db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
 
   const statements = {
-    insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget) VALUES (?, ?, 'running', ?, ?, ?, ?)`),
-    reopenRun: db.prepare(`UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, budget = ?, invocations = invocations + 1 WHERE run_id = ?`),
+    insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget, terms) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)`),
+    reopenRun: db.prepare(
+      `UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, budget = ?, terms = coalesce(?, terms), invocations = invocations + 1 WHERE run_id = ?`,
+    ),
     finishRun: db.prepare(`UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE run_id = ?`),
-    latestRun: db.prepare(`SELECT * FROM runs WHERE pipeline = ? AND status <> 'abandoned' ORDER BY started_at DESC, rowid DESC LIMIT 1`),
-    runsOf: db.prepare(`SELECT * FROM runs WHERE pipeline = ? ORDER BY started_at, rowid`),
+    // In the order runs were recorded, not by the clock that wrote `started_at` (a machine's, which may be behind).
+    latestRun: db.prepare(`SELECT * FROM runs WHERE pipeline = ? AND status <> 'abandoned' ORDER BY rowid DESC LIMIT 1`),
+    runsOf: db.prepare(`SELECT * FROM runs WHERE pipeline = ? ORDER BY rowid`),
     nextSeq: db.prepare(`UPDATE webdata_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq' RETURNING CAST(value AS INTEGER) AS seq`).pluck(),
     currentSeq: db.prepare(`SELECT CAST(value AS INTEGER) FROM webdata_meta WHERE key = 'seq'`).pluck(),
     progress: db.prepare(`SELECT * FROM series WHERE run_id = ? AND series_id = ?`),
@@ -205,13 +210,13 @@ export function openStateStore(db: Database.Database) {
     checkpoints,
     dedupe,
 
-    startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null }): void {
+    startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null; terms?: unknown }): void {
       // Run-scoped dedupe keys a finished run left behind (it forgets them as it finishes; a failure there leaves them).
       dedupe.forgetFinished();
-      statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget);
+      statements.insertRun.run(run.runId, run.pipeline, run.startedAt, run.fingerprint, JSON.stringify(run.plan), run.budget, run.terms === undefined ? null : JSON.stringify(run.terms));
     },
-    reopenRun(runId: string, budget: number | null): void {
-      statements.reopenRun.run(budget, runId);
+    reopenRun(runId: string, budget: number | null, terms?: unknown): void {
+      statements.reopenRun.run(budget, terms === undefined ? null : JSON.stringify(terms), runId);
     },
     finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): void {
       statements.finishRun.run(status, finishedAt, summary === undefined ? null : JSON.stringify(summary), error ?? null, runId);
@@ -330,4 +335,10 @@ function refuseNewerSchema(db: Database.Database): void {
       },
     ]);
   }
+}
+
+/** Adds a column an older file's table lacks (its name and declaration are ours, never a user's). */
+function addColumn(db: Database.Database, table: string, column: string, declaration: string): void {
+  const columns = db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(table) as string[];
+  if (!columns.includes(column)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${declaration}`);
 }
