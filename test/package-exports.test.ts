@@ -26,7 +26,7 @@ describe('the package root and its subpaths, from the built package', () => {
       [
         'AbortedError', 'AuthenticationError', 'BadRequestError', 'EXIT', 'LeaseHeldError', 'MalformedResponseError', 'NetworkError',
         'OutputError', 'PlanError', 'RateLimitError', 'RunLifecycleError', 'ServerError', 'StageContractError', 'TimeoutError',
-        'UnexpectedStatusError', 'VERSION', 'ValidationError', 'WebDataError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
+        'UnexpectedStatusError', 'UnstorablePageError', 'VERSION', 'ValidationError', 'WebDataError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
         'definePipeline', 'defineSource', 'paginators', 'endpointPages', 'filterItems', 'items', 'mapItems', 'normalize', 'pipe', 'pipelineFromConfig', 'run',
         'runFromCommandLine', 'searchPages', 'toCsv', 'toJsonl', 'toPostgres', 'toSqlite',
       ].sort(),
