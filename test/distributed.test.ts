@@ -20,6 +20,21 @@ async function stableTable(url: string, table: string): Promise<string[]> {
   return rows.map((row) => JSON.stringify(Object.values(row))).sort();
 }
 
+/** A test's simulator, directory and database, and the plan's spec on them (with `extra`); the database dropped after. */
+async function onDatabase(
+  extra: Record<string, unknown>,
+  test: (setup: { sim: Simulator; dir: ReturnType<typeof workdir>; db: Awaited<ReturnType<typeof testDatabase>>; spec: Record<string, unknown> }) => Promise<void>,
+): Promise<void> {
+  await using sim = await simulator(SIM);
+  using dir = workdir();
+  const db = await testDatabase();
+  try {
+    await test({ sim, dir, db, spec: { ...PLAN, ...extra, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url } });
+  } finally {
+    await db.drop();
+  }
+}
+
 describePostgres('a distributed run: many workers share one run on PostgreSQL', () => {
   it('three workers complete a run whose rows equal one process running it alone; each page is paid once', () =>
     againstOneProcess({}, async ({ single, expected, spec, sim, url }) => {
@@ -90,12 +105,8 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(expected.debited + PLAN.concurrency);
     }));
 
-  it('--fresh on a run with per-worker files takes the abandoned run\'s rows out of every worker\'s file', async () => {
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const db = await testDatabase();
-    try {
-      const spec = { ...PLAN, sinks: ['postgres', 'csvPerWorker'], baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+  it('--fresh on a run with per-worker files takes the abandoned run\'s rows out of every worker\'s file', () =>
+    onDatabase({ sinks: ['postgres', 'csvPerWorker'] }, async ({ dir, db, spec }) => {
       // Two workers commit pages, then both stop: the run is left unfinished, with rows in both files.
       const workers = [runChild(spec), runChild(spec)];
       await Promise.all(workers.map((worker) => worker.pagesCommitted(2)));
@@ -111,17 +122,10 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       const after = workerFileRows(dir.dir, 'csv');
       expect(after.rows).toEqual(blanksAsNull(await stableTable(db.url, 'results')));
       expect(await sql(db.url, 'SELECT DISTINCT run_id FROM results')).toEqual([{ run_id: fresh.summary?.runId }]);
-    } finally {
-      await db.drop();
-    }
-  });
+    }));
 
-  it("a budget below the run's need, over three workers: the simulator debits exactly the budget, never more", async () => {
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const db = await testDatabase();
-    try {
-      const spec = { ...PLAN, budget: 31, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+  it("a budget below the run's need, over three workers: the simulator debits exactly the budget, never more", () =>
+    onDatabase({ budget: 31 }, async ({ sim, db, spec }) => {
       const results = await Promise.all([runChild(spec).done, runChild(spec).done, runChild(spec).done]);
       for (const result of results) {
         expect(result.stderr).not.toContain('ERROR');
@@ -130,10 +134,7 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(sim.stats().credits.main?.debited).toBe(31);
       const [limits] = await sql(db.url, 'SELECT spent, reserved FROM webdata.run_limits');
       expect(limits).toEqual({ spent: 31, reserved: 0 });
-    } finally {
-      await db.drop();
-    }
-  });
+    }));
 
   it('a worker frozen (SIGSTOP) past its heartbeat, then resumed, writes nothing another worker committed: it learns it lost the series', () =>
     againstOneProcess({ sinks: ['postgres', 'csvPerWorker'] }, async ({ single, expected, spec, sim, url, dir }) => {
@@ -310,12 +311,8 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       }
     });
   }
-  it('--fresh while workers are at work is refused before anything changes: they must be stopped first', async () => {
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const db = await testDatabase();
-    try {
-      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+  it('--fresh while workers are at work is refused before anything changes: they must be stopped first', () =>
+    onDatabase({}, async ({ sim, db, spec }) => {
       const gate = sim.park();
       const working = runChild(spec);
       await working.whileRunning(gate.reached(1));
@@ -324,16 +321,9 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       gate.release();
       expect((await working.done).summary?.status).toBe('completed');
       expect(await sql(db.url, `SELECT status FROM webdata.runs`)).toEqual([{ status: 'completed' }]);
-    } finally {
-      await db.drop();
-    }
-  });
-  it("a pipeline's next run drops the job queues of its earlier runs (and leaves other pipelines' alone)", async () => {
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const db = await testDatabase();
-    try {
-      const spec = { ...PLAN, queries: QUERIES.slice(0, 2), baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+    }));
+  it("a pipeline's next run drops the job queues of its earlier runs (and leaves other pipelines' alone)", () =>
+    onDatabase({ queries: QUERIES.slice(0, 2) }, async ({ db, spec }) => {
       const queues = async () => (await sql(db.url, 'SELECT name FROM webdata_jobs.queue ORDER BY name')).map((row) => row.name as string);
       const first = (await runChild(spec).done).summary?.runId;
       const other = (await runChild({ ...spec, name: 'crash-test.other' }).done).summary?.runId;
@@ -341,10 +331,7 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       const second = (await runChild(spec).done).summary?.runId;
       expect(second).not.toBe(first);
       expect(await queues()).toEqual([`webdata/crash-test.other/${other}/1`, `webdata/crash-test/${second}/1`]);
-    } finally {
-      await db.drop();
-    }
-  });
+    }));
 
   it("a worker whose pipeline differs from the run's in what decides money or rows is refused before it sends anything (exit 2, naming the difference); the run goes on", async () => {
     await using sim = await simulator(SIM);
@@ -496,12 +483,8 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
     }
   });
 
-  it("status: the workers' pages add up to the run's (a worker killed just after a commit included), and their credits to the run's credits", async () => {
-    await using sim = await simulator(SIM);
-    using dir = workdir();
-    const db = await testDatabase();
-    try {
-      const spec = { ...PLAN, baseUrl: sim.url, dir: dir.dir, postgresUrl: db.url, stateUrl: db.url };
+  it("status: the workers' pages add up to the run's (a worker killed just after a commit included), and their credits to the run's credits", () =>
+    onDatabase({}, async ({ sim, dir, db, spec }) => {
       // The victim holds series with pages to commit before the other starts: it reaches its third commit whatever the timing.
       const gate = sim.park();
       const victim = runChild(spec, { WEBDATA_CRASH_AT: 'after-commit:3' });
@@ -522,10 +505,7 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(report.workers.reduce((sum, w) => sum + w.credits, 0)).toBe(report.credits.spent);
       // The one that ended counted its own pages as the run did.
       expect(report.workers.find((w) => w.pid === other.child.pid)?.pages).toBe(done.summary?.worker?.pages);
-    } finally {
-      await db.drop();
-    }
-  });
+    }));
 });
 
 /** Runs the CLI as a worker that must be refused: its result, or 'joined' should it join the run instead (it is then stopped). */

@@ -53,7 +53,8 @@ export async function startCluster(bin: string): Promise<Cluster> {
     const result = spawnSync(...command(name, args), { cwd: root, encoding: 'utf8', timeout: 60_000 });
     if (result.status !== 0) {
       const serverLog = existsSync(log) ? `\nserver log:\n${readFileSync(log, 'utf8').split('\n').slice(-15).join('\n')}` : '';
-      throw new Error(`${name} ${args.join(' ')} failed (${result.status ?? result.signal}): ${result.stderr || result.stdout}${serverLog}`);
+      // Not started at all (runuser not on PATH, say) leaves no status and no output: the spawn's own error says why.
+      throw new Error(`${name} ${args.join(' ')} failed (${result.status ?? result.signal ?? result.error?.message}): ${result.stderr || result.stdout}${serverLog}`);
     }
   };
   let port = 0;
