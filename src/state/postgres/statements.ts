@@ -1,0 +1,85 @@
+import { UNFINISHED_SQL } from '../interfaces.ts';
+
+/** Journal entries read at a time by `journalAfter`. */
+const JOURNAL_BATCH = 256;
+
+/**
+ * Every statement the PostgreSQL state store sends but a page's own (page-statement.ts), by name, as SQL of the quoted
+ * schema `s` (the pg-boss `plans.ts` way): a reader sees what the store asks of the database in one place. Parameters
+ * are always bound ($n); identifiers are quoted where they are made (sql-identifier.ts).
+ */
+export function stateStatements(s: string) {
+  const END_SERIES = `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind,
+        next_page = COALESCE(excluded.next_page, series.next_page)`;
+  return {
+    /** The pipeline's row: its journal sequence. */
+    addPipeline: `INSERT INTO ${s}.pipelines (pipeline) VALUES ($1) ON CONFLICT DO NOTHING`,
+    /** Where the pipeline's journal stands. */
+    currentSeq: `SELECT seq FROM ${s}.pipelines WHERE pipeline = $1`,
+    /** A sink's checkpoint (files and sinks of one's own, outside a page's statement). */
+    setCheckpoint: `INSERT INTO ${s}.sink_checkpoints (pipeline, sink_id, seq, bytes, updated_at) VALUES ($1, $2, $3, $4, now())
+      ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
+    /** Where a series stands: whether a worker's commit whose answer was lost went in. */
+    seriesPosition: `SELECT next_page, status FROM ${s}.series WHERE run_id = $1 AND series_id = $2`,
+    /** A sink's checkpoint. */
+    checkpoint: `SELECT seq, bytes FROM ${s}.sink_checkpoints WHERE pipeline = $1 AND sink_id = $2`,
+    /** Which of a page's dedupe keys a scope has seen. */
+    seenKeys: `SELECT key FROM ${s}.dedupe_keys WHERE pipeline = $1 AND scope = $2 AND key = ANY($3::text[])`,
+    /** A finished run's run-scoped dedupe keys. */
+    forgetRunKeys: `DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id = $2`,
+    /** Run-scoped dedupe keys of the pipeline's finished runs (two workers finishing at once each leave them to the other). */
+    dropFinishedRunKeys: `DELETE FROM ${s}.dedupe_keys WHERE pipeline = $1 AND run_id IN (SELECT run_id FROM ${s}.runs WHERE pipeline = $1 AND status NOT IN (${UNFINISHED_SQL}))`,
+    /** A new run. */
+    insertRun: `INSERT INTO ${s}.runs (run_id, pipeline, status, started_at, fingerprint, plan, budget, terms) VALUES ($1, $2, 'running', $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+    /** A resumed run: running again, its budget, its terms as this invocation runs with them. */
+    reopenRun: `UPDATE ${s}.runs SET status = 'running', finished_at = NULL, error = NULL, budget = $1, terms = coalesce($3, terms), invocations = invocations + 1 WHERE run_id = $2`,
+    /** How an invocation left its run. */
+    finishRun: `UPDATE ${s}.runs SET status = $1, finished_at = $2, summary = $3, error = $4 WHERE run_id = $5`,
+    /** The run recorded last (a sequence, never `started_at`: that is a client's clock). */
+    latestRun: `SELECT * FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY created DESC LIMIT 1`,
+    /** A pipeline's runs, in the order they were recorded. */
+    runs: `SELECT * FROM ${s}.runs WHERE pipeline = $1 ORDER BY created`,
+    /** `fresh`: an abandoned run's journal, series and stage state go; its spend stays (it was paid). */
+    abandonPages: `DELETE FROM ${s}.pages WHERE pipeline = $1 AND run_id = $2`,
+    abandonSeries: `DELETE FROM ${s}.series WHERE run_id = $1`,
+    abandonStateChanges: `DELETE FROM ${s}.series_state WHERE run_id = $1`,
+    markAbandoned: `UPDATE ${s}.runs SET status = 'abandoned', finished_at = $1 WHERE run_id = $2`,
+    /** A series' row and the stage state changes after its snapshot, in one statement (a worker may be committing it). */
+    progress: `SELECT series.*, ARRAY(SELECT changes FROM ${s}.series_state c WHERE c.run_id = series.run_id AND c.series_id = series.series_id ORDER BY seq) AS state_changes
+      FROM ${s}.series WHERE run_id = $1 AND series_id = $2`,
+    /** Rows a worker's page dropped for keys another worker claimed first: counted as duplicates, not written. */
+    uncountRefused: `UPDATE ${s}.series SET items_written = items_written - $3, duplicates = duplicates + $3 WHERE run_id = $1 AND series_id = $2`,
+    /** An end that came without a page (null next page: where the series' last page left it). */
+    endSeries: END_SERIES,
+    /** The same for a worker: a series another worker ended stays as that worker left it. */
+    endWorkerSeries: `${END_SERIES} WHERE series.status <> 'ended'`,
+    /** A run's summary: its series' totals, how they ended, why they failed. */
+    seriesTotals: `SELECT COALESCE(SUM(pages), 0)::float8 AS pages, COALESCE(SUM(items_served), 0)::float8 AS served, COALESCE(SUM(items_written), 0)::float8 AS written,
+      COALESCE(SUM(duplicates), 0)::float8 AS duplicates FROM ${s}.series WHERE run_id = $1`,
+    seriesEnds: `SELECT status, reason, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 GROUP BY status, reason`,
+    failedKinds: `SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended' AND reason = 'failed' GROUP BY kind`,
+    /** The journal after a sink's checkpoint, a batch at a time. */
+    journalAfter: `SELECT * FROM ${s}.pages WHERE pipeline = $1 AND seq > $2 ORDER BY seq LIMIT ${JOURNAL_BATCH}`,
+    /** Journal entries every sink holds. */
+    prune: `DELETE FROM ${s}.pages WHERE pipeline = $1 AND seq <= $2`,
+    /** A run's spend: what counted against its budget, the uncertain part, the part whose pages never committed. */
+    spendTotals: `SELECT COALESCE(SUM(credits), 0)::float8 AS spent, COALESCE(SUM(CASE WHEN uncertain THEN credits ELSE 0 END), 0)::float8 AS uncertain,
+      COALESCE(SUM(CASE WHEN uncommitted THEN credits ELSE 0 END), 0)::float8 AS uncommitted,
+      COUNT(*)::int AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0)::int AS retries FROM ${s}.spend WHERE run_id = $1`,
+    /** Requests by status, and credits by endpoint. */
+    spendByStatus: `SELECT status, COUNT(*)::int AS n FROM ${s}.spend WHERE run_id = $1 GROUP BY status`,
+    spendByPath: `SELECT path, SUM(credits)::float8 AS credits FROM ${s}.spend WHERE run_id = $1 AND credits > 0 GROUP BY path`,
+    /** Where a sink stood when a run began (so that an abandoned run's output can be taken back). */
+    recordSinkStart: `INSERT INTO ${s}.run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+    /** Where each sink stood when the run began. */
+    sinkStarts: `SELECT sink_id, start_seq, start_bytes FROM ${s}.run_sinks WHERE run_id = $1`,
+    /** Who holds the pipeline's lease, for another run's message. */
+    leaseHolder: `SELECT pid, host, acquired_at FROM ${s}.leases WHERE pipeline = $1`,
+    /** The lease's row (the lock is an advisory lock on the holder's own connection), taken and given back. */
+    takeLease: `INSERT INTO ${s}.leases (pipeline, holder, pid, host, acquired_at) VALUES ($1, $2, $3, $4, now())
+      ON CONFLICT (pipeline) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, host = excluded.host, acquired_at = excluded.acquired_at`,
+    giveLease: `DELETE FROM ${s}.leases WHERE pipeline = $1 AND holder = $2`,
+  } as const;
+}
