@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { dedupe, normalize, pipelineFromConfig, type RunContext, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
 import { exportReport } from '../src/analytics/index.ts';
 import { readInputFile } from '../src/input-file.ts';
-import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/store.ts';
+import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
 import { cli, envFor, ROOT } from './cli-helpers.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';

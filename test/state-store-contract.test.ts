@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
 import { sqliteStateStore } from '../src/state/sqlite/state-store.ts';
-import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/store.ts';
+import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { postgresStateStore } from '../src/state/postgres/store.ts';
 import { rejection } from './helpers.ts';

@@ -4,7 +4,7 @@ import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
-import { RESERVED_TABLES } from '../state/sqlite/store.ts';
+import { RESERVED_TABLES } from '../state/sqlite/schema.ts';
 import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, sqlType, sqlValue, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';

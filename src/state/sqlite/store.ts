@@ -1,34 +1,12 @@
 import type Database from 'better-sqlite3';
 import { OutputError } from '../../errors/output-error.ts';
-import { ValidationError } from '../../errors/validation-error.ts';
+import { migrate } from './schema.ts';
+import { stateStatements } from './statements.ts';
 import type { JournalEntry, JournalWrite, PageCommit, SharedTransaction, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
 import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
-
-/** Tables the state store owns; a results table may not take these names. */
-export const RESERVED_TABLES: ReadonlySet<string> = new Set([
-  'webdata_meta',
-  'runs',
-  'series',
-  'series_state',
-  'pages',
-  'spend',
-  'sink_checkpoints',
-  'run_sinks',
-  'dedupe_keys',
-  'sightings',
-  'lease',
-  'output_leases',
-  'output_claims',
-]);
-
-/**
- * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: spend
- * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`).
- */
-export const STATE_SCHEMA_VERSION = 3;
 
 /**
  * The run-state tables in SQLite (DESIGN §4): one database per pipeline, the SQLite sink's own when there is one, so
@@ -37,147 +15,8 @@ export const STATE_SCHEMA_VERSION = 3;
  * behind the asynchronous `StateStore` the runner knows; tests and tools that build a store by hand use them as is.
  */
 export function openStateStore(db: Database.Database) {
-  refuseNewerSchema(db);
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS runs (
-      run_id TEXT PRIMARY KEY,
-      pipeline TEXT NOT NULL,
-      status TEXT NOT NULL,
-      started_at TEXT NOT NULL,
-      finished_at TEXT,
-      fingerprint TEXT NOT NULL,
-      plan TEXT NOT NULL,
-      budget REAL,
-      summary TEXT,
-      error TEXT,
-      invocations INTEGER NOT NULL DEFAULT 1,
-      -- What else decides the run's money and rows (run/run-terms.ts), as JSON; null for runs of schema 2 and before.
-      terms TEXT
-    );
-    CREATE INDEX IF NOT EXISTS runs_pipeline ON runs (pipeline, started_at);
-    CREATE TABLE IF NOT EXISTS series (
-      run_id TEXT NOT NULL,
-      series_id TEXT NOT NULL,
-      endpoint TEXT NOT NULL,
-      query TEXT NOT NULL,
-      country TEXT NOT NULL,
-      lang TEXT NOT NULL,
-      status TEXT NOT NULL,
-      reason TEXT,
-      next_page INTEGER,
-      pages INTEGER NOT NULL DEFAULT 0,
-      items_served INTEGER NOT NULL DEFAULT 0,
-      items_written INTEGER NOT NULL DEFAULT 0,
-      duplicates INTEGER NOT NULL DEFAULT 0,
-      digest TEXT,
-      no_new INTEGER NOT NULL DEFAULT 0,
-      cursor TEXT,
-      state TEXT,
-      error TEXT,
-      -- The class of the failure (bad_request, rate_limited, server, …) when the series failed.
-      error_kind TEXT,
-      PRIMARY KEY (run_id, series_id)
-    );
-    -- What each page changed in its series' stage states since the series' snapshot (series.state), in journal order.
-    CREATE TABLE IF NOT EXISTS series_state (
-      run_id TEXT NOT NULL,
-      series_id TEXT NOT NULL,
-      seq INTEGER NOT NULL,
-      changes TEXT NOT NULL,
-      PRIMARY KEY (run_id, series_id, seq)
-    );
-    CREATE TABLE IF NOT EXISTS pages (
-      seq INTEGER PRIMARY KEY,
-      run_id TEXT NOT NULL,
-      page_key TEXT NOT NULL,
-      series_id TEXT NOT NULL,
-      number INTEGER NOT NULL,
-      meta TEXT NOT NULL,
-      output TEXT NOT NULL,
-      -- The items as served: kept only when the journal is kept (retention), as an archive of raw answers.
-      raw TEXT,
-      committed_at TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS pages_run ON pages (run_id, seq);
-    CREATE TABLE IF NOT EXISTS spend (
-      id INTEGER PRIMARY KEY,
-      run_id TEXT NOT NULL,
-      at TEXT NOT NULL,
-      series_id TEXT NOT NULL,
-      path TEXT NOT NULL,
-      attempt INTEGER NOT NULL,
-      status TEXT NOT NULL,
-      credits REAL NOT NULL,
-      uncertain INTEGER NOT NULL,
-      latency_ms REAL NOT NULL,
-      -- 1: a 2xx whose page was never committed (paid all the same; the page is fetched again on resume).
-      uncommitted INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE INDEX IF NOT EXISTS spend_run ON spend (run_id);
-    CREATE TABLE IF NOT EXISTS run_sinks (
-      run_id TEXT NOT NULL,
-      sink_id TEXT NOT NULL,
-      start_seq INTEGER NOT NULL,
-      start_bytes INTEGER,
-      PRIMARY KEY (run_id, sink_id)
-    );
-  `);
-  const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
-  // Each version so far only added tables or columns: an older file is brought up by the CREATEs above and the columns
-  // below, then marked, so that an older webdata-etl refuses it rather than resume without what it cannot read.
-  addColumn(db, 'spend', 'uncommitted', 'INTEGER NOT NULL DEFAULT 0');
-  addColumn(db, 'runs', 'terms', 'TEXT');
-  if (version === undefined) db.prepare(`INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`).run(String(STATE_SCHEMA_VERSION));
-  else if (Number(version) < STATE_SCHEMA_VERSION) db.prepare(`UPDATE webdata_meta SET value = ? WHERE key = 'state_schema'`).run(String(STATE_SCHEMA_VERSION));
-  db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`).run();
-
-  const statements = {
-    insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget, terms) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)`),
-    reopenRun: db.prepare(
-      `UPDATE runs SET status = 'running', finished_at = NULL, error = NULL, budget = ?, terms = coalesce(?, terms), invocations = invocations + 1 WHERE run_id = ?`,
-    ),
-    finishRun: db.prepare(`UPDATE runs SET status = ?, finished_at = ?, summary = ?, error = ? WHERE run_id = ?`),
-    // In the order runs were recorded, not by the clock that wrote `started_at` (a machine's, which may be behind).
-    latestRun: db.prepare(`SELECT * FROM runs WHERE pipeline = ? AND status <> 'abandoned' ORDER BY rowid DESC LIMIT 1`),
-    runsOf: db.prepare(`SELECT * FROM runs WHERE pipeline = ? ORDER BY rowid`),
-    nextSeq: db.prepare(`UPDATE webdata_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq' RETURNING CAST(value AS INTEGER) AS seq`).pluck(),
-    currentSeq: db.prepare(`SELECT CAST(value AS INTEGER) FROM webdata_meta WHERE key = 'seq'`).pluck(),
-    progress: db.prepare(`SELECT * FROM series WHERE run_id = ? AND series_id = ?`),
-    commitSeries: db.prepare(`
-      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
-      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, 1, @served, @written, @duplicates, @digest, @noNew, @cursor, @snapshot)
-      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, next_page = excluded.next_page,
-        pages = pages + 1, items_served = items_served + excluded.items_served, items_written = items_written + excluded.items_written,
-        duplicates = duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
-        state = CASE WHEN @isSnapshot THEN excluded.state ELSE series.state END, error = NULL`),
-    stateChanges: db.prepare(`SELECT changes FROM series_state WHERE run_id = ? AND series_id = ? ORDER BY seq`).pluck(),
-    addStateChanges: db.prepare(`INSERT INTO series_state (run_id, series_id, seq, changes) VALUES (?, ?, ?, ?)`),
-    dropStateChanges: db.prepare(`DELETE FROM series_state WHERE run_id = ? AND series_id = ?`),
-    dropRunStateChanges: db.prepare(`DELETE FROM series_state WHERE run_id = ?`),
-    endSeries: db.prepare(`
-      INSERT INTO series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
-      VALUES (@runId, @seriesId, @endpoint, @query, @country, @lang, @status, @reason, @nextPage, @error, @errorKind)
-      ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind,
-        next_page = COALESCE(excluded.next_page, series.next_page)`),
-    seriesTotals: db.prepare(`
-      SELECT COALESCE(SUM(pages), 0) AS pages, COALESCE(SUM(items_served), 0) AS served, COALESCE(SUM(items_written), 0) AS written,
-             COALESCE(SUM(duplicates), 0) AS duplicates FROM series WHERE run_id = ?`),
-    seriesEnds: db.prepare(`SELECT status, reason, COUNT(*) AS n FROM series WHERE run_id = ? GROUP BY status, reason`),
-    failedKinds: db.prepare(`SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*) AS n FROM series WHERE run_id = ? AND status = 'ended' AND reason = 'failed' GROUP BY kind`),
-    insertPage: db.prepare(`INSERT INTO pages (seq, run_id, page_key, series_id, number, meta, output, raw, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    journalAfter: db.prepare(`SELECT * FROM pages WHERE seq > ? ORDER BY seq LIMIT 256`),
-    prune: db.prepare(`DELETE FROM pages WHERE seq <= ?`),
-    dropRunPages: db.prepare(`DELETE FROM pages WHERE run_id = ?`),
-    dropRunSeries: db.prepare(`DELETE FROM series WHERE run_id = ?`),
-    markAbandoned: db.prepare(`UPDATE runs SET status = 'abandoned', finished_at = ? WHERE run_id = ?`),
-    insertSpend: db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COALESCE(SUM(CASE WHEN uncommitted = 1 THEN credits ELSE 0 END), 0) AS uncommitted, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
-    spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
-    spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
-    runSinkStart: db.prepare(`INSERT OR IGNORE INTO run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES (?, ?, ?, ?)`),
-    runSinks: db.prepare(`SELECT sink_id, start_seq, start_bytes FROM run_sinks WHERE run_id = ?`),
-  };
+  migrate(db);
+  const statements = stateStatements(db);
 
   const checkpoints = sinkCheckpoints(db);
   const dedupe = dedupeTables(db);
@@ -304,41 +143,3 @@ export function openStateStore(db: Database.Database) {
 }
 
 export type SqliteStateTables = ReturnType<typeof openStateStore>;
-
-
-/**
- * A store of a newer webdata-etl, or another program's database with tables of our names, is refused before anything
- * in it changes (this one would create its own tables in it).
- */
-function refuseNewerSchema(db: Database.Database): void {
-  const hasMeta = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'webdata_meta'`).get() !== undefined;
-  if (!hasMeta) {
-    // Tables of our names in a database we never wrote are another program's: reading its "runs" as ours would
-    // resume nonsense, writing ours into it would corrupt its data.
-    const names = ['runs', 'series', 'pages', 'spend', 'run_sinks'];
-    const foreign = db.prepare(`SELECT name FROM sqlite_master WHERE name IN (${names.map(() => '?').join(', ')}) ORDER BY name`).pluck().all(...names) as string[];
-    if (foreign.length > 0) {
-      throw new ValidationError('Invalid state store', [
-        {
-          path: 'state.path',
-          message: `${db.name} holds ${foreign.join(', ')} of another program (it has no webdata_meta table, so webdata-etl never wrote it): give the pipeline another state file (state.path, or the SQLite sink's path)`,
-        },
-      ]);
-    }
-  }
-  const version = hasMeta ? (db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined) : undefined;
-  if (version !== undefined && Number(version) > STATE_SCHEMA_VERSION) {
-    throw new ValidationError('Invalid state store', [
-      {
-        path: 'state.path',
-        message: `${db.name} holds state written by a newer webdata-etl (state schema ${version}; this one knows ${STATE_SCHEMA_VERSION}): upgrade webdata-etl, or give the pipeline another state file`,
-      },
-    ]);
-  }
-}
-
-/** Adds a column an older file's table lacks (its name and declaration are ours, never a user's). */
-function addColumn(db: Database.Database, table: string, column: string, declaration: string): void {
-  const columns = db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(table) as string[];
-  if (!columns.includes(column)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${declaration}`);
-}
