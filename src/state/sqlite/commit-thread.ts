@@ -17,11 +17,11 @@ export interface CommitReply {
 }
 
 /**
- * Page transactions of a SQLite state store on a thread of their own (DESIGN §4), so that the run's thread goes on
- * with the next pages — answers parsed, stages run — while SQLite writes the last one (and CSV files get its text):
- * with two cores, neither waits for the other. The thread has its own connection to the file (WAL: the run's
- * connection reads what it commits, and its other writes wait their turn); pages commit in the order given, each
- * whole, and those that wait there while a transaction is written share the next one.
+ * Page transactions of a SQLite state store on a thread of their own (docs/design.md#one-transaction-per-page), so that
+ * the run's thread goes on with the next pages — answers parsed, stages run — while SQLite writes the last one (and CSV
+ * files get its text): with two cores, neither waits for the other. The thread has its own connection to the file (WAL:
+ * the run's connection reads what it commits, and its other writes wait their turn); pages commit in the order given,
+ * each whole, and those that wait there while a transaction is written share the next one.
  */
 export function commitThread(path: string) {
   // Its heap holds the pages committing (up to 8) and the CSV text it renders, garbage once written. Its young
