@@ -19,8 +19,8 @@ export { statePath } from './outputs.ts';
 
 /**
  * Pages committing at once, in order. On the commit thread, pages that wait there commit together in one transaction,
- * so a wider window saves COMMITs: (e) measured 0.71–0.73 of the raw insert at 2, 0.77 at 8. (Permits still bound the
- * pages paid for and not committed to the concurrency.)
+ * so a wider window saves COMMITs (measured: docs/benchmarks.md#figures-the-code-cites). (Permits still bound the pages
+ * paid for and not committed to the concurrency.)
  */
 const COMMIT_WINDOW = 8;
 
