@@ -1,5 +1,5 @@
-// The outcome table (DESIGN §2) as the scheduler applies it: each class of failure, with the request's and the run's
-// counters, leads to one step. No server, no clock: the policy is a function.
+// The outcome table (docs/design.md#the-contract-and-what-was-decided) as the scheduler applies it: each class of
+// failure, with the request's and the run's counters, leads to one step. No server, no clock: the policy is a function.
 import { describe, expect, it } from 'vitest';
 import { statusError } from '../src/client/status-error.ts';
 import { AbortedError, NetworkError, TimeoutError } from '../src/errors/transport-errors.ts';

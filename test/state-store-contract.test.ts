@@ -13,8 +13,8 @@ import { rejection } from './helpers.ts';
 import { postgresAvailable, testDatabase } from './pg.ts';
 
 /**
- * What every state store must do, whatever holds it (DESIGN §4, §9): the runner relies on these and nothing else.
- * Each implementation joins the list below and passes the same cases.
+ * What every state store must do, whatever holds it (docs/design.md#the-state-store): the runner relies on these and
+ * nothing else. Each implementation joins the list below and passes the same cases.
  */
 interface StoreUnderTest {
   store: StateStore;

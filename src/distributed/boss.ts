@@ -13,7 +13,8 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
   // Looked up first, as for the state schema: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS,
   // and a role given a schema an administrator made needs no more.
   const exists = (await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
-  // Loaded here, not at import: only a distributed run needs it (27 MB of a process's memory).
+  // Loaded here, not at import: only a distributed run needs it, and it weighs on any process that loads it
+  // (docs/benchmarks.md#figures-the-code-cites).
   const { PgBoss: Boss } = await import('pg-boss');
   const boss = new Boss({
     db: adapter(pool),

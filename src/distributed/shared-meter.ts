@@ -28,10 +28,10 @@ export class WorkerExpiredError extends Error {
 const SETTLE_POLL_MS = 200;
 
 /**
- * A credit meter for the scheduler's `meter` option (DESIGN §9) whose budget every worker of a run takes from one
- * row of `run_limits`: a reservation is one conditional UPDATE, so no interleaving of any number of workers passes
- * the budget. Each worker's own reservations are also kept on its `workers` row, so that those of a worker that died
- * can be counted as (uncertain) spend by `expireDeadWorkers`, and never handed out again.
+ * A credit meter for the scheduler's `meter` option (docs/design.md#past-one-machine) whose budget every worker of a
+ * run takes from one row of `run_limits`: a reservation is one conditional UPDATE, so no interleaving of any number of
+ * workers passes the budget. Each worker's own reservations are also kept on its `workers` row, so that those of a
+ * worker that died can be counted as (uncertain) spend by `expireDeadWorkers`, and never handed out again.
  */
 export function sharedMeter(pool: Pool, schema: string, runId: string, workerId: string, options: SharedMeterOptions = {}): SharedMeter {
   return new SharedCreditMeter(pool, meterStatements(quoteIdentifier(schema)), runId, workerId, options);

@@ -15,10 +15,10 @@ export interface SharedPacerOptions {
 }
 
 /**
- * A pacer factory for the scheduler's `pacer` option (DESIGN §9) whose slots every worker of a run takes from one
- * row of `run_limits`: one rate limit however many machines share it. The row's `next_at` is the theoretical arrival
- * time of the next free slot, advanced with the database's clock, so that workers with skewed clocks still space
- * their requests on one time line; each worker then waits out its slot by its own clock.
+ * A pacer factory for the scheduler's `pacer` option (docs/design.md#past-one-machine) whose slots every worker of a
+ * run takes from one row of `run_limits`: one rate limit however many machines share it. The row's `next_at` is the
+ * theoretical arrival time of the next free slot, advanced with the database's clock, so that workers with skewed
+ * clocks still space their requests on one time line; each worker then waits out its slot by its own clock.
  */
 export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): SharedPacerFactory {
   const statements = pacerStatements(quoteIdentifier(schema));

@@ -18,8 +18,8 @@ export function postgresTimeouts(env: Readonly<Record<string, string | undefined
 }
 
 /**
- * The pg driver, loaded on first use: a run with no PostgreSQL in it does not carry it (about 10 MB of a process's
- * memory, with pg-boss's 27 more loaded only by a distributed run).
+ * The pg driver, loaded on first use: a run with no PostgreSQL in it does not carry it, nor pg-boss, which only a
+ * distributed run loads (what each weighs: docs/benchmarks.md#figures-the-code-cites).
  */
 export function pgDriver(): typeof pg {
   driver ??= createRequire(import.meta.url)('pg') as typeof pg;

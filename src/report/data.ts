@@ -110,8 +110,9 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
 
   const rankings = viewName(table, 'rankings');
   if (await reader.exists(rankings)) {
-    // Counted by the database: one row, however many ranks (reading each took 367 MB for a million). A rank that is
-    // not a number (text in a tampered SQLite file) sorts above every number, so it falls in no band, as before.
+    // Counted by the database: one row, however many ranks (reading each grows with them:
+    // docs/benchmarks.md#figures-the-code-cites). A rank that is not a number (text in a tampered SQLite file) sorts
+    // above every number, so it falls in no band, as before.
     const bands = RANK_BANDS.map(([, from, to], i) => `${d.int(`COUNT(CASE WHEN rank BETWEEN ${from} AND ${to} THEN 1 END)`)} AS band${i}`);
     const counts = (await reader.all(`SELECT ${bands.join(', ')} FROM ${reader.name(rankings)} ${all.sql}`, all.params))[0] ?? {};
     data.rankBuckets = RANK_BANDS.map(([label], i) => ({ label, value: Math.max(0, finite(counts[`band${i}`]) ?? 0) }));

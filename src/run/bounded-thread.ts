@@ -2,12 +2,12 @@ import { Worker } from 'node:worker_threads';
 import { UsageError } from '../errors/usage-error.ts';
 
 /**
- * A run's own thread, with a heap of its own size. Why: on the main thread V8 sizes the heap from the machine's
- * memory (a young generation that grows to 128 MB, an old generation allowed gigabytes, which it then fills lazily),
- * and only process flags bound it — which `node pipelines/x.ts` and a host program never pass. A worker thread's
- * `resourceLimits` bound the same heap from inside the program: 1 M items peaked at 229 MB in a worker against 466 MB
- * on the main thread, at the same speed (docs/benchmarks.md, "Memory"). A young generation of 8 MB rather than 16:
- * 10–15 MB less at the peak, at the same speed (4 MB: 3 MB less again, 2 s slower of 43).
+ * A run's own thread, with a heap of its own size. Why: on the main thread V8 sizes the heap from the machine's memory
+ * (a young generation that grows to 128 MB, an old generation allowed gigabytes, which it then fills lazily), and only
+ * process flags bound it — which `node pipelines/x.ts` and a host program never pass. A worker thread's
+ * `resourceLimits` bound the same heap from inside the program: about half the peak on the main thread, at the same
+ * speed; a young generation of 8 MB rather than 16 lowers it again, at the same speed
+ * (docs/benchmarks.md#figures-the-code-cites).
  */
 const YOUNG_GENERATION_MB = 8;
 const DEFAULT_HEAP_MB = 1024;

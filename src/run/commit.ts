@@ -33,12 +33,12 @@ export function commitsOnThread(store: StateStore, sinks: readonly Sink<unknown>
 type CommitResult = { new: number; end?: SeriesEndReason; lost?: true };
 
 /**
- * Exactly once, page by page (DESIGN §4). A page that came out of the stages commits in one transaction of the
- * state store: its series' progress and stage state, the spend of its request, its journal entry, and the rows of
- * every SQLite sink in the same file (on the commit thread, pages waiting there share one transaction, each still
- * whole). Pages commit in the order they came. Sinks elsewhere then take the committed page and record that they hold
- * it. After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or
- * sending a request.
+ * Exactly once, page by page (docs/design.md#exactly-once). A page that came out of the stages commits in one
+ * transaction of the state store: its series' progress and stage state, the spend of its request, its journal entry,
+ * and the rows of every SQLite sink in the same file (on the commit thread, pages waiting there share one transaction,
+ * each still whole). Pages commit in the order they came. Sinks elsewhere then take the committed page and record that
+ * they hold it. After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running
+ * stages or sending a request.
  */
 export function createCommitter({ store, runId, sinks, states, keepJournal, keys, claimKeys, thread }: CommitterOptions) {
   // Sinks on the state store's own database commit inside the page's transaction, and so do file sinks, whose

@@ -19,10 +19,10 @@ export type Decision =
   | { mode: 'resume'; run: RunRecord; retryFailed: boolean; budget: Budget | null };
 
 /**
- * What this invocation does (DESIGN §4): an interrupted run resumes by default; a finished run makes the next
- * invocation a new run; `resume` continues a finished run stopped by its budget (with a new cap) or retries its
- * failed series; `fresh` abandons an unfinished run. Resuming a different plan, or other terms that decide what is
- * paid and where rows go (`checkResumeTerms`), is refused.
+ * What this invocation does (docs/design.md#runs-and-their-lifecycle): an interrupted run resumes by default; a
+ * finished run makes the next invocation a new run; `resume` continues a finished run stopped by its budget (with a new
+ * cap) or retries its failed series; `fresh` abandons an unfinished run. Resuming a different plan, or other terms that
+ * decide what is paid and where rows go (`checkResumeTerms`), is refused.
  */
 export function decide(
   latest: RunRecord | undefined,

@@ -39,16 +39,18 @@ export interface OpenedRun {
 }
 
 /**
- * The first phase of a run (DESIGN §4): the state store and its lease, what this invocation does (a new run, a
- * resume, `fresh`), the sinks opened (and an abandoned run's rows taken back out of them), and the run recorded.
+ * The first phase of a run (docs/design.md#the-phases-of-a-run): the state store and its lease, what this invocation
+ * does (a new run, a resume, `fresh`), the sinks opened (and an abandoned run's rows taken back out of them), and the
+ * run recorded.
  */
 export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: LifecycleOptions & { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>, held: Held): Promise<OpenedRun> {
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
   checkTagColumns(plan.tagColumns);
   const store = await openStore(pipeline, options, databases);
-  // A run whose state and outputs are all in one PostgreSQL database is a distributed run: every process started on
-  // it is a worker. The planning lock stands in for the lease while this process decides and plans (DESIGN §9).
+  // A run whose state and outputs are all in one PostgreSQL database is a distributed run: every process started on it
+  // is a worker. The planning lock stands in for the lease while this process decides and plans
+  // (docs/design.md#past-one-machine).
   const shared = distributable(store, pipeline);
   held.lease = shared ? await planningLock(shared, pipeline.name) : await store.lease(pipeline.name);
   const planPrint = fingerprint(plan.fingerprint);
@@ -138,8 +140,9 @@ export function dedupesAcrossSeries(pipeline: Pipeline): boolean {
 }
 
 /**
- * The state store, where the pipeline says: a PostgreSQL database (`stateDatabase`), else a SQLite file (DESIGN §4:
- * the first SQLite sink's file by default) with the spend view beside it. The one place the runner chooses.
+ * The state store, where the pipeline says: a PostgreSQL database (`stateDatabase`), else a SQLite file (the first
+ * SQLite sink's file by default: docs/design.md#the-state-store) with the spend view beside it. The one place the
+ * runner chooses.
  */
 async function openStore(pipeline: Pipeline, options: { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
   const target = stateDatabase(pipeline, options.stateUrl);

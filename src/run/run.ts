@@ -19,16 +19,16 @@ export { statePath } from './outputs.ts';
 
 /**
  * Pages committing at once, in order. On the commit thread, pages that wait there commit together in one transaction,
- * so a wider window saves COMMITs: (e) measured 0.71–0.73 of the raw insert at 2, 0.77 at 8. (Permits still bound the
- * pages paid for and not committed to the concurrency.)
+ * so a wider window saves COMMITs (measured: docs/benchmarks.md#figures-the-code-cites). (Permits still bound the pages
+ * paid for and not committed to the concurrency.)
  */
 const COMMIT_WINDOW = 8;
 
 /**
- * Runs a pipeline: plan → scheduler → stages → sinks, one page at a time through the stages, each page committed
- * once and delivered once to every sink. An interrupted run of the same pipeline is resumed where it stopped.
- * Resolves to the run's summary, which is also stored in the `runs` table. The phases, in the order of DESIGN §4:
- * open (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close.
+ * Runs a pipeline: plan → scheduler → stages → sinks, one page at a time through the stages, each page committed once
+ * and delivered once to every sink. An interrupted run of the same pipeline is resumed where it stopped. Resolves to
+ * the run's summary, which is also stored in the `runs` table. The phases (docs/design.md#the-phases-of-a-run): open
+ * (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close.
  */
 export async function run(definition: PipelineDefinition | Pipeline | URL, options: RunOptions = {}): Promise<RunSummary> {
   // A module's URL: the pipeline runs on a thread of its own, with a bounded heap (run-module.ts).
@@ -47,7 +47,8 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     const { store, runId, decision, previous } = opened;
     // The budget caps the run across all its invocations (and, distributed, all its workers).
     const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
-    // A distributed run: this process becomes one of its workers (DESIGN §9); the planning lock is let go then.
+    // A distributed run: this process becomes one of its workers (docs/design.md#past-one-machine); the planning lock
+    // is let go then.
     const worker = await joinAsWorker(pipeline, plan, opened, decision, spentBefore, held);
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.

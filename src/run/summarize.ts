@@ -23,7 +23,7 @@ export interface RunFacts {
 
 /**
  * The summary of a run across all its invocations, from the state store (series, spend ledger), with the status
- * by the precedence of DESIGN §4.
+ * by the precedence of docs/design.md#run-status.
  */
 export async function summarize(facts: RunFacts): Promise<RunSummary> {
   const { store, runId, stop } = facts;

@@ -13,7 +13,7 @@ export type Disposition =
   | { action: 'aborted' };
 
 /**
- * The one table of outcomes (DESIGN §2):
+ * The one table of outcomes (docs/design.md#the-contract-and-what-was-decided):
  *
  * | failure                                   | action                                            |
  * |-------------------------------------------|---------------------------------------------------|

@@ -53,9 +53,9 @@ export const schedulerOptionsSchema = z.strictObject({
   /** Source of jitter, in [0, 1). */
   random: z.custom<() => number>((v) => typeof v === 'function').optional(),
   /**
-   * The seams for a limit shared beyond this process (DESIGN §9): a credit meter of your own (reserve, commit,
-   * release), which then owns the budget, weights and earlier spend; and a pacer factory (acquire a slot at a rate).
-   * Default: in-process ones.
+   * The seams for a limit shared beyond this process (docs/design.md#the-run-host): a credit meter of your own
+   * (reserve, commit, release), which then owns the budget, weights and earlier spend; and a pacer factory (acquire a
+   * slot at a rate). Default: in-process ones.
    */
   meter: z.custom<CreditMeter>((v) => typeof v === 'object' && v !== null && 'reserve' in v && 'commit' in v && 'release' in v).optional(),
   pacer: z.custom<(requestsPerSecond: number, clock: Clock) => Pacer>((v) => typeof v === 'function').optional(),

@@ -41,7 +41,8 @@ export interface RateControllerOptions {
 const SAMPLE_LIMIT = 256;
 /**
  * Probes past the learned limit: 15 s after reaching it, then half as often after each that failed (a limit rarely
- * rises; each failed probe is a 429), at most every 2 minutes. Every 5 s cost a 429 every 15–20 s for good.
+ * rises; each failed probe is a 429), at most every 2 minutes. Probing more often cost 429s for good
+ * (docs/benchmarks.md#figures-the-code-cites).
  */
 const PROBE_EVERY_MS = { first: 15_000, max: 120_000 };
 

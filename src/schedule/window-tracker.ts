@@ -9,7 +9,8 @@ const UNREFILLED_ANSWERS = 8;
 const REFILL_EVIDENCE = 3;
 
 /**
- * Tells a fixed window from a token bucket by how `remaining` moves, and where the window ends (DESIGN §2, Limits).
+ * Tells a fixed window from a token bucket by how `remaining` moves, and where the window ends
+ * (docs/design.md#the-contract-and-what-was-decided, Limits).
  *
  * A fixed window only counts down (one per request) and then jumps back to its limit at the window's end, when its
  * reset starts again from the whole window. A bucket refills as time passes: `remaining` creeps up between answers

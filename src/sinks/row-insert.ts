@@ -16,7 +16,8 @@ export interface RowInsert {
 
 /**
  * Rows per statement: one statement of 16 rows does the work of 16 with a sixteenth of the calls (each call binds,
- * steps and resets a statement), about 5–10 % of a page's insert; more rows per statement measured no better.
+ * steps and resets a statement); more rows per statement measured no better
+ * (docs/benchmarks.md#figures-the-code-cites).
  */
 const ROWS_PER_STATEMENT = 16;
 

@@ -123,8 +123,9 @@ export async function* fetchAll(
 }
 
 /**
- * Pages one series in order until a stop rule of DESIGN §3 (`STOP_RULES`, then `no_new`), the budget, a failure or
- * the run's stop. Each request goes through the scheduler under a page permit; the paginator says what it sends.
+ * Pages one series in order until a stop rule (`STOP_RULES`, then `no_new`: docs/design.md#pagination-and-stop-rules),
+ * the budget, a failure or the run's stop. Each request goes through the scheduler under a page permit; the paginator
+ * says what it sends.
  */
 export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
   const { series, ctx, push, paginator, limits, stopAfterNoNew } = options;

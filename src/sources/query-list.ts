@@ -19,11 +19,10 @@ export interface QueryList {
 }
 
 /**
- * Limits of a query list, each far past any real one and each refused before anything is sent. The file is read
- * whole into memory, and so is the list: planning a million queries takes about 450 MB, ten million 2.5 GB, and at
- * 16.7 million a JavaScript Set can hold no more (a 256 MB file of short lines crashed so, with exit 1). Each tag
- * column becomes a column of every output (SQLite takes 2,000 at most); each tag value is copied into every row of
- * its series.
+ * Limits of a query list, each far past any real one and each refused before anything is sent. The file is read whole
+ * into memory, and so is the list, whose planning grows with it (docs/benchmarks.md#figures-the-code-cites); a
+ * JavaScript Set holds no more than 16.7 million entries. Each tag column becomes a column of every output (SQLite
+ * takes 2,000 at most); each tag value is copied into every row of its series.
  */
 export const QUERY_LIST_LIMITS = { maxBytes: 256 * 1024 * 1024, maxQueries: 1_000_000, maxTagColumns: MAX_TAG_COLUMNS, maxTagCharacters: MAX_QUERY_CHARACTERS };
 

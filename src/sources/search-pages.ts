@@ -55,7 +55,7 @@ export type SearchPagesOptions = z.input<typeof searchPagesOptionsSchema>;
 
 /**
  * The search source: queries × countries × langs, each series paged in order from `firstPage` until the first stop
- * rule of DESIGN §3. Parameters are validated here, before any request.
+ * rule (docs/design.md#pagination-and-stop-rules). Parameters are validated here, before any request.
  */
 export function searchPages(options: SearchPagesOptions): Source & { readonly dropped: { blank: number; duplicate: number } } {
   const config = ValidationError.parse(searchPagesOptionsSchema, options, 'Invalid search source', 'search');

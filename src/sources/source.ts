@@ -5,8 +5,8 @@ import type { Scheduler } from '../schedule/scheduler.ts';
 import type { StopReason } from '../schedule/classify.ts';
 
 /**
- * Why a series ended. The first six are its own stop rules (DESIGN §3), the series is complete: `end` is a
- * cursor-paged endpoint saying there is no next page.
+ * Why a series ended. The first six are its own stop rules (docs/design.md#pagination-and-stop-rules), the series is
+ * complete: `end` is a cursor-paged endpoint saying there is no next page.
  */
 export type SeriesEndReason = 'empty' | 'short' | 'max_pages' | 'repeat' | 'no_new' | 'end' | 'budget' | 'failed' | 'forbidden';
 export const COMPLETE_REASONS: ReadonlySet<SeriesEndReason> = new Set(['empty', 'short', 'max_pages', 'repeat', 'no_new', 'end']);

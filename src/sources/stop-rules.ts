@@ -26,9 +26,9 @@ export interface StopRule {
 }
 
 /**
- * The rules of DESIGN §3 that need only the page as served, in the order they are asked: the first that holds ends
- * the series with this page, and its name is the end's reason (an empty last page is `empty`, not `max_pages`).
- * `no_new` needs the page after the stages, so it is decided where the page is committed.
+ * The stop rules (docs/design.md#pagination-and-stop-rules) that need only the page as served, in the order they are
+ * asked: the first that holds ends the series with this page, and its name is the end's reason (an empty last page is
+ * `empty`, not `max_pages`). `no_new` needs the page after the stages, so it is decided where the page is committed.
  */
 export const STOP_RULES: readonly StopRule[] = [
   { name: 'empty', when: (page) => page.items === 0 },

@@ -29,8 +29,8 @@ interface RankState {
 }
 
 /**
- * Maps each served item to the normalized row of DESIGN §5. Nothing is dropped: a missing title is `null`;
- * text is NFC-normalized and trimmed; `raw` keeps the item as received.
+ * Maps each served item to the normalized row (docs/design.md#the-normalized-item). Nothing is dropped: a missing title
+ * is `null`; text is NFC-normalized and trimmed; `raw` keeps the item as received.
  */
 export function normalize(options: { aliases?: Partial<FieldAliases> } = {}): Stage<Item, NormalizedItem> {
   const aliases = { ...DEFAULT_ALIASES, ...options.aliases };

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
 /**
- * The normalized search item (DESIGN §5): one row per item served, in SQLite and CSV. The schema is the single
- * definition of the columns: their names, order and nullability.
+ * The normalized search item (docs/design.md#the-normalized-item): one row per item served, in SQLite and CSV. The
+ * schema is the single definition of the columns: their names, order and nullability.
  */
 export const normalizedItemSchema = z.object({
   run_id: z.string(),

@@ -1,6 +1,7 @@
 /**
- * What a run needs of the place its state lives (DESIGN §4, §9): the seams behind which SQLite is the default and
- * PostgreSQL the second implementation. The runner, the committer and the sinks know these interfaces, not a driver.
+ * What a run needs of the place its state lives (docs/design.md#the-state-store): the seams behind which SQLite is the
+ * default and PostgreSQL the second implementation. The runner, the committer and the sinks know these interfaces, not
+ * a driver.
  *
  * Every call is asynchronous, as a network store needs; a page commits in one call (`commitPage`) that carries all it
  * writes as data, so that any store can write it in one transaction. SQLite answers at once (better-sqlite3 is
@@ -191,7 +192,7 @@ export interface SeriesEndRecord {
 /** A journal entry as written: meta and items as JSON text. */
 export type JournalWrite = Omit<JournalEntry, 'meta' | 'output'> & { meta: string; output: string; raw: string | null };
 
-/** Everything a page commit writes, in one transaction of the state store (DESIGN §4). */
+/** Everything a page commit writes, in one transaction of the state store (docs/design.md#one-transaction-per-page). */
 export interface PageCommit {
   runId: string;
   /** The journal sequence number the page takes: the commit is refused if another writer took it first. */

@@ -41,7 +41,7 @@ const m_fixedWindowHeaders = await scenarioFixedWindow('ietf', windowMs);
 const m_fixedWindowRetryAfter = await scenarioFixedWindow('none', windowMs);
 const c_simulator = await scenarioServerErrors();
 const d_simulator = await scenarioBudget();
-// 200 queries × 5 pages × 100 items (quick: 40 queries).
+// 600 queries × 5 pages × 100 items (quick: 40 queries).
 const throughputQueries = quick ? 40 : 600;
 const e_sinks = await scenarioSinks(throughputQueries);
 const f_measured = await scenarioEndToEnd(throughputQueries);

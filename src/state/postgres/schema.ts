@@ -102,8 +102,8 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
     CREATE INDEX sightings_run ON ${s}.sightings (run_id);
     CREATE TABLE ${s}.leases (pipeline text PRIMARY KEY, holder text NOT NULL, pid integer NOT NULL, host text NOT NULL, acquired_at timestamptz NOT NULL);
   `,
-  // 2: distributed runs (DESIGN §9) — the workers of a run, and the rate and budget they share. Times are the
-  // database's (clock_timestamp()), so that machines with skewed clocks pace to one clock.
+  // 2: distributed runs (docs/design.md#past-one-machine) — the workers of a run, and the rate and budget they share.
+  // Times are the database's (clock_timestamp()), so that machines with skewed clocks pace to one clock.
   (s) => `
     CREATE TABLE ${s}.workers (
       run_id text NOT NULL,

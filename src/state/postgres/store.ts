@@ -38,10 +38,10 @@ export interface WorkerClaims {
 
 
 /**
- * The run-state store in PostgreSQL (DESIGN §9), the same tables as SQLite's under one schema (default `webdata`),
- * created and migrated here. Unlike a SQLite file, one schema serves many pipelines: everything a run writes carries
- * its pipeline, and the lease is one pipeline's. A page commits as one statement, with the rows of PostgreSQL sinks
- * on the same database added to it (`commitPage`'s `within`).
+ * The run-state store in PostgreSQL (docs/design.md#the-state-store), the same tables as SQLite's under one schema
+ * (default `webdata`), created and migrated here. Unlike a SQLite file, one schema serves many pipelines: everything a
+ * run writes carries its pipeline, and the lease is one pipeline's. A page commits as one statement, with the rows of
+ * PostgreSQL sinks on the same database added to it (`commitPage`'s `within`).
  */
 export async function postgresStateStore(pool: Pool, target: PostgresTarget, options: { schema: string; pipeline: string }): Promise<PostgresStateStore> {
   const { schema, pipeline } = options;

@@ -17,17 +17,17 @@ export interface CommitReply {
 }
 
 /**
- * Page transactions of a SQLite state store on a thread of their own (DESIGN §4), so that the run's thread goes on
- * with the next pages — answers parsed, stages run — while SQLite writes the last one (and CSV files get its text):
- * with two cores, neither waits for the other. The thread has its own connection to the file (WAL: the run's
- * connection reads what it commits, and its other writes wait their turn); pages commit in the order given, each
- * whole, and those that wait there while a transaction is written share the next one.
+ * Page transactions of a SQLite state store on a thread of their own (docs/design.md#one-transaction-per-page), so that
+ * the run's thread goes on with the next pages — answers parsed, stages run — while SQLite writes the last one (and CSV
+ * files get its text): with two cores, neither waits for the other. The thread has its own connection to the file (WAL:
+ * the run's connection reads what it commits, and its other writes wait their turn); pages commit in the order given,
+ * each whole, and those that wait there while a transaction is written share the next one.
  */
 export function commitThread(path: string) {
   // Its heap holds the pages committing (up to 8) and the CSV text it renders, garbage once written. Its young
-  // generation trades the CSV path's speed for memory: 1 MB collected so often that CSV ran at 0.30 of csv-stringify;
-  // 6 MB gives 0.38–0.42 with 5 M items peaking at 242–247 MB from the command line; 8 MB 0.49 but 248–251, past the
-  // 250 MB aim. The old generation may grow as the run's own (pages of large answers).
+  // generation trades the CSV path's speed for memory: a smaller one collects so often that CSV slows down, a larger
+  // one takes a run of 5 M items past the 250 MB aim; 6 MB is where the measurements put it
+  // (docs/benchmarks.md#figures-the-code-cites). The old generation may grow as the run's own (pages of large answers).
   const heapMb = heapLimitMb();
   const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
     workerData: { path, crashes: crashCount() },

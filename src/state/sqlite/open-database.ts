@@ -11,7 +11,7 @@ export function openDatabase(file: string): Database.Database {
   const db = new Database(file);
   try {
     db.pragma('journal_mode = WAL');
-    // WAL with synchronous=NORMAL survives a killed process; power loss is out of scope (DESIGN §4).
+    // WAL with synchronous=NORMAL survives a killed process; power loss is out of scope (docs/design.md#crash-scope).
     db.pragma('synchronous = NORMAL');
     db.pragma('busy_timeout = 5000');
     // Checkpoint the WAL every ~40 MB rather than every 4 MB: a checkpoint syncs the files, and at thousands

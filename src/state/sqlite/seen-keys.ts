@@ -3,9 +3,9 @@ import { type DedupeWrites, type SeenKeyStore, UNFINISHED_SQL } from '../interfa
 import { pendingKeys } from '../pending-keys.ts';
 
 /**
- * Dedupe state for the scopes `query` and `global` and for `persistent` dedupe, in an indexed table of the state
- * store rather than in memory (DESIGN §4: 10 M keys take about 125 MB on disk, where a JS Set of URL strings would
- * take ~1.9 GB of heap).
+ * Dedupe state for the scopes `query` and `global` and for `persistent` dedupe, in an indexed table of the state store
+ * rather than in memory, so that a run's memory does not grow with the keys it has seen (docs/design.md#dedupe-state;
+ * what 10 M keys cost: docs/benchmarks.md#figures-the-code-cites).
  */
 export function dedupeTables(db: Database.Database) {
   db.exec(`

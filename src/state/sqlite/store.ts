@@ -9,10 +9,11 @@ import { dedupeTables } from './seen-keys.ts';
 import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 
 /**
- * The run-state tables in SQLite (DESIGN §4): one database per pipeline, the SQLite sink's own when there is one, so
- * that a page's rows and its state commit in one transaction. They hold runs, series progress and stage state, the
- * page journal, the spend ledger and the lease. Synchronous, as better-sqlite3 is: `sqliteStateStore` puts them
- * behind the asynchronous `StateStore` the runner knows; tests and tools that build a store by hand use them as is.
+ * The run-state tables in SQLite (docs/design.md#the-state-store): one database per pipeline, the SQLite sink's own
+ * when there is one, so that a page's rows and its state commit in one transaction. They hold runs, series progress and
+ * stage state, the page journal, the spend ledger and the lease. Synchronous, as better-sqlite3 is: `sqliteStateStore`
+ * puts them behind the asynchronous `StateStore` the runner knows; tests and tools that build a store by hand use them
+ * as is.
  */
 export function openStateStore(db: Database.Database) {
   migrate(db);
