@@ -6,9 +6,8 @@ import { decidePause } from './pause-rule.ts';
 import { readRateLimitHeaders } from './rate-limit-headers.ts';
 import { createRateController } from './rate-controller.ts';
 import { windowTracker } from './window-tracker.ts';
-import type { SchedulerEvent, StopInfo } from './scheduler.ts';
+import type { ResponseHeaders, SchedulerEvent, StopInfo } from './types.ts';
 
-type Headers = Record<string, string | string[] | undefined>;
 type AdaptReason = Extract<SchedulerEvent, { type: 'adapt' }>['reason'];
 type PauseReason = Extract<SchedulerEvent, { type: 'pause' }>['reason'];
 
@@ -38,7 +37,7 @@ export interface Throttle {
    * Proactive pacing from a response's rate-limit headers: slow down (or wait for the reset) before the server says
    * 429. Returns the run's stop when the headers ask for a wait that is a quota's.
    */
-  heed(headers: Headers | undefined, inFlight: number): StopInfo | undefined;
+  heed(headers: ResponseHeaders | undefined, inFlight: number): StopInfo | undefined;
   /** Answers other processes got under the same shared pacer since the last call: the learner counts them too. */
   heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
 }
