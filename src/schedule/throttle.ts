@@ -12,7 +12,7 @@ type AdaptReason = Extract<SchedulerEvent, { type: 'adapt' }>['reason'];
 type PauseReason = Extract<SchedulerEvent, { type: 'pause' }>['reason'];
 
 /** The part of the queue the throttle drives: how many requests run at once, and holding all of them back. */
-export interface Gate {
+export interface QueueControls {
   concurrency: number;
   pause(): void;
   start(): unknown;
@@ -45,7 +45,7 @@ export interface Throttle {
 export interface ThrottleOptions {
   config: ResolvedSchedulerOptions;
   clock: Clock;
-  gate: Gate;
+  queue: QueueControls;
   emit: (event: SchedulerEvent) => void;
   /** Aborted when the run stops: a pause's timer then lets go. */
   halt: AbortSignal;
@@ -55,7 +55,7 @@ const PACING_MARGIN = 0.99;
 /** Past a fixed window's end before the next is used: the server's clock and the way there are a little behind ours. */
 const WINDOW_MARGIN_MS = 25;
 
-export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOptions): Throttle {
+export function createThrottle({ config, clock, queue, emit, halt }: ThrottleOptions): Throttle {
   const maxRate = requestsPerSecond(config.rate);
   // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
   // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
@@ -77,7 +77,7 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
 
   const applyRate = (reason: AdaptReason) => {
     pacer.setRate(paced(controller.rate));
-    gate.concurrency = controller.concurrency;
+    queue.concurrency = controller.concurrency;
     emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
   };
 
@@ -89,13 +89,13 @@ export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOpti
     pausedUntil = until;
     const pause = ++pauses;
     pacer.pauseUntil(until);
-    gate.pause();
+    queue.pause();
     emit({ type: 'pause', ms, reason, until: new Date(epochOf(clock) + ms).toISOString(), cause });
     // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
     // clock reaches their end, and a queue left paused would never start again.
     clock.sleep(ms, halt).then(
       () => {
-        if (pause === pauses) gate.start();
+        if (pause === pauses) queue.start();
       },
       () => undefined,
     );
