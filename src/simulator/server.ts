@@ -4,74 +4,17 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Endpoint, ENDPOINTS } from './endpoints.ts';
 import { type Fault, faultBook, matches, type RequestFacts } from './faults.ts';
-import { type FaultRule, keySchema, type ResolvedKey, resolveSimulatorOptions, type SimulatorOptions } from './options.ts';
-import { KeyAccount, type Refusal } from './plans.ts';
+import { type FaultRule, keySchema, resolveSimulatorOptions, type SimulatorOptions } from './options.ts';
+import { KeyAccount } from './plans.ts';
+import { defaultBody, rateLimitHeaders, refusalBody, retryAfterHeader, send, sendMalformed, streamOversize } from './replies.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { generator, hash } from './rng.ts';
+import type { Gate, LogEntry, Simulator, SimulatorStats } from './types.ts';
 
 const PREFIX = '/api/v1';
 const MAX_REQUEST_BODY = 1024 * 1024;
 
-export interface LogEntry {
-  /** Milliseconds on the simulator's clock when the request arrived. */
-  at: number;
-  method: string;
-  path: string;
-  query: string;
-  /** Key name, or '' when the request carried no valid credentials. */
-  key: string;
-  /** Status sent, or 0 when the connection was reset or left hanging. */
-  status: number;
-  charged: number;
-  fault: string | undefined;
-}
-
-export interface SimulatorStats {
-  requests: number;
-  byStatus: Record<string, number>;
-  byPath: Record<string, number>;
-  /** Credits debited and remaining (`null`: unlimited), by key name. */
-  credits: Record<string, { debited: number; remaining: number | null }>;
-  faults: Record<string, number>;
-  inFlight: number;
-  maxInFlight: number;
-}
-
-/** Requests held by `Simulator.park` until `release`. */
-export interface Gate {
-  /** Requests held now. */
-  readonly waiting: number;
-  /** Requests held so far, released or not. */
-  readonly arrived: number;
-  /** Resolves once `count` requests have arrived at the gate. */
-  reached(count?: number): Promise<void>;
-  /** Lets the held requests (and every later one) go on. */
-  release(): void;
-}
-
-export interface Simulator {
-  /** `{base_url}`: `http://127.0.0.1:<port>/api/v1`. */
-  readonly url: string;
-  readonly port: number;
-  /** The key of the first configured key (the generated one when none was configured). */
-  readonly apiKey: string | undefined;
-  stats(): SimulatorStats;
-  log(): readonly LogEntry[];
-  resetStats(): void;
-  /** Adds a scripted fault rule at run time. */
-  inject(rule: FaultRule): void;
-  clearRules(): void;
-  /** Changes a key's plan mid-run: credits, status, rate, endpoints, quota. */
-  updateKey(name: string, patch: Partial<ResolvedKey>): void;
-  /**
-   * Holds every request that matches (all, by default) unanswered until the gate is released, so that a test can keep
-   * a run in flight for exactly as long as it needs, whatever the machine's speed. Held requests are not yet admitted:
-   * they take no rate allowance and no credit until they go on.
-   */
-  park(match?: FaultRule['match']): Gate;
-  close(): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
-}
+export type { Gate, LogEntry, Simulator, SimulatorStats } from './types.ts';
 
 /** Starts the contract-faithful simulator on loopback. Resolves once it listens (milliseconds). */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
@@ -173,8 +116,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
 
     const weight = settings.weights[path] ?? 1;
     const refusal = account.admit(path, weight, clock());
-    for (const [name, value] of Object.entries(rateLimitHeaders(account))) res.setHeader(name, value);
-    if (refusal) return reply(refusal.status, refusalBody(refusal), retryAfterHeader(refusal));
+    for (const [name, value] of Object.entries(rateLimitHeaders(settings, account, clock, epoch))) res.setHeader(name, value);
+    if (refusal) return reply(refusal.status, refusalBody(refusal), retryAfterHeader(settings, refusal, epoch));
 
     let charged = false;
     try {
@@ -265,29 +208,6 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const l = settings.latencyMs;
     if (typeof l === 'number') return l;
     return l.min + latencyRandom() * Math.max(0, l.max - l.min);
-  }
-
-  function rateLimitHeaders(account: KeyAccount): Record<string, string> {
-    const allowance = settings.rateLimitHeaders === 'none' ? undefined : account.allowance(clock());
-    if (!allowance) return {};
-    const { limit, remaining } = allowance;
-    const reset = Math.max(0, Math.ceil(allowance.resetMs / 1000));
-    const window = Math.ceil(allowance.windowMs / 1000);
-    switch (settings.rateLimitHeaders) {
-      case 'ietf':
-        return { ratelimit: `"default";r=${remaining};t=${reset}`, 'ratelimit-policy': `"default";q=${limit};w=${window}` };
-      case 'ietf-legacy':
-        return { 'ratelimit-limit': String(limit), 'ratelimit-remaining': String(remaining), 'ratelimit-reset': String(reset), 'ratelimit-policy': `${limit};w=${window}` };
-      default:
-        return { 'x-ratelimit-limit': String(limit), 'x-ratelimit-remaining': String(remaining), 'x-ratelimit-reset': String(Math.ceil(epoch() / 1000) + reset) };
-    }
-  }
-
-  function retryAfterHeader(refusal: Refusal): Record<string, string> {
-    if (refusal.status !== 429 || settings.retryAfter === 'none') return {};
-    const seconds = Math.max(1, Math.ceil(refusal.retryAfterMs / 1000));
-    if (settings.retryAfter === 'seconds') return { 'retry-after': String(seconds) };
-    return { 'retry-after': new Date(epoch() + (seconds + 1) * 1000).toUTCString() };
   }
 
   const server = createServer({ keepAlive: true }, (req, res) => {
@@ -415,62 +335,6 @@ function requestFacts(method: string, path: string, url: URL, body: unknown, key
     country: params.get('country') ?? undefined,
     lang: params.get('lang') ?? undefined,
   };
-}
-
-function refusalBody(refusal: Refusal): Record<string, unknown> {
-  const messages: Record<Refusal['reason'], string> = {
-    revoked: 'API key revoked',
-    suspended: 'account suspended: billing problem',
-    endpoint: 'endpoint not included in your plan',
-    rate: 'rate limit exceeded',
-    concurrency: 'too many concurrent requests',
-    quota: 'quota exhausted for this period',
-    credits: 'insufficient credits',
-  };
-  return { error: { code: refusal.reason, message: messages[refusal.reason] } };
-}
-
-function defaultBody(status: number): Record<string, unknown> {
-  return { error: { code: `status_${status}`, message: status >= 500 ? 'upstream failure' : `status ${status}` } };
-}
-
-function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = typeof body === 'string' ? body : JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': typeof body === 'string' && status !== 200 ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8',
-    'content-length': String(Buffer.byteLength(text)),
-    ...headers,
-  });
-  res.end(text);
-}
-
-function sendMalformed(res: ServerResponse, form: 'truncated' | 'not-json' | 'no-data' | 'html'): void {
-  const bodies = {
-    truncated: '{"data":[{"title":"cut off in the mid',
-    'not-json': 'data: none',
-    'no-data': '{"results":[]}',
-    html: '<html><body>Service temporarily degraded</body></html>',
-  };
-  const type = form === 'html' ? 'text/html' : 'application/json; charset=utf-8';
-  res.writeHead(200, { 'content-type': type, 'content-length': String(Buffer.byteLength(bodies[form])) });
-  res.end(bodies[form]);
-}
-
-/** A body of `bytes` bytes that starts like a search page, written chunk by chunk as the client takes them. */
-async function streamOversize(res: ServerResponse, bytes: number, declareLength: boolean): Promise<void> {
-  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', ...(declareLength ? { 'content-length': String(bytes) } : {}) });
-  const head = Buffer.from('{"data":[{"title":"');
-  const filler = Buffer.alloc(64 * 1024, 'x');
-  const closed = new Promise<void>((resolve) => res.once('close', resolve));
-  let left = bytes;
-  for (let chunk = head; left > 0 && !res.destroyed; chunk = filler) {
-    const part = chunk.subarray(0, Math.min(chunk.length, left));
-    left -= part.length;
-    // Backpressure: wait for the client to read (or leave) rather than queue the whole body in memory.
-    if (!res.write(part)) await Promise.race([new Promise((resolve) => res.once('drain', resolve)), closed]);
-  }
-  if (!res.destroyed) res.end();
-  await closed;
 }
 
 async function readJson(req: IncomingMessage): Promise<{ ok: true; value: unknown } | { ok: false; message: string }> {
