@@ -140,12 +140,12 @@ class BracketingController implements RateController {
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered.
     if (sentAt < this.#lastCutAt) return false;
     // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
-    const at = Number.isFinite(this.#rate) ? this.#rate : (this.#sendingRate(now) ?? 10);
-    this.#bad = Math.min(this.#bad ?? at, at);
+    const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#sendingRate(now) ?? 10);
+    this.#bad = Math.min(this.#bad ?? failedRate, failedRate);
     const learned = this.#saturatedRate(now);
     if (learned !== undefined) this.#ceiling = learned;
     let rate: number;
-    if (this.#good !== undefined && this.#good < at) {
+    if (this.#good !== undefined && this.#good < failedRate) {
       // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
       // former (the accepted rate is no guide here: it still includes the server's burst allowance).
       rate = this.#good * 0.98;
@@ -156,7 +156,7 @@ class BracketingController implements RateController {
       // server accepted while saturated; else step down a little if a rate ever held, or halve at the start.
       const held = this.#good !== undefined;
       this.#good = undefined;
-      rate = learned !== undefined ? Math.min(learned * 0.97, at * 0.9) : held ? at * 0.9 : at * 0.5;
+      rate = learned !== undefined ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
     }
     if (!Number.isFinite(rate)) rate = 1;
     this.#rate = Math.max(this.#minRate, Math.min(this.#maxRate, rate));
@@ -204,7 +204,7 @@ class BracketingController implements RateController {
     const from = now - this.#windowMs;
     const ok = since(this.#accepted, from);
     const refused = since(this.#rejected, from);
-    const first = Math.min(this.#accepted.find((t) => t >= from) ?? now, this.#rejected.find((t) => t >= from) ?? now);
+    const first = Math.min(this.#accepted.find((sentAt) => sentAt >= from) ?? now, this.#rejected.find((sentAt) => sentAt >= from) ?? now);
     const span = now - first;
     if (ok < 5 || span < this.#learnAfterMs || refused / (ok + refused) < 0.05) return undefined;
     return (ok / span) * 1000;
@@ -213,7 +213,7 @@ class BracketingController implements RateController {
   /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
   #sendingRate(now: number): number | undefined {
     const from = now - this.#windowMs;
-    const all = [...this.#accepted, ...this.#rejected].filter((t) => t >= from);
+    const all = [...this.#accepted, ...this.#rejected].filter((sentAt) => sentAt >= from);
     const span = now - Math.min(...all);
     return all.length >= 2 && span >= 100 ? (all.length / span) * 1000 : undefined;
   }
@@ -230,5 +230,5 @@ function push(list: number[], at: number): void {
 }
 
 function since(list: number[], from: number): number {
-  return list.filter((t) => t >= from).length;
+  return list.filter((sentAt) => sentAt >= from).length;
 }
