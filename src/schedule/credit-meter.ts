@@ -72,12 +72,12 @@ export function createCreditMeter(options: CreditMeterOptions = {}): CreditMeter
 
   // Those waiting for a reservation in flight to be committed or returned.
   const settleWaiters = new Set<() => void>();
-  const settled = () => {
+  const wakeSettleWaiters = () => {
     for (const wake of settleWaiters) wake();
     settleWaiters.clear();
   };
 
-  const count = (charge: Charge) => {
+  const countAsSpent = (charge: Charge) => {
     reserved -= charge.weight;
     spent += charge.weight;
     byEndpoint[charge.path] = (byEndpoint[charge.path] ?? 0) + charge.weight;
@@ -93,17 +93,17 @@ export function createCreditMeter(options: CreditMeterOptions = {}): CreditMeter
     },
     couldTake: (weight) => budget === null || spent + weight <= budget,
     commit(charge) {
-      count(charge);
-      settled();
+      countAsSpent(charge);
+      wakeSettleWaiters();
     },
     release(charge) {
       reserved -= charge.weight;
-      settled();
+      wakeSettleWaiters();
     },
     uncertain(charge) {
-      count(charge);
+      countAsSpent(charge);
       uncertain += charge.weight;
-      settled();
+      wakeSettleWaiters();
     },
     whenSettled: (signal) =>
       new Promise<void>((resolve, reject) => {

@@ -70,7 +70,7 @@ export class RoundRobinQueue {
 
   remove(idOrRun: string | Run): void {
     for (const [series, entries] of this.#bySeries) {
-      const index = entries.findIndex((e) => e.id === idOrRun || e.run === idOrRun);
+      const index = entries.findIndex((entry) => entry.id === idOrRun || entry.run === idOrRun);
       if (index === -1) continue;
       entries.splice(index, 1);
       this.#size -= 1;

@@ -1,4 +1,5 @@
-export { createScheduler, type Scheduler, type SchedulerStats, type SchedulerEvent, type Outcome, type Work, type StopInfo, type Answered } from './scheduler.ts';
+export { createScheduler } from './scheduler.ts';
+export type { Scheduler, SchedulerStats, SchedulerEvent, Outcome, Work, StopInfo, Answered } from './types.ts';
 export { type SchedulerOptions, type Rate, schedulerOptionsSchema } from './options.ts';
 export { classify, type Disposition, type StopReason } from './classify.ts';
 export { createCreditMeter, type CreditMeter, type CreditSnapshot, type Charge } from './credit-meter.ts';

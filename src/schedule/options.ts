@@ -17,40 +17,52 @@ export const rateSchema = z.union([
 export const schedulerOptionsSchema = z.strictObject({
   /** The plan's rate. Omitted: no pacing until the server's 429s or rate-limit headers teach one. */
   rate: rateSchema.optional(),
-  /** Requests in flight at most. */
+  /** Requests in flight at most. @default 4 */
   concurrency: z.int().positive({ error: 'must be a positive whole number' }).default(4),
   /** 5xx, network errors, timeouts and malformed 2xx: attempts per request (the first included) and backoff. */
   retry: z
     .strictObject({
+      /** @default 5 */
       attempts: z.int().positive().default(5),
+      /** @default 500 */
       baseDelayMs: ms('first backoff').default(500),
+      /** @default 30_000 */
       maxDelayMs: ms('longest backoff').default(30_000),
     })
     .default({ attempts: 5, baseDelayMs: 500, maxDelayMs: 30_000 }),
   /** 429s: their own budget per request, the pause, the quota threshold and the stall breaker. */
   rateLimit: z
     .strictObject({
+      /** @default 30 */
       retries: z.int().nonnegative().default(30),
+      /** @default 250 */
       baseDelayMs: ms('first pause without Retry-After').default(250),
+      /** @default 60_000 */
       maxDelayMs: ms('longest pause without Retry-After').default(60_000),
-      /** A Retry-After longer than this is a quota: the run stops resumably instead of waiting. */
+      /** A Retry-After longer than this is a quota: the run stops resumably instead of waiting. @default 5 * 60_000 */
       maxRetryAfterMs: ms('longest Retry-After to wait for').default(5 * 60_000),
-      /** No success for this long while requests keep failing: the run stops. */
+      /** No success for this long while requests keep failing: the run stops. @default 5 * 60_000 */
       stallAfterMs: ms('time without success before giving up').default(5 * 60_000),
     })
     .default({ retries: 30, baseDelayMs: 250, maxDelayMs: 60_000, maxRetryAfterMs: 5 * 60_000, stallAfterMs: 5 * 60_000 }),
-  /** Learn the server's limit from 429s and rate-limit headers (on by default). */
+  /** Learn the server's limit from 429s and rate-limit headers (on by default). @default true */
   adaptive: z.boolean().default(true),
   /** Credits the run may spend in all, across resumes. */
   budget: budgetSchema.optional(),
   /** Credits per request by endpoint path (default 1). */
   credits: z
-    .strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}), defaultWeight: z.number().nonnegative().default(1) })
+    .strictObject({
+      /** @default {} */
+      weights: z.record(z.string(), z.number().nonnegative()).default({}),
+      /** @default 1 */
+      defaultWeight: z.number().nonnegative().default(1),
+    })
     .default({ weights: {}, defaultWeight: 1 }),
-  /** Credits already counted by earlier invocations of the same run. */
+  /** Credits already counted by earlier invocations of the same run. @default 0 */
   spentBefore: z.number().nonnegative().default(0),
+  /** Where the scheduler gets its time. @default systemClock */
   clock: z.custom<Clock>((v) => typeof v === 'object' && v !== null && 'now' in v && 'sleep' in v).optional(),
-  /** Source of jitter, in [0, 1). */
+  /** Source of jitter, in [0, 1). @default Math.random */
   random: z.custom<() => number>((v) => typeof v === 'function').optional(),
   /**
    * The seams for a limit shared beyond this process (docs/design.md#the-run-host): a credit meter of your own

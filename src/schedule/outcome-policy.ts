@@ -3,7 +3,7 @@ import { fullJitter } from './backoff.ts';
 import type { Disposition } from './classify.ts';
 import type { ResolvedSchedulerOptions } from './options.ts';
 import { decidePause } from './pause-rule.ts';
-import type { StopInfo } from './scheduler.ts';
+import type { StopInfo } from './types.ts';
 
 /**
  * What the scheduler does after a failed attempt: the outcome table of `classify` (which row a failure is) applied

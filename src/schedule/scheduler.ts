@@ -2,110 +2,15 @@ import PQueue from 'p-queue';
 import type { WebDataError } from '../errors/web-data-error.ts';
 import { classify, mayHaveBeenCharged, type StopReason } from './classify.ts';
 import { type Clock, epochOf, systemClock } from './clock.ts';
-import { type Charge, createCreditMeter, type CreditSnapshot } from './credit-meter.ts';
+import { type Charge, createCreditMeter, type CreditMeter } from './credit-meter.ts';
 import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
-import { resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
-import { nextStep } from './outcome-policy.ts';
-import { createStops } from './stops.ts';
-import { createThrottle } from './throttle.ts';
+import { type ResolvedSchedulerOptions, resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
+import { nextStep, type Step } from './outcome-policy.ts';
+import { createStops, type Stops } from './stops.ts';
+import { createThrottle, type Throttle } from './throttle.ts';
+import type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
-/** One request of a run: which series it belongs to and which endpoint it calls. */
-export interface Work {
-  /** Requests of a series run in order; series take turns. */
-  series: string;
-  /** Endpoint path, for credit weights and 403s. */
-  path: string;
-  /** Credits of this request; default: the weight configured for `path`. */
-  weight?: number;
-}
-
-type Headers = Record<string, string | string[] | undefined>;
-
-/** What `send` resolves to: the client's responses fit. */
-export interface Answered {
-  status?: number;
-  headers?: Headers;
-}
-
-export type Outcome<T> =
-  | { ok: true; value: T; attempts: number }
-  | { ok: false; kind: 'failed'; error: unknown; attempts: number }
-  | { ok: false; kind: 'stopped'; reason: StopReason; error?: unknown; resumeAt?: Date | undefined; attempts: number };
-
-/** Why the run stopped, when it did. */
-export interface StopInfo {
-  reason: StopReason;
-  message: string;
-  error?: unknown;
-  /** For a quota: when the server said to come back. */
-  resumeAt?: Date | undefined;
-}
-
-export type SchedulerEvent =
-  | { type: 'request'; series: string; path: string; attempt: number }
-  | {
-      type: 'response';
-      series: string;
-      path: string;
-      attempt: number;
-      status: number | string;
-      latencyMs: number;
-      /** Credits counted for this attempt: its weight when charged (or possibly charged), else 0. */
-      credits: number;
-      /** Counted as spent without certainty: a timeout or reset after sending, a malformed 2xx. */
-      uncertain: boolean;
-    }
-  | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
-  | {
-      type: 'pause';
-      ms: number;
-      reason: 'rate_limited' | 'rate_limit_headers';
-      /** Wall-clock end of the pause (ISO 8601), for people reading progress. */
-      until: string;
-      /** What asked for it: `Retry-After 30 s`, `RateLimit: 0 left, window resets in 40 s`, `backoff after a 429`. */
-      cause: string;
-    }
-  | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers' }
-  | { type: 'stop'; reason: StopReason; message: string; path?: string | undefined };
-
-export interface SchedulerStats {
-  requests: { total: number; byStatus: Record<string, number>; inFlight: number };
-  /** Attempts sent again: after a 429, or a transient failure. */
-  retries: number;
-  rateLimited: number;
-  /** Time the queue spent paused for 429s and exhausted allowances. */
-  rateLimitedWaitMs: number;
-  rate: number;
-  concurrency: number;
-  credits: CreditSnapshot;
-}
-
-export interface Scheduler {
-  /** Sends one request under the rate, concurrency and budget, retrying as the outcome table says. Never rejects. */
-  request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>>;
-  /** Stops sending (waiting requests resolve as stopped); requests in flight settle and are kept: they are paid for. */
-  stop(reason?: StopReason, message?: string): void;
-  /** Stops and cancels requests in flight. */
-  abort(): void;
-  /** The run-wide stop, once there is one. */
-  readonly stopped: StopInfo | undefined;
-  /**
-   * Whether the budget could still take a request to `path`: false once spent (and possibly-charged) credits alone
-   * leave no room for one, whatever requests in flight return. Sources stop starting series then.
-   */
-  affordable(path: string): boolean;
-  /** Whether the budget has turned a request away or been found unable to take one: the run ends as `budget`. */
-  readonly budgetReached: boolean;
-  /** Endpoints stopped by a 403, with the error. */
-  readonly forbidden: ReadonlyMap<string, unknown>;
-  /** Resolves once no request is waiting, in flight, or sleeping before a retry. */
-  onIdle(): Promise<void>;
-  stats(): SchedulerStats;
-  /** Answers other processes got under the same shared pacer (a distributed run): the rate learner counts them. */
-  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
-  /** Subscribes to events (progress, logs); returns the unsubscribe function. */
-  on(listener: (event: SchedulerEvent) => void): () => void;
-}
+export type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
 interface Task {
   work: Required<Work>;
@@ -115,6 +20,14 @@ interface Task {
   rateLimitedAttempts: number;
 }
 
+/** An attempt on its way: what its answer or its failure settles. */
+interface Sending {
+  charge: Charge;
+  sentAt: number;
+  /** Lets a held virtual clock go on (see `Clock.hold`). */
+  release: (() => void) | undefined;
+}
+
 /**
  * The one scheduler every request of a run goes through. p-queue provides concurrency (changeable at run time),
  * pausing and, with a round-robin queue class, fairness between series; the throttle (throttle.ts) spaces requests
@@ -122,240 +35,320 @@ interface Task {
  * outcome policy (outcome-policy.ts) says what a failure leads to, and `stops` (stops.ts) what may no longer be sent.
  */
 export function createScheduler(options: SchedulerOptions = {}): Scheduler {
-  const config = resolveSchedulerOptions(options);
-  const clock: Clock = config.clock ?? systemClock;
-  const random = config.random ?? Math.random;
-  const meter =
-    config.meter ??
-    createCreditMeter({
-      budget: config.budget,
-      weights: config.credits.weights,
-      defaultWeight: config.credits.defaultWeight,
-      spentBefore: config.spentBefore,
-    });
-  const queue = new PQueue<RoundRobinQueue, FairOptions>({ concurrency: config.concurrency, queueClass: RoundRobinQueue });
-  const listeners = new Set<(event: SchedulerEvent) => void>();
-  const emit = (event: SchedulerEvent) => {
-    for (const listener of listeners) listener(event);
-  };
-  // Waiting tasks must drain to their stopped outcome, even from a queue paused for a 429.
-  const stops = createStops(emit, () => queue.start());
-  const throttle = createThrottle({ config, clock, gate: queue, emit, halt: stops.signal });
+  return new RequestScheduler(resolveSchedulerOptions(options));
+}
+
+/**
+ * The scheduler's state between requests: the parts it drives (queue, throttle, meter, stops), the requests not yet
+ * settled, and the counters its stats and the outcome policy read. One request's way through it is `#attempt`.
+ */
+class RequestScheduler implements Scheduler {
+  readonly #config: ResolvedSchedulerOptions;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #meter: CreditMeter;
+  readonly #queue: PQueue<RoundRobinQueue, FairOptions>;
+  readonly #listeners = new Set<(event: SchedulerEvent) => void>();
+  readonly #stops: Stops;
+  readonly #throttle: Throttle;
   // Stopping wakes whatever waits (`stops.signal`); `cancel` also aborts requests in flight.
-  const cancel = new AbortController();
+  readonly #cancel = new AbortController();
+  readonly #idleWaiters: (() => void)[] = [];
+  #budgetReached = false;
+  /** Requests asked for and not yet resolved: waiting, in flight, or sleeping before a retry. */
+  #unsettled = 0;
+  #inFlight = 0;
+  #consecutiveRateLimits = 0;
+  #lastSuccessAt: number;
+  readonly #counters = { total: 0, byStatus: {} as Record<string, number>, retries: 0, rateLimited: 0 };
 
-  const idleWaiters: (() => void)[] = [];
-  let budgetReached = false;
-  let open = 0;
-  let inFlight = 0;
-  let consecutiveRateLimits = 0;
-  let lastSuccessAt = clock.now();
-  const counters = { total: 0, byStatus: {} as Record<string, number>, retries: 0, rateLimited: 0 };
+  constructor(config: ResolvedSchedulerOptions) {
+    this.#config = config;
+    this.#clock = config.clock ?? systemClock;
+    this.#random = config.random ?? Math.random;
+    this.#meter =
+      config.meter ??
+      createCreditMeter({
+        budget: config.budget,
+        weights: config.credits.weights,
+        defaultWeight: config.credits.defaultWeight,
+        spentBefore: config.spentBefore,
+      });
+    this.#queue = new PQueue<RoundRobinQueue, FairOptions>({ concurrency: config.concurrency, queueClass: RoundRobinQueue });
+    const emit = (event: SchedulerEvent) => this.#emit(event);
+    // Waiting tasks must drain to their stopped outcome, even from a queue paused for a 429.
+    this.#stops = createStops(emit, () => this.#queue.start());
+    this.#throttle = createThrottle({ config, clock: this.#clock, queue: this.#queue, emit, halt: this.#stops.signal });
+    this.#lastSuccessAt = this.#clock.now();
+  }
 
-  const finish = (task: Task, outcome: Outcome<Answered>) => {
-    task.resolve(outcome);
-    open -= 1;
-    if (open === 0) for (const wake of idleWaiters.splice(0)) wake();
-  };
+  request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>> {
+    return new Promise<Outcome<T>>((resolve) => {
+      const task: Task = {
+        work: { series: work.series, path: work.path, weight: work.weight ?? this.#meter.weightOf(work.path) },
+        send,
+        resolve: resolve as (outcome: Outcome<Answered>) => void,
+        attempts: 0,
+        rateLimitedAttempts: 0,
+      };
+      this.#unsettled += 1;
+      this.#enqueue(task);
+    });
+  }
 
-  const stoppedOutcome = (task: Task) => stops.outcome(task.work.path, task.attempts);
-  // For a task whose wait the stop woke, or that a stop or a 403 just ended: its stopped outcome is there.
-  const finishStopped = (task: Task) => finish(task, stoppedOutcome(task) as Outcome<Answered>);
+  stop(reason: StopReason = 'interrupted', message = 'stopped on request: nothing new is sent; requests in flight settle'): void {
+    this.#stops.stopRun({ reason, message });
+  }
 
-  const enqueue = (task: Task, front = false) => {
-    void queue.add(() => attempt(task), { series: task.work.series, front });
-  };
+  abort(): void {
+    this.#stops.stopRun({ reason: 'aborted', message: 'aborted: requests in flight were cancelled' });
+    this.#cancel.abort();
+  }
 
-  const count = (status: number | string) => {
-    const key = String(status);
-    counters.byStatus[key] = (counters.byStatus[key] ?? 0) + 1;
-  };
+  get stopped(): StopInfo | undefined {
+    return this.#stops.run;
+  }
 
-  const stalled = () => clock.now() - lastSuccessAt > config.rateLimit.stallAfterMs;
+  affordable(path: string): boolean {
+    const able = this.#meter.couldTake(this.#meter.weightOf(path));
+    if (!able) this.#budgetReached = true;
+    return able;
+  }
 
-  const retryLater = (task: Task, delayMs: number) => {
-    counters.retries += 1;
-    if (delayMs <= 0) return enqueue(task, true);
-    clock.sleep(delayMs, stops.signal).then(
-      () => enqueue(task, true),
-      () => finishStopped(task),
-    );
-  };
+  get budgetReached(): boolean {
+    return this.#budgetReached;
+  }
 
-  // Waiting for a slot or a reservation failed: woken by the run's stop, or (a limit shared in a database) the
-  // database failed past its retries, and the request fails with that error, unsent.
-  const finishUnsent = (task: Task, error: unknown) => {
-    const stopped = stoppedOutcome(task);
-    finish(task, stopped ?? { ok: false, kind: 'failed', error, attempts: task.attempts });
-  };
+  get forbidden(): ReadonlyMap<string, unknown> {
+    return this.#stops.forbidden;
+  }
 
-  const refuseForBudget = (task: Task) => {
-    budgetReached = true;
-    finish(task, { ok: false, kind: 'stopped', reason: 'budget', attempts: task.attempts });
-  };
+  onIdle(): Promise<void> {
+    return this.#unsettled === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
+  }
 
-  async function attempt(task: Task): Promise<void> {
+  stats(): SchedulerStats {
+    const counters = this.#counters;
+    return {
+      requests: { total: counters.total, byStatus: { ...counters.byStatus }, inFlight: this.#inFlight },
+      retries: counters.retries,
+      rateLimited: counters.rateLimited,
+      rateLimitedWaitMs: this.#throttle.pausedMs,
+      rate: this.#throttle.rate,
+      concurrency: this.#queue.concurrency,
+      credits: this.#meter.snapshot(),
+    };
+  }
+
+  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void {
+    this.#throttle.heard(outcomes);
+  }
+
+  on(listener: (event: SchedulerEvent) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #emit(event: SchedulerEvent): void {
+    for (const listener of this.#listeners) listener(event);
+  }
+
+  #enqueue(task: Task, front = false): void {
+    void this.#queue.add(() => this.#attempt(task), { series: task.work.series, front });
+  }
+
+  /**
+   * One attempt of a request: checks the stops and the budget, waits for the pacer and a reservation, sends, and hands
+   * the answer or the failure on. Every wait of the request is here, in one function, and the steps between them are
+   * synchronous: the order in which requests are sent and settled is the order of these awaits.
+   */
+  async #attempt(task: Task): Promise<void> {
     const { series, path, weight } = task.work;
-    const gated = stoppedOutcome(task);
-    if (gated) return finish(task, gated);
+    if (this.#endedByStop(task)) return;
     // No room left whatever happens to the requests in flight: refuse now rather than after waiting for the pacer.
-    if (!meter.couldTake(weight)) return refuseForBudget(task);
+    if (!this.#meter.couldTake(weight)) return this.#refuseForBudget(task);
     try {
-      await throttle.acquire(stops.signal);
+      await this.#throttle.acquire(this.#stops.signal);
     } catch (error) {
-      return finishUnsent(task, error);
+      return this.#finishUnsent(task, error);
     }
-    const late = stoppedOutcome(task);
-    if (late) return finish(task, late);
+    if (this.#endedByStop(task)) return;
     for (;;) {
-      const answer = meter.reserve(weight);
+      const reservation = this.#meter.reserve(weight);
       // The local meter answers at once: not awaited, so that its requests keep the order and timing they always had.
       let taken: boolean;
-      if (typeof answer === 'boolean') taken = answer;
+      if (typeof reservation === 'boolean') taken = reservation;
       else {
         try {
-          taken = await answer;
+          taken = await reservation;
         } catch (error) {
-          return finishUnsent(task, error);
+          return this.#finishUnsent(task, error);
         }
         // A shared meter answers after a round trip, in which the run may have stopped: what it took goes back.
-        const meanwhile = stoppedOutcome(task);
-        if (meanwhile) {
-          if (taken) meter.release({ weight, path, series });
-          return finish(task, meanwhile);
+        const stoppedMeanwhile = this.#stoppedOutcome(task);
+        if (stoppedMeanwhile) {
+          if (taken) this.#meter.release({ weight, path, series });
+          return this.#finish(task, stoppedMeanwhile);
         }
       }
       if (taken) break;
       // The budget cannot take this request: it is not sent, and its series stops.
-      if (!meter.couldTake(weight)) return refuseForBudget(task);
+      if (!this.#meter.couldTake(weight)) return this.#refuseForBudget(task);
       // Only reservations of requests in flight stand in the way: one of them may yet be returned (a definite
       // failure), so wait for one to settle rather than end the series (or, in a loop, every series left) early.
       try {
-        await meter.whenSettled(stops.signal);
+        await this.#meter.whenSettled(this.#stops.signal);
       } catch {
-        return finishStopped(task);
+        return this.#finishStopped(task);
       }
-      const later = stoppedOutcome(task);
-      if (later) return finish(task, later);
+      if (this.#endedByStop(task)) return;
     }
-    const charge: Charge = { weight, path, series };
-    task.attempts += 1;
-    counters.total += 1;
-    inFlight += 1;
-    emit({ type: 'request', series, path, attempt: task.attempts });
-    const sentAt = clock.now();
-    const release = clock.hold?.();
+    const sending = this.#startSending(task);
     let answer: Answered;
     try {
-      answer = await task.send(cancel.signal);
+      answer = await task.send(this.#cancel.signal);
     } catch (error) {
-      release?.();
-      inFlight -= 1;
-      const uncertain = mayHaveBeenCharged(error);
-      if (uncertain) meter.uncertain(charge);
-      else meter.release(charge);
-      return failed(task, error, sentAt, uncertain ? weight : 0);
+      return this.#sendFailed(task, sending, error);
     }
+    this.#answered(task, sending, answer);
+  }
+
+  /** Counts the attempt as sent and tells the listeners; holds a virtual clock while the request is in flight. */
+  #startSending(task: Task): Sending {
+    const { series, path, weight } = task.work;
+    const charge: Charge = { weight, path, series };
+    task.attempts += 1;
+    this.#counters.total += 1;
+    this.#inFlight += 1;
+    this.#emit({ type: 'request', series, path, attempt: task.attempts });
+    const sentAt = this.#clock.now();
+    const release = this.#clock.hold?.();
+    return { charge, sentAt, release };
+  }
+
+  /** A 2xx (or any answer the client resolved with): charged, counted, learned from. */
+  #answered(task: Task, { charge, sentAt, release }: Sending, answer: Answered): void {
+    const { series, path, weight } = task.work;
     release?.();
-    inFlight -= 1;
-    meter.commit(charge);
+    this.#inFlight -= 1;
+    this.#meter.commit(charge);
     const status = answer.status ?? 200;
-    count(status);
-    emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: clock.now() - sentAt, credits: weight, uncertain: false });
-    lastSuccessAt = clock.now();
-    consecutiveRateLimits = 0;
-    throttle.onSuccess(sentAt);
-    const quota = throttle.heed(answer.headers, inFlight);
-    if (quota) stops.stopRun(quota);
-    return finish(task, { ok: true, value: answer, attempts: task.attempts });
+    this.#countStatus(status);
+    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits: weight, uncertain: false });
+    this.#lastSuccessAt = this.#clock.now();
+    this.#consecutiveRateLimits = 0;
+    this.#throttle.onSuccess(sentAt);
+    const quota = this.#throttle.heed(answer.headers, this.#inFlight);
+    if (quota) this.#stops.stopRun(quota);
+    this.#finish(task, { ok: true, value: answer, attempts: task.attempts });
+  }
+
+  /** The client rejected: the reservation is counted as spent when the request may have been charged, else returned. */
+  #sendFailed(task: Task, { charge, sentAt, release }: Sending, error: unknown): void {
+    release?.();
+    this.#inFlight -= 1;
+    const uncertain = mayHaveBeenCharged(error);
+    if (uncertain) this.#meter.uncertain(charge);
+    else this.#meter.release(charge);
+    this.#failed(task, error, sentAt, uncertain ? charge.weight : 0);
   }
 
   /** Carries out what the outcome policy says a failed attempt leads to. */
-  function failed(task: Task, error: unknown, sentAt: number, credits: number): void {
+  #failed(task: Task, error: unknown, sentAt: number, credits: number): void {
     const { series, path } = task.work;
     const status = (error as Partial<WebDataError>).status ?? (error as Partial<WebDataError>).kind ?? 'error';
-    count(status);
-    emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: clock.now() - sentAt, credits, uncertain: credits > 0 });
+    this.#countStatus(status);
+    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits, uncertain: credits > 0 });
     const disposition = classify(error);
     if (disposition.action === 'rate_limited') {
-      counters.rateLimited += 1;
+      this.#counters.rateLimited += 1;
       task.rateLimitedAttempts += 1;
     }
-    const counts = { error, path, attempts: task.attempts, rateLimitedAttempts: task.rateLimitedAttempts, consecutiveRateLimits, stalled: stalled(), nowEpochMs: epochOf(clock) };
-    const step = nextStep(disposition, counts, config, random);
+    const counts = {
+      error,
+      path,
+      attempts: task.attempts,
+      rateLimitedAttempts: task.rateLimitedAttempts,
+      consecutiveRateLimits: this.#consecutiveRateLimits,
+      stalled: this.#stalled(),
+      nowEpochMs: epochOf(this.#clock),
+    };
+    this.#carryOut(task, nextStep(disposition, counts, this.#config, this.#random), error, sentAt);
+  }
+
+  #carryOut(task: Task, step: Step, error: unknown, sentAt: number): void {
+    const { series, path } = task.work;
     switch (step.do) {
       case 'fail':
-        return finish(task, { ok: false, kind: 'failed', error, attempts: task.attempts });
+        return this.#finish(task, { ok: false, kind: 'failed', error, attempts: task.attempts });
       case 'retry':
-        emit({ type: 'retry', series, path, reason: 'transient', attempt: task.attempts, delayMs: step.delayMs });
-        return retryLater(task, step.delayMs);
+        this.#emit({ type: 'retry', series, path, reason: 'transient', attempt: task.attempts, delayMs: step.delayMs });
+        return this.#retryLater(task, step.delayMs);
       case 'back_off':
-        consecutiveRateLimits += 1;
-        throttle.onRateLimited(sentAt, step.pauseMs, step.cause);
-        emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: step.pauseMs });
-        return retryLater(task, 0);
+        this.#consecutiveRateLimits += 1;
+        this.#throttle.onRateLimited(sentAt, step.pauseMs, step.cause);
+        this.#emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: step.pauseMs });
+        return this.#retryLater(task, 0);
       case 'stop_run':
-        stops.stopRun(step.stop);
-        return finishStopped(task);
+        this.#stops.stopRun(step.stop);
+        return this.#finishStopped(task);
       case 'forbid':
-        stops.forbid(path, error, step.message);
-        return finishStopped(task);
+        this.#stops.forbid(path, error, step.message);
+        return this.#finishStopped(task);
       case 'aborted':
-        return finish(task, { ok: false, kind: 'stopped', reason: 'aborted', error, attempts: task.attempts });
+        return this.#finish(task, { ok: false, kind: 'stopped', reason: 'aborted', error, attempts: task.attempts });
     }
   }
 
-  return {
-    request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>> {
-      return new Promise<Outcome<T>>((resolve) => {
-        const task: Task = {
-          work: { series: work.series, path: work.path, weight: work.weight ?? meter.weightOf(work.path) },
-          send,
-          resolve: resolve as (outcome: Outcome<Answered>) => void,
-          attempts: 0,
-          rateLimitedAttempts: 0,
-        };
-        open += 1;
-        enqueue(task);
-      });
-    },
-    stop(reason = 'interrupted', message = 'stopped on request: nothing new is sent; requests in flight settle') {
-      stops.stopRun({ reason, message });
-    },
-    abort() {
-      stops.stopRun({ reason: 'aborted', message: 'aborted: requests in flight were cancelled' });
-      cancel.abort();
-    },
-    get stopped() {
-      return stops.run;
-    },
-    affordable(path) {
-      const able = meter.couldTake(meter.weightOf(path));
-      if (!able) budgetReached = true;
-      return able;
-    },
-    get budgetReached() {
-      return budgetReached;
-    },
-    forbidden: stops.forbidden,
-    onIdle() {
-      return open === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
-    },
-    stats() {
-      return {
-        requests: { total: counters.total, byStatus: { ...counters.byStatus }, inFlight },
-        retries: counters.retries,
-        rateLimited: counters.rateLimited,
-        rateLimitedWaitMs: throttle.pausedMs,
-        rate: throttle.rate,
-        concurrency: queue.concurrency,
-        credits: meter.snapshot(),
-      };
-    },
-    heard: (outcomes) => throttle.heard(outcomes),
-    on(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-  };
+  #retryLater(task: Task, delayMs: number): void {
+    this.#counters.retries += 1;
+    if (delayMs <= 0) return this.#enqueue(task, true);
+    this.#clock.sleep(delayMs, this.#stops.signal).then(
+      () => this.#enqueue(task, true),
+      () => this.#finishStopped(task),
+    );
+  }
+
+  #countStatus(status: number | string): void {
+    const key = String(status);
+    this.#counters.byStatus[key] = (this.#counters.byStatus[key] ?? 0) + 1;
+  }
+
+  #stalled(): boolean {
+    return this.#clock.now() - this.#lastSuccessAt > this.#config.rateLimit.stallAfterMs;
+  }
+
+  #finish(task: Task, outcome: Outcome<Answered>): void {
+    task.resolve(outcome);
+    this.#unsettled -= 1;
+    if (this.#unsettled === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+  }
+
+  #stoppedOutcome(task: Task): Outcome<never> | undefined {
+    return this.#stops.outcome(task.work.path, task.attempts);
+  }
+
+  /** Ends the task with its stopped outcome when it may no longer be sent; says whether it did. */
+  #endedByStop(task: Task): boolean {
+    const stopped = this.#stoppedOutcome(task);
+    if (stopped) this.#finish(task, stopped);
+    return stopped !== undefined;
+  }
+
+  // For a task whose wait the stop woke, or that a stop or a 403 just ended: its stopped outcome is there.
+  #finishStopped(task: Task): void {
+    this.#finish(task, this.#stoppedOutcome(task) as Outcome<Answered>);
+  }
+
+  // Waiting for a slot or a reservation failed: woken by the run's stop, or (a limit shared in a database) the
+  // database failed past its retries, and the request fails with that error, unsent.
+  #finishUnsent(task: Task, error: unknown): void {
+    const stopped = this.#stoppedOutcome(task);
+    this.#finish(task, stopped ?? { ok: false, kind: 'failed', error, attempts: task.attempts });
+  }
+
+  #refuseForBudget(task: Task): void {
+    this.#budgetReached = true;
+    this.#finish(task, { ok: false, kind: 'stopped', reason: 'budget', attempts: task.attempts });
+  }
 }

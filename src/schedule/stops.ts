@@ -1,4 +1,4 @@
-import type { Outcome, SchedulerEvent, StopInfo } from './scheduler.ts';
+import type { Outcome, SchedulerEvent, StopInfo } from './types.ts';
 
 /**
  * Whether a request may still be sent: the run's stop (once there is one, nothing new is sent) and the endpoints a

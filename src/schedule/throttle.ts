@@ -1,19 +1,18 @@
 import { describeWait } from '../client/retry-after.ts';
 import { type Clock, epochOf } from './clock.ts';
 import { type ResolvedSchedulerOptions, requestsPerSecond } from './options.ts';
-import { createPacer } from './pacer.ts';
+import { createPacer, type Pacer } from './pacer.ts';
 import { decidePause } from './pause-rule.ts';
-import { readRateLimitHeaders } from './rate-limit-headers.ts';
-import { createRateController } from './rate-controller.ts';
+import { type RateLimitHint, readRateLimitHeaders } from './rate-limit-headers.ts';
+import { createRateController, type RateController } from './rate-controller.ts';
 import { windowTracker } from './window-tracker.ts';
-import type { SchedulerEvent, StopInfo } from './scheduler.ts';
+import type { ResponseHeaders, SchedulerEvent, StopInfo } from './types.ts';
 
-type Headers = Record<string, string | string[] | undefined>;
 type AdaptReason = Extract<SchedulerEvent, { type: 'adapt' }>['reason'];
 type PauseReason = Extract<SchedulerEvent, { type: 'pause' }>['reason'];
 
 /** The part of the queue the throttle drives: how many requests run at once, and holding all of them back. */
-export interface Gate {
+export interface QueueControls {
   concurrency: number;
   pause(): void;
   start(): unknown;
@@ -38,7 +37,7 @@ export interface Throttle {
    * Proactive pacing from a response's rate-limit headers: slow down (or wait for the reset) before the server says
    * 429. Returns the run's stop when the headers ask for a wait that is a quota's.
    */
-  heed(headers: Headers | undefined, inFlight: number): StopInfo | undefined;
+  heed(headers: ResponseHeaders | undefined, inFlight: number): StopInfo | undefined;
   /** Answers other processes got under the same shared pacer since the last call: the learner counts them too. */
   heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
 }
@@ -46,129 +45,182 @@ export interface Throttle {
 export interface ThrottleOptions {
   config: ResolvedSchedulerOptions;
   clock: Clock;
-  gate: Gate;
+  queue: QueueControls;
   emit: (event: SchedulerEvent) => void;
   /** Aborted when the run stops: a pause's timer then lets go. */
   halt: AbortSignal;
 }
 
+// Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
+// inside one interval of a leaky bucket set exactly at the plan's rate.
 const PACING_MARGIN = 0.99;
 /** Past a fixed window's end before the next is used: the server's clock and the way there are a little behind ours. */
 const WINDOW_MARGIN_MS = 25;
 
-export function createThrottle({ config, clock, gate, emit, halt }: ThrottleOptions): Throttle {
-  const maxRate = requestsPerSecond(config.rate);
-  // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
-  // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
-  const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
-  // Sharing a pacer, the learner also hears other processes' answers, late: it learns the limit from a full window.
-  const controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, ...(config.learns ? { learnAfterMs: 3000 } : {}) }, clock);
-  // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
-  // inside one interval of a leaky bucket set exactly at the plan's rate.
-  const paced = (rate: number) => rate * PACING_MARGIN;
-  const pacer = (config.pacer ?? createPacer)(paced(maxRate), clock);
-  let pausedUntil = Number.NEGATIVE_INFINITY;
-  let pauses = 0;
-  let pausedMs = 0;
-  // Whether this throttle learns the rate: always alone; with a shared pacer, only while it is the run's leader.
-  const learning = () => config.adaptive && (config.learns?.() ?? true);
-  let latencyMs = 0;
+export function createThrottle(options: ThrottleOptions): Throttle {
+  return new AdaptiveThrottle(options);
+}
+
+class AdaptiveThrottle implements Throttle {
+  readonly #config: ResolvedSchedulerOptions;
+  readonly #clock: Clock;
+  readonly #queue: QueueControls;
+  readonly #emit: (event: SchedulerEvent) => void;
+  readonly #halt: AbortSignal;
+  readonly #controller: RateController;
+  readonly #pacer: Pacer;
+  #pausedUntil = Number.NEGATIVE_INFINITY;
+  /** Pauses begun so far: the number of the latest, which alone restarts the queue when it ends. */
+  #latestPause = 0;
+  #pausedMs = 0;
+  /** The latest success's latency. */
+  #latencyMs = 0;
   // Whether the server's headers show a fixed window (used whole) or a bucket (spread evenly), and where the window ends.
-  const windows = windowTracker();
+  readonly #windows = windowTracker();
 
-  const applyRate = (reason: AdaptReason) => {
-    pacer.setRate(paced(controller.rate));
-    gate.concurrency = controller.concurrency;
-    emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
-  };
+  constructor({ config, clock, queue, emit, halt }: ThrottleOptions) {
+    this.#config = config;
+    this.#clock = clock;
+    this.#queue = queue;
+    this.#emit = emit;
+    this.#halt = halt;
+    const maxRate = requestsPerSecond(config.rate);
+    // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
+    // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
+    const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
+    // Sharing a pacer, the learner also hears other processes' answers, late: it learns the limit from a full window.
+    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, ...(config.learns ? { learnAfterMs: 3000 } : {}) }, clock);
+    this.#pacer = (config.pacer ?? createPacer)(paced(maxRate), clock);
+  }
 
-  const pauseFor = (ms: number, reason: PauseReason, cause: string) => {
-    const now = clock.now();
+  get rate(): number {
+    return this.#controller.rate;
+  }
+
+  get pausedMs(): number {
+    return this.#pausedMs;
+  }
+
+  acquire(signal: AbortSignal): Promise<number> {
+    return this.#pacer.acquire(signal);
+  }
+
+  onSuccess(sentAt: number): void {
+    const controller = this.#controller;
+    this.#latencyMs = this.#clock.now() - sentAt;
+    if (this.#learning() && controller.onSuccess(sentAt, this.#latencyMs)) this.#applyRate('sustained_success');
+    // A cap from rate-limit headers may have expired since the pacer last heard.
+    else if (this.#pacer.rate !== paced(controller.rate)) this.#pacer.setRate(paced(controller.rate));
+  }
+
+  onRateLimited(sentAt: number, pauseMs: number, cause: string): void {
+    if (this.#learning() && this.#controller.onRateLimited(sentAt)) this.#applyRate('rate_limited');
+    if (pauseMs > 0) this.#pauseFor(pauseMs, 'rate_limited', cause);
+  }
+
+  heed(headers: ResponseHeaders | undefined, inFlight: number): StopInfo | undefined {
+    if (!headers || !this.#config.adaptive) return undefined;
+    const hint = readRateLimitHeaders(headers, epochOf(this.#clock));
+    if (!hint) return undefined;
+    const now = this.#clock.now();
+    const windowEnd = this.#learnLimiter(hint, now);
+    // Requests still in flight will take from the same allowance.
+    const left = hint.remaining - inFlight;
+    if (left <= 0) return this.#waitForAllowance(hint, windowEnd, now);
+    this.#spreadAllowance(hint, left, windowEnd, now);
+    return undefined;
+  }
+
+  heard({ accepted, rejected, rejectedSentAt }: { accepted: number; rejected: number; rejectedSentAt?: number }): void {
+    if (!this.#learning() || accepted + rejected === 0) return;
+    // Accepted ones were sent about one latency ago: close enough for a rate learned over seconds. A 429 comes with
+    // when it was sent (the latest of them, on this clock), so that one sent before the last cut does not cut again.
+    const sentAt = this.#clock.now() - this.#latencyMs;
+    const limitedAt = rejectedSentAt ?? sentAt - this.#latencyMs;
+    let cut = false;
+    for (let i = 0; i < rejected; i++) cut = this.#controller.onRateLimited(limitedAt) || cut;
+    let raised = false;
+    for (let i = 0; i < accepted; i++) raised = this.#controller.onSuccess(sentAt, this.#latencyMs) || raised;
+    if (cut) this.#applyRate('rate_limited');
+    else if (raised) this.#applyRate('sustained_success');
+  }
+
+  // Whether this throttle learns the rate: always alone; with a shared pacer, only while it is the run's leader.
+  #learning(): boolean {
+    return this.#config.adaptive && (this.#config.learns?.() ?? true);
+  }
+
+  #applyRate(reason: AdaptReason): void {
+    const controller = this.#controller;
+    this.#pacer.setRate(paced(controller.rate));
+    this.#queue.concurrency = controller.concurrency;
+    this.#emit({ type: 'adapt', rate: controller.rate, concurrency: controller.concurrency, reason });
+  }
+
+  #pauseFor(ms: number, reason: PauseReason, cause: string): void {
+    const now = this.#clock.now();
     const until = now + ms;
-    if (until <= pausedUntil) return;
-    pausedMs += until - Math.max(now, pausedUntil);
-    pausedUntil = until;
-    const pause = ++pauses;
-    pacer.pauseUntil(until);
-    gate.pause();
-    emit({ type: 'pause', ms, reason, until: new Date(epochOf(clock) + ms).toISOString(), cause });
+    if (until <= this.#pausedUntil) return;
+    this.#pausedMs += until - Math.max(now, this.#pausedUntil);
+    this.#pausedUntil = until;
+    const pause = ++this.#latestPause;
+    this.#pacer.pauseUntil(until);
+    this.#queue.pause();
+    this.#emit({ type: 'pause', ms, reason, until: new Date(epochOf(this.#clock) + ms).toISOString(), cause });
     // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
     // clock reaches their end, and a queue left paused would never start again.
-    clock.sleep(ms, halt).then(
+    this.#clock.sleep(ms, this.#halt).then(
       () => {
-        if (pause === pauses) gate.start();
+        if (pause === this.#latestPause) this.#queue.start();
       },
       () => undefined,
     );
-  };
+  }
 
-  return {
-    get rate() {
-      return controller.rate;
-    },
-    get pausedMs() {
-      return pausedMs;
-    },
-    acquire: (signal) => pacer.acquire(signal),
-    onSuccess(sentAt) {
-      latencyMs = clock.now() - sentAt;
-      if (learning() && controller.onSuccess(sentAt, latencyMs)) applyRate('sustained_success');
-      // A cap from rate-limit headers may have expired since the pacer last heard.
-      else if (pacer.rate !== paced(controller.rate)) pacer.setRate(paced(controller.rate));
-    },
-    onRateLimited(sentAt, pauseMs, cause) {
-      if (learning() && controller.onRateLimited(sentAt)) applyRate('rate_limited');
-      if (pauseMs > 0) pauseFor(pauseMs, 'rate_limited', cause);
-    },
-    heed(headers, inFlight) {
-      if (!headers || !config.adaptive) return undefined;
-      const hint = readRateLimitHeaders(headers, epochOf(clock));
-      if (!hint) return undefined;
-      const now = clock.now();
-      const longest = config.rateLimit.maxRetryAfterMs;
-      if (windows.observe(hint, now) === 'fixed_window' && controller.capUntil(Number.POSITIVE_INFINITY, now)) applyRate('rate_limit_headers');
-      // A fixed window's whole count may be used at any pace: nothing is capped or spread, and once what is left is in
-      // flight the run waits for the window's end (the least bound the answers gave of it), not a reset rounded up.
-      const windowEnd = windows.windowEnd;
-      if (windowEnd === undefined) {
-        // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
-        const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
-        if (policyRate < controller.rate) {
-          if (controller.capUntil(policyRate, Number.POSITIVE_INFINITY)) applyRate('rate_limit_headers');
-        }
+  /**
+   * What the headers show of the server's limiter: a fixed window lifts any cap (its whole count may be used at any
+   * pace); otherwise a policy's rate caps ours. Returns the window's end, once a fixed window is known.
+   */
+  #learnLimiter(hint: RateLimitHint, now: number): number | undefined {
+    const controller = this.#controller;
+    const longest = this.#config.rateLimit.maxRetryAfterMs;
+    if (this.#windows.observe(hint, now) === 'fixed_window' && controller.capUntil(Number.POSITIVE_INFINITY, now)) this.#applyRate('rate_limit_headers');
+    // A fixed window's whole count may be used at any pace: nothing is capped or spread, and once what is left is in
+    // flight the run waits for the window's end (the least bound the answers gave of it), not a reset rounded up.
+    const windowEnd = this.#windows.windowEnd;
+    if (windowEnd === undefined) {
+      // A policy's rate is a cap only for a window the run would sleep through (see below: the same for windows).
+      const policyRate = Math.min(...hint.policies.filter((policy) => policy.windowMs <= longest).map((policy) => policy.rate));
+      if (policyRate < controller.rate) {
+        if (controller.capUntil(policyRate, Number.POSITIVE_INFINITY)) this.#applyRate('rate_limit_headers');
       }
-      // Requests still in flight will take from the same allowance.
-      const left = hint.remaining - inFlight;
-      if (left <= 0) {
-        const waitMs = windowEnd === undefined ? hint.resetMs : Math.max(0, windowEnd - now) + WINDOW_MARGIN_MS;
-        const cause =
-          windowEnd === undefined
-            ? `rate-limit headers: no requests left, the window resets in ${describeWait(hint.resetMs)}`
-            : `rate-limit headers: the window's ${hint.limit ?? 'count'} requests are used, it ends in ${describeWait(windowEnd - now)}`;
-        const decision = decidePause(waitMs, longest, cause, epochOf(clock));
-        if (decision.kind === 'quota') return { reason: 'quota', resumeAt: decision.resumeAt, message: decision.message };
-        pauseFor(decision.ms, 'rate_limit_headers', cause);
-        return undefined;
-      }
-      // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
-      // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
-      if (windowEnd !== undefined || hint.resetMs > longest) return undefined;
-      const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
-      if (allowed < controller.rate && controller.capUntil(allowed, now + hint.resetMs)) applyRate('rate_limit_headers');
-      return undefined;
-    },
-    heard({ accepted, rejected, rejectedSentAt }) {
-      if (!learning() || accepted + rejected === 0) return;
-      // Accepted ones were sent about one latency ago: close enough for a rate learned over seconds. A 429 comes with
-      // when it was sent (the latest of them, on this clock), so that one sent before the last cut does not cut again.
-      const sentAt = clock.now() - latencyMs;
-      const limitedAt = rejectedSentAt ?? sentAt - latencyMs;
-      let cut = false;
-      for (let i = 0; i < rejected; i++) cut = controller.onRateLimited(limitedAt) || cut;
-      let raised = false;
-      for (let i = 0; i < accepted; i++) raised = controller.onSuccess(sentAt, latencyMs) || raised;
-      if (cut) applyRate('rate_limited');
-      else if (raised) applyRate('sustained_success');
-    },
-  };
+    }
+    return windowEnd;
+  }
+
+  /** Nothing is left of the allowance once the requests in flight are counted: pause until it comes back, or stop. */
+  #waitForAllowance(hint: RateLimitHint, windowEnd: number | undefined, now: number): StopInfo | undefined {
+    const waitMs = windowEnd === undefined ? hint.resetMs : Math.max(0, windowEnd - now) + WINDOW_MARGIN_MS;
+    const cause =
+      windowEnd === undefined
+        ? `rate-limit headers: no requests left, the window resets in ${describeWait(hint.resetMs)}`
+        : `rate-limit headers: the window's ${hint.limit ?? 'count'} requests are used, it ends in ${describeWait(windowEnd - now)}`;
+    const decision = decidePause(waitMs, this.#config.rateLimit.maxRetryAfterMs, cause, epochOf(this.#clock));
+    if (decision.kind === 'quota') return { reason: 'quota', resumeAt: decision.resumeAt, message: decision.message };
+    this.#pauseFor(decision.ms, 'rate_limit_headers', cause);
+    return undefined;
+  }
+
+  /** `left` requests of the allowance remain: spread them evenly over the time to the reset. */
+  #spreadAllowance(hint: RateLimitHint, left: number, windowEnd: number | undefined, now: number): void {
+    // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
+    // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
+    if (windowEnd !== undefined || hint.resetMs > this.#config.rateLimit.maxRetryAfterMs) return;
+    const allowed = left / Math.max(hint.resetMs / 1000, 0.001);
+    if (allowed < this.#controller.rate && this.#controller.capUntil(allowed, now + hint.resetMs)) this.#applyRate('rate_limit_headers');
+  }
+}
+
+function paced(rate: number): number {
+  return rate * PACING_MARGIN;
 }

@@ -71,7 +71,7 @@ export function windowTracker() {
       longestReset = Math.max(longestReset, hint.resetMs);
       // Before the first window ends: long enough that a bucket at the policy's rate would have refilled a few, did
       // `remaining` count down one per answer (a window) or less (a bucket)?
-      const policyRate = hint.policies.length > 0 ? Math.min(...hint.policies.map((p) => p.rate)) : undefined;
+      const policyRate = hint.policies.length > 0 ? Math.min(...hint.policies.map((policy) => policy.rate)) : undefined;
       if (kind === undefined && policyRate !== undefined && answers >= UNREFILLED_ANSWERS && ((now - first.at) / 1000) * policyRate >= REFILL_EVIDENCE) {
         const counted = first.remaining - hint.remaining;
         if (counted >= answers - 2) kind = 'fixed_window';

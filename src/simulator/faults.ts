@@ -68,6 +68,8 @@ export function faultBook(options: ResolvedSimulatorOptions) {
   };
 }
 
+export type FaultBook = ReturnType<typeof faultBook>;
+
 export function matches(match: Readonly<Partial<ResolvedFaultRule['match']>>, facts: RequestFacts): boolean {
   return (
     (match.path === undefined || match.path === facts.path) &&

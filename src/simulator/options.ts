@@ -65,18 +65,19 @@ export const keySchema = z
     token: z.string().min(1).optional(),
     /** How stats and fault rules refer to the key (never the key itself). */
     name: z.string().min(1),
-    /** Credit balance; `null` is unlimited. A request whose weight exceeds it gets a 402. */
+    /** Credit balance; `null` is unlimited. A request whose weight exceeds it gets a 402. @default null */
     credits: z.number().nonnegative().nullable().default(null),
-    /** Token bucket: sustained requests per second and burst size. `null` is unlimited. */
+    /** Token bucket: sustained requests per second and burst size. `null` is unlimited. @default null */
     ratePerSecond: z.number().positive().nullable().default(null),
+    /** @default 1 */
     burst: z.int().positive().default(1),
-    /** Requests in flight at once; more get a 429. `null` is unlimited. */
+    /** Requests in flight at once; more get a 429. `null` is unlimited. @default null */
     maxConcurrent: z.int().positive().nullable().default(null),
     /** A quota: at most `requests` accepted per window; beyond it a 429 whose Retry-After is the window's end. */
     quota: z.strictObject({ requests: z.int().positive(), windowMs: z.int().positive() }).optional(),
     /** Endpoint paths this key's plan includes; others get a 403. Default: all. */
     endpoints: z.array(z.string()).optional(),
-    /** `suspended` answers 403 (billing), `revoked` answers 401. */
+    /** `suspended` answers 403 (billing), `revoked` answers 401. @default 'active' */
     status: z.enum(['active', 'suspended', 'revoked']).default('active'),
   })
   .refine((k) => k.key !== undefined || k.token !== undefined, { error: 'needs a key or a token' });
@@ -92,38 +93,43 @@ export const DEFAULT_WEIGHTS: Readonly<Record<string, number>> = {
 };
 
 export const simulatorOptionsSchema = z.strictObject({
-  /** 0 picks a free port. */
+  /** 0 picks a free port. @default 0 */
   port: z.int().min(0).max(65535).default(0),
+  /** @default '127.0.0.1' */
   host: z.string().default('127.0.0.1'),
-  /** Changes every generated result and the sequence of random faults. */
+  /** Changes every generated result and the sequence of random faults. @default 1 */
   seed: z.int().default(1),
+  /** The simulated keys and their plans. Default: one key, named `default`, generated at start, with no limits. */
   keys: z.array(keySchema).min(1).optional(),
-  /** Credits debited per 2xx, by endpoint path. */
+  /** Credits debited per 2xx, by endpoint path. @default DEFAULT_WEIGHTS */
   weights: z.record(z.string(), z.number().nonnegative()).default({ ...DEFAULT_WEIGHTS }),
+  /** How a 429 says when to come back. @default 'seconds' */
   retryAfter: z.enum(['seconds', 'http-date', 'none']).default('seconds'),
   /**
    * Rate-limit headers describing a key's quota window, on every answer to that key: the IETF draft's structured
    * `RateLimit`/`RateLimit-Policy` (`ietf`), its older separate fields (`ietf-legacy`), or `X-RateLimit-*`.
+   * @default 'none'
    */
   rateLimitHeaders: z.enum(['none', 'ietf', 'ietf-legacy', 'x-ratelimit']).default('none'),
   /** Results per query (before the country's own additions); a fixed number, or by default 25 to 95 from the query's hash. */
   resultsPerQuery: z.int().nonnegative().optional(),
-  /** What pages past the last one answer: empty (the usual) or the last page again (some engines do). */
+  /** What pages past the last one answer: empty (the usual) or the last page again (some engines do). @default 'empty' */
   pastEnd: z.enum(['empty', 'repeat-last']).default('empty'),
-  /** Item field names: one family for all, or `mixed` (each query gets one, as different engines would). */
+  /** Item field names: one family for all, or `mixed` (each query gets one, as different engines would). @default 'mixed' */
   shape: z.enum(['mixed', 'serp', 'bing', 'brave', 'tavily']).default('mixed'),
   /**
    * Re-rank neighbouring results every this many milliseconds of wall-clock time, as engines do between days, so
    * that runs some time apart see rankings move (the same results, in another order). 0: never (deterministic).
+   * @default 0
    */
   driftEveryMs: z.int().nonnegative().default(0),
-  /** Share of items without a title. */
+  /** Share of items without a title. @default 0.06 */
   untitledRate: rate.default(0.06),
-  /** Largest `count` accepted; more is a 400. */
+  /** Largest `count` accepted; more is a 400. @default 100 */
   maxCount: z.int().positive().default(100),
-  /** Answer a request this many milliseconds late: a number, or a uniform range. */
+  /** Answer a request this many milliseconds late: a number, or a uniform range. @default 0 */
   latencyMs: z.union([z.number().nonnegative(), z.strictObject({ min: z.number().nonnegative(), max: z.number().nonnegative() })]).default(0),
-  /** Random faults, drawn in arrival order from the seed. */
+  /** Random faults, drawn in arrival order from the seed (each rate 0 by default). */
   faults: z
     .strictObject({
       serverErrorRate: rate.default(0),
@@ -133,11 +139,11 @@ export const simulatorOptionsSchema = z.strictObject({
       redirectRate: rate.default(0),
     })
     .default({ serverErrorRate: 0, hangRate: 0, resetRate: 0, malformedRate: 0, redirectRate: 0 }),
-  /** Scripted faults, applied in order (the first that matches wins). */
+  /** Scripted faults, applied in order (the first that matches wins). @default [] */
   rules: z.array(faultRuleSchema).default([]),
-  /** Entries kept in the request log (oldest dropped first). */
+  /** Entries kept in the request log (oldest dropped first). @default 100_000 */
   logLimit: z.int().nonnegative().default(100_000),
-  /** Milliseconds since an arbitrary origin; injectable so that rate-limit tests need no real waiting. */
+  /** Milliseconds since an arbitrary origin; injectable so that rate-limit tests need no real waiting. @default performance.now */
   clock: z.custom<() => number>((v) => typeof v === 'function').optional(),
   /**
    * Wall-clock time, milliseconds since the Unix epoch (for HTTP dates, Unix-time resets and drift); default the

@@ -81,11 +81,12 @@ export class KeyAccount {
   allowance(now: number): { limit: number; remaining: number; resetMs: number; windowMs: number } | undefined {
     const { quota } = this.plan;
     if (!quota) return undefined;
-    const fresh = now - this.windowStart >= quota.windowMs;
+    // The window has ended: the next request would begin a new one, with the whole quota.
+    const windowEnded = now - this.windowStart >= quota.windowMs;
     return {
       limit: quota.requests,
-      remaining: fresh ? quota.requests : Math.max(0, quota.requests - this.windowCount),
-      resetMs: fresh ? quota.windowMs : this.windowStart + quota.windowMs - now,
+      remaining: windowEnded ? quota.requests : Math.max(0, quota.requests - this.windowCount),
+      resetMs: windowEnded ? quota.windowMs : this.windowStart + quota.windowMs - now,
       windowMs: quota.windowMs,
     };
   }

@@ -1,0 +1,106 @@
+/**
+ * The scheduler's shared types: what it is asked (`Work`), what it answers (`Outcome`), what it tells listeners
+ * (`SchedulerEvent`) and the `Scheduler` interface itself. Apart so that the scheduler's parts (stops, throttle,
+ * outcome policy) and the scheduler import them from below, and no module of the folder imports back from scheduler.ts.
+ */
+import type { StopReason } from './classify.ts';
+import type { CreditSnapshot } from './credit-meter.ts';
+
+/** One request of a run: which series it belongs to and which endpoint it calls. */
+export interface Work {
+  /** Requests of a series run in order; series take turns. */
+  series: string;
+  /** Endpoint path, for credit weights and 403s. */
+  path: string;
+  /** Credits of this request; default: the weight configured for `path`. */
+  weight?: number;
+}
+
+/** Response headers as the client gives them. */
+export type ResponseHeaders = Record<string, string | string[] | undefined>;
+
+/** What `send` resolves to: the client's responses fit. */
+export interface Answered {
+  status?: number;
+  headers?: ResponseHeaders;
+}
+
+export type Outcome<T> =
+  | { ok: true; value: T; attempts: number }
+  | { ok: false; kind: 'failed'; error: unknown; attempts: number }
+  | { ok: false; kind: 'stopped'; reason: StopReason; error?: unknown; resumeAt?: Date | undefined; attempts: number };
+
+/** Why the run stopped, when it did. */
+export interface StopInfo {
+  reason: StopReason;
+  message: string;
+  error?: unknown;
+  /** For a quota: when the server said to come back. */
+  resumeAt?: Date | undefined;
+}
+
+export type SchedulerEvent =
+  | { type: 'request'; series: string; path: string; attempt: number }
+  | {
+      type: 'response';
+      series: string;
+      path: string;
+      attempt: number;
+      status: number | string;
+      latencyMs: number;
+      /** Credits counted for this attempt: its weight when charged (or possibly charged), else 0. */
+      credits: number;
+      /** Counted as spent without certainty: a timeout or reset after sending, a malformed 2xx. */
+      uncertain: boolean;
+    }
+  | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
+  | {
+      type: 'pause';
+      ms: number;
+      reason: 'rate_limited' | 'rate_limit_headers';
+      /** Wall-clock end of the pause (ISO 8601), for people reading progress. */
+      until: string;
+      /** What asked for it: `Retry-After 30 s`, `RateLimit: 0 left, window resets in 40 s`, `backoff after a 429`. */
+      cause: string;
+    }
+  | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers' }
+  | { type: 'stop'; reason: StopReason; message: string; path?: string | undefined };
+
+export interface SchedulerStats {
+  requests: { total: number; byStatus: Record<string, number>; inFlight: number };
+  /** Attempts sent again: after a 429, or a transient failure. */
+  retries: number;
+  rateLimited: number;
+  /** Time the queue spent paused for 429s and exhausted allowances. */
+  rateLimitedWaitMs: number;
+  rate: number;
+  concurrency: number;
+  credits: CreditSnapshot;
+}
+
+export interface Scheduler {
+  /** Sends one request under the rate, concurrency and budget, retrying as the outcome table says. Never rejects. */
+  request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>>;
+  /** Stops sending (waiting requests resolve as stopped); requests in flight settle and are kept: they are paid for. */
+  stop(reason?: StopReason, message?: string): void;
+  /** Stops and cancels requests in flight. */
+  abort(): void;
+  /** The run-wide stop, once there is one. */
+  readonly stopped: StopInfo | undefined;
+  /**
+   * Whether the budget could still take a request to `path`: false once spent (and possibly-charged) credits alone
+   * leave no room for one, whatever requests in flight return. Sources stop starting series then.
+   */
+  affordable(path: string): boolean;
+  /** Whether the budget has turned a request away or been found unable to take one: the run ends as `budget`. */
+  readonly budgetReached: boolean;
+  /** Endpoints stopped by a 403, with the error. */
+  readonly forbidden: ReadonlyMap<string, unknown>;
+  /** Resolves once no request is waiting, in flight, or sleeping before a retry. */
+  onIdle(): Promise<void>;
+  stats(): SchedulerStats;
+  /** Answers other processes got under the same shared pacer (a distributed run): the rate learner counts them. */
+  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
+  /** Subscribes to events (progress, logs); returns the unsubscribe function. */
+  on(listener: (event: SchedulerEvent) => void): () => void;
+}
