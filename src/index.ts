@@ -38,8 +38,9 @@ export { defineSink, type SinkSpec } from './sinks/define-sink.ts';
 export { createClient, type Client, type Item, type SearchResponse } from './client/client.ts';
 export { type ClientOptions } from './client/options.ts';
 
-// Errors: every failure a caller may act on
+// Errors: every failure a caller may act on, each a WebDataEtlError
 export {
+  WebDataEtlError,
   WebDataError,
   BadRequestError,
   AuthenticationError,
@@ -52,11 +53,15 @@ export {
   MalformedResponseError,
   AbortedError,
   ValidationError,
+  UsageError,
   StageContractError,
   RunLifecycleError,
   OutputError,
   LeaseHeldError,
   UnstorablePageError,
+  HeapLimitError,
+  SeriesLostError,
+  WorkerExpiredError,
 } from './errors/index.ts';
 
 export { VERSION } from './version.ts';
