@@ -1,4 +1,4 @@
-import { entryBeside, forwardSignals, heapLimitMb, onBoundedThread } from '../run/bounded-thread.ts';
+import { entryBeside, forwardSignals, heapLimitMb, onBoundedThread } from '../threads/bounded-thread.ts';
 import { EXIT } from './exit-codes.ts';
 
 /** What a run's own thread does: `webdata-etl run <args>`, or the command line of a pipeline file run by node. */

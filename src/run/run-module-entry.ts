@@ -2,7 +2,7 @@
 import { fileURLToPath } from 'node:url';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadPipeline } from '../cli/load-pipeline.ts';
-import { postedError } from './posted-error.ts';
+import { postedError } from '../threads/posted-error.ts';
 import type { ModuleRunReport } from './run-module.ts';
 import { run } from './run.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';

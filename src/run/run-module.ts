@@ -1,9 +1,9 @@
 import { UsageError } from '../errors/usage-error.ts';
 import type { Worker } from 'node:worker_threads';
-import { entryBeside, heapLimitMb, onBoundedThread } from './bounded-thread.ts';
+import { entryBeside, heapLimitMb, onBoundedThread } from '../threads/bounded-thread.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
-import { type PostedError, rebuilt } from './posted-error.ts';
+import { type PostedError, rebuilt } from '../threads/posted-error.ts';
 
 /** What the run's thread posts: each event, then the summary or the error. */
 export type ModuleRunReport = { type: 'event'; event: RunEvent } | { type: 'done'; summary: RunSummary } | { type: 'failed'; error: PostedError };
