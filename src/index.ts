@@ -2,11 +2,11 @@
 // schemas and helpers), webdata-etl/scheduler, webdata-etl/simulator, webdata-etl/analytics, webdata-etl/report.
 
 // A pipeline and its run
-export { definePipeline, type Pipeline, type PipelineDefinition } from './run/define.ts';
+export { definePipeline, type Pipeline, type PipelineDefinition } from './config/define.ts';
 export { run, type RunOptions, type RunEvent } from './run/run.ts';
 export { type RunSummary, type RunStatus } from './run/summary.ts';
-export { runFromCommandLine } from './cli/run-command.ts';
-export { EXIT } from './cli/exit-codes.ts';
+export { runFromCommandLine } from './run-from-command-line.ts';
+export { EXIT } from './run/exit-codes.ts';
 export { pipelineFromConfig, type JsonConfig } from './config/json-config.ts';
 
 // Sources

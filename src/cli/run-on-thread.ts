@@ -1,5 +1,5 @@
 import { entryBeside, forwardSignals, heapLimitMb, onBoundedThread } from '../threads/bounded-thread.ts';
-import { EXIT } from './exit-codes.ts';
+import { EXIT } from '../run/exit-codes.ts';
 
 /** What a run's own thread does: `webdata-etl run <args>`, or the command line of a pipeline file run by node. */
 export type ThreadTask =

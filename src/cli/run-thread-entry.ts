@@ -1,6 +1,6 @@
 // A run's own thread (run-on-thread.ts starts it): runs the command line it is given and posts back the exit code.
 import { parentPort, workerData } from 'node:worker_threads';
-import { reportFailure } from './exit-codes.ts';
+import { reportFailure } from '../run/exit-codes.ts';
 import type { ThreadReport, ThreadTask } from './run-on-thread.ts';
 import { handOverPipelines, pipelineFileCommandLine, runCommand } from './run-command.ts';
 

@@ -1,7 +1,7 @@
 // The thread of run(url) (run-module.ts starts it): loads the pipeline, runs it, posts events and the outcome back.
 import { fileURLToPath } from 'node:url';
 import { parentPort, workerData } from 'node:worker_threads';
-import { loadPipeline } from '../cli/load-pipeline.ts';
+import { loadPipeline } from '../config/load-pipeline.ts';
 import { postedError } from '../threads/posted-error.ts';
 import type { ModuleRunReport } from './run-module.ts';
 import { run } from './run.ts';
