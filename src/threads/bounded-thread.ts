@@ -61,14 +61,3 @@ export function threadFailure(error: unknown, heapMb: number): unknown {
   const message = `the run used up its heap (${heapMb} MB): a stage or sink keeps more than that in memory. What was committed is kept; set WEBDATA_HEAP_MB higher (megabytes) and run again to resume`;
   return new HeapLimitError(message);
 }
-
-/** A thread's side of the signals the process gets: SIGINT and SIGTERM are posted to it (a worker receives none). */
-export function forwardSignals(worker: Worker): () => void {
-  const forward = (signal: NodeJS.Signals) => worker.postMessage({ type: 'signal', signal });
-  process.on('SIGINT', forward);
-  process.on('SIGTERM', forward);
-  return () => {
-    process.off('SIGINT', forward);
-    process.off('SIGTERM', forward);
-  };
-}
