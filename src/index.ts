@@ -2,11 +2,11 @@
 // schemas and helpers), webdata-etl/scheduler, webdata-etl/simulator, webdata-etl/analytics, webdata-etl/report.
 
 // A pipeline and its run
-export { definePipeline, type Pipeline, type PipelineDefinition } from './run/define.ts';
+export { definePipeline, type Pipeline, type PipelineDefinition } from './config/define.ts';
 export { run, type RunOptions, type RunEvent } from './run/run.ts';
 export { type RunSummary, type RunStatus } from './run/summary.ts';
-export { runFromCommandLine } from './cli/run-command.ts';
-export { EXIT } from './cli/exit-codes.ts';
+export { runFromCommandLine } from './run-from-command-line.ts';
+export { EXIT } from './run/exit-codes.ts';
 export { pipelineFromConfig, type JsonConfig } from './config/json-config.ts';
 
 // Sources
@@ -38,8 +38,9 @@ export { defineSink, type SinkSpec } from './sinks/define-sink.ts';
 export { createClient, type Client, type Item, type SearchResponse } from './client/client.ts';
 export { type ClientOptions } from './client/options.ts';
 
-// Errors: every failure a caller may act on
+// Errors: every failure a caller may act on, each a WebDataEtlError
 export {
+  WebDataEtlError,
   WebDataError,
   BadRequestError,
   AuthenticationError,
@@ -52,11 +53,15 @@ export {
   MalformedResponseError,
   AbortedError,
   ValidationError,
+  UsageError,
   StageContractError,
   RunLifecycleError,
   OutputError,
   LeaseHeldError,
   UnstorablePageError,
+  HeapLimitError,
+  SeriesLostError,
+  WorkerExpiredError,
 } from './errors/index.ts';
 
 export { VERSION } from './version.ts';

@@ -2,7 +2,7 @@
 // failure, with the request's and the run's counters, leads to one step. No server, no clock: the policy is a function.
 import { describe, expect, it } from 'vitest';
 import { statusError } from '../src/client/status-error.ts';
-import { AbortedError, NetworkError, TimeoutError } from '../src/errors/transport-errors.ts';
+import { AbortedError, NetworkError, TimeoutError } from '../src/errors/index.ts';
 import { classify } from '../src/schedule/classify.ts';
 import { resolveSchedulerOptions } from '../src/schedule/options.ts';
 import { type Counts, nextStep } from '../src/schedule/outcome-policy.ts';

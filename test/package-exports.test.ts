@@ -24,9 +24,9 @@ describe('the package root and its subpaths, from the built package', () => {
     const names = runtimeNames('webdata-etl');
     expect(names).toEqual(
       [
-        'AbortedError', 'AuthenticationError', 'BadRequestError', 'EXIT', 'LeaseHeldError', 'MalformedResponseError', 'NetworkError',
-        'OutputError', 'PlanError', 'RateLimitError', 'RunLifecycleError', 'ServerError', 'StageContractError', 'TimeoutError',
-        'UnexpectedStatusError', 'UnstorablePageError', 'VERSION', 'ValidationError', 'WebDataError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
+        'AbortedError', 'AuthenticationError', 'BadRequestError', 'EXIT', 'HeapLimitError', 'LeaseHeldError', 'MalformedResponseError', 'NetworkError',
+        'OutputError', 'PlanError', 'RateLimitError', 'RunLifecycleError', 'SeriesLostError', 'ServerError', 'StageContractError', 'TimeoutError',
+        'UnexpectedStatusError', 'UnstorablePageError', 'UsageError', 'VERSION', 'ValidationError', 'WebDataError', 'WebDataEtlError', 'WorkerExpiredError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
         'definePipeline', 'defineSource', 'paginators', 'endpointPages', 'filterItems', 'items', 'mapItems', 'normalize', 'pipe', 'pipelineFromConfig', 'run',
         'runFromCommandLine', 'searchPages', 'toCsv', 'toJsonl', 'toPostgres', 'toSqlite',
       ].sort(),

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { dedupe, normalize, searchPages, toCsv, toPostgres } from '../src/index.ts';
-import { exitCodeFor } from '../src/cli/exit-codes.ts';
+import { exitCodeFor } from '../src/run/exit-codes.ts';
 import type { Simulator } from '../src/simulator/index.ts';
 import { simulator } from './helpers.ts';
 import { csvRows, runOn, workdir } from './pipeline-helpers.ts';

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { rowInserter } from '../src/sinks/row-insert.ts';
+import { rowInserter } from '../src/commits/row-insert.ts';
 
 const table = () => {
   const db = new Database(':memory:');

@@ -1,11 +1,11 @@
-// A run works on a thread of its own whose heap is bounded (src/run/bounded-thread.ts): the command line, a pipeline
+// A run works on a thread of its own whose heap is bounded (src/threads/bounded-thread.ts): the command line, a pipeline
 // file run by node, and run(url) in a host program. What a thread changes must not change what a run does.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { run, ValidationError } from '../src/index.ts';
 import { UsageError } from '../src/errors/index.ts';
-import { postedError } from '../src/run/posted-error.ts';
+import { postedError } from '../src/threads/posted-error.ts';
 import { cli, config, envFor, pipelineFile, startCli } from './cli-helpers.ts';
 import { rejection, simulator, TEST_KEY } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
-import { expireDeadWorkers, sharedMeter, WorkerExpiredError } from '../src/distributed/shared-meter.ts';
+import { WorkerExpiredError } from '../src/errors/worker-expired-error.ts';
+import { expireDeadWorkers, sharedMeter } from '../src/distributed/shared-meter.ts';
 import { type SharedSlot, sharedPacer } from '../src/distributed/shared-pacer.ts';
 import type { Clock } from '../src/schedule/clock.ts';
 import type { Charge } from '../src/schedule/credit-meter.ts';

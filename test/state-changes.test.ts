@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { seriesStates } from '../src/pipeline/context.ts';
-import { applyStateChanges } from '../src/pipeline/state-changes.ts';
+import { applyStateChanges } from '../src/state/state-changes.ts';
 import type { StateWrite } from '../src/state/interfaces.ts';
 
 const series = { id: 's', endpoint: '/x', query: 'q', country: '', lang: '' };

@@ -9,7 +9,7 @@ import { filesHolding, workdir } from './pipeline-helpers.ts';
  * Volume, in processes of their own so that their memory is theirs alone, measured from outside (the kernel's
  * high-water mark of resident memory). Sizes: small by default, the issue's with WEBDATA_LONG=1 (npm run test:long).
  * Started by node with no flag and no environment of ours (not the bin's shebang): the run's own thread bounds its
- * heap (src/run/bounded-thread.ts), which is what keeps them under the limit.
+ * heap (src/threads/bounded-thread.ts), which is what keeps them under the limit.
  */
 const LONG = process.env.WEBDATA_LONG === '1';
 const QUERIES = LONG ? 10_000 : 200; // × 5 pages × 100 items: 5 million, or 100 thousand

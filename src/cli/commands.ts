@@ -2,7 +2,7 @@ import { VERSION } from '../version.ts';
 import { estimateCommand } from './estimate-command.ts';
 import { exportCommand } from './export-command.ts';
 import { reportCommand } from './report-command.ts';
-import { EXIT, reportFailure } from './exit-codes.ts';
+import { EXIT, reportFailure } from '../run/exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
 import { statusCommand } from './status-command.ts';

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { estimate } from '../schedule/estimate.ts';
-import { EXIT } from './exit-codes.ts';
-import { loadPipeline } from './load-pipeline.ts';
+import { EXIT } from '../run/exit-codes.ts';
+import { loadPipeline } from '../config/load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 export const estimateHelp = `Usage: webdata-etl estimate <pipeline.ts|pipeline.json> [--json]

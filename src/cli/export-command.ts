@@ -3,7 +3,7 @@ import { exportReport, REPORT_NAMES } from '../analytics/export.ts';
 import { checkOutputPath } from '../output-file.ts';
 import { isPostgresDatabase } from '../analytics/reader.ts';
 import { DATABASE_HELP, FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
-import { EXIT } from './exit-codes.ts';
+import { EXIT } from '../run/exit-codes.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 export const exportHelp = `Usage: webdata-etl export <db> --report <report> [options]

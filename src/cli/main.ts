@@ -2,7 +2,7 @@
 // A small young generation (4 MB semi-spaces): V8 then collects page-sized garbage early instead of letting the heap
 // grow. One malloc arena (glibc; ignored elsewhere): with one per thread, memory that V8's helper threads and SQLite
 // freed stays in arenas the process holds. They matter for the commands that work on this thread (export, report);
-// `run` works on a thread of its own whose heap is bounded from inside (src/run/bounded-thread.ts), so that a run
+// `run` works on a thread of its own whose heap is bounded from inside (src/threads/bounded-thread.ts), so that a run
 // keeps its footprint however node is started (docs/testing.md, "Volume").
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -22,7 +22,7 @@ if (tooOld) {
   process.stderr.write(`webdata-etl: needs Node.js ${floorMajor}.${floorMinor} or newer; this is ${process.versions.node}. ${howToGetNode()}\n`);
   process.exitCode = 1;
 } else if (process.argv[2] === 'run') {
-  // A run works on a thread of its own with a bounded heap (src/run/bounded-thread.ts); this one loads only what
+  // A run works on a thread of its own with a bounded heap (src/threads/bounded-thread.ts); this one loads only what
   // starts it, so that the process holds one copy of the library, not two.
   const { runOnThread } = await import('./run-on-thread.ts');
   process.exitCode = await runOnThread({ kind: 'command', args: process.argv.slice(3) });

@@ -3,7 +3,7 @@ import { writeReport } from '../report/report.ts';
 import { checkOutputPath } from '../output-file.ts';
 import { isPostgresDatabase } from '../analytics/reader.ts';
 import { DATABASE_HELP, FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
-import { EXIT } from './exit-codes.ts';
+import { EXIT } from '../run/exit-codes.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 export const reportHelp = `Usage: webdata-etl report <db> --out <report.html> [options]

@@ -1,22 +1,22 @@
 import { relative, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
 import { parseArgs } from 'node:util';
 import { checkOutputPath, writeOutputFile } from '../output-file.ts';
-import { definePipeline, type Pipeline, type PipelineDefinition } from '../run/define.ts';
+import { definePipeline, type Pipeline, type PipelineDefinition } from '../config/define.ts';
 import { run, statePath } from '../run/run.ts';
 import { fileOf } from '../run/outputs.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { stopOnSignals } from './signals.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { startSimulator } from '../simulator/server.ts';
-import { EXIT, exitCodeFor } from './exit-codes.ts';
-import { loadPipeline } from './load-pipeline.ts';
-import { exitOnUncaughtInputErrors } from './input-errors.ts';
+import { EXIT, exitCodeFor } from '../run/exit-codes.ts';
+import { loadPipeline } from '../config/load-pipeline.ts';
+import { exitOnUncaughtInputErrors } from '../run/input-errors.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { runOnThread, type ThreadTask } from './run-on-thread.ts';
+import { handedOver, importHandingOver } from '../threads/hand-over.ts';
 
 const OPTIONS_HELP = `Options:
   --fresh                abandon an unfinished run (its partial rows go) and start a new one
@@ -82,22 +82,19 @@ export async function runCommand(args: string[]): Promise<number> {
   return execute(await loadPipeline(file), values, file);
 }
 
-// A pipeline file imports this before its top level builds the pipeline, which may throw what the command line would
-// report: from here on, such an error, uncaught, is said as the command line says it (exit 2).
+// From here on, an input error that nothing catches is said as the command line says it (exit 2). The package root
+// does the same for a pipeline file (run-from-command-line.ts); the command line loads this before any pipeline file.
 exitOnUncaughtInputErrors();
 
 /**
- * For pipeline files: `if (import.meta.main) await runFromCommandLine(pipeline)` makes `node pipelines/x.ts` take
- * the same flags as `webdata-etl run`. Sets `process.exitCode`; resolves to it. The run works on a thread of its own
- * with a bounded heap (bounded-thread.ts), which imports the file again: its pipeline is its default export, or the
- * one it hands to this function; a file with neither runs here, on the main thread.
+ * The package root's `runFromCommandLine` (src/run-from-command-line.ts), which loads this module when called: makes
+ * `node pipelines/x.ts` take the same flags as `webdata-etl run`. Sets `process.exitCode`; resolves to it. The run
+ * works on a thread of its own with a bounded heap (threads/bounded-thread.ts), which imports the file again: its
+ * pipeline is its default export, or the one it hands to `runFromCommandLine`; a file with neither runs here, on the
+ * main thread.
  */
-export async function runFromCommandLine(pipeline: Pipeline | PipelineDefinition, argv: string[] = process.argv.slice(2)): Promise<number> {
-  const handOver = (globalThis as Record<symbol, ((pipeline: Pipeline | PipelineDefinition) => void) | undefined>)[HAND_OVER];
-  if (handOver) {
-    handOver(pipeline);
-    return EXIT.ok;
-  }
+export async function runPipelineFile(pipeline: Pipeline | PipelineDefinition, argv: string[]): Promise<number> {
+  if (handedOver(pipeline)) return EXIT.ok;
   const task = threadTask(pipeline, argv);
   const file = process.argv[1] === undefined ? undefined : resolve(process.argv[1]);
   const code = (task && (await runOnThread(task))) ?? (await pipelineFileCommandLine(pipeline, argv, file));
@@ -105,25 +102,17 @@ export async function runFromCommandLine(pipeline: Pipeline | PipelineDefinition
   return code;
 }
 
-/** Set while a run's thread imports a pipeline file: runFromCommandLine there hands the pipeline over, runs nothing. */
-const HAND_OVER = Symbol.for('webdata-etl.hand-over-pipeline');
-
 /** The file's pipeline as the run's thread sees it, if it is the one the main thread was given (by its name). */
 export async function handOverPipelines(file: string, pipelineName: string): Promise<Pipeline | undefined> {
-  let handed: Pipeline | PipelineDefinition | undefined;
-  const slot = globalThis as Record<symbol, unknown>;
-  slot[HAND_OVER] = (pipeline: Pipeline | PipelineDefinition) => (handed ??= pipeline);
   try {
-    const module = (await import(pathToFileURL(file).href)) as { default?: unknown };
-    const candidate = handed ?? module.default;
+    // The file is imported again here; its pipeline is what it hands runFromCommandLine, or its default export.
+    const candidate = await importHandingOver(file);
     if (typeof candidate !== 'object' || candidate === null) return undefined;
     const pipeline = definePipeline(candidate as Pipeline);
     return pipeline.name === pipelineName ? pipeline : undefined;
   } catch {
     // It loaded on the main thread: whatever fails here, the run goes on there.
     return undefined;
-  } finally {
-    delete slot[HAND_OVER];
   }
 }
 

@@ -1,5 +1,7 @@
-import { entryBeside, forwardSignals, heapLimitMb, onBoundedThread } from '../run/bounded-thread.ts';
-import { EXIT } from './exit-codes.ts';
+import { entryBeside, heapLimitMb } from '../threads/bounded-thread.ts';
+import { onRunThread } from '../threads/run-thread.ts';
+import { EXIT } from '../run/exit-codes.ts';
+import { stopOnSignals } from './signals.ts';
 
 /** What a run's own thread does: `webdata-etl run <args>`, or the command line of a pipeline file run by node. */
 export type ThreadTask =
@@ -10,9 +12,9 @@ export type ThreadTask =
 export type ThreadReport = { type: 'exit'; code: number } | { type: 'inProcess' };
 
 /**
- * Runs a command line on a thread of its own with a bounded heap (bounded-thread.ts says why), passing it the
- * signals this process gets and its terminal. Resolves to the exit code, or to undefined when the task belongs on
- * this thread after all (a pipeline file whose pipeline the thread could not find: see run-thread-entry.ts).
+ * Runs a command line on a thread of its own (threads/run-thread.ts), passing it the signals this process gets and
+ * its terminal. Resolves to the exit code, or to undefined when the task belongs on this thread after all (a pipeline
+ * file whose pipeline the thread could not find: see run-thread-entry.ts).
  */
 export async function runOnThread(task: ThreadTask): Promise<number | undefined> {
   let heapMb: number;
@@ -23,10 +25,14 @@ export async function runOnThread(task: ThreadTask): Promise<number | undefined>
     return EXIT.usage;
   }
   let report: ThreadReport | undefined;
+  // The process's signals are counted here, the first a stop and the second an abort, named by the signal: the thread
+  // says what each does, where its progress goes.
+  const signals = stopOnSignals(() => undefined);
   try {
     // A worker's stderr is a pipe to this thread, never a terminal: the live progress line needs to know it is one.
     const entry = entryBeside(import.meta.url, 'run-thread-entry');
-    const exitCode = await onBoundedThread<ThreadReport>(entry, { task, stderrIsTTY: process.stderr.isTTY === true }, { heapMb, onMessage: (message) => (report = message), attach: forwardSignals });
+    const data = { task, stderrIsTTY: process.stderr.isTTY === true };
+    const exitCode = await onRunThread<ThreadReport>(entry, data, { heapMb, onMessage: (message) => (report = message), stop: signals.signal, abort: signals.abortSignal });
     if (report?.type === 'inProcess') return undefined;
     // No report: the thread was ended by process.exit() in a stage of the user's.
     return report?.code ?? exitCode;
@@ -35,5 +41,7 @@ export async function runOnThread(task: ThreadTask): Promise<number | undefined>
     const said = failure instanceof Error && failure.name === 'HeapLimitError' ? failure.message : failure instanceof Error ? failure.stack : String(failure);
     process.stderr.write(`webdata-etl: ${said}\n`);
     return EXIT.unexpected;
+  } finally {
+    signals.dispose();
   }
 }

@@ -6,8 +6,8 @@ import { stateDatabase, statePath } from '../run/outputs.ts';
 import { checkDatabaseArgument, oneDatabase, stateUrlFrom } from './database-filters.ts';
 import type { PostgresTarget } from '../postgres/target.ts';
 import type { RunSummary } from '../run/summary.ts';
-import { EXIT } from './exit-codes.ts';
-import { loadPipeline } from './load-pipeline.ts';
+import { EXIT } from '../run/exit-codes.ts';
+import { loadPipeline } from '../config/load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]

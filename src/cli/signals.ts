@@ -1,4 +1,5 @@
-import { isMainThread, parentPort } from 'node:worker_threads';
+import { isMainThread } from 'node:worker_threads';
+import { onHostMessages } from '../threads/run-thread.ts';
 
 /**
  * The first SIGINT or SIGTERM stops the run gracefully (nothing new is sent; answers in flight are committed;
@@ -12,33 +13,36 @@ export function stopOnSignals(log: (message: string) => void = (m) => process.st
 } {
   const stop = new AbortController();
   const abort = new AbortController();
+  const stopFor = (signal: string) => {
+    log(`${signal}: stopping — nothing new is sent, answers in flight are committed; the run can be resumed. ${signal} again aborts.`);
+    stop.abort(signal);
+  };
+  const abortFor = (signal: string) => {
+    log(`${signal}: aborting — requests in flight are cancelled.`);
+    abort.abort(signal);
+  };
   const handler = (signal: NodeJS.Signals) => {
-    if (!stop.signal.aborted) {
-      log(`${signal}: stopping — nothing new is sent, answers in flight are committed; the run can be resumed. ${signal} again aborts.`);
-      stop.abort(signal);
-    } else if (!abort.signal.aborted) {
-      log(`${signal}: aborting — requests in flight are cancelled.`);
-      abort.abort(signal);
-    }
+    if (!stop.signal.aborted) stopFor(signal);
+    else if (!abort.signal.aborted) abortFor(signal);
   };
   if (isMainThread) {
     process.on('SIGINT', handler);
     process.on('SIGTERM', handler);
   }
-  // On a run's own thread (bounded-thread.ts) the signals come from the main thread, which receives them.
-  const forwarded = (message: { type?: string; signal?: NodeJS.Signals }) => {
-    if (message.type === 'signal' && message.signal) handler(message.signal);
-  };
-  parentPort?.on('message', forwarded);
-  // Listening does not keep the thread alive once its run is done.
-  parentPort?.unref();
+  // On a run's own thread (threads/run-thread.ts) the main thread receives the signals, counts them as above, and
+  // says what they came to, with the signal's name.
+  const stopListening = onHostMessages((message) => {
+    const signal = message.reason ?? 'a signal';
+    if (message.type === 'stop' && !stop.signal.aborted) stopFor(signal);
+    else if (message.type === 'abort' && !abort.signal.aborted) abortFor(signal);
+  });
   return {
     signal: stop.signal,
     abortSignal: abort.signal,
     dispose() {
       process.off('SIGINT', handler);
       process.off('SIGTERM', handler);
-      parentPort?.off('message', forwarded);
+      stopListening();
     },
   };
 }

@@ -7,8 +7,8 @@ import { UsageError } from '../errors/usage-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { postgresNameSchema } from '../postgres/target.ts';
 import { stateUrlFrom } from './database-filters.ts';
-import { EXIT } from './exit-codes.ts';
-import { loadPipeline } from './load-pipeline.ts';
+import { EXIT } from '../run/exit-codes.ts';
+import { loadPipeline } from '../config/load-pipeline.ts';
 
 export const statusHelp = `Usage: webdata-etl status <pipeline.ts|pipeline.json> [--state postgres://…] [--json]
 

@@ -3,7 +3,7 @@ import { undici } from './undici.ts';
 import type { z } from 'zod';
 import { type Redactor, redactor } from '../redact.ts';
 import type { CodeAllowance } from './codes.ts';
-import { MalformedResponseError } from '../errors/transport-errors.ts';
+import { MalformedResponseError } from '../errors/malformed-response-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from './endpoint-path.ts';
 import { type ClientOptions, isLoopbackHost, resolveClientOptions } from './options.ts';

@@ -4,6 +4,16 @@ export { type ClientOptions, clientOptionsSchema, isLoopbackHost } from './optio
 export { type SearchParams, type ValidSearchParams, searchParamsSchema, parseSearchParams } from './search-params.ts';
 export { parseRetryAfter } from './retry-after.ts';
 export { WebDataError, type FailureKind } from '../errors/web-data-error.ts';
-export { BadRequestError, AuthenticationError, PlanError, RateLimitError, ServerError, UnexpectedStatusError } from '../errors/status-errors.ts';
-export { NetworkError, TimeoutError, MalformedResponseError, AbortedError } from '../errors/transport-errors.ts';
+export {
+  BadRequestError,
+  AuthenticationError,
+  PlanError,
+  RateLimitError,
+  ServerError,
+  UnexpectedStatusError,
+  NetworkError,
+  TimeoutError,
+  MalformedResponseError,
+  AbortedError,
+} from '../errors/index.ts';
 export { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';

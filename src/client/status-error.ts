@@ -1,4 +1,9 @@
-import { AuthenticationError, BadRequestError, PlanError, RateLimitError, ServerError, UnexpectedStatusError } from '../errors/status-errors.ts';
+import { AuthenticationError } from '../errors/authentication-error.ts';
+import { BadRequestError } from '../errors/bad-request-error.ts';
+import { PlanError } from '../errors/plan-error.ts';
+import { RateLimitError } from '../errors/rate-limit-error.ts';
+import { ServerError } from '../errors/server-error.ts';
+import { UnexpectedStatusError } from '../errors/unexpected-status-error.ts';
 import { type WebDataError, type WebDataErrorDetails } from '../errors/web-data-error.ts';
 import { describeWait, parseRetryAfter } from './retry-after.ts';
 

@@ -1,7 +1,10 @@
 import type { Dispatcher } from 'undici';
 import { undici } from './undici.ts';
 import type { Redactor } from '../redact.ts';
-import { AbortedError, MalformedResponseError, NetworkError, TimeoutError } from '../errors/transport-errors.ts';
+import { AbortedError } from '../errors/aborted-error.ts';
+import { MalformedResponseError } from '../errors/malformed-response-error.ts';
+import { NetworkError } from '../errors/network-error.ts';
+import { TimeoutError } from '../errors/timeout-error.ts';
 import { type WebDataError } from '../errors/web-data-error.ts';
 import { statusError } from './status-error.ts';
 

@@ -3,7 +3,7 @@ import type * as Undici from 'undici';
 
 /**
  * undici, loaded when the first client is made: a process that only defines pipelines — a pipeline file's main thread,
- * a host program calling run(url), whose runs work on a thread of their own (src/run/bounded-thread.ts) — does not
+ * a host program calling run(url), whose runs work on a thread of their own (src/threads/bounded-thread.ts) — does not
  * carry it (more than half of what importing webdata-etl costs in memory: docs/benchmarks.md#figures-the-code-cites).
  */
 export function undici(): typeof Undici {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
-import { type PipelineDefinition, pipelineSchema } from '../run/define.ts';
+import { type PipelineDefinition, pipelineSchema } from './define.ts';
 import { type CsvSinkOptions, csvSinkOptionsSchema, toCsv } from '../sinks/csv.ts';
 import { type JsonlSinkOptions, jsonlSinkOptionsSchema, toJsonl } from '../sinks/jsonl.ts';
 import { type PostgresSinkOptions, postgresSinkOptionsSchema, toPostgres } from '../sinks/postgres.ts';

@@ -1,3 +1,4 @@
+import { WorkerExpiredError } from '../errors/worker-expired-error.ts';
 import { retrying } from '../postgres/failure.ts';
 import { beatFresh, STALE_SECONDS, workerLockPrefix, workerMayBeAlive } from './liveness.ts';
 import { type Pool } from '../postgres/pools.ts';
@@ -18,11 +19,6 @@ export type SharedMeter = CreditMeter & {
   /** Reads the run's figures again: the budget, and what other workers spent. */
   refresh(): Promise<void>;
 };
-
-/** A worker asked for credits after it was presumed dead: its reservations were already counted as spent. */
-export class WorkerExpiredError extends Error {
-  override readonly name = 'WorkerExpiredError';
-}
 
 /** How long a request held back by reservations in flight waits before asking again: other workers' settles are not heard here. */
 const SETTLE_POLL_MS = 200;

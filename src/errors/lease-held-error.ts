@@ -1,3 +1,5 @@
+import { WebDataEtlError } from './web-data-etl-error.ts';
+
 /** Who holds a lease. */
 export interface LeaseHolder {
   pipeline: string;
@@ -7,7 +9,7 @@ export interface LeaseHolder {
 }
 
 /** Another live process holds what this run needs: its state store or one of its outputs. Try again later (exit 75). */
-export class LeaseHeldError extends Error {
+export class LeaseHeldError extends WebDataEtlError {
   readonly holder: LeaseHolder;
 
   constructor(message: string, holder: LeaseHolder) {

@@ -1,3 +1,5 @@
+import { WebDataEtlError } from './web-data-etl-error.ts';
+
 /** Why an output could not be written: each has its remedy and its exit code. */
 export type OutputProblem = 'full' | 'read_only' | 'locked' | 'corrupt' | 'invalid_path' | 'unavailable' | 'permission';
 
@@ -9,7 +11,7 @@ export type OutputProblem = 'full' | 'read_only' | 'locked' | 'corrupt' | 'inval
  * two: `unavailable` (unreachable, restarting, a statement past its time limit: wait it out) and `permission` (a
  * privilege the role lacks, a wrong password, TLS asked of a server without it: fix it).
  */
-export class OutputError extends Error {
+export class OutputError extends WebDataEtlError {
   readonly problem: OutputProblem;
 
   constructor(problem: OutputProblem, message: string, cause: unknown) {

@@ -1,9 +1,11 @@
+import { WebDataEtlError } from './web-data-etl-error.ts';
+
 /**
  * A page whose values a database refused even after what webdata-etl replaces (docs/security.md, "Values a database
  * refuses"): a table of the user's with a narrower column or a CHECK, say. Its series fails with this reason (exit
  * 5); the run goes on. `kind` is the series' `error_kind`.
  */
-export class UnstorablePageError extends Error {
+export class UnstorablePageError extends WebDataEtlError {
   readonly kind = 'unstorable';
   readonly seriesId: string;
   /** The page that could not be stored. */

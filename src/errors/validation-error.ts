@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { WebDataEtlError } from './web-data-etl-error.ts';
 
 export interface ValidationIssue {
   /** Dotted path of the offending field, e.g. `country` or `sinks.0.path`. */
@@ -10,7 +11,7 @@ export interface ValidationIssue {
  * Bad input, caught before anything is sent (and so before any credit is spent).
  * Each issue names the field and what would be valid.
  */
-export class ValidationError extends Error {
+export class ValidationError extends WebDataEtlError {
   readonly issues: readonly ValidationIssue[];
 
   constructor(subject: string, issues: readonly ValidationIssue[]) {

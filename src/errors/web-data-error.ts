@@ -1,3 +1,5 @@
+import { WebDataEtlError } from './web-data-etl-error.ts';
+
 /** What went wrong, by how a caller should react to it. */
 export type FailureKind =
   | 'bad_request'
@@ -30,7 +32,7 @@ export interface WebDataErrorDetails {
  * sending the same request again can succeed. Properties are plain data so that errors can be logged,
  * serialized and stored: secrets are redacted before an error is built.
  */
-export class WebDataError extends Error {
+export class WebDataError extends WebDataEtlError {
   readonly kind: FailureKind;
   readonly path: string;
   readonly method: string;

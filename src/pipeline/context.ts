@@ -1,6 +1,6 @@
 import type { SeenKeys, StateWrite } from '../state/interfaces.ts';
 import type { Series } from './page.ts';
-import { plainRecords, type StateChanges, trackedState, type TrackedState } from './state-changes.ts';
+import { plainRecords, type StateChanges, trackedState, type TrackedState } from '../state/state-changes.ts';
 
 /** What every stage gets besides its pages. */
 export interface RunContext {

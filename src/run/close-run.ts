@@ -2,7 +2,7 @@ import type { Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { SeenKeyStore } from '../state/interfaces.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 import type { Destination } from './destination.ts';
 import type { OpenedRun } from './open-run.ts';
 import { summarize } from './summarize.ts';

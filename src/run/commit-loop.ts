@@ -1,7 +1,7 @@
 import { throughStages } from '../pipeline/compose.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { createCommitter } from './commit.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 import type { RunEvent } from './run-types.ts';
 import type { SourceWiring } from './wiring.ts';
 

@@ -1,5 +1,5 @@
 import { ValidationError } from '../errors/validation-error.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 
 /** Where the key goes, and who decided: shown before the first request and kept in the summary. */
 export interface Destination {

@@ -14,7 +14,7 @@ import { planningLock } from '../distributed/plan-run.ts';
 import type { Worker } from '../distributed/worker.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
 import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
 import { checkJoinTerms, runTerms } from './run-terms.ts';

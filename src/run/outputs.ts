@@ -1,7 +1,7 @@
 import { dirname, resolve } from 'node:path';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Sink } from '../sinks/sink.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 import { type PostgresTarget, postgresTarget } from '../postgres/target.ts';
 
 /**

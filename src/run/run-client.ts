@@ -1,5 +1,5 @@
 import { type Client, createClient } from '../client/client.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 import { type Destination, resolveDestination } from './destination.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 

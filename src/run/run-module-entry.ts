@@ -1,21 +1,17 @@
 // The thread of run(url) (run-module.ts starts it): loads the pipeline, runs it, posts events and the outcome back.
 import { fileURLToPath } from 'node:url';
-import { parentPort, workerData } from 'node:worker_threads';
-import { loadPipeline } from '../cli/load-pipeline.ts';
-import { postedError } from './posted-error.ts';
+import { loadPipeline } from '../config/load-pipeline.ts';
+import { postedError } from '../threads/posted-error.ts';
+import { onHostMessages, runThreadData, toHost } from '../threads/run-thread.ts';
 import type { ModuleRunReport } from './run-module.ts';
 import { run } from './run.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 
-const { url, options, aborted, events } = workerData as { url: string; options: RunOptions; aborted: { stop: boolean; abort: boolean }; events: boolean };
-const report = (message: ModuleRunReport) => parentPort?.postMessage(message);
+const { url, options, events } = runThreadData<{ url: string; options: RunOptions; events: boolean }>();
+const report = (message: ModuleRunReport) => toHost(message);
 const stop = new AbortController();
 const abort = new AbortController();
-if (aborted.stop) stop.abort();
-if (aborted.abort) abort.abort();
-parentPort?.on('message', (message: { type?: string }) => (message.type === 'stop' ? stop.abort() : message.type === 'abort' ? abort.abort() : undefined));
-// Listening does not keep the thread alive once its run is done.
-parentPort?.unref();
+onHostMessages((message) => (message.type === 'stop' ? stop.abort() : abort.abort()));
 
 // An event a structured clone refuses (a function in a user's warning?) goes as its JSON.
 const onEvent = (event: RunEvent) => {

@@ -1,16 +1,16 @@
 import { UsageError } from '../errors/usage-error.ts';
-import type { Worker } from 'node:worker_threads';
-import { entryBeside, heapLimitMb, onBoundedThread } from './bounded-thread.ts';
+import { entryBeside, heapLimitMb } from '../threads/bounded-thread.ts';
+import { onRunThread } from '../threads/run-thread.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
-import { type PostedError, rebuilt } from './posted-error.ts';
+import { type PostedError, rebuilt } from '../threads/posted-error.ts';
 
 /** What the run's thread posts: each event, then the summary or the error. */
 export type ModuleRunReport = { type: 'event'; event: RunEvent } | { type: 'done'; summary: RunSummary } | { type: 'failed'; error: PostedError };
 
 /**
  * `run(url)`: the pipeline module at `url` (its default export, or a JSON config) runs on a thread of its own with a
- * bounded heap (bounded-thread.ts), so that a host program's run keeps to the same memory as the command line's.
+ * bounded heap (threads/run-thread.ts), so that a host program's run keeps to the same memory as the command line's.
  * The options cross to it; events, signals and the outcome cross back. A client or a clock cannot cross.
  */
 export async function runModule(url: URL, options: RunOptions): Promise<RunSummary> {
@@ -22,26 +22,14 @@ export async function runModule(url: URL, options: RunOptions): Promise<RunSumma
   const { signal, abortSignal, onEvent, client: _client, clock: _clock, env, ...rest } = options;
   // process.env is not an object a thread can be sent; its entries are.
   const crossing = { ...rest, ...(env === undefined ? {} : { env: { ...env } }) };
-  // A signal already aborted goes with the options: as a message it would arrive after the run had begun.
-  const aborted = { stop: signal?.aborted === true, abort: abortSignal?.aborted === true };
   let outcome: ModuleRunReport | undefined;
   const onMessage = (report: ModuleRunReport) => {
     if (report.type === 'event') onEvent?.(report.event);
     else outcome = report;
   };
-  // The caller's signals, as messages: stop and abort.
-  const attach = (worker: Worker) => {
-    const stop = () => worker.postMessage({ type: 'stop' });
-    const abort = () => worker.postMessage({ type: 'abort' });
-    signal?.addEventListener('abort', stop, { once: true });
-    abortSignal?.addEventListener('abort', abort, { once: true });
-    return () => {
-      signal?.removeEventListener('abort', stop);
-      abortSignal?.removeEventListener('abort', abort);
-    };
-  };
-  const data = { url: url.href, options: crossing, aborted, events: onEvent !== undefined };
-  await onBoundedThread(entryBeside(import.meta.url, 'run-module-entry'), data, { heapMb, onMessage, attach });
+  const data = { url: url.href, options: crossing, events: onEvent !== undefined };
+  // The caller's signals reach the thread as its stop and abort.
+  await onRunThread(entryBeside(import.meta.url, 'run-module-entry'), data, { heapMb, onMessage, stop: signal, abort: abortSignal });
   if (outcome?.type === 'done') return outcome.summary;
   if (outcome?.type === 'failed') throw rebuilt(outcome.error);
   throw new Error('the run\'s thread ended without a summary (process.exit() in a stage or sink?)');

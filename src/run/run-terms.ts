@@ -4,7 +4,7 @@ import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { Budget } from '../schedule/budget.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { RunRecord } from '../state/interfaces.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 import { describeChange } from './describe-change.ts';
 
 /**

@@ -4,7 +4,7 @@ import { commitsOnThread, createCommitter } from './commit.ts';
 import { type CommitThread, commitThread } from '../state/sqlite/commit-thread.ts';
 import { commitPages } from './commit-loop.ts';
 import { databaseRegistry } from './databases.ts';
-import { definePipeline, type Pipeline, type PipelineDefinition } from './define.ts';
+import { definePipeline, type Pipeline, type PipelineDefinition } from '../config/define.ts';
 import { dedupesAcrossSeries, type Held, openRun } from './open-run.ts';
 import { explainOutputFailure } from './output-error.ts';
 import { outputSuspects } from './outputs.ts';

@@ -15,7 +15,7 @@ import type { Worker } from '../distributed/worker.ts';
 import type { Decision } from './lifecycle.ts';
 import type { Held, OpenedRun } from './open-run.ts';
 import type { createCommitter } from './commit.ts';
-import type { Pipeline } from './define.ts';
+import type { Pipeline } from '../config/define.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */

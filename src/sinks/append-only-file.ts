@@ -8,7 +8,7 @@ import { crashPoint } from '../crash-points.ts';
 import type { Lease, SinkCheckpoints } from '../state/interfaces.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { claimFile, fileOutputKey, registryPathFor } from '../state/sqlite/output-claims.ts';
-import { writeAll } from './append-records.ts';
+import { writeAll } from '../commits/append-records.ts';
 import type { CsvFormat, Sink, SinkContext, SinkRecords } from './sink.ts';
 
 type Item = Record<string, unknown>;

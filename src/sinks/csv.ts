@@ -6,7 +6,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
 import { appendOnlyFile } from './append-only-file.ts';
 import { checkNormalized, columnName, csvValue } from './columns.ts';
-import { csvText } from './csv-text.ts';
+import { csvText } from '../commits/csv-text.ts';
 import type { CsvFormat, Sink } from './sink.ts';
 
 const BOM = '\uFEFF';

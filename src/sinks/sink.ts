@@ -4,46 +4,12 @@ import type { Pool } from '../postgres/pools.ts';
 import type { PostgresTarget } from '../postgres/target.ts';
 import type { Checkpoint, SharedTransaction, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
-import type { RowInsert } from './row-insert.ts';
+import type { SinkRecords, SinkRows } from '../commits/page-writes.ts';
+
+export type { CsvFormat, SinkRecords, SinkRows } from '../commits/page-writes.ts';
 
 /** Where a results table lives: a SQLite connection, or a PostgreSQL pool and the table's schema. */
 export type ResultsDatabase = { readonly kind: 'sqlite'; readonly db: Database.Database } | { readonly kind: 'postgres'; readonly pool: Pool; readonly schema: string };
-
-/** A page's rows for a SQLite table, as data: what the commit thread inserts for a sink (see `Sink.rows`). */
-export interface SinkRows {
-  readonly sinkId: string;
-  /** The sink's insert (its columns and mode), as parts that take any number of rows. */
-  readonly insert: RowInsert;
-  /** The page's rows, one after another: `insert.width` values each. */
-  readonly values: unknown[];
-  committed(): void;
-}
-
-/** csv-stringify's options for a CSV sink's records: data, so that the commit thread renders as the sink would. */
-export interface CsvFormat {
-  readonly delimiter: string;
-  readonly escape_formulas: boolean;
-  readonly record_delimiter: 'windows';
-  readonly header: false;
-}
-
-/**
- * A page's CSV records for a file sink, as data: what the commit thread renders and appends to the sink's open file
- * (see `Sink.records`), recording the file's new length as the sink's checkpoint in the page's transaction.
- */
-export interface SinkRecords {
-  readonly sinkId: string;
-  /** The file, for what a failure to write it says. */
-  readonly path: string;
-  /** The sink's open file (a descriptor is the process's: any thread may write it). */
-  readonly fd: number;
-  readonly format: CsvFormat;
-  /** The page's cells, one record after another: `width` each. */
-  readonly width: number;
-  readonly cells: string[];
-  /** Once committed, with the file's committed length. */
-  committed(bytes: number): void;
-}
 
 /** What a sink gets when the run opens it. */
 export interface SinkContext {

@@ -10,7 +10,7 @@ import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { quoteIdentifier as q } from '../sql-identifier.ts';
 import type { Lease } from '../state/interfaces.ts';
-import { type RowInsert, rowInserter } from './row-insert.ts';
+import { type RowInsert, rowInserter } from '../commits/row-insert.ts';
 import type { Sink, SinkContext, SinkRows } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */

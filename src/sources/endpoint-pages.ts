@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MalformedResponseError } from '../errors/transport-errors.ts';
+import { MalformedResponseError } from '../errors/malformed-response-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
 import { characterCount, MAX_QUERY_CHARACTERS } from '../client/search-params.ts';

@@ -1,5 +1,5 @@
 import type { JournalEntry, RunRecord, SeriesProgress } from './interfaces.ts';
-import { applyStateChanges } from '../pipeline/state-changes.ts';
+import { applyStateChanges } from './state-changes.ts';
 
 /*
  * Rows of the state tables as the interfaces give them, whichever database they came from: both stores keep the same

@@ -4,12 +4,12 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { countCrashesWith, crashPoint } from '../../crash-points.ts';
-import { postedError } from '../../run/posted-error.ts';
+import { postedError } from '../../threads/posted-error.ts';
 import type { CommitReply, CommitRequest } from './commit-thread.ts';
 import { openDatabase } from './open-database.ts';
 import { openStateStore } from './store.ts';
-import { rowInserter } from '../../sinks/row-insert.ts';
-import { appendRecords } from '../../sinks/append-records.ts';
+import { rowInserter } from '../../commits/row-insert.ts';
+import { appendRecords } from '../../commits/append-records.ts';
 
 const { path, crashes } = workerData as { path: string; crashes: SharedArrayBuffer };
 countCrashesWith(crashes);

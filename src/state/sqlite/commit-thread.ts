@@ -1,9 +1,9 @@
 import { Worker } from 'node:worker_threads';
 import { crashCount } from '../../crash-points.ts';
-import { entryBeside, heapLimitMb, threadFailure } from '../../run/bounded-thread.ts';
+import { entryBeside, heapLimitMb, threadFailure } from '../../threads/bounded-thread.ts';
 // A failure there comes back of its own class with its fields (an OutputError's problem, a SQLite error's code).
-import { type PostedError, rebuilt } from '../../run/posted-error.ts';
-import type { SinkRecords, SinkRows } from '../../sinks/sink.ts';
+import { type PostedError, rebuilt } from '../../threads/posted-error.ts';
+import type { SinkRecords, SinkRows } from '../../commits/page-writes.ts';
 import type { PageCommit } from '../interfaces.ts';
 
 export type CommitRequest =

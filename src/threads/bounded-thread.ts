@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { HeapLimitError } from '../errors/heap-limit-error.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 /**
@@ -58,16 +59,5 @@ export async function onBoundedThread<M>(
 export function threadFailure(error: unknown, heapMb: number): unknown {
   if ((error as { code?: string } | null)?.code !== 'ERR_WORKER_OUT_OF_MEMORY') return error;
   const message = `the run used up its heap (${heapMb} MB): a stage or sink keeps more than that in memory. What was committed is kept; set WEBDATA_HEAP_MB higher (megabytes) and run again to resume`;
-  return Object.assign(new Error(message), { name: 'HeapLimitError' });
-}
-
-/** A thread's side of the signals the process gets: SIGINT and SIGTERM are posted to it (a worker receives none). */
-export function forwardSignals(worker: Worker): () => void {
-  const forward = (signal: NodeJS.Signals) => worker.postMessage({ type: 'signal', signal });
-  process.on('SIGINT', forward);
-  process.on('SIGTERM', forward);
-  return () => {
-    process.off('SIGINT', forward);
-    process.off('SIGTERM', forward);
-  };
+  return new HeapLimitError(message);
 }

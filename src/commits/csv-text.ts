@@ -1,5 +1,5 @@
 import { stringify } from 'csv-stringify/sync';
-import type { CsvFormat } from './sink.ts';
+import type { CsvFormat } from './page-writes.ts';
 
 /**
  * The CSV text of records given as one flat array of cells, `width` to a record. The CSV sink and the commit thread

@@ -2,11 +2,11 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ValidationError } from '../errors/validation-error.ts';
-import { pipelineFromConfig } from '../config/json-config.ts';
+import { pipelineFromConfig } from './json-config.ts';
 import { readInputFile } from '../input-file.ts';
-import { definePipeline, type Pipeline } from '../run/define.ts';
+import { definePipeline, type Pipeline } from './define.ts';
 import { UsageError } from '../errors/usage-error.ts';
-import { isInputError } from './input-errors.ts';
+import { isInputError } from '../errors/is-input-error.ts';
 
 /** A JSON config this large is not a config: lists of queries go in `search.queriesFile`. */
 export const MAX_CONFIG_BYTES = 16 * 1024 * 1024;

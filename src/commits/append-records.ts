@@ -1,6 +1,6 @@
 import { fstatSync, writeSync } from 'node:fs';
 import { csvText } from './csv-text.ts';
-import type { SinkRecords } from './sink.ts';
+import type { SinkRecords } from './page-writes.ts';
 
 /**
  * Appends a page's records to their sink's open file (on the commit thread) and returns the file's length after
