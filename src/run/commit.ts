@@ -7,6 +7,7 @@ import { crashPoint } from '../crash-points.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import { isRefusedValue, UnstorablePageError } from '../errors/unstorable-page-error.ts';
 import { writingTo } from './output-error.ts';
+import { SpendLedger } from './spend-ledger.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import type { CommitThread } from '../state/sqlite/commit-thread.ts';
 
@@ -54,26 +55,11 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   const noNew = new Map<string, number>();
   const committed = new Map<string, number>();
   const pendingEnds = new Map<string, { series: Series; end: SeriesEnd }>();
-  // The spend of 2xx answers waiting for their pages, by series: a series has one request out at a time, so its
-  // answers come in the order of its pages, and each page's commit takes its own (docs/guarantees.md, "Spend").
-  const ledger = new Map<string, SpendRow[]>();
-  // Answers paid for whose pages did not commit (their transaction failed, their series was lost, the run failed
-  // before they reached it): `flush` writes them on their own, marked so, whatever ended the run.
-  const uncommitted: SpendRow[] = [];
-  const paidNotCommitted = (rows: readonly SpendRow[]) => {
-    for (const row of rows) uncommitted.push({ ...row, uncommitted: true });
-  };
-  const takeSpend = (seriesId: string): SpendRow[] => {
-    const rows = ledger.get(seriesId) ?? [];
-    ledger.delete(seriesId);
-    return rows;
-  };
+  const ledger = new SpendLedger(store);
   // Series another worker took over (a distributed run): their pages here are dropped.
   const lost = new Set<string>();
   // Series a page of which a database refused (`commitRefused`): they ask for no more pages, and end as failed.
   const refused = new Map<string, UnstorablePageError>();
-  // Spend rows written on their own, not yet known to be written: the run waits for them before it closes.
-  const writing = new Set<Promise<void>>();
   // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
   let seq: number | undefined;
   // Pages commit in the order they came, one after the other: each waits for the one before (and fails with it).
@@ -140,7 +126,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
         // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
         state: states.write(id, end !== undefined),
       },
-      spend: takeSpend(id),
+      spend: ledger.take(id),
       journal: needsJournal
         ? { seq: pageSeq, runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
         : null,
@@ -188,7 +174,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       for (const file of files) file.staged.abandoned?.();
       // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure. Its
       // answer was paid all the same.
-      paidNotCommitted(commit.spend);
+      ledger.paidNotCommitted(commit.spend);
       lost.add(id);
       committed.set(id, (committed.get(id) ?? 0) + 1);
       await settle(id);
@@ -286,7 +272,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
         // Failed before its transaction, in it, or with a page before it: its answer is paid and not committed. (On
         // the thread, a page whose predecessor failed after its own transaction may still have committed.)
         const transacted = prepared.outcome.transacted || (sent !== undefined && (await sent.then(() => true, () => false)));
-        if (!transacted) paidNotCommitted(prepared.commit.spend);
+        if (!transacted) ledger.paidNotCommitted(prepared.commit.spend);
         throw error;
       });
     tail = done;
@@ -305,22 +291,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       noNew.set(seriesId, streak);
     },
 
-    /** Spend of a request: written at once, or, for a 2xx that brings a page, with that page's transaction. */
-    async spend(row: SpendRow): Promise<void> {
-      if (/^2\d\d$/.test(row.status) && !row.uncertain) {
-        const rows = ledger.get(row.seriesId);
-        if (rows) rows.push(row);
-        else ledger.set(row.seriesId, [row]);
-        return;
-      }
-      const write = store.spend([row]);
-      writing.add(write);
-      try {
-        await write;
-      } finally {
-        writing.delete(write);
-      }
-    },
+    /** Spend of a request (`SpendLedger.record`). */
+    spend: (row: SpendRow): Promise<void> => ledger.record(row),
 
     /** The journal's number now: pages can then be handed over without waiting (`commit`). */
     start,
@@ -356,17 +328,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       return delivered;
     },
 
-    /**
-     * Waits for spend rows on their way; writes those of answers whose pages never committed, marked so (still paid,
-     * still recorded). The run calls it however it ends, a failure included, so that the next invocation's budget
-     * starts from what the server charged.
-     */
-    async flush(): Promise<void> {
-      await Promise.all(writing);
-      for (const rows of ledger.values()) paidNotCommitted(rows);
-      ledger.clear();
-      if (uncommitted.length > 0) await store.spend(uncommitted.splice(0));
-    },
+    /** Writes the spend not yet written, that of answers whose pages never committed included (`SpendLedger.flush`). */
+    flush: (): Promise<void> => ledger.flush(),
   };
 }
 

@@ -1,0 +1,62 @@
+import type { SpendRow, StateStore } from '../state/interfaces.ts';
+
+/**
+ * What a run's requests cost, on its way to the state store's `spend` ledger (docs/guarantees.md, "Spend, however a
+ * run ends"). A 2xx that brings a page waits for that page: a series has one request out at a time, so its answers
+ * come in the order of its pages, and each page's commit takes its own (`take`). Any other answer is written at once.
+ * Answers whose pages did not commit — their transaction failed, their series was lost, the run failed before they
+ * reached it — are written by `flush`, marked `uncommitted`, however the run ends.
+ */
+export class SpendLedger {
+  readonly #store: Pick<StateStore, 'spend'>;
+  /** 2xx answers waiting for their pages, by series. */
+  readonly #waiting = new Map<string, SpendRow[]>();
+  readonly #uncommitted: SpendRow[] = [];
+  /** Rows written on their own, not yet known to be written: the run waits for them before it closes. */
+  readonly #writing = new Set<Promise<void>>();
+
+  constructor(store: Pick<StateStore, 'spend'>) {
+    this.#store = store;
+  }
+
+  /** A request's spend: written at once, or, for a 2xx that brings a page, with that page's transaction. */
+  async record(row: SpendRow): Promise<void> {
+    if (/^2\d\d$/.test(row.status) && !row.uncertain) {
+      const rows = this.#waiting.get(row.seriesId);
+      if (rows) rows.push(row);
+      else this.#waiting.set(row.seriesId, [row]);
+      return;
+    }
+    const write = this.#store.spend([row]);
+    this.#writing.add(write);
+    try {
+      await write;
+    } finally {
+      this.#writing.delete(write);
+    }
+  }
+
+  /** The answers a page of `seriesId` brings into its commit. */
+  take(seriesId: string): SpendRow[] {
+    const rows = this.#waiting.get(seriesId) ?? [];
+    this.#waiting.delete(seriesId);
+    return rows;
+  }
+
+  /** Answers paid for whose page did not commit: `flush` writes them. */
+  paidNotCommitted(rows: readonly SpendRow[]): void {
+    for (const row of rows) this.#uncommitted.push({ ...row, uncommitted: true });
+  }
+
+  /**
+   * Waits for rows on their way; writes those of answers whose pages never committed, marked so (still paid, still
+   * recorded). The run calls it however it ends, a failure included, so that the next invocation's budget starts from
+   * what the server charged.
+   */
+  async flush(): Promise<void> {
+    await Promise.all(this.#writing);
+    for (const rows of this.#waiting.values()) this.paidNotCommitted(rows);
+    this.#waiting.clear();
+    if (this.#uncommitted.length > 0) await this.#store.spend(this.#uncommitted.splice(0));
+  }
+}
