@@ -1,13 +1,14 @@
 import type { Page, Series } from '../pipeline/page.ts';
 import type { Sink } from '../sinks/sink.ts';
-import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sources/source.ts';
+import type { SeriesEnd, SeriesEndReason } from '../sources/source.ts';
 import { toJson } from '../json.ts';
-import type { PageCommit, SeenKeyStore, SeriesIdentity, SpendRow, StateStore } from '../state/interfaces.ts';
+import type { PageCommit, SeenKeyStore, SpendRow, StateStore } from '../state/interfaces.ts';
 import { crashPoint } from '../crash-points.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import { isRefusedValue, UnstorablePageError } from '../errors/unstorable-page-error.ts';
 import { writingTo } from './output-error.ts';
 import { SpendLedger } from './spend-ledger.ts';
+import { SeriesBook, seriesIdentity } from './series-book.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import type { CommitThread } from '../state/sqlite/commit-thread.ts';
 
@@ -52,45 +53,12 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   const staged = files.filter((sink) => !recorded.includes(sink));
   // Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it.
   const needsJournal = keepJournal || after.length > 0;
-  const noNew = new Map<string, number>();
-  const committed = new Map<string, number>();
-  const pendingEnds = new Map<string, { series: Series; end: SeriesEnd }>();
+  const book = new SeriesBook(store, runId, states);
   const ledger = new SpendLedger(store);
-  // Series another worker took over (a distributed run): their pages here are dropped.
-  const lost = new Set<string>();
-  // Series a page of which a database refused (`commitRefused`): they ask for no more pages, and end as failed.
-  const refused = new Map<string, UnstorablePageError>();
   // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
   let seq: number | undefined;
   // Pages commit in the order they came, one after the other: each waits for the one before (and fails with it).
   let tail: Promise<unknown> = Promise.resolve();
-
-  const writeEnd = (series: Series, end: Exclude<SeriesEnd, { reason: 'lost' }>) =>
-    store.endSeries(runId, identity(series), {
-      status: end.reason === 'stopped' ? 'stopped' : 'ended',
-      reason: end.reason === 'stopped' ? end.stop : end.reason,
-      // Null keeps the series' next page as its last page left it; a page that could not be stored is asked for again.
-      nextPage: end.error instanceof UnstorablePageError ? end.error.retryFrom : null,
-      error: end.error === undefined ? null : end.error instanceof Error ? end.error.message : String(end.error),
-      errorKind: end.error === undefined ? null : ((end.error as { kind?: string }).kind ?? 'error'),
-    });
-
-  /** Once a series has ended and every page it handed on is committed: record a pageless end, free its state. */
-  const settle = async (seriesId: string) => {
-    const pending = pendingEnds.get(seriesId);
-    if (pending && (committed.get(seriesId) ?? 0) >= pending.end.pages) {
-      pendingEnds.delete(seriesId);
-      states.release(seriesId);
-      committed.delete(seriesId);
-      noNew.delete(seriesId);
-      const unstorable = refused.get(seriesId);
-      refused.delete(seriesId);
-      if (pending.end.reason === 'lost') lost.delete(seriesId);
-      // However it ended here (a page after the refused one may have ended it by a rule of its own), it failed.
-      else if (unstorable) await writeEnd(pending.series, { reason: 'failed', pages: pending.end.pages, error: unstorable });
-      else if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) await writeEnd(pending.series, pending.end);
-    }
-  };
 
   // Whether the journal may hold entries every sink now has: pages journaled since the last prune, or a past run's.
   let unpruned = true;
@@ -104,15 +72,14 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   const prepare = (page: Page<unknown>, pageSeq: number) => {
     const id = page.series.id;
     const fresh = page.meta.dedupe?.new ?? page.items.length;
-    const streak = fresh === 0 ? (noNew.get(id) ?? 0) + 1 : 0;
-    noNew.set(id, streak);
+    const streak = book.streak(id, fresh);
     const end: SeriesEndReason | undefined =
       page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
     const files = staged.map((sink) => ({ sink, staged: writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, pageSeq)) }));
     const commit: PageCommit = {
       runId,
       seq: pageSeq,
-      series: identity(page.series),
+      series: seriesIdentity(page.series),
       progress: {
         status: end ? 'ended' : 'active',
         reason: end ?? null,
@@ -150,7 +117,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     // The length of each records' file once the page is committed (on the thread).
     let lengths: number[] = [];
     // A page of a series one of whose pages was refused: it commits emptied too (a retry fetches it again).
-    const unstorable = refused.get(id);
+    const unstorable = book.refusal(id);
     if (unstorable && sent === undefined) return commitRefused(page, prepared, unstorable.cause);
     try {
       if (sent) lengths = await sent;
@@ -175,9 +142,8 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure. Its
       // answer was paid all the same.
       ledger.paidNotCommitted(commit.spend);
-      lost.add(id);
-      committed.set(id, (committed.get(id) ?? 0) + 1);
-      await settle(id);
+      book.lose(id);
+      await book.pageDone(id);
       return { new: 0, lost: true };
     }
     outcome.transacted = true;
@@ -193,8 +159,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       await writingTo(sink.path, () => sink.write(page, pageSeq));
     }
     await prune();
-    committed.set(id, (committed.get(id) ?? 0) + 1);
-    await settle(id);
+    await book.pageDone(id);
     return end ? { new: fresh, end } : { new: fresh };
   };
 
@@ -211,7 +176,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     // there is not kept).
     const retryFrom = commit.progress.cursor === null ? page.number : null;
     const unstorable =
-      refused.get(id) ??
+      book.refusal(id) ??
       new UnstorablePageError(
         { seriesId: id, page: page.number, retryFrom },
         `page ${page.number} of series ${id} could not be stored (${error instanceof Error ? error.message : String(error)}): its rows were left out of ${inside.map((sink) => sink.path).join(', ') || 'the state store'} and the series stopped there; \`--resume\` retries it ${retryFrom === null ? 'from the page after it' : 'from that page'} once the database takes it`,
@@ -242,10 +207,9 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       if (commit.dedupe) keys?.settled(commit.dedupe);
     }
     outcome.transacted = true;
-    refused.set(id, unstorable);
+    book.refuse(id, unstorable);
     for (const file of files) file.staged.committed();
-    committed.set(id, (committed.get(id) ?? 0) + 1);
-    await settle(id);
+    await book.pageDone(id);
     return { new: 0 };
   };
 
@@ -281,14 +245,14 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
 
   return {
     /** Whether another worker took the series over (a distributed run). */
-    lost: (seriesId: string) => lost.has(seriesId),
+    lost: (seriesId: string) => book.isLost(seriesId),
 
     /** Why the series may ask for no more pages: a page of it could not be stored (`commitRefused`). */
-    refused: (seriesId: string): UnstorablePageError | undefined => refused.get(seriesId),
+    refused: (seriesId: string): UnstorablePageError | undefined => book.refusal(seriesId),
 
     /** A series resumes with the no-new streak it had. */
     resumeSeries(seriesId: string, streak: number): void {
-      noNew.set(seriesId, streak);
+      book.resume(seriesId, streak);
     },
 
     /** Spend of a request (`SpendLedger.record`). */
@@ -306,10 +270,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     commit,
 
     /** A series ended: ends carried by a page are already committed; the others are written once its pages are. */
-    async seriesEnded(series: Series, end: SeriesEnd): Promise<void> {
-      pendingEnds.set(series.id, { series, end });
-      await settle(series.id);
-    },
+    seriesEnded: (series: Series, end: SeriesEnd): Promise<void> => book.ended(series, end),
 
     /** Re-delivers to each sink the committed pages it lacks (after a crash between a commit and a sink). */
     async replay(): Promise<number> {
@@ -334,7 +295,3 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
 }
 
 export type Committer = ReturnType<typeof createCommitter>;
-
-function identity(series: Series): SeriesIdentity {
-  return { seriesId: series.id, endpoint: series.endpoint, query: series.query, country: series.country, lang: series.lang };
-}
