@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Db, PgBoss } from 'pg-boss';
 import type { Pool, PoolClient } from '../postgres/pools.ts';
+import { serverStatements } from './statements.ts';
 
 /**
  * pg-boss in the state store's database (its own schema beside ours), over the run's pool: the work of a
@@ -12,7 +13,7 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
   const schema = bossSchema(stateSchema);
   // Looked up first, as for the state schema: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS,
   // and a role given a schema an administrator made needs no more.
-  const exists = (await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
+  const exists = (await pool.query(serverStatements.schemaExists, [schema])).rowCount === 1;
   // Loaded here, not at import: only a distributed run needs it, and it weighs on any process that loads it
   // (docs/benchmarks.md#figures-the-code-cites).
   const { PgBoss: Boss } = await import('pg-boss');

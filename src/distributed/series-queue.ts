@@ -5,6 +5,7 @@ import { retrying } from '../postgres/failure.ts';
 import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
+import { queueStatements } from './statements.ts';
 
 /** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
 const REFUSALS = 20;
@@ -37,7 +38,8 @@ export interface SeriesQueueOptions {
  * back what it leaves unfinished. The run is over for a worker when every series of the plan has ended, or it stops.
  */
 export function seriesQueue(options: SeriesQueueOptions) {
-  const { boss, queue, pool, s, runId } = options;
+  const { boss, queue, pool, runId } = options;
+  const sql = queueStatements(options.s);
   // Outside a page's transaction, every call here is safe to repeat (a job settled twice is fenced by its attempt; a
   // job fetched whose answer was lost lapses back to the queue): a connection that fails is waited out, as the
   // store's statements are.
@@ -48,7 +50,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
   const owners = new Map<string, { series: Series; feed: Series[] }>();
 
   const ended = async () => {
-    const { rows } = await again(() => pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [runId]));
+    const { rows } = await again(() => pool.query<{ n: number }>(sql.seriesEnded, [runId]));
     return (rows[0]?.n ?? 0) >= options.seriesTotal;
   };
 

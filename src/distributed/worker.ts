@@ -10,6 +10,7 @@ import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { type SeriesQueue, seriesQueue } from './series-queue.ts';
+import { serverStatements, workerStatements } from './statements.ts';
 
 /** How often a worker says it is alive (its row, and the jobs it holds: pg-boss's bound is `JOB_HEARTBEAT_SECONDS`). */
 const BEAT_MS = 3000;
@@ -65,6 +66,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { store, boss, runId } = options;
   const pool = store.pool;
   const s = quoteIdentifier(store.schema);
+  const sql = workerStatements(s);
   const id = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
   const share: WorkerShare = { id, host: hostname(), pid: process.pid, pages: 0, credits: 0 };
   const leaving = new AbortController();
@@ -114,7 +116,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       if (message.channel === channel) pacer.renew();
     });
     try {
-      await held.client.query(`LISTEN ${quoteIdentifier(channel)}`);
+      await held.client.query(serverStatements.listen(channel));
     } catch (error) {
       await held.release();
       throw error;
@@ -123,11 +125,11 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   };
   // The run's rate is learned by one worker at a time (the holder of this lock); the others follow the rate in the
   // shared row, and one of them takes over at its next beat when the leader's session goes.
-  const lead = async (on: HeldLock) => (await on.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
+  const lead = async (on: HeldLock) => (await on.client.query<{ got: boolean }>(serverStatements.tryAdvisoryLock, [leaderLock])).rows[0]?.got === true;
   session = await openSession();
   try {
     leader = await lead(session);
-    await pool.query(`INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`, [runId, id, share.host, share.pid, leader]);
+    await pool.query(sql.register, [runId, id, share.host, share.pid, leader]);
   } catch (error) {
     await session.release();
     throw error;
@@ -155,7 +157,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const holdSession = async () => {
     if (session) {
       try {
-        if (leader) await session.client.query('SELECT 1');
+        if (leader) await session.client.query(serverStatements.ping);
         else leader = await lead(session);
         return;
       } catch {
@@ -170,10 +172,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   };
   const beat = async () => {
     await holdSession();
-    const { rows: me } = await pool.query<{ status: string }>(
-      `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
-      [runId, id, leader],
-    );
+    const { rows: me } = await pool.query<{ status: string }>(sql.beat, [runId, id, leader]);
     // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
     // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
     if (me[0]?.status === 'dead') {
@@ -181,7 +180,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     }
     await queue.touch();
     touchedAt = performance.now();
-    const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
+    const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(sql.runStop, [runId]);
     const stop = rows[0];
     if (stop?.stop_reason) obey(stop.stop_reason, stop.stop_message);
     await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
@@ -208,9 +207,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
           if (accepted || status === '429') pacer.report(accepted, performance.now() - event.latencyMs);
         }
         if (event.type === 'stop' && RUN_WIDE.has(event.reason)) {
-          void pool
-            .query(`UPDATE ${s}.run_limits SET stop_reason = $2, stop_message = $3 WHERE run_id = $1 AND stop_reason IS NULL`, [runId, event.reason, event.message])
-            .catch(() => undefined);
+          void pool.query(sql.stopRun, [runId, event.reason, event.message]).catch(() => undefined);
         }
       });
     },
@@ -230,7 +227,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       try {
         await queue.handBackAll();
         await meter.flush();
-        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3 WHERE run_id = $1 AND worker_id = $2`, [runId, id, status]);
+        await pool.query(sql.leave, [runId, id, status]);
       } catch {
         // As above.
       } finally {
