@@ -3,7 +3,7 @@ import type { PostgresStateStore } from '../state/postgres/store.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { openBoss, queueName } from './boss.ts';
 import { planRun } from './plan-run.ts';
-import { startWorker, type Worker } from './worker.ts';
+import { RunWorker } from './worker.ts';
 
 export interface Joining {
   pipeline: string;
@@ -25,7 +25,7 @@ export interface Joining {
  * again) or joins the planning at work, registers, and turns the store's commits into a worker's. The planning lock
  * is held until then, so that a process starting alongside sees either no run or a planned one with a live worker.
  */
-export async function joinRun(joining: Joining): Promise<Worker> {
+export async function joinRun(joining: Joining): Promise<RunWorker> {
   const { store, planning } = joining.distributed;
   const boss = await openBoss(store.pool, store.schema);
   try {
@@ -40,8 +40,8 @@ export async function joinRun(joining: Joining): Promise<Worker> {
           retryFailed: joining.retryFailed,
           spentBefore: joining.spentBefore,
         });
-    const worker = await startWorker({ store, boss, runId: joining.runId, queue, planning, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
-    store.joinAsWorker({ workerId: worker.id, finish: worker.queue.finish, committed: worker.counted });
+    const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planning, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
+    store.joinAsWorker({ workerId: worker.id, finish: worker.queue.finish, committed: () => worker.counted() });
     await joining.planningLock.release();
     return worker;
   } catch (error) {
