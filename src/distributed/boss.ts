@@ -50,8 +50,8 @@ export function bossSchema(stateSchema: string): string {
  * One queue per planning of a run (each invocation plans again): its jobs are the run's series not yet over. Parts
  * are joined by "/", which a pipeline's name cannot hold, so that one pipeline's queues are told from another's.
  */
-export function queueName(pipeline: string, runId: string, planning: number): string {
-  return `${queuePrefix(pipeline)}${runId}/${planning}`;
+export function queueName(pipeline: string, runId: string, planningNumber: number): string {
+  return `${queuePrefix(pipeline)}${runId}/${planningNumber}`;
 }
 
 /** What every queue of a pipeline's runs starts with. */
@@ -64,8 +64,8 @@ export function queuePrefix(pipeline: string): string {
  * skips an id it holds). A later planning of the same run (a resume) is another number, since the earlier job of an
  * unfinished series may be completed or gone.
  */
-export function seriesJobId(runId: string, seriesId: string, planning: number): string {
-  const hex = createHash('sha256').update(`${runId}\n${seriesId}\n${planning}`).digest('hex');
+export function seriesJobId(runId: string, seriesId: string, planningNumber: number): string {
+  const hex = createHash('sha256').update(`${runId}\n${seriesId}\n${planningNumber}`).digest('hex');
   // Shaped as a version-8 (custom) UUID, the type pg-boss keys jobs by.
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }

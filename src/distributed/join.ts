@@ -9,6 +9,7 @@ export interface Joining {
   pipeline: string;
   runId: string;
   plan: SourcePlan;
+  /** The opened run's distributed part (run/open-run.ts): `planning` is the number of this planning of the run (its invocation). */
   distributed: { store: PostgresStateStore; joining: boolean; planning: number };
   budget: number | null;
   retryFailed: boolean;
@@ -26,21 +27,21 @@ export interface Joining {
  * is held until then, so that a process starting alongside sees either no run or a planned one with a live worker.
  */
 export async function joinRun(joining: Joining): Promise<RunWorker> {
-  const { store, planning } = joining.distributed;
+  const { store, planning: planningNumber } = joining.distributed;
   const boss = await openBoss(store.pool, store.schema);
   try {
     const queue = joining.distributed.joining
-      ? queueName(joining.pipeline, joining.runId, planning)
+      ? queueName(joining.pipeline, joining.runId, planningNumber)
       : await planRun(boss, store, {
           pipeline: joining.pipeline,
           runId: joining.runId,
-          planning,
+          planningNumber,
           series: joining.plan.series(),
           budget: joining.budget,
           retryFailed: joining.retryFailed,
           spentBefore: joining.spentBefore,
         });
-    const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planning, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
+    const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planningNumber, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
     store.joinAsWorker({ workerId: worker.id, finish: worker.queue.finish, committed: () => worker.counted() });
     await joining.planningLock.release();
     return worker;

@@ -59,7 +59,7 @@ export interface RunPlan {
   pipeline: string;
   runId: string;
   /** Which planning of the run this is (its invocation): each has a queue of its own. */
-  planning: number;
+  planningNumber: number;
   series: Iterable<Series>;
   budget: number | null;
   /** Series that ended `failed` are queued again (a resume that retries them). */
@@ -75,7 +75,7 @@ export interface RunPlan {
  */
 export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: RunPlan): Promise<string> {
   const sql = planStatements(quoteIdentifier(store.schema));
-  const queue = queueName(plan.pipeline, plan.runId, plan.planning);
+  const queue = queueName(plan.pipeline, plan.runId, plan.planningNumber);
   for (const stale of await pipelineQueues(boss, plan.pipeline)) {
     if (stale !== queue && (await workersAtWork(store, runOfQueue(stale, plan.pipeline))) === 0) await boss.deleteQueue(stale);
   }
@@ -92,7 +92,7 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
   };
   for (const series of plan.series) {
     if (over.has(series.id)) continue;
-    batch.push({ id: seriesJobId(plan.runId, series.id, plan.planning), data: { series: series.id } });
+    batch.push({ id: seriesJobId(plan.runId, series.id, plan.planningNumber), data: { series: series.id } });
     if (batch.length >= PLAN_BATCH) await flush();
   }
   await flush();

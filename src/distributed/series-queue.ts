@@ -21,7 +21,7 @@ export interface SeriesQueueOptions {
   s: string;
   runId: string;
   /** Which planning of the run the queue is: its jobs' ids are derived from it (`seriesJobId`). */
-  planning: number;
+  planningNumber: number;
   /** Series in the run's plan: the run is done once that many have ended. */
   seriesTotal: number;
   /** Whether this worker stops taking series (the run stopped, or this worker was told to). */
@@ -57,7 +57,7 @@ export function seriesQueue(options: SeriesQueueOptions) {
   /** The series a fetched job is for, if the job is the run's own: a series of the plan, under the id planning gave it. */
   const ownerOf = (job: { id: string; data: unknown }) => {
     const series = (job.data as { series?: unknown } | null)?.series;
-    if (typeof series !== 'string' || job.id !== seriesJobId(runId, series, options.planning)) return undefined;
+    if (typeof series !== 'string' || job.id !== seriesJobId(runId, series, options.planningNumber)) return undefined;
     return owners.get(series);
   };
 

@@ -33,7 +33,7 @@ export interface RunWorkerOptions {
   runId: string;
   queue: string;
   /** Which planning of the run the queue is. */
-  planning: number;
+  planningNumber: number;
   seriesTotal: number;
   /** Credits per request by endpoint path. */
   weights: Readonly<Record<string, number>>;
@@ -98,7 +98,7 @@ export class RunWorker {
       pool: store.pool,
       s: quoteIdentifier(store.schema),
       runId,
-      planning: options.planning,
+      planningNumber: options.planningNumber,
       seriesTotal: options.seriesTotal,
       stopped: () => this.#scheduler?.stopped !== undefined || this.#leaving.signal.aborted,
       signal: this.#leaving.signal,
