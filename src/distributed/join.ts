@@ -42,7 +42,7 @@ export async function joinRun(joining: Joining): Promise<RunWorker> {
           spentBefore: joining.spentBefore,
         });
     const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planningNumber, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
-    store.joinAsWorker({ workerId: worker.id, finish: worker.queue.finish, committed: () => worker.counted() });
+    store.joinAsWorker({ workerId: worker.id, finish: (seriesId, client) => worker.queue.finish(seriesId, client), committed: () => worker.counted() });
     await joining.planningLock.release();
     return worker;
   } catch (error) {

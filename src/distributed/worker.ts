@@ -8,7 +8,7 @@ import { type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
-import { type SeriesQueue, seriesQueue } from './series-queue.ts';
+import { SeriesQueue } from './series-queue.ts';
 import { workerStatements } from './statements.ts';
 import { WorkerSession } from './worker-session.ts';
 
@@ -92,7 +92,7 @@ export class RunWorker {
     this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: () => this.#pacer.renew() });
     this.#meter = sharedMeter(store.pool, store.schema, runId, this.id, { weights: options.weights });
     this.limits = { meter: this.#meter, pacer: this.#pacer, learns: () => this.#session.leader };
-    this.queue = seriesQueue({
+    this.queue = new SeriesQueue({
       boss,
       queue: options.queue,
       pool: store.pool,
