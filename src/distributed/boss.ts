@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Db, PgBoss } from 'pg-boss';
 import type { Pool, PoolClient } from '../postgres/pools.ts';
+import { serverStatements } from './statements.ts';
 
 /**
  * pg-boss in the state store's database (its own schema beside ours), over the run's pool: the work of a
@@ -12,7 +13,7 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
   const schema = bossSchema(stateSchema);
   // Looked up first, as for the state schema: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS,
   // and a role given a schema an administrator made needs no more.
-  const exists = (await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
+  const exists = (await pool.query(serverStatements.schemaExists, [schema])).rowCount === 1;
   // Loaded here, not at import: only a distributed run needs it, and it weighs on any process that loads it
   // (docs/benchmarks.md#figures-the-code-cites).
   const { PgBoss: Boss } = await import('pg-boss');
@@ -49,8 +50,8 @@ export function bossSchema(stateSchema: string): string {
  * One queue per planning of a run (each invocation plans again): its jobs are the run's series not yet over. Parts
  * are joined by "/", which a pipeline's name cannot hold, so that one pipeline's queues are told from another's.
  */
-export function queueName(pipeline: string, runId: string, planning: number): string {
-  return `${queuePrefix(pipeline)}${runId}/${planning}`;
+export function queueName(pipeline: string, runId: string, planningNumber: number): string {
+  return `${queuePrefix(pipeline)}${runId}/${planningNumber}`;
 }
 
 /** What every queue of a pipeline's runs starts with. */
@@ -63,8 +64,8 @@ export function queuePrefix(pipeline: string): string {
  * skips an id it holds). A later planning of the same run (a resume) is another number, since the earlier job of an
  * unfinished series may be completed or gone.
  */
-export function seriesJobId(runId: string, seriesId: string, planning: number): string {
-  const hex = createHash('sha256').update(`${runId}\n${seriesId}\n${planning}`).digest('hex');
+export function seriesJobId(runId: string, seriesId: string, planningNumber: number): string {
+  const hex = createHash('sha256').update(`${runId}\n${seriesId}\n${planningNumber}`).digest('hex');
   // Shaped as a version-8 (custom) UUID, the type pg-boss keys jobs by.
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }

@@ -3,12 +3,13 @@ import type { PostgresStateStore } from '../state/postgres/store.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { openBoss, queueName } from './boss.ts';
 import { planRun } from './plan-run.ts';
-import { startWorker, type Worker } from './worker.ts';
+import { RunWorker } from './worker.ts';
 
 export interface Joining {
   pipeline: string;
   runId: string;
   plan: SourcePlan;
+  /** The opened run's distributed part (run/open-run.ts): `planning` is the number of this planning of the run (its invocation). */
   distributed: { store: PostgresStateStore; joining: boolean; planning: number };
   budget: number | null;
   retryFailed: boolean;
@@ -25,23 +26,23 @@ export interface Joining {
  * again) or joins the planning at work, registers, and turns the store's commits into a worker's. The planning lock
  * is held until then, so that a process starting alongside sees either no run or a planned one with a live worker.
  */
-export async function joinRun(joining: Joining): Promise<Worker> {
-  const { store, planning } = joining.distributed;
+export async function joinRun(joining: Joining): Promise<RunWorker> {
+  const { store, planning: planningNumber } = joining.distributed;
   const boss = await openBoss(store.pool, store.schema);
   try {
     const queue = joining.distributed.joining
-      ? queueName(joining.pipeline, joining.runId, planning)
+      ? queueName(joining.pipeline, joining.runId, planningNumber)
       : await planRun(boss, store, {
           pipeline: joining.pipeline,
           runId: joining.runId,
-          planning,
+          planningNumber,
           series: joining.plan.series(),
           budget: joining.budget,
           retryFailed: joining.retryFailed,
           spentBefore: joining.spentBefore,
         });
-    const worker = await startWorker({ store, boss, runId: joining.runId, queue, planning, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
-    store.joinAsWorker({ workerId: worker.id, finish: worker.queue.finish, committed: worker.counted });
+    const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planningNumber, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
+    store.joinAsWorker({ workerId: worker.id, finish: (seriesId, client) => worker.queue.finish(seriesId, client), committed: () => worker.counted() });
     await joining.planningLock.release();
     return worker;
   } catch (error) {

@@ -7,6 +7,7 @@ import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
 import { workersAtWork } from './liveness.ts';
 import { expireGoneWorkers } from './shared-meter.ts';
+import { planStatements, serverStatements } from './statements.ts';
 
 /**
  * The queues of a pipeline's runs: an earlier planning of this run (nobody works it: planning happens only when no
@@ -46,7 +47,7 @@ export async function planningLock(store: PostgresStateStore, pipeline: string):
   const end = () => client.end().catch(() => undefined);
   try {
     await client.connect();
-    await client.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [`webdata-etl:plan:${store.schema}:${pipeline}`]);
+    await client.query(serverStatements.advisoryLock, [`webdata-etl:plan:${store.schema}:${pipeline}`]);
   } catch (error) {
     await end();
     throw error;
@@ -58,7 +59,7 @@ export interface RunPlan {
   pipeline: string;
   runId: string;
   /** Which planning of the run this is (its invocation): each has a queue of its own. */
-  planning: number;
+  planningNumber: number;
   series: Iterable<Series>;
   budget: number | null;
   /** Series that ended `failed` are queued again (a resume that retries them). */
@@ -73,16 +74,16 @@ export interface RunPlan {
  * died part way and the one after it insert each job once. The pipeline's other queues go (`pipelineQueues`).
  */
 export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: RunPlan): Promise<string> {
-  const s = quoteIdentifier(store.schema);
-  const queue = queueName(plan.pipeline, plan.runId, plan.planning);
+  const sql = planStatements(quoteIdentifier(store.schema));
+  const queue = queueName(plan.pipeline, plan.runId, plan.planningNumber);
   for (const stale of await pipelineQueues(boss, plan.pipeline)) {
     if (stale !== queue && (await workersAtWork(store, runOfQueue(stale, plan.pipeline))) === 0) await boss.deleteQueue(stale);
   }
   await boss.createQueue(queue, queueOptions);
   if (plan.retryFailed) {
-    await store.pool.query(`UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`, [plan.runId]);
+    await store.pool.query(sql.retryFailed, [plan.runId]);
   }
-  const { rows } = await store.pool.query<{ series_id: string }>(`SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [plan.runId]);
+  const { rows } = await store.pool.query<{ series_id: string }>(sql.seriesOver, [plan.runId]);
   const over = new Set(rows.map((row) => row.series_id));
   let batch: { id: string; data: { series: string } }[] = [];
   const flush = async () => {
@@ -91,18 +92,12 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
   };
   for (const series of plan.series) {
     if (over.has(series.id)) continue;
-    batch.push({ id: seriesJobId(plan.runId, series.id, plan.planning), data: { series: series.id } });
+    batch.push({ id: seriesJobId(plan.runId, series.id, plan.planningNumber), data: { series: series.id } });
     if (batch.length >= PLAN_BATCH) await flush();
   }
   await flush();
   // No worker may be at work (or this planning would not happen): what the run's workers still hold is a dead one's.
   await expireGoneWorkers(store.pool, store.schema, plan.runId);
-  await store.pool.query(
-    // The rate is left for the first leader to write (its pacer knows the margin it paces under); no worker is alive,
-    // so reservations left are a dead one's: counted as spent already by their expiry, or given back here.
-    `INSERT INTO ${s}.run_limits (run_id, planned, budget, spent) VALUES ($1, true, $2, $3)
-     ON CONFLICT (run_id) DO UPDATE SET planned = true, budget = excluded.budget, stop_reason = NULL, stop_message = NULL, interval_ms = 0`,
-    [plan.runId, plan.budget, plan.spentBefore],
-  );
+  await store.pool.query(sql.planLimits, [plan.runId, plan.budget, plan.spentBefore]);
   return queue;
 }

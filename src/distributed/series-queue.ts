@@ -5,6 +5,7 @@ import { retrying } from '../postgres/failure.ts';
 import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
+import { queueStatements } from './statements.ts';
 
 /** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
 const REFUSALS = 20;
@@ -20,7 +21,7 @@ export interface SeriesQueueOptions {
   s: string;
   runId: string;
   /** Which planning of the run the queue is: its jobs' ids are derived from it (`seriesJobId`). */
-  planning: number;
+  planningNumber: number;
   /** Series in the run's plan: the run is done once that many have ended. */
   seriesTotal: number;
   /** Whether this worker stops taking series (the run stopped, or this worker was told to). */
@@ -36,134 +37,155 @@ export interface SeriesQueueOptions {
  * workers), holds their jobs while it pages them, completes a job in the transaction that ends its series, and hands
  * back what it leaves unfinished. The run is over for a worker when every series of the plan has ended, or it stops.
  */
-export function seriesQueue(options: SeriesQueueOptions) {
-  const { boss, queue, pool, s, runId } = options;
+export class SeriesQueue {
+  readonly #options: SeriesQueueOptions;
+  readonly #sql: ReturnType<typeof queueStatements>;
+  readonly #held = new Map<string, JobAttempt>();
+  readonly #lapsed = new Set<string>();
+  // Every series of the plan, with the feed of the source it belongs to (a combined source has one feed per source).
+  readonly #owners = new Map<string, { series: Series; feed: Series[] }>();
+
+  constructor(options: SeriesQueueOptions) {
+    this.#options = options;
+    this.#sql = queueStatements(options.s);
+  }
+
+  /**
+   * The feed a source pages from; `all` (the source's own series) says which queued ids are its. The queue is the
+   * run's, shared by the sources of a combined source: a job of another source's series waits for that source's
+   * feed (held, and beating, meanwhile).
+   */
+  feed(all: Iterator<Series>): SeriesFeed {
+    const mine: Series[] = [];
+    for (let next = all.next(); !next.done; next = all.next()) this.#owners.set(next.value.id, { series: next.value, feed: mine });
+    return {
+      next: () => this.#next(mine),
+      unused: (one) => {
+        void this.handBack(one.id);
+      },
+    };
+  }
+
+  /** Completes the series' job on `client` (the transaction that ends the series); false if it is not ours any more. */
+  async finish(seriesId: string, client: PoolClient): Promise<boolean> {
+    const job = this.#take(seriesId);
+    if (!job) return false;
+    return affected(await this.#options.boss.complete(this.#options.queue, job, null, { db: adapter(client) })) > 0;
+  }
+
+  /** A series that was over before this worker took it (ended in an earlier invocation): its job is done. */
+  async done(seriesId: string): Promise<void> {
+    const job = this.#take(seriesId);
+    const { boss, queue } = this.#options;
+    if (job) await this.#again(() => boss.complete(queue, job));
+  }
+
+  /**
+   * A page of the series was refused as taken over by another worker: its job is no longer this worker's. Should
+   * the job still be this worker's, another worker it replaced committed that page late (it was frozen, and came
+   * back before it heard it had lost the series): the series goes back to the queue and resumes from what is
+   * committed. Refused again and again, something else is wrong, and waiting would be forever: it fails loudly.
+   */
+  async dropped(seriesId: string): Promise<void> {
+    const job = this.#take(seriesId);
+    if (!job || this.#lapsed.has(seriesId)) return;
+    const { boss, queue } = this.#options;
+    if (affected(await this.#again(() => boss.touch(queue, job))) === 0) return;
+    await this.#again(() => boss.fail(queue, job, { refused: true }));
+    if (job.retryCount >= REFUSALS) {
+      throw new Error(`the pages of series ${seriesId} were refused ${REFUSALS} times though its job was this worker's: the state store's series row disagrees with the queue`);
+    }
+  }
+
+  /** Hands a series back to the queue at once (this worker stops), for another worker or the next invocation. */
+  async handBack(seriesId: string): Promise<void> {
+    const job = this.#take(seriesId);
+    const { boss, queue } = this.#options;
+    if (job) await this.#again(() => boss.fail(queue, job, { handedBack: true }));
+  }
+
+  /** Every job still held goes back: a worker leaving hands over what it did not finish. */
+  async handBackAll(): Promise<void> {
+    for (const seriesId of [...this.#held.keys()]) await this.handBack(seriesId);
+  }
+
+  /**
+   * Tells pg-boss this worker is alive, job by job: a job whose attempt lapsed (this worker was frozen or cut off
+   * past its heartbeat, and the series went to another) is let go, and its series is `lapsed` from then on.
+   */
+  async touch(): Promise<void> {
+    const { boss, queue } = this.#options;
+    for (const [seriesId, job] of [...this.#held]) {
+      if (affected(await this.#again(() => boss.touch(queue, job))) === 0) {
+        this.#held.delete(seriesId);
+        this.#lapsed.add(seriesId);
+      }
+    }
+  }
+
+  /** Whether the series' job lapsed while this worker held it: another worker has it now. */
+  lapsed(seriesId: string): boolean {
+    return this.#lapsed.has(seriesId);
+  }
+
+  /** The next series of a source's feed (`mine`): one set aside for it, or one taken from the queue, waiting while others may come. */
+  async #next(mine: Series[]): Promise<IteratorResult<Series, undefined>> {
+    const { boss, queue } = this.#options;
+    for (;;) {
+      const waiting = mine.shift();
+      if (waiting) return { done: false, value: waiting };
+      if (this.#options.stopped()) return { done: true, value: undefined };
+      const [job] = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
+      if (job) {
+        const owner = this.#ownerOf(job);
+        if (!owner) {
+          // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
+          // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
+          // for good at once, never retried: failed, it would come straight back (the queue retries at once,
+          // for hand-backs) and be taken again without end, by every worker in turn.
+          await this.#again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
+          continue;
+        }
+        this.#held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
+        if (owner.feed === mine) return { done: false, value: owner.series };
+        owner.feed.push(owner.series);
+        continue;
+      }
+      if (await this.#ended()) return { done: true, value: undefined };
+      try {
+        await systemClock.sleep(POLL_MS, this.#options.signal);
+      } catch {
+        return { done: true, value: undefined };
+      }
+    }
+  }
+
   // Outside a page's transaction, every call here is safe to repeat (a job settled twice is fenced by its attempt; a
   // job fetched whose answer was lost lapses back to the queue): a connection that fails is waited out, as the
   // store's statements are.
-  const again = <T>(work: () => Promise<T>) => retrying(options.where, work, { idempotent: true });
-  const held = new Map<string, JobAttempt>();
-  const lapsed = new Set<string>();
-  // Every series of the plan, with the feed of the source it belongs to (a combined source has one feed per source).
-  const owners = new Map<string, { series: Series; feed: Series[] }>();
+  #again<T>(work: () => Promise<T>): Promise<T> {
+    return retrying(this.#options.where, work, { idempotent: true });
+  }
 
-  const ended = async () => {
-    const { rows } = await again(() => pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`, [runId]));
-    return (rows[0]?.n ?? 0) >= options.seriesTotal;
-  };
+  async #ended(): Promise<boolean> {
+    const { pool, runId, seriesTotal } = this.#options;
+    const { rows } = await this.#again(() => pool.query<{ n: number }>(this.#sql.seriesEnded, [runId]));
+    return (rows[0]?.n ?? 0) >= seriesTotal;
+  }
 
   /** The series a fetched job is for, if the job is the run's own: a series of the plan, under the id planning gave it. */
-  const ownerOf = (job: { id: string; data: unknown }) => {
+  #ownerOf(job: { id: string; data: unknown }): { series: Series; feed: Series[] } | undefined {
     const series = (job.data as { series?: unknown } | null)?.series;
-    if (typeof series !== 'string' || job.id !== seriesJobId(runId, series, options.planning)) return undefined;
-    return owners.get(series);
-  };
+    if (typeof series !== 'string' || job.id !== seriesJobId(this.#options.runId, series, this.#options.planningNumber)) return undefined;
+    return this.#owners.get(series);
+  }
 
-  const take = (seriesId: string) => {
-    const job = held.get(seriesId);
-    held.delete(seriesId);
+  #take(seriesId: string): JobAttempt | undefined {
+    const job = this.#held.get(seriesId);
+    this.#held.delete(seriesId);
     return job;
-  };
-
-  return {
-    /**
-     * The feed a source pages from; `all` (the source's own series) says which queued ids are its. The queue is the
-     * run's, shared by the sources of a combined source: a job of another source's series waits for that source's
-     * feed (held, and beating, meanwhile).
-     */
-    feed(all: Iterator<Series>): SeriesFeed {
-      const mine: Series[] = [];
-      for (let next = all.next(); !next.done; next = all.next()) owners.set(next.value.id, { series: next.value, feed: mine });
-      return {
-        async next() {
-          for (;;) {
-            const waiting = mine.shift();
-            if (waiting) return { done: false, value: waiting };
-            if (options.stopped()) return { done: true, value: undefined };
-            const [job] = await again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
-            if (job) {
-              const owner = ownerOf(job);
-              if (!owner) {
-                // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
-                // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
-                // for good at once, never retried: failed, it would come straight back (the queue retries at once,
-                // for hand-backs) and be taken again without end, by every worker in turn.
-                await again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
-                continue;
-              }
-              held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
-              if (owner.feed === mine) return { done: false, value: owner.series };
-              owner.feed.push(owner.series);
-              continue;
-            }
-            if (await ended()) return { done: true, value: undefined };
-            try {
-              await systemClock.sleep(POLL_MS, options.signal);
-            } catch {
-              return { done: true, value: undefined };
-            }
-          }
-        },
-        unused(one) {
-          void handBack(one.id);
-        },
-      };
-    },
-    /** Completes the series' job on `client` (the transaction that ends the series); false if it is not ours any more. */
-    async finish(seriesId: string, client: PoolClient): Promise<boolean> {
-      const job = take(seriesId);
-      if (!job) return false;
-      return affected(await boss.complete(queue, job, null, { db: adapter(client) })) > 0;
-    },
-    /** A series that was over before this worker took it (ended in an earlier invocation): its job is done. */
-    async done(seriesId: string): Promise<void> {
-      const job = take(seriesId);
-      if (job) await again(() => boss.complete(queue, job));
-    },
-    /**
-     * A page of the series was refused as taken over by another worker: its job is no longer this worker's. Should
-     * the job still be this worker's, another worker it replaced committed that page late (it was frozen, and came
-     * back before it heard it had lost the series): the series goes back to the queue and resumes from what is
-     * committed. Refused again and again, something else is wrong, and waiting would be forever: it fails loudly.
-     */
-    async dropped(seriesId: string): Promise<void> {
-      const job = take(seriesId);
-      if (!job || lapsed.has(seriesId)) return;
-      if (affected(await again(() => boss.touch(queue, job))) === 0) return;
-      await again(() => boss.fail(queue, job, { refused: true }));
-      if (job.retryCount >= REFUSALS) {
-        throw new Error(`the pages of series ${seriesId} were refused ${REFUSALS} times though its job was this worker's: the state store's series row disagrees with the queue`);
-      }
-    },
-    /** Hands a series back to the queue at once (this worker stops), for another worker or the next invocation. */
-    handBack,
-    /** Every job still held goes back: a worker leaving hands over what it did not finish. */
-    async handBackAll(): Promise<void> {
-      for (const seriesId of [...held.keys()]) await handBack(seriesId);
-    },
-    /**
-     * Tells pg-boss this worker is alive, job by job: a job whose attempt lapsed (this worker was frozen or cut off
-     * past its heartbeat, and the series went to another) is let go, and its series is `lapsed` from then on.
-     */
-    async touch(): Promise<void> {
-      for (const [seriesId, job] of [...held]) {
-        if (affected(await again(() => boss.touch(queue, job))) === 0) {
-          held.delete(seriesId);
-          lapsed.add(seriesId);
-        }
-      }
-    },
-    /** Whether the series' job lapsed while this worker held it: another worker has it now. */
-    lapsed: (seriesId: string) => lapsed.has(seriesId),
-  };
-
-  async function handBack(seriesId: string): Promise<void> {
-    const job = take(seriesId);
-    if (job) await again(() => boss.fail(queue, job, { handedBack: true }));
   }
 }
-
-export type SeriesQueue = ReturnType<typeof seriesQueue>;
 
 /** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */
 function affected(result: unknown): number {

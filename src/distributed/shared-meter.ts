@@ -1,9 +1,10 @@
 import { WorkerExpiredError } from '../errors/worker-expired-error.ts';
 import { retrying } from '../postgres/failure.ts';
-import { beatFresh, STALE_SECONDS, workerLockPrefix, workerMayBeAlive } from './liveness.ts';
+import { STALE_SECONDS, workerLockPrefix } from './liveness.ts';
 import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Charge, CreditMeter, CreditSnapshot } from '../schedule/credit-meter.ts';
+import { livenessStatements, meterStatements } from './statements.ts';
 
 export interface SharedMeterOptions {
   /** Credits per request by endpoint path; paths not listed weigh `defaultWeight` (1). */
@@ -31,47 +32,6 @@ const SETTLE_POLL_MS = 200;
  */
 export function sharedMeter(pool: Pool, schema: string, runId: string, workerId: string, options: SharedMeterOptions = {}): SharedMeter {
   return new SharedCreditMeter(pool, meterStatements(quoteIdentifier(schema)), runId, workerId, options);
-}
-
-/** The run's figures as a statement answers them, with the row as it stood when nothing was changed. */
-const FIGURES = (changed: string) => `
-  SELECT CASE WHEN ${changed}.run_id IS NULL THEN l.spent ELSE ${changed}.spent END AS spent,
-         CASE WHEN ${changed}.run_id IS NULL THEN l.uncertain ELSE ${changed}.uncertain END AS uncertain,
-         CASE WHEN ${changed}.run_id IS NULL THEN l.reserved ELSE ${changed}.reserved END AS reserved,
-         l.budget, ${changed}.run_id IS NOT NULL AS changed`;
-
-function meterStatements(s: string) {
-  return {
-    refresh: `SELECT budget, spent, uncertain, reserved FROM ${s}.run_limits WHERE run_id = $1`,
-    // The worker's row is locked first (as every statement here does: workers, then the run), so that a worker
-    // being marked dead either sees this reservation on its row, or this reservation sees it dead and takes nothing.
-    reserve: `
-      WITH alive AS (
-        SELECT 1 FROM ${s}.workers WHERE run_id = $1 AND worker_id = $2 AND status <> 'dead' FOR UPDATE
-      ), taken AS (
-        UPDATE ${s}.run_limits SET reserved = reserved + $3
-         WHERE run_id = $1 AND spent + reserved + $3 <= budget AND EXISTS (SELECT 1 FROM alive)
-        RETURNING run_id, spent, uncertain, reserved
-      ), mine AS (
-        UPDATE ${s}.workers SET reserved = reserved + $3 WHERE run_id = $1 AND worker_id = $2 AND EXISTS (SELECT 1 FROM taken)
-      )
-      ${FIGURES('taken')}, EXISTS (SELECT 1 FROM alive) AS alive
-        FROM ${s}.run_limits l LEFT JOIN taken ON true WHERE l.run_id = $1`,
-    // Moves a batch of settled reservations ($3 held, $4 spent of which $5 uncertain) — unless the worker was marked
-    // dead meanwhile: its reservations were then already counted as spent, and counting them again would count twice.
-    settle: `
-      WITH mine AS (
-        UPDATE ${s}.workers SET reserved = reserved - $3, credits = credits + $4
-         WHERE run_id = $1 AND worker_id = $2 AND status <> 'dead'
-        RETURNING 1
-      ), run AS (
-        UPDATE ${s}.run_limits SET reserved = reserved - $3, spent = spent + $4, uncertain = uncertain + $5
-         WHERE run_id = $1 AND EXISTS (SELECT 1 FROM mine)
-        RETURNING run_id, spent, uncertain, reserved
-      )
-      ${FIGURES('run')}, EXISTS (SELECT 1 FROM mine) AS alive
-        FROM ${s}.run_limits l LEFT JOIN run ON true WHERE l.run_id = $1`,
-  };
 }
 
 type Statements = ReturnType<typeof meterStatements>;
@@ -298,7 +258,7 @@ class SharedCreditMeter implements CreditMeter {
  * its own commits or dead with its reservations moved, never both. Returns how many workers it marked.
  */
 export function expireDeadWorkers(pool: Pool, schema: string, runId: string, staleSeconds: number, where = 'the shared credit budget (PostgreSQL)'): Promise<number> {
-  return expire(pool, schema, runId, `NOT (${beatFresh('$2')})`, [staleSeconds], where);
+  return expire(pool, livenessStatements(quoteIdentifier(schema)).expireDeadWorkers, [runId, staleSeconds], where);
 }
 
 /**
@@ -306,30 +266,12 @@ export function expireDeadWorkers(pool: Pool, schema: string, runId: string, sta
  * or it would have been joined) takes what its earlier workers left for theirs.
  */
 export function expireGoneWorkers(pool: Pool, schema: string, runId: string, where = 'the shared credit budget (PostgreSQL)'): Promise<number> {
-  return expire(pool, schema, runId, `NOT (${workerMayBeAlive('$2', '$3')})`, [STALE_SECONDS, workerLockPrefix(schema, runId)], where);
+  return expire(pool, livenessStatements(quoteIdentifier(schema)).expireGoneWorkers, [runId, STALE_SECONDS, workerLockPrefix(schema, runId)], where);
 }
 
-/** Marks the workers of a run that are not stopped nor dead yet, and meet `dead` (on their row, parameters from $2), as dead. */
-async function expire(pool: Pool, schema: string, runId: string, dead: string, values: unknown[], where: string): Promise<number> {
-  const s = quoteIdentifier(schema);
-  // Locked in one order (workers by id, then the run), as every statement on these rows does, so that none deadlocks.
-  const text = `
-    WITH stale AS (
-      SELECT worker_id, reserved FROM ${s}.workers
-       WHERE run_id = $1 AND stopped_at IS NULL AND status <> 'dead' AND ${dead}
-       ORDER BY worker_id
-         FOR UPDATE
-    ), dead AS (
-      UPDATE ${s}.workers w SET status = 'dead', reserved = 0, credits = w.credits + stale.reserved
-        FROM stale WHERE w.run_id = $1 AND w.worker_id = stale.worker_id
-      RETURNING stale.reserved
-    ), moved AS (
-      UPDATE ${s}.run_limits l SET reserved = l.reserved - held.total, spent = l.spent + held.total, uncertain = l.uncertain + held.total
-        FROM (SELECT sum(reserved) AS total FROM dead) held
-       WHERE l.run_id = $1 AND held.total > 0
-    )
-    SELECT count(*) AS marked FROM dead`;
+/** Runs a statement that marks workers as dead (`expireWorkers` in statements.ts): how many it marked. */
+async function expire(pool: Pool, text: string, values: unknown[], where: string): Promise<number> {
   // Marking is idempotent: a retry finds the workers already dead and moves nothing again.
-  const rows = await retrying(where, async () => (await pool.query<{ marked: string }>(text, [runId, ...values])).rows, { idempotent: true });
+  const rows = await retrying(where, async () => (await pool.query<{ marked: string }>(text, values)).rows, { idempotent: true });
   return Number(rows[0]?.marked ?? 0);
 }

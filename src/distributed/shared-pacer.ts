@@ -4,6 +4,7 @@ import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Clock } from '../schedule/clock.ts';
 import type { Pacer } from '../schedule/pacer.ts';
+import { pacerStatements } from './statements.ts';
 
 export interface SharedPacerOptions {
   /** Whether this worker holds the run's rate leadership now: only the leader's rate changes reach the row. */
@@ -46,39 +47,6 @@ export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock) => P
 /** The channel on which a run's changes of rate and pause are told: a name of the run's own, short and safe. */
 export function limitsChannel(schema: string, runId: string): string {
   return `webdata_limits_${createHash('sha256').update(`${schema}\n${runId}`).digest('hex').slice(0, 24)}`;
-}
-
-function pacerStatements(s: string) {
-  return {
-    // One round trip per slot. GREATEST with the database's clock skips the slots of an idle spell (a burst must not
-    // follow it); with `paused_until`, every worker obeys a pause any of them wrote. The wait is measured at the
-    // statement's end, so that time spent queueing for the row's lock is not waited again.
-    // It also carries the answers this worker got since its last slot (2xx, 429), and returns the run's totals: the
-    // leader learns the rate from every worker's answers at no round trip of its own.
-    acquire: `UPDATE ${s}.run_limits
-                 SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
-                     accepted = accepted + $2, rejected = rejected + $3,
-                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp($4::float8 / 1000))
-               WHERE run_id = $1
-           RETURNING interval_ms,
-                     extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
-                     extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
-                     stop_reason, stop_message, accepted, rejected,
-                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms`,
-    // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
-    seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
-    // A new rate or a pause is told to every worker (`limitsChannel`): slots they were granted under the old terms and
-    // still wait for are taken again, as the local pacer's reservations are, so that a cut is not followed by a burst.
-    // The slots reserved under the old terms are given back too (`next_at` no later than one new interval from now):
-    // every worker takes its waiting slots again, and those far ahead would otherwise be skipped, a gap after every
-    // change. A slot already begun was at or before now, so the next one is still a whole new interval after it.
-    setInterval: `WITH changed AS (UPDATE ${s}.run_limits SET interval_ms = $2, next_at = LEAST(next_at, clock_timestamp() + $2 * interval '1 millisecond') WHERE run_id = $1 RETURNING run_id)
-                  SELECT pg_notify($3, 'rate') FROM changed`,
-    pause: `WITH changed AS (UPDATE ${s}.run_limits SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'),
-                                                    next_at = LEAST(next_at, GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'))
-                         WHERE run_id = $1 RETURNING run_id)
-            SELECT pg_notify($3, 'pause') FROM changed`,
-  };
 }
 
 interface Shared {

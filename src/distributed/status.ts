@@ -1,6 +1,7 @@
 import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { STALE_SECONDS, workerAlive, workerLockPrefix, workerMayBeAlive } from './liveness.ts';
+import { STALE_SECONDS, workerLockPrefix } from './liveness.ts';
+import { statusStatements } from './statements.ts';
 
 /** Where a pipeline's latest run stands, and who works it: `webdata-etl status`. */
 export interface RunStatusReport {
@@ -33,24 +34,23 @@ export interface RunStatusReport {
 
 /** The latest run of `pipeline` in the state schema, with its workers; undefined before its first run. */
 export async function runStatus(pool: Pool, schema: string, pipeline: string, seriesTotal: number): Promise<RunStatusReport | undefined> {
-  const s = quoteIdentifier(schema);
+  const sql = statusStatements(quoteIdentifier(schema));
   const run = (
     await pool.query<{ run_id: string; status: string; started_at: Date; invocations: number }>(
-      `SELECT run_id, status, started_at, invocations FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY created DESC LIMIT 1`,
+      sql.latestRun,
       [pipeline],
     )
   ).rows[0];
   if (!run) return undefined;
   const series = (
     await pool.query<{ ended: number; stopped: number; pages: number; rows: number }>(
-      `SELECT COUNT(*) FILTER (WHERE status = 'ended')::int AS ended, COUNT(*) FILTER (WHERE status = 'stopped')::int AS stopped,
-              COALESCE(SUM(pages), 0)::int AS pages, COALESCE(SUM(items_written), 0)::int AS rows FROM ${s}.series WHERE run_id = $1`,
+      sql.series,
       [run.run_id],
     )
   ).rows[0] ?? { ended: 0, stopped: 0, pages: 0, rows: 0 };
   const limits = (
     await pool.query<{ spent: number; uncertain: number; reserved: number; budget: number | null; interval_ms: number; stop_reason: string | null; stop_message: string | null }>(
-      `SELECT spent, uncertain, reserved, budget, interval_ms, stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
+      sql.limits,
       [run.run_id],
     )
   ).rows[0];
@@ -67,10 +67,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
     started_at: Date;
     last_beat: number;
   }>(
-    `SELECT worker_id, host, pid, status, leader, pages, credits, started_at,
-            extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
-            ${workerAlive('$2', '$3')} AS alive, ${workerMayBeAlive('$2', '$3')} AS reconnecting
-       FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
+    sql.workers,
     [run.run_id, STALE_SECONDS, workerLockPrefix(schema, run.run_id)],
   );
   return {

@@ -1,15 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgBoss } from 'pg-boss';
-import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { STALE_SECONDS, workerLockPrefix } from './liveness.ts';
+import { STALE_SECONDS } from './liveness.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
-import { limitsChannel, type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
+import { type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
-import { type SeriesQueue, seriesQueue } from './series-queue.ts';
+import { SeriesQueue } from './series-queue.ts';
+import { workerStatements } from './statements.ts';
+import { WorkerSession } from './worker-session.ts';
 
 /** How often a worker says it is alive (its row, and the jobs it holds: pg-boss's bound is `JOB_HEARTBEAT_SECONDS`). */
 const BEAT_MS = 3000;
@@ -26,217 +27,197 @@ export interface WorkerShare {
   credits: number;
 }
 
-export interface Worker {
-  readonly id: string;
-  readonly queue: SeriesQueue;
-  /** The run's one rate limit and one budget, for this worker's scheduler. */
-  readonly limits: { meter: SharedMeter; pacer: SharedPacerFactory; learns: () => boolean };
-  /** Whether this worker learns the run's rate now. */
-  leads(): boolean;
-  /** Obeys and spreads run-wide stops through the shared row; counts this worker's share. */
-  watch(scheduler: Scheduler): void;
-  /** Resolves once this worker knows which of its series are still its own (at once, unless it missed its beats). */
-  fresh(): Promise<void>;
-  /** A page this worker committed (its row counted it in the page's own statement). */
-  counted(): void;
-  share(): WorkerShare;
-  /** Hands back what it holds and says it left: `finished` (nothing left for it), or why it stopped. */
-  leave(status: string): Promise<void>;
-}
-
-export interface WorkerOptions {
+export interface RunWorkerOptions {
   store: PostgresStateStore;
   boss: PgBoss;
   runId: string;
   queue: string;
   /** Which planning of the run the queue is. */
-  planning: number;
+  planningNumber: number;
   seriesTotal: number;
   /** Credits per request by endpoint path. */
   weights: Readonly<Record<string, number>>;
 }
 
 /**
- * One process's membership of a distributed run: its row in `workers` (who, where, pages, credits, last heartbeat),
- * a heartbeat that keeps its row and its series' jobs alive, the run-wide stop read from and written to the shared
- * row, and the queue it takes series from.
+ * One process's membership of a distributed run (a worker of the run, not a thread): its row in `workers` (who,
+ * where, pages, credits, last heartbeat), a heartbeat that keeps its row and its series' jobs alive, the run-wide stop
+ * read from and written to the shared row, and the queue it takes series from.
  */
-export async function startWorker(options: WorkerOptions): Promise<Worker> {
-  const { store, boss, runId } = options;
-  const pool = store.pool;
-  const s = quoteIdentifier(store.schema);
-  const id = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
-  const share: WorkerShare = { id, host: hostname(), pid: process.pid, pages: 0, credits: 0 };
-  const leaving = new AbortController();
-  let scheduler: Scheduler | undefined;
-  // Whether this worker learns the run's rate now (see `lead`).
-  let leader = false;
-
-  const obey = (reason: StopReason, message: string | null) => {
-    if (scheduler && scheduler.stopped === undefined) scheduler.stop(reason, message ?? `another worker stopped the run (${reason})`);
-  };
+export class RunWorker {
+  readonly id: string;
+  readonly queue: SeriesQueue;
+  /** The run's one rate limit and one budget, for this worker's scheduler. */
+  readonly limits: { meter: SharedMeter; pacer: SharedPacerFactory; learns: () => boolean };
+  readonly #store: PostgresStateStore;
+  readonly #boss: PgBoss;
+  readonly #runId: string;
+  readonly #sql: ReturnType<typeof workerStatements>;
+  readonly #share: WorkerShare;
+  readonly #leaving = new AbortController();
+  readonly #session: WorkerSession;
+  readonly #pacer: SharedPacerFactory;
+  readonly #meter: SharedMeter;
+  #scheduler: Scheduler | undefined;
   // The answers of the other workers, as the leader last saw the run's totals (its own were heard as they came).
-  let others: { accepted: number; rejected: number } | undefined;
-  const hear = (slot: SharedSlot) => {
-    const now = { accepted: slot.outcomes.accepted - slot.reported.accepted, rejected: slot.outcomes.rejected - slot.reported.rejected };
-    if (leader && others && scheduler) {
-      const accepted = Math.max(0, now.accepted - others.accepted);
-      const rejected = Math.max(0, now.rejected - others.rejected);
-      scheduler.heard({ accepted, rejected, ...(slot.rejectedSentAt === null ? {} : { rejectedSentAt: slot.rejectedSentAt }) });
-    }
-    others = now;
-  };
-  // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
-  const pacer = sharedPacer(pool, store.schema, runId, {
-    leads: () => leader,
-    onSlot: (slot) => {
-      if (slot.stop) obey(slot.stop.reason as StopReason, slot.stop.message);
-      hear(slot);
-    },
-  });
-  // The worker's own session, held while this process lives: its liveness lock (others tell a dead worker from a live
-  // one by it, `workersAtWork`), the leader's lock when it has it, and the LISTEN for the run's terms. A connection lost
-  // (a server restart) takes the locks with it: the next beat opens a new session and takes them again.
-  const leaderLock = `webdata-etl:leader:${store.schema}:${runId}`;
-  const channel = limitsChannel(store.schema, runId);
-  let session: HeldLock | undefined;
-  const openSession = async (): Promise<HeldLock> => {
-    const held = await tryAdvisoryLock(pool, `${workerLockPrefix(store.schema, runId)}${id}`);
-    if (!held) throw new Error(`worker id ${id} is taken`);
-    const lost = () => {
-      if (session !== held) return;
-      session = undefined;
-      leader = false;
-    };
-    held.client.on('error', lost);
-    held.client.on('end', lost);
-    held.client.on('notification', (message) => {
-      if (message.channel === channel) pacer.renew();
+  #others: { accepted: number; rejected: number } | undefined;
+  // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
+  #touchedAt = 0;
+  #beating: Promise<void> | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  /** Joins the run as a new worker: its session, its row, the run's figures, and its beat. */
+  static async start(options: RunWorkerOptions): Promise<RunWorker> {
+    const worker = new RunWorker(options);
+    await worker.#join();
+    return worker;
+  }
+
+  private constructor(options: RunWorkerOptions) {
+    const { store, boss, runId } = options;
+    this.#store = store;
+    this.#boss = boss;
+    this.#runId = runId;
+    this.#sql = workerStatements(quoteIdentifier(store.schema));
+    this.id = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
+    this.#share = { id: this.id, host: hostname(), pid: process.pid, pages: 0, credits: 0 };
+    // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
+    this.#pacer = sharedPacer(store.pool, store.schema, runId, {
+      leads: () => this.#session.leader,
+      onSlot: (slot) => {
+        if (slot.stop) this.#obey(slot.stop.reason as StopReason, slot.stop.message);
+        this.#hear(slot);
+      },
     });
+    this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: () => this.#pacer.renew() });
+    this.#meter = sharedMeter(store.pool, store.schema, runId, this.id, { weights: options.weights });
+    this.limits = { meter: this.#meter, pacer: this.#pacer, learns: () => this.#session.leader };
+    this.queue = new SeriesQueue({
+      boss,
+      queue: options.queue,
+      pool: store.pool,
+      s: quoteIdentifier(store.schema),
+      runId,
+      planningNumber: options.planningNumber,
+      seriesTotal: options.seriesTotal,
+      stopped: () => this.#scheduler?.stopped !== undefined || this.#leaving.signal.aborted,
+      signal: this.#leaving.signal,
+      where: `the job queue in ${store.path}`,
+    });
+  }
+
+  /** Whether this worker learns the run's rate now. */
+  leads(): boolean {
+    return this.#session.leader;
+  }
+
+  /** Obeys and spreads run-wide stops through the shared row; counts this worker's share. */
+  watch(scheduler: Scheduler): void {
+    this.#scheduler = scheduler;
+    scheduler.on((event) => {
+      if (event.type === 'response') {
+        this.#share.credits += event.credits;
+        // What the server said of this worker's requests, for the leader's learning (the others' go via the row).
+        const status = String(event.status);
+        const accepted = status.startsWith('2');
+        if (accepted || status === '429') this.#pacer.report(accepted, performance.now() - event.latencyMs);
+      }
+      if (event.type === 'stop' && RUN_WIDE.has(event.reason)) {
+        void this.#store.pool.query(this.#sql.stopRun, [this.#runId, event.reason, event.message]).catch(() => undefined);
+      }
+    });
+  }
+
+  /**
+   * Beats now if the last beat is late, so that this worker knows which of its series are still its own before its
+   * next page: resolves at once unless it missed its beats.
+   */
+  async beatIfLate(): Promise<void> {
+    // A beat missed by more than one interval means the process was frozen or cut off: its jobs may have lapsed.
+    if (performance.now() - this.#touchedAt > 2 * BEAT_MS) await this.#beatOnce().catch(() => undefined);
+  }
+
+  /** A page this worker committed (its row counted it in the page's own statement). */
+  counted(): void {
+    this.#share.pages += 1;
+  }
+
+  share(): WorkerShare {
+    return { ...this.#share };
+  }
+
+  /** Hands back what it holds and says it left: `finished` (nothing left for it), or why it stopped. */
+  async leave(status: string): Promise<void> {
+    clearInterval(this.#timer);
+    this.#leaving.abort();
+    // Never fails: a worker leaving because the server went away cannot tell it so. Its jobs then go back to the
+    // queue when their heartbeat lapses, and its row reads as dead: the run's outcome is what the caller hears.
     try {
-      await held.client.query(`LISTEN ${quoteIdentifier(channel)}`);
+      await this.queue.handBackAll();
+      await this.#meter.flush();
+      await this.#store.pool.query(this.#sql.leave, [this.#runId, this.id, status]);
+    } catch {
+      // As above.
+    } finally {
+      await this.#session.release();
+      await this.#boss.stop({ graceful: false, close: false }).catch(() => undefined);
+    }
+  }
+
+  async #join(): Promise<void> {
+    await this.#session.open();
+    try {
+      await this.#store.pool.query(this.#sql.register, [this.#runId, this.id, this.#share.host, this.#share.pid, this.#session.leader]);
     } catch (error) {
-      await held.release();
+      await this.#session.release();
       throw error;
     }
-    return held;
-  };
-  // The run's rate is learned by one worker at a time (the holder of this lock); the others follow the rate in the
-  // shared row, and one of them takes over at its next beat when the leader's session goes.
-  const lead = async (on: HeldLock) => (await on.client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [leaderLock])).rows[0]?.got === true;
-  session = await openSession();
-  try {
-    leader = await lead(session);
-    await pool.query(`INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`, [runId, id, share.host, share.pid, leader]);
-  } catch (error) {
-    await session.release();
-    throw error;
+    await this.#meter.refresh();
+    this.#touchedAt = performance.now();
+    this.#timer = setInterval(() => void this.#beatOnce().catch(() => undefined), BEAT_MS);
+    this.#timer.unref();
   }
-  const meter = sharedMeter(pool, store.schema, runId, id, { weights: options.weights });
-  await meter.refresh();
-  const queue = seriesQueue({
-    boss,
-    queue: options.queue,
-    pool,
-    s,
-    runId,
-    planning: options.planning,
-    seriesTotal: options.seriesTotal,
-    stopped: () => scheduler?.stopped !== undefined || leaving.signal.aborted,
-    signal: leaving.signal,
-    where: `the job queue in ${store.path}`,
-  });
 
-  // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
-  let touchedAt = performance.now();
-  let beating: Promise<void> | undefined;
-  // The session is checked (and opened again, after a restart) before the beat is written: a fresh beat without the
-  // liveness lock would read as a worker whose process ended while the server stayed up (`workerMayBeAlive`).
-  const holdSession = async () => {
-    if (session) {
-      try {
-        if (leader) await session.client.query('SELECT 1');
-        else leader = await lead(session);
-        return;
-      } catch {
-        const gone = session;
-        session = undefined;
-        leader = false;
-        await gone.release();
-      }
+  #obey(reason: StopReason, message: string | null): void {
+    const scheduler = this.#scheduler;
+    if (scheduler && scheduler.stopped === undefined) scheduler.stop(reason, message ?? `another worker stopped the run (${reason})`);
+  }
+
+  /** The leader hears the other workers' answers, as the run's totals in the slot say them, for its learning. */
+  #hear(slot: SharedSlot): void {
+    const now = { accepted: slot.outcomes.accepted - slot.reported.accepted, rejected: slot.outcomes.rejected - slot.reported.rejected };
+    const others = this.#others;
+    if (this.#session.leader && others && this.#scheduler) {
+      const accepted = Math.max(0, now.accepted - others.accepted);
+      const rejected = Math.max(0, now.rejected - others.rejected);
+      this.#scheduler.heard({ accepted, rejected, ...(slot.rejectedSentAt === null ? {} : { rejectedSentAt: slot.rejectedSentAt }) });
     }
-    session = await openSession();
-    leader = await lead(session).catch(() => false);
-  };
-  const beat = async () => {
-    await holdSession();
-    const { rows: me } = await pool.query<{ status: string }>(
-      `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
-      [runId, id, leader],
-    );
+    this.#others = now;
+  }
+
+  /**
+   * A beat that fails (the server restarting) is tried at the next: missing a few costs nothing but the series
+   * handed to another worker, whose commits then stand. Time the server was down does not count against it.
+   */
+  #beatOnce(): Promise<void> {
+    return (this.#beating ??= this.#beat().finally(() => (this.#beating = undefined)));
+  }
+
+  async #beat(): Promise<void> {
+    const pool = this.#store.pool;
+    // The session is checked (and opened again, after a restart) before the beat is written.
+    await this.#session.hold();
+    const { rows: me } = await pool.query<{ status: string }>(this.#sql.beat, [this.#runId, this.id, this.#session.leader]);
     // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
     // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
     if (me[0]?.status === 'dead') {
-      obey('interrupted', `this worker was presumed dead (no heartbeat for ${STALE_SECONDS} s) and its series went to other workers: it stops; start it again to rejoin the run`);
+      this.#obey('interrupted', `this worker was presumed dead (no heartbeat for ${STALE_SECONDS} s) and its series went to other workers: it stops; start it again to rejoin the run`);
     }
-    await queue.touch();
-    touchedAt = performance.now();
-    const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(`SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`, [runId]);
+    await this.queue.touch();
+    this.#touchedAt = performance.now();
+    const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(this.#sql.runStop, [this.#runId]);
     const stop = rows[0];
-    if (stop?.stop_reason) obey(stop.stop_reason, stop.stop_message);
-    await expireDeadWorkers(pool, store.schema, runId, STALE_SECONDS);
-  };
-  // A beat that fails (the server restarting) is tried at the next: missing a few costs nothing but the series
-  // handed to another worker, whose commits then stand. Time the server was down does not count against it.
-  const beatOnce = () => (beating ??= beat().finally(() => (beating = undefined)));
-  const timer = setInterval(() => void beatOnce().catch(() => undefined), BEAT_MS);
-  timer.unref();
-
-  return {
-    id,
-    queue,
-    limits: { meter, pacer, learns: () => leader },
-    leads: () => leader,
-    watch(watched) {
-      scheduler = watched;
-      watched.on((event) => {
-        if (event.type === 'response') {
-          share.credits += event.credits;
-          // What the server said of this worker's requests, for the leader's learning (the others' go via the row).
-          const status = String(event.status);
-          const accepted = status.startsWith('2');
-          if (accepted || status === '429') pacer.report(accepted, performance.now() - event.latencyMs);
-        }
-        if (event.type === 'stop' && RUN_WIDE.has(event.reason)) {
-          void pool
-            .query(`UPDATE ${s}.run_limits SET stop_reason = $2, stop_message = $3 WHERE run_id = $1 AND stop_reason IS NULL`, [runId, event.reason, event.message])
-            .catch(() => undefined);
-        }
-      });
-    },
-    async fresh() {
-      // A beat missed by more than one interval means the process was frozen or cut off: its jobs may have lapsed.
-      if (performance.now() - touchedAt > 2 * BEAT_MS) await beatOnce().catch(() => undefined);
-    },
-    counted: () => {
-      share.pages += 1;
-    },
-    share: () => ({ ...share }),
-    async leave(status) {
-      clearInterval(timer);
-      leaving.abort();
-      // Never fails: a worker leaving because the server went away cannot tell it so. Its jobs then go back to the
-      // queue when their heartbeat lapses, and its row reads as dead: the run's outcome is what the caller hears.
-      try {
-        await queue.handBackAll();
-        await meter.flush();
-        await pool.query(`UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3 WHERE run_id = $1 AND worker_id = $2`, [runId, id, status]);
-      } catch {
-        // As above.
-      } finally {
-        await session?.release();
-        await boss.stop({ graceful: false, close: false }).catch(() => undefined);
-      }
-    },
-  };
+    if (stop?.stop_reason) this.#obey(stop.stop_reason, stop.stop_message);
+    await expireDeadWorkers(pool, this.#store.schema, this.#runId, STALE_SECONDS);
+  }
 }

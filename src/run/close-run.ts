@@ -7,7 +7,7 @@ import type { Destination } from './destination.ts';
 import type { OpenedRun } from './open-run.ts';
 import { summarize } from './summarize.ts';
 import { workersAtWork } from '../distributed/liveness.ts';
-import type { Worker } from '../distributed/worker.ts';
+import type { RunWorker } from '../distributed/worker.ts';
 import type { RunSummary } from './summary.ts';
 
 /** Statuses of a run that ended by its own rules (the others resume). */
@@ -26,7 +26,7 @@ export async function closeRun(
     sinks: readonly Sink<unknown>[];
     keys: SeenKeyStore;
     destination: Destination;
-    worker?: Worker | undefined;
+    worker?: RunWorker | undefined;
   },
   failure: unknown,
 ): Promise<RunSummary> {

@@ -11,7 +11,7 @@ import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
 import { workersAtWork } from '../distributed/liveness.ts';
 import { planningLock } from '../distributed/plan-run.ts';
-import type { Worker } from '../distributed/worker.ts';
+import type { RunWorker } from '../distributed/worker.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from '../config/define.ts';
@@ -23,7 +23,7 @@ import { checkJoinTerms, runTerms } from './run-terms.ts';
 export interface Held {
   lease?: Lease | undefined;
   /** A distributed run's worker (this process), which leaves the run however it ends. */
-  worker?: Worker | undefined;
+  worker?: RunWorker | undefined;
   sinks: Sink<unknown>[];
 }
 

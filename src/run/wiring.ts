@@ -11,7 +11,7 @@ import { SeriesLostError } from '../errors/series-lost-error.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { joinRun } from '../distributed/join.ts';
 import { atDatabase } from '../postgres/failure.ts';
-import type { Worker } from '../distributed/worker.ts';
+import type { RunWorker } from '../distributed/worker.ts';
 import type { Decision } from './lifecycle.ts';
 import type { Held, OpenedRun } from './open-run.ts';
 import type { createCommitter } from './commit.ts';
@@ -19,7 +19,7 @@ import type { Pipeline } from '../config/define.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
-export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, worker?: Worker): Scheduler {
+export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, worker?: RunWorker): Scheduler {
   const rate = pipeline.rate;
   return createScheduler({
     // A worker of a distributed run takes its slots and credits from the run's shared rows (they own the budget).
@@ -101,7 +101,7 @@ export function sourceContext(parts: {
   retryFailed: boolean;
   emit: (event: RunEvent) => void;
   /** A distributed run's worker: series come from the run's queue, and their jobs are settled as they end. */
-  worker?: Worker | undefined;
+  worker?: RunWorker | undefined;
 }): SourceWiring {
   const { runId, store, committer, states, keys, previous, retryFailed, emit, worker } = parts;
   const abort = new AbortController();
@@ -138,7 +138,7 @@ export function sourceContext(parts: {
     },
     async pagePermit() {
       const release = await permits.acquire(abort.signal);
-      await worker?.fresh();
+      await worker?.beatIfLate();
       return release;
     },
     lost: (series) => committer.lost(series.id) || (worker?.queue.lapsed(series.id) ?? false),
@@ -171,7 +171,7 @@ export function sourceContext(parts: {
 }
 
 /** Makes this process a worker of its distributed run (`opened.distributed`), holding it in `held` until it leaves. */
-export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, spentBefore: number, held: Held): Promise<Worker | undefined> {
+export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, spentBefore: number, held: Held): Promise<RunWorker | undefined> {
   if (!opened.distributed || !held.lease) return undefined;
   const { store } = opened.distributed;
   const joining = {

@@ -1,0 +1,228 @@
+import { quoteIdentifier } from '../sql-identifier.ts';
+
+/*
+ * Every statement a distributed run sends (but pg-boss's own, and a page's: state/postgres/page-statement.ts), by
+ * name and by concern, as SQL of the quoted state schema `s` (the pg-boss `plans.ts` way): a reader sees what the run's
+ * workers ask of the database in one place. Parameters are always bound ($n); identifiers are quoted where they are
+ * made (sql-identifier.ts).
+ */
+
+/*
+ * Who is at work in a distributed run, as SQL conditions on a `workers` row. Two signs, both on the database's side:
+ * a worker's liveness lock (an advisory lock on a session of its own, gone with its process's connection) and its
+ * beat (`heartbeat_at`, by the database's clock). A server restart takes every session, and so every lock, with it;
+ * while it is down nobody can beat. So a lock missing since a restart says nothing of the process, and time the server
+ * was down does not count against a beat: a live worker gets the stale limit, from the server's start, to come back.
+ */
+
+/**
+ * A beat within `staleSeconds` (a parameter) of the server's time up: since the last beat, or since the server started
+ * if it started after it. Right after a restart, every worker's beat is fresh for that long.
+ */
+function beatFresh(staleSeconds: string): string {
+  return `greatest(heartbeat_at, pg_postmaster_start_time()) > clock_timestamp() - ${staleSeconds} * interval '1 second'`;
+}
+
+/** Its liveness lock (named `prefix` and its id, a parameter) held by a session: pg_locks shows a bigint advisory key as its two halves. */
+function lockHeld(prefix: string): string {
+  return `EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                   AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(${prefix} || worker_id, 0))`;
+}
+
+/** At work now, as `status` shows it: not stopped, its lock held and a fresh beat. */
+function workerAlive(staleSeconds: string, prefix: string): string {
+  return `stopped_at IS NULL AND ${beatFresh(staleSeconds)} AND ${lockHeld(prefix)}`;
+}
+
+/**
+ * May be at work, so that its run must not be planned again, its queue deleted or the worker taken for dead: its lock
+ * held (even frozen: its beats will say), or — its session lost with a restart (its last beat before the server's
+ * start), not marked dead — within the stale limit of the server's start, while it reconnects (each beat opens its
+ * session again before it writes the beat). A lock gone while the server stayed up went with its process.
+ */
+function workerMayBeAlive(staleSeconds: string, prefix: string): string {
+  return `stopped_at IS NULL AND (${lockHeld(prefix)}
+            OR (status <> 'dead' AND heartbeat_at < pg_postmaster_start_time() AND ${beatFresh(staleSeconds)}))`;
+}
+
+/**
+ * Marks the workers of a run ($1) that are not stopped nor dead yet, and meet `dead` (on their row, parameters from
+ * $2), as dead, and counts what they held reserved as spent and uncertain: their requests may have been sent and
+ * charged, so those credits never return to the budget. One statement, so that a worker is either still alive for its
+ * own commits or dead with its reservations moved, never both. Answers how many workers it marked.
+ */
+function expireWorkers(s: string, dead: string): string {
+  // Locked in one order (workers by id, then the run), as every statement on these rows does, so that none deadlocks.
+  return `
+    WITH stale AS (
+      SELECT worker_id, reserved FROM ${s}.workers
+       WHERE run_id = $1 AND stopped_at IS NULL AND status <> 'dead' AND ${dead}
+       ORDER BY worker_id
+         FOR UPDATE
+    ), dead AS (
+      UPDATE ${s}.workers w SET status = 'dead', reserved = 0, credits = w.credits + stale.reserved
+        FROM stale WHERE w.run_id = $1 AND w.worker_id = stale.worker_id
+      RETURNING stale.reserved
+    ), moved AS (
+      UPDATE ${s}.run_limits l SET reserved = l.reserved - held.total, spent = l.spent + held.total, uncertain = l.uncertain + held.total
+        FROM (SELECT sum(reserved) AS total FROM dead) held
+       WHERE l.run_id = $1 AND held.total > 0
+    )
+    SELECT count(*) AS marked FROM dead`;
+}
+
+/** Who may be at work, and taking for dead those who cannot be: $1 the run, $2 the stale limit in seconds, $3 the liveness locks' prefix. */
+export function livenessStatements(s: string) {
+  return {
+    /** How many workers of a run may be at work (`workerMayBeAlive`). */
+    workersAtWork: `SELECT COUNT(*)::int AS n FROM ${s}.workers WHERE run_id = $1 AND ${workerMayBeAlive('$2', '$3')}`,
+    /** Workers whose beat is older than the stale limit of the server's time up (by the database's clock: `beatFresh`). */
+    expireDeadWorkers: expireWorkers(s, `NOT (${beatFresh('$2')})`),
+    /** Every worker that cannot be at work (`workerMayBeAlive`). */
+    expireGoneWorkers: expireWorkers(s, `NOT (${workerMayBeAlive('$2', '$3')})`),
+  } as const;
+}
+
+/** Planning a run for its workers ($1 the run). */
+export function planStatements(s: string) {
+  return {
+    /** A resume that retries failed series queues them again. */
+    retryFailed: `UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`,
+    /** The run's series that are over: they get no job. */
+    seriesOver: `SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`,
+    // The rate is left for the first leader to write (its pacer knows the margin it paces under); no worker is alive,
+    // so reservations left are a dead one's: counted as spent already by their expiry, or given back here.
+    /** The run's shared limits ($2 the budget, $3 the spend before), and no stop. */
+    planLimits: `INSERT INTO ${s}.run_limits (run_id, planned, budget, spent) VALUES ($1, true, $2, $3)
+     ON CONFLICT (run_id) DO UPDATE SET planned = true, budget = excluded.budget, stop_reason = NULL, stop_message = NULL, interval_ms = 0`,
+  } as const;
+}
+
+/** A worker's side of the run's queue ($1 the run). */
+export function queueStatements(s: string) {
+  return {
+    /** How many of the run's series have ended: the run is done for a worker once they all have. */
+    seriesEnded: `SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`,
+  } as const;
+}
+
+/** The run's figures as a statement answers them, with the row as it stood when nothing was changed. */
+const FIGURES = (changed: string) => `
+  SELECT CASE WHEN ${changed}.run_id IS NULL THEN l.spent ELSE ${changed}.spent END AS spent,
+         CASE WHEN ${changed}.run_id IS NULL THEN l.uncertain ELSE ${changed}.uncertain END AS uncertain,
+         CASE WHEN ${changed}.run_id IS NULL THEN l.reserved ELSE ${changed}.reserved END AS reserved,
+         l.budget, ${changed}.run_id IS NOT NULL AS changed`;
+
+/** The shared credit meter: $1 the run, $2 the worker. */
+export function meterStatements(s: string) {
+  return {
+    refresh: `SELECT budget, spent, uncertain, reserved FROM ${s}.run_limits WHERE run_id = $1`,
+    // The worker's row is locked first (as every statement here does: workers, then the run), so that a worker
+    // being marked dead either sees this reservation on its row, or this reservation sees it dead and takes nothing.
+    reserve: `
+      WITH alive AS (
+        SELECT 1 FROM ${s}.workers WHERE run_id = $1 AND worker_id = $2 AND status <> 'dead' FOR UPDATE
+      ), taken AS (
+        UPDATE ${s}.run_limits SET reserved = reserved + $3
+         WHERE run_id = $1 AND spent + reserved + $3 <= budget AND EXISTS (SELECT 1 FROM alive)
+        RETURNING run_id, spent, uncertain, reserved
+      ), mine AS (
+        UPDATE ${s}.workers SET reserved = reserved + $3 WHERE run_id = $1 AND worker_id = $2 AND EXISTS (SELECT 1 FROM taken)
+      )
+      ${FIGURES('taken')}, EXISTS (SELECT 1 FROM alive) AS alive
+        FROM ${s}.run_limits l LEFT JOIN taken ON true WHERE l.run_id = $1`,
+    // Moves a batch of settled reservations ($3 held, $4 spent of which $5 uncertain) — unless the worker was marked
+    // dead meanwhile: its reservations were then already counted as spent, and counting them again would count twice.
+    settle: `
+      WITH mine AS (
+        UPDATE ${s}.workers SET reserved = reserved - $3, credits = credits + $4
+         WHERE run_id = $1 AND worker_id = $2 AND status <> 'dead'
+        RETURNING 1
+      ), run AS (
+        UPDATE ${s}.run_limits SET reserved = reserved - $3, spent = spent + $4, uncertain = uncertain + $5
+         WHERE run_id = $1 AND EXISTS (SELECT 1 FROM mine)
+        RETURNING run_id, spent, uncertain, reserved
+      )
+      ${FIGURES('run')}, EXISTS (SELECT 1 FROM mine) AS alive
+        FROM ${s}.run_limits l LEFT JOIN run ON true WHERE l.run_id = $1`,
+  } as const;
+}
+
+/** The shared pacer: $1 the run, $2 an interval or a length of time in ms, $3 the channel the change is told on. */
+export function pacerStatements(s: string) {
+  return {
+    // One round trip per slot. GREATEST with the database's clock skips the slots of an idle spell (a burst must not
+    // follow it); with `paused_until`, every worker obeys a pause any of them wrote. The wait is measured at the
+    // statement's end, so that time spent queueing for the row's lock is not waited again.
+    // It also carries the answers this worker got since its last slot (2xx, 429), and returns the run's totals: the
+    // leader learns the rate from every worker's answers at no round trip of its own.
+    acquire: `UPDATE ${s}.run_limits
+                 SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
+                     accepted = accepted + $2, rejected = rejected + $3,
+                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp($4::float8 / 1000))
+               WHERE run_id = $1
+           RETURNING interval_ms,
+                     extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
+                     extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
+                     stop_reason, stop_message, accepted, rejected,
+                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms`,
+    // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
+    seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
+    // A new rate or a pause is told to every worker (`limitsChannel`): slots they were granted under the old terms and
+    // still wait for are taken again, as the local pacer's reservations are, so that a cut is not followed by a burst.
+    // The slots reserved under the old terms are given back too (`next_at` no later than one new interval from now):
+    // every worker takes its waiting slots again, and those far ahead would otherwise be skipped, a gap after every
+    // change. A slot already begun was at or before now, so the next one is still a whole new interval after it.
+    setInterval: `WITH changed AS (UPDATE ${s}.run_limits SET interval_ms = $2, next_at = LEAST(next_at, clock_timestamp() + $2 * interval '1 millisecond') WHERE run_id = $1 RETURNING run_id)
+                  SELECT pg_notify($3, 'rate') FROM changed`,
+    pause: `WITH changed AS (UPDATE ${s}.run_limits SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'),
+                                                    next_at = LEAST(next_at, GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'))
+                         WHERE run_id = $1 RETURNING run_id)
+            SELECT pg_notify($3, 'pause') FROM changed`,
+  } as const;
+}
+
+/** A worker's row and the run's stop: $1 the run, $2 the worker. */
+export function workerStatements(s: string) {
+  return {
+    /** The worker's row ($3 host, $4 pid, $5 whether it leads). */
+    register: `INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`,
+    /** A beat, by the database's clock ($3 whether it leads): answers whether another worker took this one for dead. */
+    beat: `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
+    /** The run's stop, once a worker wrote one. */
+    runStop: `SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
+    /** A run-wide stop ($2 reason, $3 message) for every worker; the first one written stands. */
+    stopRun: `UPDATE ${s}.run_limits SET stop_reason = $2, stop_message = $3 WHERE run_id = $1 AND stop_reason IS NULL`,
+    /** The worker left ($3 why: `finished`, or why it stopped). */
+    leave: `UPDATE ${s}.workers SET stopped_at = clock_timestamp(), status = $3 WHERE run_id = $1 AND worker_id = $2`,
+  } as const;
+}
+
+/** `webdata-etl status`: a pipeline's latest run ($1 the pipeline), then the run's figures ($1 the run). */
+export function statusStatements(s: string) {
+  return {
+    latestRun: `SELECT run_id, status, started_at, invocations FROM ${s}.runs WHERE pipeline = $1 AND status <> 'abandoned' ORDER BY created DESC LIMIT 1`,
+    series: `SELECT COUNT(*) FILTER (WHERE status = 'ended')::int AS ended, COUNT(*) FILTER (WHERE status = 'stopped')::int AS stopped,
+              COALESCE(SUM(pages), 0)::int AS pages, COALESCE(SUM(items_written), 0)::int AS rows FROM ${s}.series WHERE run_id = $1`,
+    limits: `SELECT spent, uncertain, reserved, budget, interval_ms, stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
+    /** Its workers, with whether each is at work ($2 the stale limit in seconds, $3 the liveness locks' prefix). */
+    workers: `SELECT worker_id, host, pid, status, leader, pages, credits, started_at,
+            extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
+            ${workerAlive('$2', '$3')} AS alive, ${workerMayBeAlive('$2', '$3')} AS reconnecting
+       FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
+  } as const;
+}
+
+/** Statements of the server's own, on no table of ours: advisory locks ($1 the lock's name), the catalog, notifications. */
+export const serverStatements = {
+  /** Waits for a session lock (the planning lock). */
+  advisoryLock: `SELECT pg_advisory_lock(hashtextextended($1, 0))`,
+  /** Takes a session lock if it is free (the leader's lock). */
+  tryAdvisoryLock: `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`,
+  /** Whether a schema ($1 its name) exists. */
+  schemaExists: `SELECT 1 FROM pg_namespace WHERE nspname = $1`,
+  /** A round trip, to see that a session is still there. */
+  ping: 'SELECT 1',
+  /** Hears the notifications of a channel (its name quoted: LISTEN takes no parameter). */
+  listen: (channel: string) => `LISTEN ${quoteIdentifier(channel)}`,
+} as const;
