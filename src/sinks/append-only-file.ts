@@ -70,19 +70,28 @@ interface AppendedPage {
   abandoned(): void;
 }
 
+/** The file from `open` to `close`: its descriptor, where its checkpoints are kept, its output lease. */
+interface OpenFile {
+  fd: number;
+  checkpoints: SinkCheckpoints;
+  lease: Lease;
+}
+
 /** The append-only file behind the sink: where it is, how much of it is committed, and the run that writes it. */
 class AppendOnlyFile {
+  /** The sink's path as given: the file, or where the per-worker files go beside. */
   readonly #path: string;
   readonly #format: FileFormat;
   readonly #sink: FileSinkKind;
   readonly #perWorker: boolean;
   // The file written: `path`, or in a distributed run with `perWorker`, this worker's own file beside it.
   #file: string;
-  #open: { fd: number; checkpoints: SinkCheckpoints; lease: Lease } | undefined;
+  #handle: OpenFile | undefined;
   /** The file's length as this sink wrote it (a shared file's whole length): what its checkpoint records. */
   #bytes = 0;
   /** The sequence number of the last page the file holds. */
   #held = 0;
+  /** The run that opened it: a per-worker sink sweeps this host's files with it when it discards or closes. */
   #context: SinkContext | undefined;
 
   constructor(path: string, format: FileFormat, options: { shared?: boolean; perWorker?: boolean }) {
@@ -112,8 +121,8 @@ class AppendOnlyFile {
   async open(ctx: SinkContext): Promise<void> {
     mkdirSync(dirname(this.#path), { recursive: true });
     this.#context = ctx;
-    const own = this.#perWorker && ctx.shared === true;
-    const taken = own ? takeWorkerFile(ctx, this.#path) : { target: this.#path, lease: leaseFile(ctx, this.#path, false) };
+    const ownFile = this.#perWorker && ctx.shared === true;
+    const taken = ownFile ? takeWorkerFile(ctx, this.#path) : { target: this.#path, lease: leaseFile(ctx, this.#path, false) };
     this.#file = taken.target;
     const { fd, size, seq } = await openAtCommitted(ctx, this.#file, taken.lease, this.#sink);
     try {
@@ -122,13 +131,13 @@ class AppendOnlyFile {
       const opening = this.#format.prepare(ctx, fd, size);
       if (opening) this.#append(fd, opening);
       await ctx.stateCheckpoints.set(this.id, { seq: this.#held, bytes: this.#bytes });
-      if (own) await this.#sweep(ctx);
+      if (ownFile) await this.#sweep(ctx);
     } catch (error) {
       closeSync(fd);
       await taken.lease.release();
       throw error;
     }
-    this.#open = { fd, checkpoints: ctx.stateCheckpoints, lease: taken.lease };
+    this.#handle = { fd, checkpoints: ctx.stateCheckpoints, lease: taken.lease };
   }
 
   // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction (`Sink.stage`).
@@ -202,19 +211,19 @@ class AppendOnlyFile {
   }
 
   async close(): Promise<void> {
-    const open = this.#open;
+    const handle = this.#handle;
     // A worker's last act: the files of this host's workers that died are cut back, so that what is left is exact.
-    if (open && this.#perWorker && this.#context?.shared) await this.#sweep(this.#context).catch(() => undefined);
-    if (open) {
-      closeSync(open.fd);
-      await open.lease.release();
+    if (handle && this.#perWorker && this.#context?.shared) await this.#sweep(this.#context).catch(() => undefined);
+    if (handle) {
+      closeSync(handle.fd);
+      await handle.lease.release();
     }
-    this.#open = undefined;
+    this.#handle = undefined;
   }
 
-  #ready(): { fd: number; checkpoints: SinkCheckpoints; lease: Lease } {
-    if (!this.#open) throw new Error(`the ${this.#format.kind.toUpperCase()} sink ${this.#path} was not opened`);
-    return this.#open;
+  #ready(): OpenFile {
+    if (!this.#handle) throw new Error(`the ${this.#format.kind.toUpperCase()} sink ${this.#path} was not opened`);
+    return this.#handle;
   }
 
   #append(fd: number, text: string): void {
