@@ -6,9 +6,9 @@ import { ByteWriter, ParquetWriter } from 'hyparquet-writer';
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import { checkOutputPath, writeOutputFileWith } from '../output-file.ts';
-import { quoteIdentifier } from '../sql-identifier.ts';
 import { isPostgresDatabase, openReader, type Reader } from './reader.ts';
-import { type Dialect, viewName } from './views.ts';
+import { orderByBytes, reportSelect } from './statements.ts';
+import { viewName } from './views.ts';
 import { filterClause } from './filter.ts';
 
 /** Parquet column types the reports use; every column is nullable. */
@@ -112,8 +112,8 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
     }
     const where = filterClause(config, report.countryColumns);
     const columns = Object.keys(report.columns);
-    const order = report.order === INSERTION_ORDER ? reader.insertionOrder : byBytes(report.order, report.columns, reader.dialect);
-    const rows = reader.iterate(`SELECT ${columns.map(quoteIdentifier).join(', ')} FROM ${reader.name(source, at)} ${where.sql} ORDER BY ${order}`, where.params);
+    const order = report.order === INSERTION_ORDER ? reader.insertionOrder : orderByBytes(report.order, (column) => report.columns[column] === 'STRING', reader.dialect.bytes);
+    const rows = reader.iterate(reportSelect(columns, reader.name(source, at), where.sql, order), where.params);
     const { out, format, batchRows } = config;
     if (typeof out !== 'string') return { rows: await writeText(rows, columns, format as 'csv' | 'jsonl', toStream(out), batchRows) };
     const count = await writeOutputFileWith(out, async (file) =>
@@ -135,17 +135,6 @@ async function itemsReport(reader: Reader, table: string): Promise<Report> {
     order: INSERTION_ORDER,
     countryColumns: ['country'],
   };
-}
-
-/** An ORDER BY whose text columns compare by bytes, so that both databases give the same order. */
-function byBytes(order: string, columns: Record<string, ColumnType>, dialect: Dialect): string {
-  return order
-    .split(', ')
-    .map((term) => {
-      const [column = '', direction = ''] = term.split(' ');
-      return `${columns[column] === 'STRING' ? dialect.bytes(quoteIdentifier(column)) : quoteIdentifier(column)} ${direction}`.trim();
-    })
-    .join(', ');
 }
 
 /** Writes to a stream, resolving when it can take more: a slow reader holds the export back instead of rows piling up. */

@@ -1,6 +1,7 @@
 import type { Pool } from '../postgres/pools.ts';
 import { transaction } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
+import { viewStatements } from './statements.ts';
 import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, spendViewSql, viewName } from './views.ts';
 
 /**
@@ -13,9 +14,9 @@ export async function createPostgresResultsViews(pool: Pool, schema: string, tab
   const sql = resultsViewsSql(`${s}.${quoteIdentifier(table)}`, name, POSTGRES);
   await transaction(pool, async (client) => {
     // Two runs opening at once would race to re-create them: one at a time.
-    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`webdata-etl:views:${schema}.${table}`]);
-    for (const view of DROP_ORDER) await client.query(`DROP VIEW IF EXISTS ${name(view)}`);
-    for (const view of CREATE_ORDER) if (views.includes(view)) await client.query(`CREATE VIEW ${name(view)} AS ${sql[view]}`);
+    await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.${table}`]);
+    for (const view of DROP_ORDER) await client.query(viewStatements.drop(name(view)));
+    for (const view of CREATE_ORDER) if (views.includes(view)) await client.query(viewStatements.create(name(view), sql[view]));
   });
 }
 
@@ -23,7 +24,7 @@ export async function createPostgresResultsViews(pool: Pool, schema: string, tab
 export async function createPostgresSpendView(pool: Pool, schema: string): Promise<void> {
   const s = quoteIdentifier(schema);
   await transaction(pool, async (client) => {
-    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`webdata-etl:views:${schema}.spend`]);
-    await client.query(`CREATE OR REPLACE VIEW ${s}.report_spend AS ${spendViewSql(`${s}.`, POSTGRES)}`);
+    await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.spend`]);
+    await client.query(viewStatements.createOrReplace(`${s}.${quoteIdentifier(viewName('results', 'spend'))}`, spendViewSql(`${s}.`, POSTGRES)));
   });
 }

@@ -5,6 +5,7 @@ import { openPool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget } from '../postgres/target.ts';
 import { openForReading } from '../read-database.ts';
+import { postgresReaderStatements, sqliteReaderStatements } from './statements.ts';
 import { type Dialect, POSTGRES, SQLITE } from './views.ts';
 
 /**
@@ -54,14 +55,14 @@ function sqliteReader(db: Database.Database): Reader {
     label: db.name,
     dialect: SQLITE,
     name: (relation) => quoteIdentifier(relation),
-    exists: async (relation) => db.prepare(`SELECT 1 FROM sqlite_master WHERE name = ? AND type IN ('table', 'view')`).get(relation) !== undefined,
+    exists: async (relation) => db.prepare(sqliteReaderStatements.relationExists).get(relation) !== undefined,
     all: async (sql, params = []) => db.prepare(sql).all(...params) as Record<string, unknown>[],
     async *iterate(sql, params = []) {
       yield* db.prepare(sql).iterate(...params) as IterableIterator<Record<string, unknown>>;
     },
     columns: async (table) =>
-      (db.prepare('SELECT name, type FROM pragma_table_info(?)').all(table) as { name: string; type: string }[]).map((c) => ({ name: c.name, integer: c.type.toUpperCase().startsWith('INTEGER') })),
-    insertionOrder: 'rowid',
+      (db.prepare(sqliteReaderStatements.tableColumns).all(table) as { name: string; type: string }[]).map((c) => ({ name: c.name, integer: c.type.toUpperCase().startsWith('INTEGER') })),
+    insertionOrder: sqliteReaderStatements.insertionOrder,
     close: async () => void db.close(),
   };
 }
@@ -76,8 +77,9 @@ async function postgresReader(target: PostgresTarget, options: ReaderOptions, fi
   const where = target.label;
   const explained = <T>(work: () => Promise<T>): Promise<T> => atDatabase(where, work);
   const schemaOf = (at: 'results' | 'state' = 'results') => (at === 'results' ? schemas : stateSchema);
+  const qualified = (relation: string, at?: 'results' | 'state') => `${quoteIdentifier(schemaOf(at))}.${quoteIdentifier(relation)}`;
   try {
-    await explained(() => pool.query('SELECT 1'));
+    await explained(() => pool.query(postgresReaderStatements.ping));
   } catch (error) {
     await pool.end();
     if ((error as { problem?: string }).problem === 'invalid_path') throw new ValidationError('Invalid database', [{ path: field, message: (error as Error).message }]);
@@ -86,23 +88,23 @@ async function postgresReader(target: PostgresTarget, options: ReaderOptions, fi
   return {
     label: where,
     dialect: POSTGRES,
-    name: (relation, at) => `${quoteIdentifier(schemaOf(at))}.${quoteIdentifier(relation)}`,
+    name: qualified,
     // The name as a value (to_regclass parses it as a name, never runs it).
     exists: (relation, at) =>
-      explained(async () => (await pool.query(`SELECT to_regclass($1) IS NOT NULL AS found`, [`${quoteIdentifier(schemaOf(at))}.${quoteIdentifier(relation)}`])).rows[0]?.found === true),
+      explained(async () => (await pool.query(postgresReaderStatements.relationExists, [qualified(relation, at)])).rows[0]?.found === true),
     all: (sql, params = []) => explained(async () => (await pool.query(numbered(sql), [...params])).rows.map(asSqlite)),
     async *iterate(sql, params = []) {
       const client = await explained(() => pool.connect());
       let broken: Error | undefined;
       try {
-        await explained(() => client.query('BEGIN READ ONLY'));
-        await explained(() => client.query(`DECLARE reading NO SCROLL CURSOR FOR ${numbered(sql)}`, [...params]));
+        await explained(() => client.query(postgresReaderStatements.begin));
+        await explained(() => client.query(postgresReaderStatements.declareCursor(numbered(sql)), [...params]));
         for (;;) {
-          const { rows } = await explained(() => client.query(`FETCH ${BATCH} FROM reading`));
+          const { rows } = await explained(() => client.query(postgresReaderStatements.fetch(BATCH)));
           if (rows.length === 0) break;
           for (const row of rows) yield asSqlite(row);
         }
-        await explained(() => client.query('COMMIT'));
+        await explained(() => client.query(postgresReaderStatements.commit));
       } catch (error) {
         broken = error as Error;
         throw error;
@@ -113,14 +115,10 @@ async function postgresReader(target: PostgresTarget, options: ReaderOptions, fi
     columns: (table) =>
       explained(async () =>
         (
-          await pool.query<{ name: string; type: string }>(
-            `SELECT column_name AS name, data_type AS type FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`,
-            [schemas, table],
-          )
+          await pool.query<{ name: string; type: string }>(postgresReaderStatements.tableColumns, [schemas, table])
         ).rows.map((c) => ({ name: c.name, integer: c.type === 'integer' || c.type === 'bigint' || c.type === 'smallint' })),
       ),
-    // PostgreSQL keeps no insertion order: the items come by run, then as they were served.
-    insertionOrder: `run_id COLLATE "C", query COLLATE "C", country COLLATE "C", lang COLLATE "C", page, position`,
+    insertionOrder: postgresReaderStatements.insertionOrder,
     close: () => pool.end(),
   };
 }

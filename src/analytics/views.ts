@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { quoteIdentifier } from '../sql-identifier.ts';
+import { viewStatements } from './statements.ts';
 
 /** The analytics views over a results table, by report name. */
 export type ResultsView = 'rankings' | 'domains' | 'overlap' | 'changes';
@@ -97,8 +98,8 @@ export function createResultsViews(db: Database.Database, table: string, views: 
   const name = (view: ResultsView) => quoteIdentifier(viewName(table, view));
   const sql = resultsViewsSql(quoteIdentifier(table), name, SQLITE);
   db.transaction(() => {
-    for (const view of DROP_ORDER) db.exec(`DROP VIEW IF EXISTS ${name(view)}`);
-    for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(`CREATE VIEW ${name(view)} AS ${sql[view]}`);
+    for (const view of DROP_ORDER) db.exec(viewStatements.drop(name(view)));
+    for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(viewStatements.create(name(view), sql[view]));
   })();
 }
 
@@ -115,5 +116,6 @@ export function spendViewSql(prefix: string, d: Dialect): string {
 
 /** The spend view, in the SQLite state store. */
 export function createSpendView(db: Database.Database): void {
-  db.exec(`DROP VIEW IF EXISTS report_spend; CREATE VIEW report_spend AS ${spendViewSql('', SQLITE)}`);
+  const name = quoteIdentifier(viewName('results', 'spend'));
+  db.exec(`${viewStatements.drop(name)}; ${viewStatements.create(name, spendViewSql('', SQLITE))}`);
 }

@@ -1,15 +1,14 @@
-import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readdirSync } from 'node:fs';
-import { hostname } from 'node:os';
-import { basename, dirname, extname, join } from 'node:path';
-import { LeaseHeldError } from '../errors/lease-held-error.ts';
-import { ValidationError } from '../errors/validation-error.ts';
+import { closeSync, fstatSync, ftruncateSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Page } from '../pipeline/page.ts';
 import { crashPoint } from '../crash-points.ts';
-import type { Lease, SinkCheckpoints } from '../state/interfaces.ts';
-import { leaseOutput } from '../state/sqlite/lease.ts';
-import { claimFile, fileOutputKey, registryPathFor } from '../state/sqlite/output-claims.ts';
+import type { Checkpoint, Lease, SinkCheckpoints } from '../state/interfaces.ts';
 import { writeAll } from '../commits/append-records.ts';
+import { fileSinkId, type FileSinkKind, leaseFile, openAtCommitted } from './committed-file.ts';
+import { isWorkerFileOf, sweepWorkerFiles, takeWorkerFile } from './worker-files.ts';
 import type { CsvFormat, Sink, SinkContext, SinkRecords } from './sink.ts';
+
+export { workerFile } from './worker-files.ts';
 
 type Item = Record<string, unknown>;
 
@@ -40,252 +39,201 @@ export interface FileFormat {
  * each appends, at least once.
  */
 export function appendOnlyFile(path: string, format: FileFormat, options: { shared?: boolean; perWorker?: boolean } = {}): Sink<Item> {
-  const shared = options.shared === true;
+  const file = new AppendOnlyFile(path, format, options);
   const perWorker = options.perWorker === true;
+  return {
+    kind: format.kind,
+    get path() {
+      return file.path;
+    },
+    get id() {
+      return file.id;
+    },
+    perWorker,
+    terms: { file: path, perWorker, ...format.terms },
+    open: (ctx: SinkContext) => file.open(ctx),
+    held: () => file.held,
+    committedBytes: () => file.bytes,
+    write: (page: Page<Item>, seq: number) => file.write(page, seq),
+    stage: (page: Page<Item>, seq: number) => file.appendPage(page, seq),
+    ...(format.records ? { records: (page: Page<Item>, seq: number) => file.records(page, seq) } : {}),
+    delivery: options.shared === true ? 'at_least_once' : 'exactly_once',
+    discard: (runId, since, starts) => file.discard(runId, since, starts),
+    close: () => file.close(),
+  };
+}
+
+/** A page's bytes appended and not yet committed: the checkpoint to record with it, and what follows its commit. */
+interface AppendedPage {
+  checkpoint: Checkpoint;
+  committed(): void;
+  abandoned(): void;
+}
+
+/** The file from `open` to `close`: its descriptor, where its checkpoints are kept, its output lease. */
+interface OpenFile {
+  fd: number;
+  checkpoints: SinkCheckpoints;
+  lease: Lease;
+}
+
+/** The append-only file behind the sink: where it is, how much of it is committed, and the run that writes it. */
+class AppendOnlyFile {
+  /** The sink's path as given: the file, or where the per-worker files go beside. */
+  readonly #path: string;
+  readonly #format: FileFormat;
+  readonly #sink: FileSinkKind;
+  readonly #perWorker: boolean;
   // The file written: `path`, or in a distributed run with `perWorker`, this worker's own file beside it.
-  let at = path;
-  const idOf = (file: string) => `${format.kind}:${file}`;
-  let file: { fd: number; checkpoints: SinkCheckpoints; lease: Lease } | undefined;
-  let bytes = 0;
-  let held = 0;
+  #file: string;
+  #handle: OpenFile | undefined;
+  /** The file's length as this sink wrote it (a shared file's whole length): what its checkpoint records. */
+  #bytes = 0;
+  /** The sequence number of the last page the file holds. */
+  #held = 0;
+  /** The run that opened it: a per-worker sink sweeps this host's files with it when it discards or closes. */
+  #context: SinkContext | undefined;
 
-  const ready = () => {
-    if (!file) throw new Error(`the ${format.kind.toUpperCase()} sink ${path} was not opened`);
-    return file;
-  };
-  const append = (fd: number, text: string) => {
-    const length = writeAll(fd, text);
-    // Shared, other pipelines append too: the file's length is the checkpoint, not what this sink wrote.
-    bytes = shared ? fstatSync(fd).size : bytes + length;
-  };
+  constructor(path: string, format: FileFormat, options: { shared?: boolean; perWorker?: boolean }) {
+    this.#path = path;
+    this.#format = format;
+    this.#sink = { kind: format.kind, shared: options.shared === true };
+    this.#perWorker = options.perWorker === true;
+    this.#file = path;
+  }
 
-  /**
-   * Opens `target` holding its output lease: checks it is the file this pipeline wrote, cuts it back to its
-   * committed length, and prepares it for appending. Returns the open file and where it stands.
-   */
-  const attach = async (ctx: SinkContext, target: string, lease: Lease) => {
-    const fd = openSync(target, 'a+', 0o600);
+  get path(): string {
+    return this.#file;
+  }
+
+  get id(): string {
+    return fileSinkId(this.#format.kind, this.#file);
+  }
+
+  get held(): number {
+    return this.#held;
+  }
+
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  async open(ctx: SinkContext): Promise<void> {
+    mkdirSync(dirname(this.#path), { recursive: true });
+    this.#context = ctx;
+    const ownFile = this.#perWorker && ctx.shared === true;
+    const taken = ownFile ? takeWorkerFile(ctx, this.#path) : { target: this.#path, lease: leaseFile(ctx, this.#path, false) };
+    this.#file = taken.target;
+    const { fd, size, seq } = await openAtCommitted(ctx, this.#file, taken.lease, this.#sink);
     try {
-      const registry = ctx.database(registryPathFor(target));
-      const stat = fstatSync(fd, { bigint: true });
-      let size = Number(stat.size);
-      const identity = { dev: String(stat.dev), ino: String(stat.ino) };
-      const before = claimFile(registry, { key: fileOutputKey(target), label: target, kind: format.kind }, { pipeline: ctx.pipeline, state: ctx.statePath, shared }, { ...identity, size });
-      const checkpoint = await ctx.stateCheckpoints.get(idOf(target));
-      const seq = checkpoint?.seq ?? ctx.currentSeq;
-      if (checkpoint?.bytes !== undefined && checkpoint.bytes !== null && size !== 0) {
-        if (before && (before.dev !== identity.dev || before.ino !== identity.ino)) {
-          throw changedOutside(format.kind, `${target} is not the file this pipeline wrote (another file was put in its place)`);
-        }
-        if (size < checkpoint.bytes) {
-          throw changedOutside(format.kind, `${target} is shorter (${size} bytes) than what was committed to it (${checkpoint.bytes} bytes): it was changed outside webdata-etl`);
-        }
-        // Bytes past the checkpoint were written but never committed (a crash in between): they go — unless the file
-        // is shared, where they may be another pipeline's: then they stay, and the page comes again (at least once).
-        if (size > checkpoint.bytes && !shared) {
-          ftruncateSync(fd, checkpoint.bytes);
-          size = checkpoint.bytes;
-        }
-      }
-      return { fd, size, seq };
+      this.#bytes = size;
+      this.#held = seq;
+      const opening = this.#format.prepare(ctx, fd, size);
+      if (opening) this.#append(fd, opening);
+      await ctx.stateCheckpoints.set(this.id, { seq: this.#held, bytes: this.#bytes });
+      if (ownFile) await this.#sweep(ctx);
     } catch (error) {
       closeSync(fd);
-      await lease.release();
+      await taken.lease.release();
       throw error;
     }
-  };
+    this.#handle = { fd, checkpoints: ctx.stateCheckpoints, lease: taken.lease };
+  }
 
-  /** The file's output lease, in its directory's registry. */
-  const leaseFile = (ctx: SinkContext, target: string, whileProcessLives: boolean) =>
-    leaseOutput(ctx.database(registryPathFor(target)), { key: fileOutputKey(target), label: target }, ctx.pipeline, { whileProcessLives });
-
-  /** This worker's file: the first of `<name>.<host>-<n><ext>` that no other process on this host writes now. */
-  const takeWorkerFile = (ctx: SinkContext): { target: string; lease: Lease } => {
-    for (let n = 1; ; n += 1) {
-      const target = workerFile(path, n);
-      try {
-        // A slot whose writer still lives is not taken, even past the lease's renewal: a frozen worker wakes to write.
-        return { target, lease: leaseFile(ctx, target, true) };
-      } catch (error) {
-        if (!(error instanceof LeaseHeldError) || n >= MAX_WORKER_FILES) throw error;
-      }
-    }
-  };
-
-  /**
-   * Cuts back the files of this host's workers that are gone (killed between a page's bytes and its commit, whose
-   * pages other workers took again, or left past an abandoned run's start by `--fresh`): a file nobody writes now is
-   * opened as its worker would, which cuts it to its committed length, and let go.
-   */
-  const sweep = async (ctx: SinkContext) => {
-    for (const target of workerFilesOnThisHost(path)) {
-      if (target === at) continue;
-      let lease: Lease;
-      try {
-        // Only a writer whose process is gone: one frozen past the lease's renewal may still commit its page.
-        lease = leaseFile(ctx, target, true);
-      } catch (error) {
-        if (error instanceof LeaseHeldError) continue;
-        throw error;
-      }
-      const { fd } = await attach(ctx, target, lease);
-      closeSync(fd);
-      await lease.release();
-    }
-  };
-
-  // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction.
-  const stage = (page: Page<Item>, seq: number) => {
-    const { fd } = ready();
-    const start = bytes;
+  // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction (`Sink.stage`).
+  appendPage(page: Page<Item>, seq: number): AppendedPage {
+    const { fd } = this.#ready();
+    const start = this.#bytes;
     if (page.items.length > 0) {
-      append(fd, format.render(page.items));
+      this.#append(fd, this.#format.render(page.items));
       crashPoint('file-before-checkpoint');
     }
     return {
-      checkpoint: { seq, bytes },
+      checkpoint: { seq, bytes: this.#bytes },
       committed: () => {
-        held = seq;
+        this.#held = seq;
       },
       abandoned: () => {
         // The page's commit was refused (another worker has its series): its bytes go, as a crash's would. Pages
         // commit one at a time, so nothing was appended after them.
-        if (shared || bytes === start) return;
+        if (this.#sink.shared || this.#bytes === start) return;
         ftruncateSync(fd, start);
-        bytes = start;
+        this.#bytes = start;
       },
     };
-  };
+  }
 
   // The page's cells for the commit thread, which appends their text and says how long the file then is.
-  const records = (page: Page<Item>, seq: number): SinkRecords => {
-    const { fd } = ready();
-    const { format: csv, width, cells } = format.records as NonNullable<FileFormat['records']>;
+  records(page: Page<Item>, seq: number): SinkRecords {
+    const { fd } = this.#ready();
+    const { format: csv, width, cells } = this.#format.records as NonNullable<FileFormat['records']>;
     const values: string[] = [];
     cells(page.items, values);
     return {
-      sinkId: idOf(at),
-      path: at,
+      sinkId: this.id,
+      path: this.#file,
       fd,
       format: csv,
       width: width(),
       cells: values,
       committed: (size) => {
-        held = seq;
-        bytes = size;
+        this.#held = seq;
+        this.#bytes = size;
       },
     };
-  };
-
-  let context: SinkContext | undefined;
-  return {
-    kind: format.kind,
-    get path() {
-      return at;
-    },
-    get id() {
-      return idOf(at);
-    },
-    perWorker,
-    terms: { file: path, perWorker, ...format.terms },
-    async open(ctx: SinkContext) {
-      mkdirSync(dirname(path), { recursive: true });
-      context = ctx;
-      const own = perWorker && ctx.shared === true;
-      const taken = own ? takeWorkerFile(ctx) : { target: path, lease: leaseFile(ctx, path, false) };
-      at = taken.target;
-      const { fd, size, seq } = await attach(ctx, at, taken.lease);
-      try {
-        bytes = size;
-        held = seq;
-        const start = format.prepare(ctx, fd, size);
-        if (start) append(fd, start);
-        await ctx.stateCheckpoints.set(idOf(at), { seq: held, bytes });
-        if (own) await sweep(ctx);
-      } catch (error) {
-        closeSync(fd);
-        await taken.lease.release();
-        throw error;
-      }
-      file = { fd, checkpoints: ctx.stateCheckpoints, lease: taken.lease };
-    },
-    held: () => held,
-    committedBytes: () => bytes,
-    // Outside a run's page transaction (a replay, another runner), the checkpoint follows the write at once.
-    async write(page: Page<Item>, seq: number) {
-      const staged = stage(page, seq);
-      await ready().checkpoints.set(idOf(at), staged.checkpoint);
-      staged.committed();
-    },
-    stage,
-    ...(format.records ? { records } : {}),
-    delivery: shared ? 'at_least_once' : 'exactly_once',
-    async discard(_runId, since, starts) {
-      const { fd, checkpoints } = ready();
-      // A shared file is never cut: what the abandoned run appended stays (at least once).
-      if (!shared && since.bytes !== null && since.bytes < bytes) {
-        ftruncateSync(fd, since.bytes);
-        bytes = since.bytes;
-        await checkpoints.set(idOf(at), { seq: held, bytes });
-      }
-      if (!perWorker || !context?.shared || !starts) return;
-      // The other workers' files: their committed length goes back to where the abandoned run found them, in the
-      // state store, so that each is cut back when a worker next opens it (here at once, on this host).
-      for (const [sinkId, start] of starts) {
-        if (sinkId === idOf(at) || start.bytes === null || !sinkId.startsWith(`${format.kind}:`) || !isWorkerFileOf(path, sinkId.slice(format.kind.length + 1))) continue;
-        await checkpoints.set(sinkId, { seq: start.seq, bytes: start.bytes });
-      }
-      await sweep(context);
-    },
-    async close() {
-      // A worker's last act: the files of this host's workers that died are cut back, so that what is left is exact.
-      if (file && perWorker && context?.shared) await sweep(context).catch(() => undefined);
-      if (file) {
-        closeSync(file.fd);
-        await file.lease.release();
-      }
-      file = undefined;
-    },
-  };
-}
-
-/** How many files one host's workers may have beside a per-worker sink's path. */
-const MAX_WORKER_FILES = 1000;
-
-/** The host, as a file name may carry it. */
-function hostTag(): string {
-  return hostname().replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64) || 'host';
-}
-
-/** `results.csv` → `results.<host>-<n>.csv`: the n-th file of this host's workers. */
-export function workerFile(path: string, n: number): string {
-  const ext = extname(path);
-  return join(dirname(path), `${basename(path, ext)}.${hostTag()}-${n}${ext}`);
-}
-
-function isWorkerFileOf(path: string, candidate: string): boolean {
-  const ext = extname(path);
-  const stem = basename(path, ext);
-  const name = basename(candidate);
-  return dirname(candidate) === dirname(path) && name.startsWith(`${stem}.`) && name.endsWith(ext) && /-\d+$/.test(name.slice(stem.length + 1, name.length - ext.length));
-}
-
-/** The files this host's workers wrote beside `path`. */
-function workerFilesOnThisHost(path: string): string[] {
-  const ext = extname(path);
-  const prefix = `${basename(path, ext)}.${hostTag()}-`;
-  let names: string[];
-  try {
-    names = readdirSync(dirname(path));
-  } catch {
-    return [];
   }
-  return names.filter((name) => name.startsWith(prefix) && name.endsWith(ext) && /^\d+$/.test(name.slice(prefix.length, name.length - ext.length))).map((name) => join(dirname(path), name));
-}
 
-/** A file that changed under the pipeline: bad local input (exit 2), with what to do. */
-function changedOutside(kind: string, what: string): ValidationError {
-  return new ValidationError('An output file changed outside webdata-etl', [
-    { path: `${kind}.path`, message: `${what}. Move it aside to start a new file, or put the original back.` },
-  ]);
+  // Outside a run's page transaction (a replay, another runner), the checkpoint follows the write at once.
+  async write(page: Page<Item>, seq: number): Promise<void> {
+    const appended = this.appendPage(page, seq);
+    await this.#ready().checkpoints.set(this.id, appended.checkpoint);
+    appended.committed();
+  }
+
+  async discard(_runId: string, since: { seq: number; bytes: number | null }, starts?: ReadonlyMap<string, { seq: number; bytes: number | null }>): Promise<void> {
+    const { fd, checkpoints } = this.#ready();
+    // A shared file is never cut: what the abandoned run appended stays (at least once).
+    if (!this.#sink.shared && since.bytes !== null && since.bytes < this.#bytes) {
+      ftruncateSync(fd, since.bytes);
+      this.#bytes = since.bytes;
+      await checkpoints.set(this.id, { seq: this.#held, bytes: this.#bytes });
+    }
+    const context = this.#context;
+    if (!this.#perWorker || !context?.shared || !starts) return;
+    // The other workers' files: their committed length goes back to where the abandoned run found them, in the
+    // state store, so that each is cut back when a worker next opens it (here at once, on this host).
+    const { kind } = this.#format;
+    for (const [sinkId, start] of starts) {
+      if (sinkId === this.id || start.bytes === null || !sinkId.startsWith(`${kind}:`) || !isWorkerFileOf(this.#path, sinkId.slice(kind.length + 1))) continue;
+      await checkpoints.set(sinkId, { seq: start.seq, bytes: start.bytes });
+    }
+    await this.#sweep(context);
+  }
+
+  async close(): Promise<void> {
+    const handle = this.#handle;
+    // A worker's last act: the files of this host's workers that died are cut back, so that what is left is exact.
+    if (handle && this.#perWorker && this.#context?.shared) await this.#sweep(this.#context).catch(() => undefined);
+    if (handle) {
+      closeSync(handle.fd);
+      await handle.lease.release();
+    }
+    this.#handle = undefined;
+  }
+
+  #ready(): OpenFile {
+    if (!this.#handle) throw new Error(`the ${this.#format.kind.toUpperCase()} sink ${this.#path} was not opened`);
+    return this.#handle;
+  }
+
+  #append(fd: number, text: string): void {
+    const length = writeAll(fd, text);
+    // Shared, other pipelines append too: the file's length is the checkpoint, not what this sink wrote.
+    this.#bytes = this.#sink.shared ? fstatSync(fd).size : this.#bytes + length;
+  }
+
+  /** The files of this host's workers that are gone, cut back (see `sweepWorkerFiles`). */
+  #sweep(ctx: SinkContext): Promise<void> {
+    return sweepWorkerFiles(ctx, this.#path, this.#file, this.#sink);
+  }
 }

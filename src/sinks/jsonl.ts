@@ -30,11 +30,11 @@ type Item = Record<string, unknown>;
  */
 export function toJsonl(options: JsonlSinkOptions): Sink<Item> {
   const config = ValidationError.parse(jsonlSinkOptionsSchema, options, 'Invalid JSONL sink', 'jsonl');
-  const lines = (items: readonly Item[]) => items.map((item) => jsonLine(item, config.rawAsString)).join('');
-  return config.path === '-' ? toStdout(lines) : toFile(resolve(config.path), lines, { shared: config.shared, perWorker: config.perWorker, rawAsString: config.rawAsString });
+  const toLines = (items: readonly Item[]) => items.map((item) => jsonLine(item, config.rawAsString)).join('');
+  return config.path === '-' ? toStdout(toLines) : toFile(resolve(config.path), toLines, { shared: config.shared, perWorker: config.perWorker, rawAsString: config.rawAsString });
 }
 
-function toFile(path: string, lines: (items: readonly Item[]) => string, options: { shared: boolean; perWorker: boolean; rawAsString: boolean }): Sink<Item> {
+function toFile(path: string, toLines: (items: readonly Item[]) => string, options: { shared: boolean; perWorker: boolean; rawAsString: boolean }): Sink<Item> {
   return appendOnlyFile(path, {
     kind: 'jsonl',
     prepare(_ctx, fd, size) {
@@ -46,7 +46,7 @@ function toFile(path: string, lines: (items: readonly Item[]) => string, options
       }
       return undefined;
     },
-    render: lines,
+    render: toLines,
     terms: { rawAsString: options.rawAsString },
   }, options);
 }
@@ -57,7 +57,7 @@ function toFile(path: string, lines: (items: readonly Item[]) => string, options
  * re-delivers from the journal every committed page past it, so a page is never missed — one written just before a
  * kill may come twice, and `--fresh` repeats the abandoned run's lines. Use a file for exactly once.
  */
-function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
+function toStdout(toLines: (items: readonly Item[]) => string): Sink<Item> {
   const stdout = process.stdout;
   let failure: Error | undefined;
   // A reader that went away (EPIPE) while no write waits for 'drain' would be an uncaught error that kills the
@@ -74,7 +74,7 @@ function toStdout(lines: (items: readonly Item[]) => string): Sink<Item> {
     async write(page) {
       if (failure) throw failure;
       // Backpressure: a slow reader holds the run back instead of the whole output piling up in memory.
-      if (page.items.length > 0 && !stdout.write(lines(page.items))) await once(stdout, 'drain');
+      if (page.items.length > 0 && !stdout.write(toLines(page.items))) await once(stdout, 'drain');
     },
     close() {
       stdout.off('error', onError);

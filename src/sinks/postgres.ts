@@ -122,14 +122,14 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     async write(page, seq, tx?: SharedTransaction) {
       const { pool, insert } = ready();
       if (!config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${where}`);
-      if (tx?.kind === 'postgres') insert.within(tx.statement, page, seq);
+      if (tx?.kind === 'postgres') insert.intoPageStatement(tx.statement, page, seq);
       else {
         await retrying(
           where,
           async (attempt) => {
             // A lost answer: the checkpoint says whether the page went in.
             if (attempt > 1 && ((await checkpointOf(pool)) ?? 0) >= seq) return;
-            await insert.alone(pool, page, seq);
+            await insert.onItsOwn(pool, page, seq);
           },
           { idempotent: true },
         );
@@ -165,15 +165,15 @@ function inserter(
 ) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
   const types = stored.map((c) => postgresColumnType(c).replace(/ NOT NULL$/, ''));
-  const names = stored.map(q).join(', ');
+  const columnList = stored.map(q).join(', ');
   const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
   const conflict = mode === 'upsert' ? ` ON CONFLICT (${conflictTarget}) DO UPDATE SET ${updated.map((c) => `${q(c)} = excluded.${q(c)}`).join(', ')}` : '';
 
-  const write = (own: PageStatement, page: Page<Record<string, unknown>>, seq: number): void => {
+  const write = (statement: PageStatement, page: Page<Record<string, unknown>>, seq: number): void => {
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
     // it would row by row.
     const items = mode === 'upsert' ? lastPerKey(page.items) : page.items;
-    const guard = ` AND ${own.guard}`;
+    const guard = ` AND ${statement.guard}`;
     const { pipeline, id } = owner();
     if (items.length > 0) {
       const arrays = stored.map(() => [] as unknown[]);
@@ -183,18 +183,18 @@ function inserter(
       }
       // A distributed run's page writes only the rows whose key it claimed (another worker may hold the others).
       const key = stored.indexOf('dedupe_key');
-      const claimed = own.claimed === undefined ? '' : ` AND (u.c${key} IS NULL OR u.c${key} IN ${own.claimed})`;
-      const unnested = `unnest(${arrays.map((array, i) => `${own.p(array)}::${types[i]}[]`).join(', ')}) AS u(${stored.map((_, i) => `c${i}`).join(', ')})`;
-      own.add(`INSERT INTO ${qualified} (${names}) SELECT * FROM ${unnested} WHERE true${guard}${claimed}${conflict}`);
+      const claimed = statement.claimed === undefined ? '' : ` AND (u.c${key} IS NULL OR u.c${key} IN ${statement.claimed})`;
+      const unnested = `unnest(${arrays.map((array, i) => `${statement.p(array)}::${types[i]}[]`).join(', ')}) AS u(${stored.map((_, i) => `c${i}`).join(', ')})`;
+      statement.add(`INSERT INTO ${qualified} (${columnList}) SELECT * FROM ${unnested} WHERE true${guard}${claimed}${conflict}`);
     }
-    own.add(`UPDATE ${checkpointTable} SET seq = ${own.seq ?? `${own.p(seq)}::bigint`}, updated_at = now() WHERE pipeline = ${own.p(pipeline)} AND sink_id = ${own.p(id)}${guard}`);
+    statement.add(`UPDATE ${checkpointTable} SET seq = ${statement.seq ?? `${statement.p(seq)}::bigint`}, updated_at = now() WHERE pipeline = ${statement.p(pipeline)} AND sink_id = ${statement.p(id)}${guard}`);
   };
 
   return {
     /** Into the state store's page statement. */
-    within: write,
+    intoPageStatement: write,
     /** A statement of its own. */
-    async alone(pool: Pool, page: Page<Record<string, unknown>>, seq: number): Promise<void> {
+    async onItsOwn(pool: Pool, page: Page<Record<string, unknown>>, seq: number): Promise<void> {
       const own = ownStatement();
       write(own, page, seq);
       const { ctes, values } = own.done();

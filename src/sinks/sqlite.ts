@@ -43,7 +43,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
-  let opened: { db: Database.Database; insert: RowInsert; values: (item: Record<string, unknown>, into: unknown[]) => void; insertRows: (values: unknown[], seq: number) => void } | undefined;
+  let opened: { db: Database.Database; insert: RowInsert; rowValues: (item: Record<string, unknown>, into: unknown[]) => void; writePage: (values: unknown[], seq: number) => void } | undefined;
   let lease: Lease | undefined;
   let held = 0;
 
@@ -54,10 +54,10 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
 
   /** A page's rows as the sink's insert takes them; `committed` once they are written with its checkpoint. */
   const rowsOf = (page: Page<Record<string, unknown>>, seq: number): SinkRows => {
-    const { insert, values } = ready();
+    const { insert, rowValues } = ready();
     if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
     const flat: unknown[] = [];
-    for (const item of page.items) values(item, flat);
+    for (const item of page.items) rowValues(item, flat);
     return {
       sinkId: id,
       insert,
@@ -99,7 +99,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
         checkpoints.set(id, { seq: held, bytes: null });
       }
       const insert: RowInsert = { into: `INSERT INTO ${q(table)} (${stored.map(q).join(', ')})`, width: stored.length, then: mode === 'upsert' ? upsertClause(columns) : '' };
-      const values =
+      const rowValues =
         mode === 'upsert'
           ? (item: Record<string, unknown>, into: unknown[]) => {
               for (const column of columns) into.push(sqlValue(item[column]));
@@ -110,17 +110,17 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
             };
       const insertValues = rowInserter(db);
       // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
-      const insertRows = db.transaction((rows: unknown[], seq: number) => {
-        insertValues(insert, rows);
+      const writePage = db.transaction((values: unknown[], seq: number) => {
+        insertValues(insert, values);
         checkpoints.set(id, { seq, bytes: null });
       });
-      opened = { db, insert, values, insertRows };
+      opened = { db, insert, rowValues, writePage };
     },
     held: () => held,
     write(page, seq) {
       // The same rows the commit thread would write, written here (a replay, or a state store in another file).
       const rows = rowsOf(page, seq);
-      ready().insertRows(rows.values, seq);
+      ready().writePage(rows.values, seq);
       rows.committed();
     },
     rows: rowsOf,
