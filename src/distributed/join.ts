@@ -9,8 +9,8 @@ export interface Joining {
   pipeline: string;
   runId: string;
   plan: SourcePlan;
-  /** The opened run's distributed part (run/open-run.ts): `planning` is the number of this planning of the run (its invocation). */
-  distributed: { store: PostgresStateStore; joining: boolean; planning: number };
+  /** The opened run's distributed part (run/open-run.ts): `planningNumber` is the number of this planning of the run (its invocation). */
+  distributed: { store: PostgresStateStore; joining: boolean; planningNumber: number };
   budget: number | null;
   retryFailed: boolean;
   /** Credits per request by endpoint path. */
@@ -27,7 +27,7 @@ export interface Joining {
  * is held until then, so that a process starting alongside sees either no run or a planned one with a live worker.
  */
 export async function joinRun(joining: Joining): Promise<RunWorker> {
-  const { store, planning: planningNumber } = joining.distributed;
+  const { store, planningNumber } = joining.distributed;
   const boss = await openBoss(store.pool, store.schema);
   try {
     const queue = joining.distributed.joining

@@ -35,7 +35,7 @@ export interface OpenedRun {
   previous: RunRecord | undefined;
   startedAt: Date;
   /** A distributed run: its store, whether this process joined workers at work, and which planning of the run this is. */
-  distributed?: { store: PostgresStateStore; joining: boolean; planning: number };
+  distributed?: { store: PostgresStateStore; joining: boolean; planningNumber: number };
 }
 
 /**
@@ -103,7 +103,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     if (!joining) await store.reopenRun(runId, budget, terms);
   } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
-  return { store, runId, decision, previous, startedAt, ...(shared ? { distributed: { store: shared, joining, planning: (previous?.invocations ?? 0) + (joining ? 0 : 1) } } : {}) };
+  return { store, runId, decision, previous, startedAt, ...(shared ? { distributed: { store: shared, joining, planningNumber: (previous?.invocations ?? 0) + (joining ? 0 : 1) } } : {}) };
 }
 
 /**
