@@ -58,7 +58,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
   let seq: number | undefined;
   // Pages commit in the order they came, one after the other: each waits for the one before (and fails with it).
-  let tail: Promise<unknown> = Promise.resolve();
+  let previousCommit: Promise<unknown> = Promise.resolve();
 
   // Whether the journal may hold entries every sink now has: pages journaled since the last prune, or a past run's.
   let unpruned = true;
@@ -111,16 +111,16 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
   };
 
   /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
-  const commitPrepared = async (page: Page<unknown>, prepared: ReturnType<typeof prepare>, sent: Promise<number[]> | undefined): Promise<CommitResult> => {
+  const commitPrepared = async (page: Page<unknown>, prepared: ReturnType<typeof prepare>, onThread: Promise<number[]> | undefined): Promise<CommitResult> => {
     const { id, fresh, end, files, commit, rows, records, outcome } = prepared;
     const pageSeq = commit.seq;
     // The length of each records' file once the page is committed (on the thread).
     let lengths: number[] = [];
     // A page of a series one of whose pages was refused: it commits emptied too (a retry fetches it again).
     const unstorable = book.refusal(id);
-    if (unstorable && sent === undefined) return commitRefused(page, prepared, unstorable.cause);
+    if (unstorable && onThread === undefined) return commitRefused(page, prepared, unstorable.cause);
     try {
-      if (sent) lengths = await sent;
+      if (onThread) lengths = await onThread;
       else {
         await writingTo(store.path, () =>
           store.commitPage(commit, (tx) => {
@@ -133,7 +133,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       }
     } catch (error) {
       // A value the database refused (the transaction rolled back, the number not taken): the page commits without it.
-      if (sent === undefined && isRefusedValue(error)) return commitRefused(page, prepared, error);
+      if (onThread === undefined && isRefusedValue(error)) return commitRefused(page, prepared, error);
       // Where the journal stands is no longer known (the commit may or may not have taken its number).
       seq = undefined;
       if (!(error instanceof SeriesLostError)) throw error;
@@ -228,18 +228,18 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     }
     // On the commit thread the page goes at once (the thread commits in order, and the journal's number refuses a page
     // whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
-    const sent = thread ? writingTo(store.path, () => thread.commit(prepared.commit, prepared.rows, prepared.records)) : undefined;
-    sent?.catch(() => undefined);
-    const done = tail
-      .then(() => commitPrepared(page, prepared, sent))
+    const onThread = thread ? writingTo(store.path, () => thread.commit(prepared.commit, prepared.rows, prepared.records)) : undefined;
+    onThread?.catch(() => undefined);
+    const done = previousCommit
+      .then(() => commitPrepared(page, prepared, onThread))
       .catch(async (error: unknown) => {
         // Failed before its transaction, in it, or with a page before it: its answer is paid and not committed. (On
         // the thread, a page whose predecessor failed after its own transaction may still have committed.)
-        const transacted = prepared.outcome.transacted || (sent !== undefined && (await sent.then(() => true, () => false)));
+        const transacted = prepared.outcome.transacted || (onThread !== undefined && (await onThread.then(() => true, () => false)));
         if (!transacted) ledger.paidNotCommitted(prepared.commit.spend);
         throw error;
       });
-    tail = done;
+    previousCommit = done;
     return done;
   };
 
