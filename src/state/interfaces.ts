@@ -270,11 +270,11 @@ export interface StateStore {
   currentSeq(): Promise<number>;
   progress(runId: string, seriesId: string): Promise<SeriesProgress | undefined>;
   /**
-   * Commits a page: everything in `commit`, and what `within` writes (sinks that share the store's transaction),
-   * in one transaction. `within` runs inside it, last; whatever it throws rolls the page back. SQLite's transaction
-   * is synchronous: there `within` must not return a promise.
+   * Commits a page: everything in `commit`, and what `sinkWrites` writes (sinks that share the store's transaction),
+   * in one transaction. `sinkWrites` runs inside it, last; whatever it throws rolls the page back. SQLite's transaction
+   * is synchronous: there `sinkWrites` must not return a promise.
    */
-  commitPage(commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>): Promise<void>;
+  commitPage(commit: PageCommit, sinkWrites?: (tx: SharedTransaction) => void | Promise<void>): Promise<void>;
   endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): Promise<void>;
   seriesTotals(runId: string): Promise<{ pages: number; served: number; written: number; duplicates: number }>;
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]>;

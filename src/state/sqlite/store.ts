@@ -27,7 +27,7 @@ export function openStateStore(db: Database.Database) {
   const spend = (row: SpendRow) => {
     statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs, row.uncommitted ? 1 : 0);
   };
-  const commitPage = db.transaction((commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>) => {
+  const commitPage = db.transaction((commit: PageCommit, sinkWrites?: (tx: SharedTransaction) => void | Promise<void>) => {
     const seq = statements.nextSeq.get() as number;
     if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
     for (const row of commit.spend) spend(row);
@@ -41,7 +41,7 @@ export function openStateStore(db: Database.Database) {
     if (commit.journal) journal(commit.journal);
     for (const { sinkId, checkpoint } of commit.checkpoints) checkpoints.set(sinkId, checkpoint);
     // A promise here would commit before the sinks' writes: SQLite's transaction is synchronous.
-    if (within?.({ kind: 'sqlite' }) instanceof Promise) throw new Error('a sink sharing the SQLite state store wrote asynchronously inside its transaction');
+    if (sinkWrites?.({ kind: 'sqlite' }) instanceof Promise) throw new Error('a sink sharing the SQLite state store wrote asynchronously inside its transaction');
   });
   return {
     db: db as Database.Database,
@@ -87,8 +87,8 @@ export function openStateStore(db: Database.Database) {
       return row && seriesProgressFrom(seriesId, row, statements.stateChanges.all(runId, seriesId) as string[]);
     },
     /** A page, its series' progress, spend, dedupe keys, journal entry and file checkpoints, in one transaction. */
-    commitPage(commit: PageCommit, within?: (tx: SharedTransaction) => void | Promise<void>): void {
-      commitPage(commit, within);
+    commitPage(commit: PageCommit, sinkWrites?: (tx: SharedTransaction) => void | Promise<void>): void {
+      commitPage(commit, sinkWrites);
     },
     /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
     endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): void {
