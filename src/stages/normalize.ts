@@ -3,7 +3,7 @@ import type { Stage } from '../pipeline/compose.ts';
 import type { Page } from '../pipeline/page.ts';
 import { urlKey } from './canonical-url.ts';
 import { toJson } from '../json.ts';
-import { storedKey } from '../stored-key.ts';
+import { MAX_KEY_BYTES, storedKey } from '../stored-key.ts';
 import type { NormalizedItem } from './normalized-item.ts';
 
 /** Where each field may be found, first match wins: the names real search APIs use (see the corpus). */
@@ -54,7 +54,8 @@ function normalizeItem(item: Item, index: number, page: Page, runId: string, sta
   const id = text(pick(item, aliases.id));
   const parsed = url === null ? null : urlKey(url);
   // Bounded, so that any database can index it (a 6 KB URL keeps a prefix and a digest of the whole).
-  const key = parsed !== null ? storedKey(parsed.key) : id !== null ? storedKey(`id:${id}`) : null;
+  // (A parsed URL is ASCII with no NUL — the parser percent-encodes the rest — so only its length can be past the bound.)
+  const key = parsed !== null ? (parsed.key.length <= MAX_KEY_BYTES ? parsed.key : storedKey(parsed.key)) : id !== null ? storedKey(`id:${id}`) : null;
   let rank: number;
   if (key === null) {
     rank = state.next++;
