@@ -2,12 +2,12 @@ import type { Page, Series } from '../pipeline/page.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { SeriesEnd, SeriesEndReason } from '../sources/source.ts';
 import { toJson } from '../json.ts';
-import type { PageCommit, SeenKeyStore, SpendRow, StateStore } from '../state/interfaces.ts';
+import type { PageCommit, SeenKeyStore, SharedTransaction, SpendRow, StateStore } from '../state/interfaces.ts';
 import { crashPoint } from '../crash-points.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import { isRefusedValue, UnstorablePageError } from '../errors/unstorable-page-error.ts';
 import { writingTo } from './output-error.ts';
-import { SpendLedger } from './spend-ledger.ts';
+import { paidNotCommitted, SpendLedger } from './spend-ledger.ts';
 import { SeriesBook, seriesIdentity } from './series-book.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import type { CommitThread } from '../state/sqlite/commit-thread.ts';
@@ -68,6 +68,15 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
     await store.prune(Math.min(...sinks.map((sink) => sink.held())));
   };
 
+  /**
+   * The sinks inside the page's transaction write `page` in it, then `then` runs: SQLite's synchronously (its
+   * transaction is), PostgreSQL's by adding their statements to the page's.
+   */
+  const writeInside = (page: Page<unknown>, pageSeq: number, tx: SharedTransaction, then: () => void): void | Promise<void> => {
+    const writes = inside.map((sink) => sink.write(page, pageSeq, tx)).filter((write) => write instanceof Promise);
+    return writes.length === 0 ? then() : Promise.all(writes).then(then);
+  };
+
   /** What a page commits, taken now: its progress and stage state, spend, journal entry, dedupe keys, file bytes. */
   const prepare = (page: Page<unknown>, pageSeq: number) => {
     const id = page.series.id;
@@ -123,12 +132,7 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       if (onThread) lengths = await onThread;
       else {
         await writingTo(store.path, () =>
-          store.commitPage(commit, (tx) => {
-            // SQLite's sinks write synchronously (its transaction is); PostgreSQL's queue their statements on the transaction's connection.
-            const writes = inside.map((sink) => sink.write(page, pageSeq, tx)).filter((write) => write instanceof Promise);
-            if (writes.length === 0) return crashPoint('page-transaction');
-            return Promise.all(writes).then(() => crashPoint('page-transaction'));
-          }),
+          store.commitPage(commit, (tx) => writeInside(page, pageSeq, tx, () => crashPoint('page-transaction'))),
         );
       }
     } catch (error) {
@@ -187,18 +191,14 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       // Not ended by this page, whatever its own rule said: the series ends as failed once its pages are committed.
       // No digest: the page a retry asks for again must not be taken for a repeat of this one.
       progress: { ...commit.progress, status: 'active', reason: null, digest: '', written: 0, duplicates: 0, state: { kind: 'changes', json: null } },
-      spend: commit.spend.map((row) => ({ ...row, uncommitted: true })),
+      spend: paidNotCommitted(commit.spend),
       journal: null,
       dedupe: null,
     };
     delete emptied.claimKeys;
-    const empty = { ...page, items: [] };
     try {
       await writingTo(store.path, () =>
-        store.commitPage(emptied, (tx) => {
-          const writes = inside.map((sink) => sink.write(empty, commit.seq, tx)).filter((write) => write instanceof Promise);
-          return writes.length === 0 ? undefined : Promise.all(writes).then(() => undefined);
-        }),
+        store.commitPage(emptied, (tx) => writeInside({ ...page, items: [] }, commit.seq, tx, () => undefined)),
       );
     } catch {
       seq = undefined;

@@ -45,7 +45,7 @@ export class SpendLedger {
 
   /** Answers paid for whose page did not commit: `flush` writes them. */
   paidNotCommitted(rows: readonly SpendRow[]): void {
-    for (const row of rows) this.#uncommitted.push({ ...row, uncommitted: true });
+    this.#uncommitted.push(...paidNotCommitted(rows));
   }
 
   /**
@@ -59,4 +59,9 @@ export class SpendLedger {
     this.#waiting.clear();
     if (this.#uncommitted.length > 0) await this.#store.spend(this.#uncommitted.splice(0));
   }
+}
+
+/** Spend rows marked as answers whose page was never committed (paid all the same). */
+export function paidNotCommitted(rows: readonly SpendRow[]): SpendRow[] {
+  return rows.map((row) => ({ ...row, uncommitted: true }));
 }
