@@ -17,8 +17,9 @@ const PREFIX_BYTES = 400;
  * the whole key, so that two different keys stay two keys.
  */
 export function storedKey(key: string): string {
-  if (key.length * 3 <= MAX_KEY_BYTES && key.isWellFormed() && !key.includes('\0')) return key;
-  if (Buffer.byteLength(key) <= MAX_KEY_BYTES && key.isWellFormed() && !key.includes('\0')) return key;
+  // Three bytes a UTF-16 unit at the most: a short key is known to fit without counting.
+  const fits = key.length * 3 <= MAX_KEY_BYTES || Buffer.byteLength(key) <= MAX_KEY_BYTES;
+  if (fits && key.isWellFormed() && !key.includes('\0')) return key;
   // The digest of the UTF-16 units: two keys that differ only in a lone surrogate differ here too.
   const digest = createHash('sha256').update(key, 'utf16le').digest('base64url');
   return `${prefix(key.toWellFormed().replaceAll('\0', '\ufffd'), PREFIX_BYTES)}#sha256=${digest}`;

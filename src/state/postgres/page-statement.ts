@@ -117,7 +117,7 @@ function ctes(seq?: string): PageStatement & { values: unknown[]; add(sql: strin
 }
 
 /** Rows of column arrays for `unnest`: one array per column, `width` of them. */
-export function columns<T>(rows: readonly T[], pick: (row: T) => unknown[], width: number): unknown[][] {
+function columns<T>(rows: readonly T[], pick: (row: T) => unknown[], width: number): unknown[][] {
   const out: unknown[][] = Array.from({ length: width }, () => []);
   for (const row of rows) pick(row).forEach((value, i) => (out[i] as unknown[]).push(value));
   return out;
