@@ -20,8 +20,8 @@ export function postgresColumnType(column: string): string {
   return `${integer ? 'integer' : 'text'}${nullable}`;
 }
 
-// PostgreSQL's text cannot hold U+0000 (nor can jsonb, escaped): it becomes U+FFFD, the replacement character.
-const NUL = /\u0000/g;
+// PostgreSQL's text cannot hold U+0000 (nor can jsonb, escaped): it becomes U+FFFD, the replacement character —
+// where it is a character, when the statement's parameters are bound (postgres/storable.ts, every statement's way).
 // In JSON text, an escape that jsonb refuses: U+0000, or a surrogate that is not half of a pair (a pair is matched
 // first, and kept). Only escapes: a backslash before it that is itself escaped makes it text.
 const REFUSED_ESCAPE = /(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\u0000)/g;
@@ -37,6 +37,7 @@ export const MAX_JSONB_DEPTH = 1000;
  * string of its text (`raw #>> '{}'` gives it back).
  */
 export function storableJson(json: string): string {
+  // A NUL character (not JSON, but a user's raw may be any text) goes first, or the deep form below would escape it.
   const text = json.includes('\0') ? json.replaceAll('\0', '\ufffd') : json;
   const escaped = text.includes('\\u') ? text.replace(REFUSED_ESCAPE, (match, backslashes: string, escape: string) => (escape.length === 12 ? match : `${backslashes}\\ufffd`)) : text;
   return json.length > 2 * MAX_JSONB_DEPTH && nesting(escaped) > MAX_JSONB_DEPTH ? JSON.stringify(escaped) : escaped;
@@ -59,12 +60,14 @@ function nesting(json: string): number {
   return deepest;
 }
 
-/** A value as the column's PostgreSQL type takes it: text and JSON without U+0000, objects as JSON, null as null. */
+/**
+ * A value as the column's PostgreSQL type takes it: JSON as jsonb takes it, objects as JSON, null as null (U+0000 in
+ * text is replaced where parameters are bound, `storable`).
+ */
 export function postgresValue(column: string, value: unknown): unknown {
   if (value === undefined || value === null) return null;
   if (JSON_COLUMNS.has(column)) return storableJson(typeof value === 'string' ? value : toJson(value));
-  if (typeof value === 'string') return value.replace(NUL, '\ufffd');
-  if (typeof value === 'number' || typeof value === 'bigint') return value;
+  if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') return value;
   if (typeof value === 'boolean') return value ? 1 : 0;
-  return toJson(value).replace(NUL, '\ufffd');
+  return toJson(value);
 }

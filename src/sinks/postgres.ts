@@ -11,6 +11,7 @@ import { toJson } from '../json.ts';
 import type { PageStatement, SharedTransaction } from '../state/interfaces.ts';
 import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
+import { storable } from '../postgres/storable.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 /**
@@ -211,7 +212,7 @@ function ownStatement(): PageStatement & { done(): { ctes: string[]; values: unk
   const values: unknown[] = [];
   return {
     guard: 'true',
-    p: (value) => `$${values.push(value)}`,
+    p: (value) => `$${values.push(storable(value))}`,
     add: (sql) => void ctes.push(sql),
     done: () => ({ ctes, values }),
   };
