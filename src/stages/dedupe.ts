@@ -51,11 +51,15 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
     }
     for await (const page of pages) {
       const { series } = page;
-      // Scopes and keys are stored and indexed: bounded as every stored key is (a long query, a key of the user's).
+      // Scopes, like keys, are stored and indexed: bounded (a scope by query holds the query).
       const scope = storedKey(`${config.persistent ? 'persistent' : 'run'}|${config.scope === 'global' ? '*' : config.scope === 'query' ? `${series.endpoint}|${series.query}` : series.id}`);
       const seen = store ? undefined : ctx.seriesState<Record<string, 1>>('dedupe', series, () => Object.create(null));
       let duplicates = 0;
-      const keys = page.items.map((item) => keyOf(item));
+      // Keys are stored and indexed: bounded as every stored key is (a long URL, a key of the user's).
+      const keys = page.items.map((item) => {
+        const key = keyOf(item);
+        return typeof key === 'string' ? storedKey(key) : key;
+      });
       // The scope's keys are looked up once per page (a network store answers a page's keys in one query); keys
       // repeated within the page are caught as they are added.
       const before = store ? await store.seen(scope, keys.filter((key) => typeof key === 'string')) : undefined;
@@ -96,25 +100,18 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
   return Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url', dedupeStored: wide, terms });
 }
 
-/** The key of an item, bounded as every stored key is (`storedKey`: a long key, a key of the user's). */
 function keyFunction(key: z.output<typeof dedupeOptionsSchema>['key']): (item: Keyed) => string | null | undefined {
-  if (typeof key === 'function') {
-    return (item) => {
-      const made = key(item);
-      return typeof made === 'string' ? storedKey(made) : made;
-    };
-  }
+  if (typeof key === 'function') return key;
   if (key === 'url') {
     return (item) => {
-      // A normalized item's key is bounded already (normalize() made it so); the item's own field is taken as it is.
-      if (typeof item.dedupe_key === 'string' || item.dedupe_key === null) return item.run_id === undefined && typeof item.dedupe_key === 'string' ? storedKey(item.dedupe_key) : item.dedupe_key;
+      if (typeof item.dedupe_key === 'string' || item.dedupe_key === null) return item.dedupe_key;
       // Items that did not go through normalize(): the canonical form of their URL field.
       const url = item.url ?? item.link ?? item.href;
-      return typeof url === 'string' ? storedKey(canonicalUrl(url)) : null;
+      return typeof url === 'string' ? canonicalUrl(url) : null;
     };
   }
   return (item) => {
     const values = key.map((field) => item[field]);
-    return values.every((v) => v === undefined || v === null) ? null : storedKey(toJson(values));
+    return values.every((v) => v === undefined || v === null) ? null : toJson(values);
   };
 }
