@@ -32,14 +32,19 @@ async function withCluster(test: (cluster: Cluster, db: (name: 'a' | 'b') => str
   }
 }
 
+/** The same plan, uninterrupted, into database `a`: what a test's run is compared with. Resolves to what it was debited. */
+async function referenceRun(db: (name: 'a' | 'b') => string, sinks: string[]): Promise<number> {
+  await using reference = await simulator(SIM);
+  using first = workdir();
+  const plain = await runChild({ ...PLAN, baseUrl: reference.url, dir: first.dir, sinks, postgresUrl: db('a'), stateUrl: db('a') }).done;
+  expect(plain.code).toBe(0);
+  return reference.stats().credits.main?.debited ?? 0;
+}
+
 describePrivateCluster('PostgreSQL going away mid-run', () => {
   it('restarted while pages are in flight: the run waits it out, goes on, and ends as an uninterrupted run', () =>
     withCluster(async (cluster, db) => {
-      // The reference: the same plan, uninterrupted.
-      await using reference = await simulator(SIM);
-      using first = workdir();
-      const plain = await runChild({ ...PLAN, baseUrl: reference.url, dir: first.dir, sinks: ['postgres', 'csv'], postgresUrl: db('a'), stateUrl: db('a') }).done;
-      expect(plain.code).toBe(0);
+      const referenceDebited = await referenceRun(db, ['postgres', 'csv']);
 
       await using sim = await simulator(SIM);
       using dir = workdir();
@@ -57,14 +62,12 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
       expect(result.code, result.stderr).toBe(0);
       expect(result.summary?.status).toBe('completed');
       expect(await stableRows(db('b'))).toEqual(await stableRows(db('a')));
-      expect(sim.stats().credits.main?.debited).toBe(reference.stats().credits.main?.debited);
+      expect(sim.stats().credits.main?.debited).toBe(referenceDebited);
     }));
 
   it('gone for longer than WEBDATA_POSTGRES_RETRY_MS: the run stops (nothing lost), and the same command resumes to the same rows', () =>
     withCluster(async (cluster, db) => {
-      await using reference = await simulator(SIM);
-      using first = workdir();
-      expect((await runChild({ ...PLAN, baseUrl: reference.url, dir: first.dir, sinks: ['postgres'], postgresUrl: db('a'), stateUrl: db('a') }).done).code).toBe(0);
+      const referenceDebited = await referenceRun(db, ['postgres']);
 
       await using sim = await simulator(SIM);
       using dir = workdir();
@@ -83,14 +86,12 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
       expect(await stableRows(db('b'))).toEqual(await stableRows(db('a')));
       // Paid twice at most the pages answered but not committed when it stopped: those in flight, and the one whose
       // commit was being retried.
-      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + PLAN.concurrency + 1);
+      expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(referenceDebited + PLAN.concurrency + 1);
     }));
 
   it('restarted while a worker has not reconnected yet: a worker starting then joins its run (not planning it again, nor taking it for dead), and the first goes on in it', () =>
     withCluster(async (cluster, db) => {
-      await using reference = await simulator(SIM);
-      using first = workdir();
-      expect((await runChild({ ...PLAN, baseUrl: reference.url, dir: first.dir, sinks: ['postgres'], postgresUrl: db('a'), stateUrl: db('a') }).done).code).toBe(0);
+      const referenceDebited = await referenceRun(db, ['postgres']);
 
       await using sim = await simulator(SIM);
       using dir = workdir();
@@ -123,7 +124,7 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
         expect(await sql(db('b'), 'SELECT status FROM webdata.workers')).toEqual([{ status: 'completed' }, { status: 'completed' }]);
         expect(await stableRows(db('b'))).toEqual(await stableRows(db('a')));
         // Paid twice at most what the frozen worker had in flight (its series may have gone to the other meanwhile).
-        expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual((reference.stats().credits.main?.debited ?? 0) + PLAN.concurrency);
+        expect(sim.stats().credits.main?.debited).toBeLessThanOrEqual(referenceDebited + PLAN.concurrency);
       } finally {
         for (const child of children) {
           child.child.kill('SIGCONT');
