@@ -73,9 +73,9 @@ describe('the commit thread itself', () => {
           spend: [],
           journal: null,
           checkpoints: [],
+          rows: [{ kind: 'sqlite', sinkId: 'sqlite:x#t', insert: { into: 'INSERT INTO t (v)', width: 1, then: '' }, values }],
           dedupe: null,
         },
-        [{ sinkId: 'sqlite:x#t', insert: { into: 'INSERT INTO t (v)', width: 1, then: '' }, values, committed: () => undefined }],
       ];
       // 48 values of 4 MB: about 200 MB once the thread has them, past its 128 MB.
       const huge = Array.from({ length: 48 }, (_, i) => `${i}`.padEnd(4 * 1024 * 1024, 'x'));

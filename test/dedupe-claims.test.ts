@@ -45,6 +45,7 @@ function pageOf(query: string, items: ReturnType<typeof item>[]): { page: Page<R
       spend: [],
       journal: null,
       checkpoints: [],
+      rows: [],
       dedupe: {
         keys: keys.map((key) => ({ scope: SCOPE, key, runId: RUN })),
         sightings: items.map((i) => ({ key: i.dedupe_key ?? '', query, country: 'us', lang: '', page: 1, position: i.position, rank: i.rank, fetchedAt: i.fetched_at, first: true })).filter((s) => s.key !== ''),
@@ -85,8 +86,13 @@ describePostgres('dedupe across series in a distributed run: keys are claimed in
 
       const a = pageOf('alpha', [item('https://shared.example/', 'alpha', 1), item('https://alpha.example/', 'alpha', 2), item(null, 'alpha', 3)]);
       const b = pageOf('beta', [item('https://beta.example/', 'beta', 1), item('https://shared.example/', 'beta', 2), item(null, 'beta', 3)]);
-      await first.store.commitPage(a.commit, (tx) => first.sink.write(a.page, 0, tx));
-      await second.store.commitPage(b.commit, (tx) => second.sink.write(b.page, 0, tx));
+      // Each page carries its sink's rows, as the committer hands them to the store.
+      const withRows = (sink: (typeof workers)[0]['sink'], of: ReturnType<typeof pageOf>): PageCommit => {
+        if (sink.commits.kind !== 'rows') throw new Error('the PostgreSQL sink takes part with rows');
+        return { ...of.commit, rows: [sink.commits.rows(of.page, 0)] };
+      };
+      await first.store.commitPage(withRows(first.sink, a));
+      await second.store.commitPage(withRows(second.sink, b));
 
       const rows = await sql(db.url, `SELECT query, position, dedupe_key FROM results ORDER BY query, position`);
       expect(rows).toEqual([

@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
+import type { SinkRows } from '../src/commits/page-writes.ts';
 import { sqliteStateStore } from '../src/state/sqlite/state-store.ts';
 import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
@@ -20,6 +21,15 @@ interface StoreUnderTest {
   store: StateStore;
   /** Rows of one of the store's tables, read beside the store. */
   count(table: string): Promise<number>;
+  /** A results table of a sink on the store's database, made beside the store, and the rows a page hands over for it. */
+  results: {
+    prepare(): Promise<void>;
+    rows(values: string[]): SinkRows;
+    /** Rows for a table that does not exist: the page's transaction fails with them. */
+    missing(): SinkRows;
+    /** How many rows the table holds, and the page its sink's checkpoint says it holds. */
+    read(): Promise<{ n: number; seq: number | undefined }>;
+  };
   close(): Promise<void>;
 }
 
@@ -35,6 +45,15 @@ const implementations: { name: string; available: boolean; oneRunPerStore: boole
       return {
         store: sqliteStateStore(db),
         count: async (table) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number,
+        results: {
+          prepare: async () => void db.exec('CREATE TABLE results (v TEXT)'),
+          rows: (values) => ({ kind: 'sqlite', sinkId: 'sqlite:x#results', insert: { into: 'INSERT INTO results (v)', width: 1, then: '' }, values }),
+          missing: () => ({ kind: 'sqlite', sinkId: 'sqlite:x#none', insert: { into: 'INSERT INTO none (v)', width: 1, then: '' }, values: ['a'] }),
+          read: async () => ({
+            n: db.prepare('SELECT count(*) FROM results').pluck().get() as number,
+            seq: db.prepare("SELECT seq FROM sink_checkpoints WHERE sink_id = 'sqlite:x#results'").pluck().get() as number | undefined,
+          }),
+        },
         close: async () => {
           db.close();
           rmSync(dir, { recursive: true, force: true });
@@ -54,6 +73,20 @@ const implementations: { name: string; available: boolean; oneRunPerStore: boole
       return {
         store,
         count: async (table) => (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM webdata.${table}`)).rows[0]?.n ?? 0,
+        results: {
+          async prepare() {
+            await pool.query('CREATE TABLE public.results (v text)');
+            await pool.query('CREATE TABLE public.webdata_checkpoints (pipeline text NOT NULL, sink_id text NOT NULL, seq bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, sink_id))');
+            await pool.query("INSERT INTO public.webdata_checkpoints (pipeline, sink_id, seq) VALUES ('p', 'postgres:x#results', 0)");
+          },
+          rows: (values) => pgRows('public.results', values),
+          missing: () => pgRows('public.none', ['a']),
+          async read() {
+            const n = (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM public.results')).rows[0]?.n ?? 0;
+            const seq = (await pool.query<{ seq: string }>("SELECT seq FROM public.webdata_checkpoints WHERE sink_id = 'postgres:x#results'")).rows[0]?.seq;
+            return { n, seq: seq === undefined ? undefined : Number(seq) };
+          },
+        },
         close: async () => {
           await pool.end();
           await database.drop();
@@ -62,6 +95,21 @@ const implementations: { name: string; available: boolean; oneRunPerStore: boole
     },
   },
 ];
+
+/** A page's rows for the PostgreSQL table `table` (one text column `v`), its checkpoint in `public.webdata_checkpoints`. */
+function pgRows(table: string, values: string[]): SinkRows {
+  return {
+    kind: 'postgres',
+    sinkId: 'postgres:x#results',
+    table,
+    columns: 'v',
+    types: ['text'],
+    arrays: [values],
+    keyColumn: -1,
+    conflict: '',
+    checkpoint: { table: 'public.webdata_checkpoints', pipeline: 'p' },
+  };
+}
 
 const series = { seriesId: 's1', endpoint: 'search', query: 'q', country: 'us', lang: 'en' };
 
@@ -74,6 +122,7 @@ function page(seq: number, overrides: Partial<PageCommit> = {}): PageCommit {
     spend: [{ runId: 'run-1', at: '2026-01-01T00:00:00.000Z', seriesId: 's1', path: '/searchengine/search', attempt: 1, status: '200', credits: 1, uncertain: false, latencyMs: 5 }],
     journal: { seq, runId: 'run-1', pageKey: `k${seq}`, seriesId: 's1', number: seq, meta: '{"page":1}', output: '[{"title":"a"}]', raw: null },
     checkpoints: [{ sinkId: 'csv:out.csv', checkpoint: { seq, bytes: 100 * seq } }],
+    rows: [],
     dedupe: { keys: [{ scope: 'run', key: `key${seq}`, runId: 'run-1' }], sightings: [] },
     ...overrides,
   };
@@ -152,16 +201,23 @@ for (const implementation of implementations) {
       expect([...(await keys.view(false).seen('persistent', ['kept']))]).toEqual(['kept']);
     });
 
+    it("writes the rows of a sink on its database, and the sink's checkpoint, in the page's transaction", async () => {
+      const store = await open();
+      await startRun(store);
+      await opened?.results.prepare();
+      const start = await store.currentSeq();
+      await store.commitPage(page(start + 1, { rows: [opened?.results.rows(['a', 'b', 'c']) as SinkRows] }));
+      await store.commitPage(page(start + 2, { rows: [opened?.results.rows([]) as SinkRows] }));
+      expect(await opened?.results.read()).toEqual({ n: 3, seq: start + 2 });
+    });
+
     it('writes nothing of a page whose commit fails inside the transaction', async () => {
       const store = await open();
       await startRun(store);
       const start = await store.currentSeq();
-      const error = await rejection(
-        store.commitPage(page(start + 1), () => {
-          throw new Error('sink failed');
-        }),
-      );
-      expect(error.message).toBe('sink failed');
+      // A sink's rows for a table that is not there: the transaction fails at the last of its writes.
+      const error = await rejection(store.commitPage(page(start + 1, { rows: [opened?.results.missing() as SinkRows] })));
+      expect(error.message).toMatch(/none/);
       expect(await store.currentSeq()).toBe(start);
       expect(await store.progress('run-1', 's1')).toBeUndefined();
       expect((await store.spendOf('run-1')).requests).toBe(0);

@@ -8,7 +8,7 @@ import type { SinkRecords } from './page-writes.ts';
  * shared with other pipelines grows by their appends too. A failure names the file (a write to a descriptor does
  * not), so that a full disk says which one to make room on.
  */
-export function appendRecords({ path, fd, format, width, cells }: Omit<SinkRecords, 'committed'>): number {
+export function appendRecords({ path, fd, format, width, cells }: SinkRecords): number {
   try {
     if (cells.length > 0) writeAll(fd, csvText(cells, width, format));
     return fstatSync(fd).size;

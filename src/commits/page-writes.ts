@@ -1,16 +1,47 @@
-// What a page's commit writes for a sink, as data: made by the sinks, written by the commit thread (state/sqlite/),
-// which therefore needs only this floor, never the sinks' own modules.
+// What a page's commit writes for a sink, as data (docs/design.md#the-commit-contract): made by the sinks, written by
+// the state stores (state/) and the commit thread, which therefore need only this floor, never the sinks' own modules.
+// Data only, no functions: a page's writes cross to the commit thread.
 import type { RowInsert } from './row-insert.ts';
 
-/** A page's rows for a SQLite table, as data: what the commit thread inserts for a sink (see `Sink.rows`). */
-export interface SinkRows {
+/**
+ * A page's rows for a table in a SQLite file, and the sink's checkpoint with them (the file's `sink_checkpoints`):
+ * written in the page's transaction when the file is the state store's, else in one of the sink's own.
+ */
+export interface SqliteRows {
+  readonly kind: 'sqlite';
   readonly sinkId: string;
   /** The sink's insert (its columns and mode), as parts that take any number of rows. */
   readonly insert: RowInsert;
   /** The page's rows, one after another: `insert.width` values each. */
   readonly values: unknown[];
-  committed(): void;
 }
+
+/**
+ * A page's rows for a PostgreSQL table, one array per column (the statement unnests them: one parameter per column,
+ * whatever the page's length), and where the sink's checkpoint is kept: written as parts of the state store's page
+ * statement when the database is the state's, else as a statement of the sink's own (`postgres-rows.ts`).
+ */
+export interface PostgresRows {
+  readonly kind: 'postgres';
+  readonly sinkId: string;
+  /** The table, quoted and qualified. */
+  readonly table: string;
+  /** The columns, quoted, in the order of `arrays`. */
+  readonly columns: string;
+  /** Each column's element type (`text`, `integer`, `timestamptz`, `jsonb`). */
+  readonly types: readonly string[];
+  /** The page's values, one array per column. */
+  readonly arrays: readonly unknown[][];
+  /** Which column is `dedupe_key` (-1: none): a distributed run writes only the rows whose key its page claimed. */
+  readonly keyColumn: number;
+  /** What follows the rows: an upsert's `ON CONFLICT … DO UPDATE …`, or nothing. */
+  readonly conflict: string;
+  /** The sink's checkpoint: its table (quoted and qualified) and its row there. */
+  readonly checkpoint: { readonly table: string; readonly pipeline: string };
+}
+
+/** A page's rows for a table sink, in the database the sink names. */
+export type SinkRows = SqliteRows | PostgresRows;
 
 /** csv-stringify's options for a CSV sink's records: data, so that the commit thread renders as the sink would. */
 export interface CsvFormat {
@@ -21,8 +52,8 @@ export interface CsvFormat {
 }
 
 /**
- * A page's CSV records for a file sink, as data: what the commit thread renders and appends to the sink's open file
- * (see `Sink.records`), recording the file's new length as the sink's checkpoint in the page's transaction.
+ * A page's CSV records for a file sink, as data: what the commit thread renders and appends to the sink's open file,
+ * recording the file's new length as the sink's checkpoint in the page's transaction.
  */
 export interface SinkRecords {
   readonly sinkId: string;
@@ -34,6 +65,4 @@ export interface SinkRecords {
   /** The page's cells, one record after another: `width` each. */
   readonly width: number;
   readonly cells: string[];
-  /** Once committed, with the file's committed length. */
-  committed(bytes: number): void;
 }

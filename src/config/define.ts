@@ -35,7 +35,7 @@ export const pipelineSchema = z.strictObject({
   stages: z.array(z.custom<Stage>((v) => typeof v === 'function', { error: 'must be a stage: a function (pages, ctx) => AsyncIterable of pages' })).default([]),
   sinks: z
     .array(
-      z.custom<Sink>((v) => isObject(v) && typeof v.open === 'function' && typeof v.write === 'function' && typeof v.close === 'function', {
+      z.custom<Sink>((v) => isObject(v) && typeof v.open === 'function' && isObject(v.commits) && typeof v.close === 'function', {
         error: 'must be a sink such as toSqlite({ path }) or toCsv({ path })',
       }),
     )

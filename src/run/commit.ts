@@ -1,8 +1,9 @@
 import type { Page, Series } from '../pipeline/page.ts';
-import type { Sink } from '../sinks/sink.ts';
+import type { AppendedPage, Sink, SinkRecords } from '../sinks/sink.ts';
+import { deliverAlone, participants, type Taking } from './participants.ts';
 import type { SeriesEnd, SeriesEndReason } from '../sources/source.ts';
 import { toJson } from '../json.ts';
-import type { PageCommit, SeenKeyStore, SharedTransaction, SpendRow, StateStore } from '../state/interfaces.ts';
+import type { PageCommit, SeenKeyStore, SpendRow, StateStore } from '../state/interfaces.ts';
 import { crashPoint } from '../crash-points.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import { isRefusedValue, UnstorablePageError } from '../errors/unstorable-page-error.ts';
@@ -27,67 +28,173 @@ export interface CommitterOptions {
   thread?: CommitThread | undefined;
 }
 
-/** Whether a run's page transactions can run on a commit thread: a SQLite store, and every sink inside them one of rows. */
-export function commitsOnThread(store: StateStore, sinks: readonly Sink<unknown>[]): boolean {
-  return store.database.startsWith('sqlite:') && sinks.every((sink) => sink.database !== store.database || sink.rows !== undefined);
+/**
+ * Whether a run's page transactions can run on a commit thread: a SQLite store (every sink inside its transactions
+ * hands over its rows as data, which the thread writes on its own connection).
+ */
+export function commitsOnThread(store: StateStore): boolean {
+  return store.database.startsWith('sqlite:');
 }
 
 type CommitResult = { new: number; end?: SeriesEndReason; lost?: true };
 
+/** A page's commit as taken when it left the stages (`PageCommitter.#prepare`). */
+interface PreparedPage {
+  readonly page: Page<unknown>;
+  readonly commit: PageCommit;
+  /** New items, for the source's no_new rule. */
+  readonly fresh: number;
+  readonly end: SeriesEndReason | undefined;
+  /** The files' bytes appended for it, not yet committed. */
+  readonly appended: readonly { taking: Taking<'append'>; page: AppendedPage }[];
+  /** The CSV files' cells, for the commit thread. */
+  readonly records: readonly SinkRecords[];
+  /** Set once the page's transaction is known to have committed: a page that fails before or in it is paid, not committed. */
+  transacted: boolean;
+}
+
 /**
  * Exactly once, page by page (docs/design.md#exactly-once). A page that came out of the stages commits in one
  * transaction of the state store: its series' progress and stage state, the spend of its request, its journal entry,
- * and the rows of every SQLite sink in the same file (on the commit thread, pages waiting there share one transaction,
- * each still whole). Pages commit in the order they came. Sinks elsewhere then take the committed page and record that
- * they hold it. After a crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running
- * stages or sending a request.
+ * and the rows of every sink on the store's database (on the commit thread, pages waiting there share one transaction,
+ * each still whole). Pages commit in the order they came. Each sink takes part in one of three ways
+ * (docs/design.md#the-commit-contract, `participants`): inside the transaction, before it (files), after it. After a
+ * crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or sending a
+ * request.
  */
-export function createCommitter({ store, runId, sinks, states, keepJournal, keys, claimKeys, thread }: CommitterOptions) {
-  // Sinks on the state store's own database commit inside the page's transaction, and so do file sinks, whose
-  // bytes are written just before it and whose checkpoint is recorded in it; the others take the page after it.
-  const inside = sinks.filter((sink) => sink.database !== undefined && sink.database === store.database);
-  const files = sinks.filter((sink) => !inside.includes(sink) && sink.stage !== undefined);
-  const after = sinks.filter((sink) => !inside.includes(sink) && !files.includes(sink));
-  // On the commit thread, CSV files are rendered and appended there too (`records`); other files here (`stage`).
-  const recorded = thread ? files.filter((sink) => sink.records !== undefined) : [];
-  const staged = files.filter((sink) => !recorded.includes(sink));
-  // Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it.
-  const needsJournal = keepJournal || after.length > 0;
-  const book = new SeriesBook(store, runId, states);
-  const ledger = new SpendLedger(store);
-  // Pages commit one at a time, so the journal's next number is known before the transaction that takes it.
-  let seq: number | undefined;
-  // Pages commit in the order they came, one after the other: each waits for the one before (and fails with it).
-  let previousCommit: Promise<unknown> = Promise.resolve();
+export class PageCommitter {
+  readonly #store: StateStore;
+  readonly #runId: string;
+  readonly #sinks: readonly Sink<unknown>[];
+  readonly #states: SeriesStates;
+  readonly #keepJournal: boolean;
+  readonly #keys: SeenKeyStore | undefined;
+  readonly #claimKeys: boolean;
+  readonly #thread: CommitThread | undefined;
+  readonly #taking: ReturnType<typeof participants>;
+  /** Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it. */
+  readonly #needsJournal: boolean;
+  readonly #book: SeriesBook;
+  readonly #ledger: SpendLedger;
+  /** The journal's next number is known before the transaction that takes it: pages commit one at a time. */
+  #seq: number | undefined;
+  /** Pages commit in the order they came, one after the other: each waits for the one before (and fails with it). */
+  #previousCommit: Promise<unknown> = Promise.resolve();
+  /** Whether the journal may hold entries every sink now has: pages journaled since the last prune, or a past run's. */
+  #unpruned = true;
 
-  // Whether the journal may hold entries every sink now has: pages journaled since the last prune, or a past run's.
-  let unpruned = true;
-  const prune = async () => {
-    if (keepJournal || sinks.length === 0 || !unpruned) return;
-    unpruned = false;
-    await store.prune(Math.min(...sinks.map((sink) => sink.held())));
-  };
+  constructor({ store, runId, sinks, states, keepJournal, keys, claimKeys, thread }: CommitterOptions) {
+    this.#store = store;
+    this.#runId = runId;
+    this.#sinks = sinks;
+    this.#states = states;
+    this.#keepJournal = keepJournal;
+    this.#keys = keys;
+    this.#claimKeys = claimKeys === true;
+    this.#thread = thread;
+    this.#taking = participants(sinks, store.database, thread !== undefined);
+    this.#needsJournal = keepJournal || this.#taking.after.length > 0;
+    this.#book = new SeriesBook(store, runId, states);
+    this.#ledger = new SpendLedger(store);
+  }
+
+  /** Whether another worker took the series over (a distributed run). */
+  lost(seriesId: string): boolean {
+    return this.#book.isLost(seriesId);
+  }
+
+  /** Why the series may ask for no more pages: a page of it could not be stored (`#commitRefused`). */
+  refused(seriesId: string): UnstorablePageError | undefined {
+    return this.#book.refusal(seriesId);
+  }
+
+  /** A series resumes with the no-new streak it had. */
+  resumeSeries(seriesId: string, streak: number): void {
+    this.#book.resume(seriesId, streak);
+  }
+
+  /** Spend of a request (`SpendLedger.record`). */
+  spend(row: SpendRow): Promise<void> {
+    return this.#ledger.record(row);
+  }
+
+  /** The journal's number now: pages can then be handed over without waiting (`commit`). */
+  async start(): Promise<void> {
+    this.#seq ??= await this.#store.currentSeq();
+  }
 
   /**
-   * The sinks inside the page's transaction write `page` in it, then `then` runs: SQLite's synchronously (its
-   * transaction is), PostgreSQL's by adding their statements to the page's.
+   * Commits a page that came out of the stages; resolves to what the source needs for its no_new rule. What the page
+   * takes with it — its series' stage state, the dedupe keys and spend so far, its journal number, its rows, a file
+   * sink's bytes — is taken before this returns, so the next page may go through the stages while this one commits
+   * (after `start`); the commit itself waits for the pages before it.
    */
-  const writeInside = (page: Page<unknown>, pageSeq: number, tx: SharedTransaction, then: () => void): void | Promise<void> => {
-    const writes = inside.map((sink) => sink.write(page, pageSeq, tx)).filter((write) => write instanceof Promise);
-    return writes.length === 0 ? then() : Promise.all(writes).then(then);
-  };
+  commit(page: Page<unknown>): Promise<CommitResult> {
+    if (this.#seq === undefined) return this.start().then(() => this.commit(page));
+    let prepared: PreparedPage;
+    try {
+      prepared = this.#prepare(page, (this.#seq += 1));
+    } catch (error) {
+      this.#seq = undefined;
+      return Promise.reject(error);
+    }
+    // On the commit thread the page goes at once (the thread commits in order, and the journal's number refuses a page
+    // whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
+    const thread = this.#thread;
+    const onThread = thread ? writingTo(this.#store.path, () => thread.commit(prepared.commit, prepared.records)) : undefined;
+    onThread?.catch(() => undefined);
+    const done = this.#previousCommit
+      .then(() => this.#commitPrepared(prepared, onThread))
+      .catch(async (error: unknown) => {
+        // Failed before its transaction, in it, or with a page before it: its answer is paid and not committed. (On
+        // the thread, a page whose predecessor failed after its own transaction may still have committed.)
+        const transacted = prepared.transacted || (onThread !== undefined && (await onThread.then(() => true, () => false)));
+        if (!transacted) this.#ledger.paidNotCommitted(prepared.commit.spend);
+        throw error;
+      });
+    this.#previousCommit = done;
+    return done;
+  }
 
-  /** What a page commits, taken now: its progress and stage state, spend, journal entry, dedupe keys, file bytes. */
-  const prepare = (page: Page<unknown>, pageSeq: number) => {
+  /** A series ended: ends carried by a page are already committed; the others are written once its pages are. */
+  seriesEnded(series: Series, end: SeriesEnd): Promise<void> {
+    return this.#book.ended(series, end);
+  }
+
+  /** Re-delivers to each sink the committed pages it lacks (after a crash between a commit and a sink). */
+  async replay(): Promise<number> {
+    let delivered = 0;
+    for (const sink of this.#sinks) {
+      // A worker's own file holds its worker's pages: the journal's others are other workers'.
+      if (sink.perWorker) continue;
+      for await (const entry of this.#store.journalAfter(sink.held())) {
+        const { series, ...meta } = entry.meta as unknown as { series: Series } & Page['meta'];
+        const page = { key: entry.pageKey, series, number: entry.number, items: entry.output, meta };
+        await writingTo(sink.path, () => deliverAlone(sink, page, entry.seq, this.#store.checkpoints));
+        delivered += 1;
+      }
+    }
+    await this.#prune();
+    return delivered;
+  }
+
+  /** Writes the spend not yet written, that of answers whose pages never committed included (`SpendLedger.flush`). */
+  flush(): Promise<void> {
+    return this.#ledger.flush();
+  }
+
+  /** What a page commits, taken now: its progress and stage state, spend, journal entry, dedupe keys, rows, file bytes. */
+  #prepare(page: Page<unknown>, seq: number): PreparedPage {
     const id = page.series.id;
     const fresh = page.meta.dedupe?.new ?? page.items.length;
-    const streak = book.streak(id, fresh);
+    const streak = this.#book.streak(id, fresh);
     const end: SeriesEndReason | undefined =
       page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
-    const files = staged.map((sink) => ({ sink, staged: writingTo(sink.path, () => (sink.stage as NonNullable<Sink<unknown>['stage']>)(page, pageSeq)) }));
+    const { inside, before, onThread } = this.#taking;
+    const appended = before.map((taking) => ({ taking, page: writingTo(taking.sink.path, () => taking.commits.append(page, seq)) }));
     const commit: PageCommit = {
-      runId,
-      seq: pageSeq,
+      runId: this.#runId,
+      seq,
       series: seriesIdentity(page.series),
       progress: {
         status: end ? 'ended' : 'active',
@@ -100,72 +207,76 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
         noNew: streak,
         cursor: page.meta.cursor ? toJson(page.meta.cursor) : null,
         // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
-        state: states.write(id, end !== undefined),
+        state: this.#states.write(id, end !== undefined),
       },
-      spend: ledger.take(id),
-      journal: needsJournal
-        ? { seq: pageSeq, runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
+      spend: this.#ledger.take(id),
+      journal: this.#needsJournal
+        ? { seq, runId: this.#runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
         : null,
-      checkpoints: files.map(({ sink, staged }) => ({ sinkId: sink.id, checkpoint: staged.checkpoint })),
-      dedupe: keys ? keys.drain() : null,
-      ...(claimKeys ? { claimKeys } : {}),
+      checkpoints: appended.map(({ taking, page: bytes }) => ({ sinkId: taking.sink.id, checkpoint: bytes.checkpoint })),
+      // The rows are the sinks' to make now: the page is theirs to read now.
+      rows: inside.map(({ commits }) => commits.rows(page, seq)),
+      dedupe: this.#keys ? this.#keys.drain() : null,
+      ...(this.#claimKeys ? { claimKeys: true } : {}),
     };
-    // On the commit thread, the sinks inside the transaction hand over their rows now (the page is theirs to read now),
-    // and the CSV files their cells.
-    const rows = thread ? inside.map((sink) => (sink.rows as NonNullable<Sink<unknown>['rows']>)(page, pageSeq)) : [];
-    const records = recorded.map((sink) => (sink.records as NonNullable<Sink<unknown>['records']>)(page, pageSeq));
-    // Set once the page's transaction is known to have committed: a page that fails before or in it is paid, not committed.
-    const outcome = { transacted: false };
-    return { id, fresh, end, files, commit, rows, records, outcome };
-  };
+    const records = onThread.map(({ commits }) => (commits.records as NonNullable<typeof commits.records>)(page, seq));
+    return { page, commit, fresh, end, appended, records, transacted: false };
+  }
 
   /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
-  const commitPrepared = async (page: Page<unknown>, prepared: ReturnType<typeof prepare>, onThread: Promise<number[]> | undefined): Promise<CommitResult> => {
-    const { id, fresh, end, files, commit, rows, records, outcome } = prepared;
-    const pageSeq = commit.seq;
+  async #commitPrepared(prepared: PreparedPage, onThread: Promise<number[]> | undefined): Promise<CommitResult> {
+    const { page, commit, fresh, end } = prepared;
+    const id = page.series.id;
     // The length of each records' file once the page is committed (on the thread).
     let lengths: number[] = [];
     // A page of a series one of whose pages was refused: it commits emptied too (a retry fetches it again).
-    const unstorable = book.refusal(id);
-    if (unstorable && onThread === undefined) return commitRefused(page, prepared, unstorable.cause);
+    const unstorable = this.#book.refusal(id);
+    if (unstorable && onThread === undefined) return this.#commitRefused(prepared, unstorable.cause);
     try {
       if (onThread) lengths = await onThread;
-      else {
-        await writingTo(store.path, () =>
-          store.commitPage(commit, (tx) => writeInside(page, pageSeq, tx, () => crashPoint('page-transaction'))),
-        );
-      }
+      else await writingTo(this.#store.path, () => this.#store.commitPage(commit));
     } catch (error) {
       // A value the database refused (the transaction rolled back, the number not taken): the page commits without it.
-      if (onThread === undefined && isRefusedValue(error)) return commitRefused(page, prepared, error);
+      if (onThread === undefined && isRefusedValue(error)) return this.#commitRefused(prepared, error);
       // Where the journal stands is no longer known (the commit may or may not have taken its number).
-      seq = undefined;
+      this.#seq = undefined;
       if (!(error instanceof SeriesLostError)) throw error;
-      if (commit.dedupe) keys?.settled(commit.dedupe);
-      for (const file of files) file.staged.abandoned?.();
-      // Another worker has the series: this page (and the series' next ones here) are dropped, not a failure. Its
-      // answer was paid all the same.
-      ledger.paidNotCommitted(commit.spend);
-      book.lose(id);
-      await book.pageDone(id);
-      return { new: 0, lost: true };
+      return this.#lose(prepared);
     }
-    outcome.transacted = true;
-    if (commit.dedupe) keys?.settled(commit.dedupe);
-    // Marked once committed, not when taken: a page before it may prune meanwhile, and must not clear the mark.
-    if (commit.journal) unpruned = true;
-    for (const sinkRows of rows) sinkRows.committed();
-    records.forEach((sinkRecords, index) => sinkRecords.committed(lengths[index] as number));
-    for (const file of files) file.staged.committed();
+    this.#committed(prepared, lengths);
     crashPoint('after-commit');
-    for (const [index, sink] of after.entries()) {
-      if (index > 0 || inside.length > 0) crashPoint('between-sinks');
-      await writingTo(sink.path, () => sink.write(page, pageSeq));
+    for (const [index, sink] of this.#taking.after.entries()) {
+      if (index > 0 || this.#taking.inside.length > 0) crashPoint('between-sinks');
+      await writingTo(sink.path, () => deliverAlone(sink, page, commit.seq, this.#store.checkpoints));
     }
-    await prune();
-    await book.pageDone(id);
+    await this.#prune();
+    await this.#book.pageDone(id);
     return end ? { new: fresh, end } : { new: fresh };
-  };
+  }
+
+  /** The page's transaction committed: the sinks inside and before it hold the page. */
+  #committed(prepared: PreparedPage, lengths: readonly number[]): void {
+    const { commit } = prepared;
+    prepared.transacted = true;
+    if (commit.dedupe) this.#keys?.settled(commit.dedupe);
+    // Marked once committed, not when taken: a page before it may prune meanwhile, and must not clear the mark.
+    if (commit.journal) this.#unpruned = true;
+    for (const { commits } of this.#taking.inside) commits.committed(commit.seq);
+    this.#taking.onThread.forEach(({ commits }, index) => commits.committed({ seq: commit.seq, bytes: lengths[index] as number }));
+    for (const { taking, page } of prepared.appended) taking.commits.committed(page.checkpoint);
+  }
+
+  /** Another worker has the series: this page (and the series' next ones here) are dropped, not a failure. */
+  async #lose(prepared: PreparedPage): Promise<CommitResult> {
+    const { commit } = prepared;
+    if (commit.dedupe) this.#keys?.settled(commit.dedupe);
+    for (const { page } of prepared.appended) page.abandon();
+    // Its answer was paid all the same.
+    this.#ledger.paidNotCommitted(commit.spend);
+    this.#book.lose(commit.series.seriesId);
+    await this.#book.pageDone(commit.series.seriesId);
+    return { new: 0, lost: true };
+  }
 
   /**
    * A page whose values a database refused, even after what is replaced to make every value storable, and the pages
@@ -174,16 +285,18 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
    * committed. The series asks for no more pages and ends as failed with the reason (exit 5); a retry of it begins
    * at the refused page. The run goes on. If even the emptied page is refused, the run fails with the first error.
    */
-  const commitRefused = async (page: Page<unknown>, prepared: ReturnType<typeof prepare>, error: unknown): Promise<CommitResult> => {
-    const { id, files, commit, outcome } = prepared;
+  async #commitRefused(prepared: PreparedPage, error: unknown): Promise<CommitResult> {
+    const { page, commit } = prepared;
+    const id = page.series.id;
+    const inside = this.#taking.inside;
     // Paged by number, a retry asks for the refused page again; by cursor it goes on after it (the cursor that led
     // there is not kept).
     const retryFrom = commit.progress.cursor === null ? page.number : null;
     const unstorable =
-      book.refusal(id) ??
+      this.#book.refusal(id) ??
       new UnstorablePageError(
         { seriesId: id, page: page.number, retryFrom },
-        `page ${page.number} of series ${id} could not be stored (${error instanceof Error ? error.message : String(error)}): its rows were left out of ${inside.map((sink) => sink.path).join(', ') || 'the state store'} and the series stopped there; \`--resume\` retries it ${retryFrom === null ? 'from the page after it' : 'from that page'} once the database takes it`,
+        `page ${page.number} of series ${id} could not be stored (${error instanceof Error ? error.message : String(error)}): its rows were left out of ${inside.map(({ sink }) => sink.path).join(', ') || 'the state store'} and the series stopped there; \`--resume\` retries it ${retryFrom === null ? 'from the page after it' : 'from that page'} once the database takes it`,
         error,
       );
     const emptied: PageCommit = {
@@ -193,105 +306,36 @@ export function createCommitter({ store, runId, sinks, states, keepJournal, keys
       progress: { ...commit.progress, status: 'active', reason: null, digest: '', written: 0, duplicates: 0, state: { kind: 'changes', json: null } },
       spend: paidNotCommitted(commit.spend),
       journal: null,
+      rows: inside.map(({ commits }) => commits.rows({ ...page, items: [] }, commit.seq)),
       dedupe: null,
     };
     delete emptied.claimKeys;
     try {
-      await writingTo(store.path, () =>
-        store.commitPage(emptied, (tx) => writeInside({ ...page, items: [] }, commit.seq, tx, () => undefined)),
-      );
+      await writingTo(this.#store.path, () => this.#store.commitPage(emptied));
     } catch {
-      seq = undefined;
+      this.#seq = undefined;
       throw error;
     } finally {
-      if (commit.dedupe) keys?.settled(commit.dedupe);
+      if (commit.dedupe) this.#keys?.settled(commit.dedupe);
     }
-    outcome.transacted = true;
-    book.refuse(id, unstorable);
-    for (const file of files) file.staged.committed();
-    await book.pageDone(id);
+    prepared.transacted = true;
+    this.#book.refuse(id, unstorable);
+    for (const { commits } of inside) commits.committed(commit.seq);
+    for (const { taking, page: bytes } of prepared.appended) taking.commits.committed(bytes.checkpoint);
+    await this.#book.pageDone(id);
     return { new: 0 };
-  };
+  }
 
-  const start = async (): Promise<void> => {
-    seq ??= await store.currentSeq();
-  };
-
-  const commit = (page: Page<unknown>): Promise<CommitResult> => {
-    if (seq === undefined) return start().then(() => commit(page));
-    let prepared: ReturnType<typeof prepare>;
-    try {
-      prepared = prepare(page, (seq += 1));
-    } catch (error) {
-      seq = undefined;
-      return Promise.reject(error);
-    }
-    // On the commit thread the page goes at once (the thread commits in order, and the journal's number refuses a page
-    // whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
-    const onThread = thread ? writingTo(store.path, () => thread.commit(prepared.commit, prepared.rows, prepared.records)) : undefined;
-    onThread?.catch(() => undefined);
-    const done = previousCommit
-      .then(() => commitPrepared(page, prepared, onThread))
-      .catch(async (error: unknown) => {
-        // Failed before its transaction, in it, or with a page before it: its answer is paid and not committed. (On
-        // the thread, a page whose predecessor failed after its own transaction may still have committed.)
-        const transacted = prepared.outcome.transacted || (onThread !== undefined && (await onThread.then(() => true, () => false)));
-        if (!transacted) ledger.paidNotCommitted(prepared.commit.spend);
-        throw error;
-      });
-    previousCommit = done;
-    return done;
-  };
-
-  return {
-    /** Whether another worker took the series over (a distributed run). */
-    lost: (seriesId: string) => book.isLost(seriesId),
-
-    /** Why the series may ask for no more pages: a page of it could not be stored (`commitRefused`). */
-    refused: (seriesId: string): UnstorablePageError | undefined => book.refusal(seriesId),
-
-    /** A series resumes with the no-new streak it had. */
-    resumeSeries(seriesId: string, streak: number): void {
-      book.resume(seriesId, streak);
-    },
-
-    /** Spend of a request (`SpendLedger.record`). */
-    spend: (row: SpendRow): Promise<void> => ledger.record(row),
-
-    /** The journal's number now: pages can then be handed over without waiting (`commit`). */
-    start,
-
-    /**
-     * Commits a page that came out of the stages; resolves to what the source needs for its no_new rule. What the
-     * page takes with it — its series' stage state, the dedupe keys and spend so far, its journal number, a file
-     * sink's bytes — is taken before this returns, so the next page may go through the stages while this one commits
-     * (after `start`); the commit itself waits for the pages before it.
-     */
-    commit,
-
-    /** A series ended: ends carried by a page are already committed; the others are written once its pages are. */
-    seriesEnded: (series: Series, end: SeriesEnd): Promise<void> => book.ended(series, end),
-
-    /** Re-delivers to each sink the committed pages it lacks (after a crash between a commit and a sink). */
-    async replay(): Promise<number> {
-      let delivered = 0;
-      for (const sink of sinks) {
-        // A worker's own file holds its worker's pages: the journal's others are other workers'.
-        if (sink.perWorker) continue;
-        const held = sink.held();
-        for await (const entry of store.journalAfter(held)) {
-          const { series, ...meta } = entry.meta as unknown as { series: Series } & Page['meta'];
-          await writingTo(sink.path, () => sink.write({ key: entry.pageKey, series, number: entry.number, items: entry.output, meta }, entry.seq));
-          delivered += 1;
-        }
-      }
-      await prune();
-      return delivered;
-    },
-
-    /** Writes the spend not yet written, that of answers whose pages never committed included (`SpendLedger.flush`). */
-    flush: (): Promise<void> => ledger.flush(),
-  };
+  async #prune(): Promise<void> {
+    if (this.#keepJournal || this.#sinks.length === 0 || !this.#unpruned) return;
+    this.#unpruned = false;
+    await this.#store.prune(Math.min(...this.#sinks.map((sink) => sink.held())));
+  }
 }
 
-export type Committer = ReturnType<typeof createCommitter>;
+/** The run's committer (`PageCommitter`). */
+export function createCommitter(options: CommitterOptions): PageCommitter {
+  return new PageCommitter(options);
+}
+
+export type Committer = PageCommitter;

@@ -3,7 +3,7 @@ import { createPostgresResultsViews, createPostgresSpendView } from '../analytic
 import { applicableViews, createResultsViews, createSpendView } from '../analytics/views.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { toJson } from '../json.ts';
-import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
+import { databaseOf, type ResultsDatabase, type Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
@@ -116,13 +116,13 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
 function distributable(store: StateStore, pipeline: Pipeline): PostgresStateStore | undefined {
   if (!('kind' in store) || store.kind !== 'postgres') return undefined;
   const sinks = pipeline.sinks as Sink<unknown>[];
-  if (!sinks.every((sink) => sink.database === store.database || sink.perWorker === true)) return undefined;
+  if (!sinks.every((sink) => databaseOf(sink) === store.database || sink.perWorker === true)) return undefined;
   const wide = wideDedupes(pipeline);
   if (wide.length === 0) return store as PostgresStateStore;
   // The page's claims are all of its new keys, whatever their scope: another stage keeping keys in the store (a
   // persistent one) would mix its claims with the rows' own.
   const stored = pipeline.stages.filter((stage) => (stage as { dedupeStored?: boolean }).dedupeStored === true).length;
-  const claimable = wide.length === 1 && stored === 1 && wide[0]?.dedupeByUrl === true && sinks.every((sink) => sink.database === store.database && sink.claimsDedupeKeys === true);
+  const claimable = wide.length === 1 && stored === 1 && wide[0]?.dedupeByUrl === true && sinks.every((sink) => databaseOf(sink) === store.database && sink.claimsDedupeKeys === true);
   return claimable ? (store as PostgresStateStore) : undefined;
 }
 

@@ -57,7 +57,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // A worker whose dedupe looks across series claims each page's keys against the other workers.
     const claimKeys = worker !== undefined && dedupesAcrossSeries(pipeline);
     // A SQLite store's page transactions run on a thread of their own, while this one goes on with the next pages.
-    if (commitsOnThread(store, held.sinks)) thread = commitThread(store.path);
+    if (commitsOnThread(store)) thread = commitThread(store.path);
     const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys, thread });
     const replayed = await committer.replay();
 

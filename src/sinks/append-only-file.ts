@@ -6,7 +6,7 @@ import type { Checkpoint, Lease, SinkCheckpoints } from '../state/interfaces.ts'
 import { writeAll } from '../commits/append-records.ts';
 import { fileSinkId, type FileSinkKind, leaseFile, openAtCommitted } from './committed-file.ts';
 import { isWorkerFileOf, sweepWorkerFiles, takeWorkerFile } from './worker-files.ts';
-import type { CsvFormat, Sink, SinkContext, SinkRecords } from './sink.ts';
+import type { AppendedPage, CsvFormat, Sink, SinkContext, SinkRecords } from './sink.ts';
 
 export { workerFile } from './worker-files.ts';
 
@@ -51,23 +51,19 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     },
     perWorker,
     terms: { file: path, perWorker, ...format.terms },
+    commits: {
+      kind: 'append',
+      append: (page: Page<Item>, seq: number) => file.append(page, seq),
+      ...(format.records ? { records: (page: Page<Item>) => file.records(page) } : {}),
+      committed: (checkpoint: Checkpoint) => file.committed(checkpoint),
+    },
     open: (ctx: SinkContext) => file.open(ctx),
     held: () => file.held,
     committedBytes: () => file.bytes,
-    write: (page: Page<Item>, seq: number) => file.write(page, seq),
-    stage: (page: Page<Item>, seq: number) => file.appendPage(page, seq),
-    ...(format.records ? { records: (page: Page<Item>, seq: number) => file.records(page, seq) } : {}),
     delivery: options.shared === true ? 'at_least_once' : 'exactly_once',
     discard: (runId, since, starts) => file.discard(runId, since, starts),
     close: () => file.close(),
   };
-}
-
-/** A page's bytes appended and not yet committed: the checkpoint to record with it, and what follows its commit. */
-interface AppendedPage {
-  checkpoint: Checkpoint;
-  committed(): void;
-  abandoned(): void;
 }
 
 /** The file from `open` to `close`: its descriptor, where its checkpoints are kept, its output lease. */
@@ -140,8 +136,8 @@ class AppendOnlyFile {
     this.#handle = { fd, checkpoints: ctx.stateCheckpoints, lease: taken.lease };
   }
 
-  // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction (`Sink.stage`).
-  appendPage(page: Page<Item>, seq: number): AppendedPage {
+  // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction (docs/design.md#the-commit-contract).
+  append(page: Page<Item>, seq: number): AppendedPage {
     const { fd } = this.#ready();
     const start = this.#bytes;
     if (page.items.length > 0) {
@@ -150,12 +146,8 @@ class AppendOnlyFile {
     }
     return {
       checkpoint: { seq, bytes: this.#bytes },
-      committed: () => {
-        this.#held = seq;
-      },
-      abandoned: () => {
-        // The page's commit was refused (another worker has its series): its bytes go, as a crash's would. Pages
-        // commit one at a time, so nothing was appended after them.
+      abandon: () => {
+        // Pages commit one at a time where a commit can be refused, so nothing was appended after this one.
         if (this.#sink.shared || this.#bytes === start) return;
         ftruncateSync(fd, start);
         this.#bytes = start;
@@ -164,30 +156,19 @@ class AppendOnlyFile {
   }
 
   // The page's cells for the commit thread, which appends their text and says how long the file then is.
-  records(page: Page<Item>, seq: number): SinkRecords {
+  records(page: Page<Item>): SinkRecords {
     const { fd } = this.#ready();
     const { format: csv, width, cells } = this.#format.records as NonNullable<FileFormat['records']>;
     const values: string[] = [];
     cells(page.items, values);
-    return {
-      sinkId: this.id,
-      path: this.#file,
-      fd,
-      format: csv,
-      width: width(),
-      cells: values,
-      committed: (size) => {
-        this.#held = seq;
-        this.#bytes = size;
-      },
-    };
+    return { sinkId: this.id, path: this.#file, fd, format: csv, width: width(), cells: values };
   }
 
-  // Outside a run's page transaction (a replay, another runner), the checkpoint follows the write at once.
-  async write(page: Page<Item>, seq: number): Promise<void> {
-    const appended = this.appendPage(page, seq);
-    await this.#ready().checkpoints.set(this.id, appended.checkpoint);
-    appended.committed();
+  committed(checkpoint: Checkpoint): void {
+    this.#held = checkpoint.seq;
+    // Bytes appended here are counted as they are written, and later pages may be appended before this one commits:
+    // only the commit thread's appends (records) move the length on from here.
+    if (checkpoint.bytes !== null && checkpoint.bytes > this.#bytes) this.#bytes = checkpoint.bytes;
   }
 
   async discard(_runId: string, since: { seq: number; bytes: number | null }, starts?: ReadonlyMap<string, { seq: number; bytes: number | null }>): Promise<void> {

@@ -46,10 +46,13 @@ export function defineSink<I = NormalizedItem>(spec: SinkSpec<I>): Sink<I> {
       await spec.open?.(ctx);
     },
     held: () => held,
-    async write(page, seq) {
-      await spec.write(page, seq);
-      await checkpoints?.set(id, { seq, bytes: null });
-      held = seq;
+    commits: {
+      kind: 'deliver',
+      async deliver(page, seq) {
+        await spec.write(page, seq);
+        await checkpoints?.set(id, { seq, bytes: null });
+        held = seq;
+      },
     },
     async close() {
       await spec.close?.();

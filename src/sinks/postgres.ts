@@ -1,18 +1,17 @@
 import { z } from 'zod';
 import { LeaseHeldError } from '../errors/lease-held-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
-import type { Page } from '../pipeline/page.ts';
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../postgres/failure.ts';
 import { type Pool, type PoolClient, transaction } from '../postgres/pools.ts';
 import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
-import type { PageStatement, SharedTransaction } from '../state/interfaces.ts';
+import { addRows } from '../commits/postgres-rows.ts';
 import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
 import { storable } from '../postgres/storable.ts';
-import type { Sink, SinkContext } from './sink.ts';
+import type { PostgresRows, Sink, SinkContext } from './sink.ts';
 
 /**
  * The longest name made from a table's: its view `<table>_report_rankings` (analytics/views.ts), longer than its
@@ -43,13 +42,13 @@ const UPSERT_TARGET = 'md5(query), country, lang, dedupe_key';
 
 interface Opened {
   pool: Pool;
-  insert: ReturnType<typeof inserter>;
+  rows: ReturnType<typeof pageRows>;
   lease: Pick<HeldLock, 'release'>;
 }
 
 /**
  * Rows into a PostgreSQL table, exactly once: each page's rows and the sink's checkpoint commit in one transaction —
- * the state store's own, when it lives in the same database (`write`'s `tx`), else the sink's. Typed columns
+ * the state store's own page statement, when it lives in the same database, else a statement of the sink's own. Typed columns
  * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
  */
 export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string; readonly target: PostgresTarget } {
@@ -83,8 +82,30 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     table,
     schema,
     target,
-    database: target.database,
     terms: { database: target.database, schema, table, mode, columns: config.columns ?? 'default' },
+    commits: {
+      kind: 'rows',
+      database: target.database,
+      rows(page) {
+        if (!config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${where}`);
+        return ready().rows(page.items);
+      },
+      async writeAlone(rows, seq) {
+        const { pool } = ready();
+        await retrying(
+          where,
+          async (attempt) => {
+            // A lost answer: the checkpoint says whether the page went in.
+            if (attempt > 1 && ((await checkpointOf(pool)) ?? 0) >= seq) return;
+            await ownStatement(pool, rows as PostgresRows, seq);
+          },
+          { idempotent: true },
+        );
+      },
+      committed(seq) {
+        held = seq;
+      },
+    },
     async open(ctx: SinkContext) {
       pipeline = ctx.pipeline;
       const pool = ctx.postgres(target);
@@ -113,30 +134,13 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
         await lease.release();
         throw error;
       }
-      opened = { pool, lease, insert: inserter(qualified, checkpointTable, columns, { mode, conflictTarget }, () => ({ pipeline, id })) };
+      opened = { pool, lease, rows: pageRows({ sinkId: id, qualified, checkpointTable, pipeline }, columns, { mode, conflictTarget }) };
     },
     // The rows' `dedupe_key` is what a distributed run claims across workers: only a table that has it can follow.
     get claimsDedupeKeys() {
       return columns.includes('dedupe_key');
     },
     held: () => held,
-    async write(page, seq, tx?: SharedTransaction) {
-      const { pool, insert } = ready();
-      if (!config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${where}`);
-      if (tx?.kind === 'postgres') insert.intoPageStatement(tx.statement, page, seq);
-      else {
-        await retrying(
-          where,
-          async (attempt) => {
-            // A lost answer: the checkpoint says whether the page went in.
-            if (attempt > 1 && ((await checkpointOf(pool)) ?? 0) >= seq) return;
-            await insert.onItsOwn(pool, page, seq);
-          },
-          { idempotent: true },
-        );
-      }
-      held = seq;
-    },
     async discard(runId) {
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
       if (mode === 'upsert' || columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE ${q(column)} = $1`, [runId]), { idempotent: true });
@@ -153,69 +157,52 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
 }
 
 /**
- * How a page is written: one INSERT of every row (arrays unnested, one parameter per column) and the checkpoint, as
- * data-modifying CTEs of one statement — the state store's page statement when the sink shares its database (each
- * part under its guard), else a statement of the sink's own (one round trip, atomic on its own).
+ * A page's rows as the table takes them (`PostgresRows`): one array per column, typed as the table's, with the
+ * upsert's conflict clause; the state store's page statement or the sink's own turns them into SQL (`addRows`).
  */
-function inserter(
-  qualified: string,
-  checkpointTable: string,
+function pageRows(
+  names: { sinkId: string; qualified: string; checkpointTable: string; pipeline: string },
   columns: readonly string[],
   { mode, conflictTarget }: { mode: 'append' | 'replace' | 'upsert'; conflictTarget: string },
-  owner: () => { pipeline: string; id: string },
 ) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
   const types = stored.map((c) => postgresColumnType(c).replace(/ NOT NULL$/, ''));
-  const columnList = stored.map(q).join(', ');
   const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
   const conflict = mode === 'upsert' ? ` ON CONFLICT (${conflictTarget}) DO UPDATE SET ${updated.map((c) => `${q(c)} = excluded.${q(c)}`).join(', ')}` : '';
-
-  const write = (statement: PageStatement, page: Page<Record<string, unknown>>, seq: number): void => {
+  const fixed = {
+    kind: 'postgres' as const,
+    sinkId: names.sinkId,
+    table: names.qualified,
+    columns: stored.map(q).join(', '),
+    types,
+    keyColumn: stored.indexOf('dedupe_key'),
+    conflict,
+    checkpoint: { table: names.checkpointTable, pipeline: names.pipeline },
+  };
+  return (pageItems: readonly Record<string, unknown>[]): PostgresRows => {
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
     // it would row by row.
-    const items = mode === 'upsert' ? lastPerKey(page.items) : page.items;
-    const guard = ` AND ${statement.guard}`;
-    const { pipeline, id } = owner();
-    if (items.length > 0) {
-      const arrays = stored.map(() => [] as unknown[]);
-      for (const item of items) {
-        const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
-        values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
-      }
-      // A distributed run's page writes only the rows whose key it claimed (another worker may hold the others).
-      const key = stored.indexOf('dedupe_key');
-      const claimed = statement.claimed === undefined ? '' : ` AND (u.c${key} IS NULL OR u.c${key} IN ${statement.claimed})`;
-      const unnested = `unnest(${arrays.map((array, i) => `${statement.p(array)}::${types[i]}[]`).join(', ')}) AS u(${stored.map((_, i) => `c${i}`).join(', ')})`;
-      statement.add(`INSERT INTO ${qualified} (${columnList}) SELECT * FROM ${unnested} WHERE true${guard}${claimed}${conflict}`);
+    const items = mode === 'upsert' ? lastPerKey(pageItems) : pageItems;
+    const arrays = stored.map(() => [] as unknown[]);
+    for (const item of items) {
+      const values = mode === 'upsert' ? [...columns.map((c) => item[c]), item.fetched_at, item.fetched_at, item.run_id] : columns.map((c) => item[c]);
+      values.forEach((value, i) => (arrays[i] as unknown[]).push(postgresValue(stored[i] as string, value)));
     }
-    statement.add(`UPDATE ${checkpointTable} SET seq = ${statement.seq ?? `${statement.p(seq)}::bigint`}, updated_at = now() WHERE pipeline = ${statement.p(pipeline)} AND sink_id = ${statement.p(id)}${guard}`);
-  };
-
-  return {
-    /** Into the state store's page statement. */
-    intoPageStatement: write,
-    /** A statement of its own. */
-    async onItsOwn(pool: Pool, page: Page<Record<string, unknown>>, seq: number): Promise<void> {
-      const own = ownStatement();
-      write(own, page, seq);
-      const { ctes, values } = own.done();
-      // The last part is the statement; the others go before it as CTEs (a page with no rows has none: no WITH).
-      const before = ctes.slice(0, -1).map((sql, i) => `w_${i} AS (${sql})`);
-      await pool.query(`${before.length > 0 ? `WITH ${before.join(', ')} ` : ''}${ctes.at(-1)}`, values);
-    },
+    return { ...fixed, arrays };
   };
 }
 
-/** A statement being built for the sink alone: its parts, and their parameters. */
-function ownStatement(): PageStatement & { done(): { ctes: string[]; values: unknown[] } } {
-  const ctes: string[] = [];
+/**
+ * The rows and the checkpoint as a statement of the sink's own (a database other than the state's, or a replay):
+ * data-modifying CTEs, one round trip, atomic on its own.
+ */
+async function ownStatement(pool: Pool, rows: PostgresRows, seq: number): Promise<void> {
+  const parts: string[] = [];
   const values: unknown[] = [];
-  return {
-    guard: 'true',
-    p: (value) => `$${values.push(storable(value))}`,
-    add: (sql) => void ctes.push(sql),
-    done: () => ({ ctes, values }),
-  };
+  addRows({ guard: 'true', p: (value) => `$${values.push(storable(value))}`, add: (sql) => void parts.push(sql) }, rows, seq);
+  // The last part is the statement; the others go before it as CTEs (a page with no rows has none: no WITH).
+  const before = parts.slice(0, -1).map((sql, i) => `w_${i} AS (${sql})`);
+  await pool.query(`${before.length > 0 ? `WITH ${before.join(', ')} ` : ''}${parts.at(-1)}`, values);
 }
 
 function lastPerKey(items: readonly Record<string, unknown>[]): Record<string, unknown>[] {

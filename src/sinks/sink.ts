@@ -2,11 +2,11 @@ import type Database from 'better-sqlite3';
 import type { Page } from '../pipeline/page.ts';
 import type { Pool } from '../postgres/pools.ts';
 import type { PostgresTarget } from '../postgres/target.ts';
-import type { Checkpoint, SharedTransaction, SinkCheckpoints } from '../state/interfaces.ts';
+import type { Checkpoint, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 import type { SinkRecords, SinkRows } from '../commits/page-writes.ts';
 
-export type { CsvFormat, SinkRecords, SinkRows } from '../commits/page-writes.ts';
+export type { CsvFormat, PostgresRows, SinkRecords, SinkRows, SqliteRows } from '../commits/page-writes.ts';
 
 /** Where a results table lives: a SQLite connection, or a PostgreSQL pool and the table's schema. */
 export type ResultsDatabase = { readonly kind: 'sqlite'; readonly db: Database.Database } | { readonly kind: 'postgres'; readonly pool: Pool; readonly schema: string };
@@ -37,10 +37,62 @@ export interface SinkContext {
 }
 
 /**
- * Where pages go. A sink writes each page once, in one commit (a transaction, or a synchronous write), and records
- * in that commit (or right after it, for files) the journal sequence number of the last page it holds (`held`).
- * After a crash the runner re-delivers, from the journal, the committed pages a sink lacks: exactly once per sink.
- * To write a sink of your own, give `defineSink` its `write` (and `open`, `close`): it provides the rest.
+ * How a sink takes part in a page's commit (docs/design.md#the-commit-contract): one of three, and the committer has
+ * one path for each.
+ *
+ * - `rows`: a table's rows, as data. On the state store's database they are written inside the page's own transaction,
+ *   with the sink's checkpoint; on another database, by the sink in a transaction of its own with its checkpoint, once
+ *   the page has committed. Exactly once either way.
+ * - `append`: a file's bytes, appended just before the page's transaction, which records the file's new length as the
+ *   sink's checkpoint; bytes past it are cut back when the file is next opened. Exactly once (at least once for a file
+ *   `shared` by pipelines).
+ * - `deliver`: the page, handed over once its transaction has committed; the sink records what it holds after. At least
+ *   once, or exactly once when the delivery is idempotent.
+ *
+ * After a crash, the committed pages a sink lacks (past `held()`) come again from the journal, each written the sink's
+ * way on its own: rows in the sink's own transaction, bytes appended with the checkpoint after, or delivered.
+ */
+export type Participation<I = NormalizedItem> =
+  | {
+      readonly kind: 'rows';
+      /** The database the table is in (`sqlite:<file>`, `postgres://host:port/db`). */
+      readonly database: string;
+      /** The page's rows, as the store (or the sink itself) writes them. */
+      rows(page: Page<I>, seq: number): SinkRows;
+      /** Writes rows in a transaction of the sink's own, with its checkpoint (another database, or a replay). */
+      writeAlone(rows: SinkRows, seq: number): void | Promise<void>;
+      /** The page's rows are committed. */
+      committed(seq: number): void;
+    }
+  | {
+      readonly kind: 'append';
+      /** Appends the page's bytes now, not yet committed; returns the checkpoint the page's transaction records. */
+      append(page: Page<I>, seq: number): AppendedPage;
+      /**
+       * CSV: the page's cells instead, which the commit thread (where a run has one) renders and appends just before
+       * the page's transaction, as `append` would.
+       */
+      records?(page: Page<I>, seq: number): SinkRecords;
+      /** The checkpoint is committed. */
+      committed(checkpoint: Checkpoint): void;
+    }
+  | {
+      readonly kind: 'deliver';
+      /** Takes a committed page, and records that it holds it. */
+      deliver(page: Page<I>, seq: number): Promise<void>;
+    };
+
+/** A page's bytes appended and not yet committed: the checkpoint to record with it. */
+export interface AppendedPage {
+  readonly checkpoint: Checkpoint;
+  /** The page's commit was refused (another worker has its series): its bytes go, as a crash's would. */
+  abandon(): void;
+}
+
+/**
+ * Where pages go: what the runner needs of a sink (`defineSink` makes one from a small spec). It takes part in each
+ * page's commit one way (`commits`), and keeps the journal number of the last page it holds (`held`), so that after a
+ * crash the runner re-delivers from the journal the committed pages it lacks: exactly once per sink.
  */
 export interface Sink<I = NormalizedItem> {
   /** e.g. `sqlite`, `csv`. */
@@ -54,33 +106,11 @@ export interface Sink<I = NormalizedItem> {
   readonly writesFile?: boolean;
   /** Stable identity across runs: kind, file (and table). */
   readonly id: string;
-  /**
-   * The database it writes to, when it is one (`sqlite:<file>`, `postgres://host:port/db`): a sink on the state
-   * store's database writes inside the page's own transaction, given as `tx` to `write`.
-   */
-  readonly database?: string;
+  /** How it takes part in a page's commit. */
+  readonly commits: Participation<I>;
   open(ctx: SinkContext): void | Promise<void>;
   /** The sequence number of the last journal page this sink holds (valid after `open`): what replay starts after. */
   held(): number;
-  write(page: Page<I>, seq: number, tx?: SharedTransaction): void | Promise<void>;
-  /**
-   * A sink of plain rows on the state store's SQLite file, instead of `write`: the page's rows as one insert
-   * statement's values, which the page's transaction writes wherever it runs (the commit thread), with the sink's
-   * checkpoint; `committed` is called once it has.
-   */
-  rows?(page: Page<I>, seq: number): SinkRows;
-  /**
-   * File sinks whose checkpoint lives in the state store: write the page's bytes now, not yet committed, and return
-   * the new checkpoint, which the runner records inside the page's own transaction (then calls `committed`). A crash
-   * in between leaves bytes past the checkpoint, cut back on the next open; so the page needs no journal entry to
-   * reach this sink.
-   */
-  stage?(page: Page<I>, seq: number): { checkpoint: Checkpoint; committed(): void; abandoned?(): void };
-  /**
-   * A file sink of CSV records, instead of `stage` where the run has a commit thread: the page's cells, which the
-   * thread renders and appends just before the page's transaction, and checkpoints inside it (as `stage` would).
-   */
-  records?(page: Page<I>, seq: number): SinkRecords;
   /**
    * A file sink that each worker of a distributed run writes a file of its own for (`<name>.<host>-<n><ext>`): such a
    * sink does not keep a run on one process, and takes no replay from the journal (its pages are its worker's).
@@ -108,4 +138,9 @@ export interface Sink<I = NormalizedItem> {
    */
   discard?(runId: string, since: { seq: number; bytes: number | null }, starts?: ReadonlyMap<string, { seq: number; bytes: number | null }>): void | Promise<void>;
   close(): void | Promise<void>;
+}
+
+/** The database a sink's rows go to, when it writes rows (`sqlite:<file>`, `postgres://host:port/db`). */
+export function databaseOf(sink: Sink<unknown>): string | undefined {
+  return sink.commits.kind === 'rows' ? sink.commits.database : undefined;
 }

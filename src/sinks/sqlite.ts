@@ -11,7 +11,7 @@ import { leaseOutput } from '../state/sqlite/lease.ts';
 import { quoteIdentifier as q } from '../sql-identifier.ts';
 import type { Lease } from '../state/interfaces.ts';
 import { type RowInsert, rowInserter } from '../commits/row-insert.ts';
-import type { Sink, SinkContext, SinkRows } from './sink.ts';
+import type { Sink, SinkContext, SqliteRows } from './sink.ts';
 
 /** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
 export const RESULTS_SCHEMA_VERSION = 1;
@@ -43,7 +43,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
-  let opened: { db: Database.Database; insert: RowInsert; rowValues: (item: Record<string, unknown>, into: unknown[]) => void; writePage: (values: unknown[], seq: number) => void } | undefined;
+  let opened: { db: Database.Database; insert: RowInsert; rowValues: (item: Record<string, unknown>, into: unknown[]) => void; writeAlone: (rows: SqliteRows, seq: number) => void } | undefined;
   let lease: Lease | undefined;
   let held = 0;
 
@@ -52,29 +52,27 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     return opened;
   };
 
-  /** A page's rows as the sink's insert takes them; `committed` once they are written with its checkpoint. */
-  const rowsOf = (page: Page<Record<string, unknown>>, seq: number): SinkRows => {
-    const { insert, rowValues } = ready();
-    if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
-    const flat: unknown[] = [];
-    for (const item of page.items) rowValues(item, flat);
-    return {
-      sinkId: id,
-      insert,
-      values: flat,
-      committed: () => {
-        held = seq;
-      },
-    };
-  };
-
   return {
     kind: 'sqlite',
     path,
     id,
-    database: `sqlite:${path}`,
     table,
     terms: { file: path, table, mode, columns: config.columns ?? 'default' },
+    commits: {
+      kind: 'rows',
+      database: `sqlite:${path}`,
+      rows(page: Page<Record<string, unknown>>): SqliteRows {
+        const { insert, rowValues } = ready();
+        if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
+        const values: unknown[] = [];
+        for (const item of page.items) rowValues(item, values);
+        return { kind: 'sqlite', sinkId: id, insert, values };
+      },
+      writeAlone: (rows, seq) => ready().writeAlone(rows as SqliteRows, seq),
+      committed(seq) {
+        held = seq;
+      },
+    },
     open(ctx: SinkContext) {
       mkdirSync(dirname(path), { recursive: true });
       const db = ctx.database(path);
@@ -110,20 +108,13 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
             };
       const insertValues = rowInserter(db);
       // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
-      const writePage = db.transaction((values: unknown[], seq: number) => {
-        insertValues(insert, values);
+      const writeAlone = db.transaction((rows: SqliteRows, seq: number) => {
+        insertValues(rows.insert, rows.values);
         checkpoints.set(id, { seq, bytes: null });
       });
-      opened = { db, insert, rowValues, writePage };
+      opened = { db, insert, rowValues, writeAlone };
     },
     held: () => held,
-    write(page, seq) {
-      // The same rows the commit thread would write, written here (a replay, or a state store in another file).
-      const rows = rowsOf(page, seq);
-      ready().writePage(rows.values, seq);
-      rows.committed();
-    },
-    rows: rowsOf,
     discard(runId) {
       // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';

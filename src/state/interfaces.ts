@@ -7,6 +7,7 @@
  * writes as data, so that any store can write it in one transaction. SQLite answers at once (better-sqlite3 is
  * synchronous), which is why its implementation is a thin wrapper of the synchronous tables in `sqlite/store.ts`.
  */
+import type { SinkRows } from '../commits/page-writes.ts';
 
 export interface RunRecord {
   runId: string;
@@ -205,6 +206,11 @@ export interface PageCommit {
   journal: JournalWrite | null;
   /** Checkpoints of file sinks, whose bytes were written just before: the page's commit is what makes them count. */
   checkpoints: readonly { sinkId: string; checkpoint: Checkpoint }[];
+  /**
+   * The rows of the sinks on the store's own database, each with its checkpoint (at `seq`): written in the page's
+   * transaction (docs/design.md#the-commit-contract).
+   */
+  rows: readonly SinkRows[];
   dedupe: DedupeWrites | null;
   /**
    * The page's dedupe keys are its rows' `dedupe_key`s, and must be claimed against other workers (a distributed run
@@ -212,37 +218,6 @@ export interface PageCommit {
    */
   claimKeys?: boolean;
 }
-
-/**
- * PostgreSQL's page commit: one statement of data-modifying CTEs (one round trip, atomic without BEGIN/COMMIT), to
- * which the sinks on the same database add theirs. A sink's CTE applies only where `guard` holds — when the page
- * took the journal number it expected — so that a refused page writes nothing.
- */
-export interface PageStatement {
-  /** Adds a parameter; returns its placeholder (`$n`). */
-  p(value: unknown): string;
-  /** Adds a data-modifying CTE (`INSERT …`, `UPDATE …`). */
-  add(sql: string): void;
-  /** A condition that holds only when the page took its number. */
-  readonly guard: string;
-  /**
-   * The page's journal number as SQL, when the store assigns it in the statement (a worker of a distributed run,
-   * where pages of many workers interleave); absent, it is the `seq` the sink was given.
-   */
-  readonly seq?: string;
-  /**
-   * The dedupe keys this statement claimed for the run, as SQL (`(SELECT key FROM …)`), when a distributed run's
-   * dedupe looks across series: another worker may have claimed a key the page's stages took as new, and a sink then
-   * writes only the rows whose `dedupe_key` is NULL or claimed here.
-   */
-  readonly claimed?: string;
-}
-
-/**
- * The store's transaction of a page, handed to the sinks that write into it (those on the same database): SQLite's
- * is the connection's own (better-sqlite3 nests a sink's transaction in it), PostgreSQL's the page's one statement.
- */
-export type SharedTransaction = { readonly kind: 'sqlite' } | { readonly kind: 'postgres'; readonly statement: PageStatement };
 
 /** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
 export interface StateStore {
@@ -269,12 +244,8 @@ export interface StateStore {
   /** The journal's current sequence number (the last page committed). */
   currentSeq(): Promise<number>;
   progress(runId: string, seriesId: string): Promise<SeriesProgress | undefined>;
-  /**
-   * Commits a page: everything in `commit`, and what `sinkWrites` writes (sinks that share the store's transaction),
-   * in one transaction. `sinkWrites` runs inside it, last; whatever it throws rolls the page back. SQLite's transaction
-   * is synchronous: there `sinkWrites` must not return a promise.
-   */
-  commitPage(commit: PageCommit, sinkWrites?: (tx: SharedTransaction) => void | Promise<void>): Promise<void>;
+  /** Commits a page: everything in `commit`, its sinks' rows included, in one transaction. */
+  commitPage(commit: PageCommit): Promise<void>;
   endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): Promise<void>;
   seriesTotals(runId: string): Promise<{ pages: number; served: number; written: number; duplicates: number }>;
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]>;

@@ -1,4 +1,5 @@
-import type { PageCommit, PageStatement, SpendRow } from '../interfaces.ts';
+import type { PageCommit, SpendRow } from '../interfaces.ts';
+import { addRows, type PageStatement } from '../../commits/postgres-rows.ts';
 import { storable } from '../../postgres/storable.ts';
 
 /**
@@ -68,6 +69,10 @@ export function pageStatement(s: string, pipeline: string, commit: PageCommit, w
        SELECT ${text(pipeline)}, u.*, now() FROM unnest(${w.p(ids)}::text[], ${w.p(seqs)}::bigint[], ${w.p(bytes)}::bigint[]) AS u WHERE ${guard}
        ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
     );
+  }
+  for (const rows of commit.rows) {
+    if (rows.kind !== 'postgres') throw new Error(`rows for ${rows.sinkId} are not for a PostgreSQL table`);
+    addRows(w, rows, commit.seq);
   }
   return { w, claiming };
 }

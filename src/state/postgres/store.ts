@@ -15,6 +15,7 @@ import { migrate } from './schema.ts';
 import { insertSpend, pageStatement } from './page-statement.ts';
 import { stateStatements } from './statements.ts';
 import { storable } from '../../postgres/storable.ts';
+import { crashPoint } from '../../crash-points.ts';
 
 export interface PostgresStateStore extends StateStore {
   readonly kind: 'postgres';
@@ -41,7 +42,7 @@ export interface WorkerClaims {
  * The run-state store in PostgreSQL (docs/design.md#the-state-store), the same tables as SQLite's under one schema
  * (default `webdata`), created and migrated here. Unlike a SQLite file, one schema serves many pipelines: everything a
  * run writes carries its pipeline, and the lease is one pipeline's. A page commits as one statement, with the rows of
- * PostgreSQL sinks on the same database added to it (`commitPage`'s `sinkWrites`).
+ * PostgreSQL sinks on the same database in it (`page-statement.ts`).
  */
 export async function postgresStateStore(pool: Pool, target: PostgresTarget, options: { schema: string; pipeline: string }): Promise<PostgresStateStore> {
   const { schema, pipeline } = options;
@@ -177,14 +178,14 @@ export async function postgresStateStore(pool: Pool, target: PostgresTarget, opt
       )[0];
       return row && seriesProgressFrom(seriesId, row, row.state_changes as string[]);
     },
-    async commitPage(commit: PageCommit, sinkWrites) {
+    async commitPage(commit: PageCommit) {
       // The whole page — its state, and the rows and checkpoints of the sinks on this database — is one statement
       // (page-statement.ts), which applies only if the page took its place.
       const number = commit.progress.nextPage - 1;
       const commitOnce = async () => {
         const { w, claiming } = pageStatement(s, pipeline, commit, worker?.workerId);
         const dedupe = commit.dedupe;
-        await sinkWrites?.({ kind: 'postgres', statement: w });
+        crashPoint('page-transaction');
         const statement = w.sql(claiming ? 'SELECT seq, (SELECT count(*) FROM w_claimed)::int AS claimed FROM w_seq' : 'SELECT seq FROM w_seq');
         // The page that ends its series completes the series' job in the same transaction: a crash between the two
         // would otherwise leave a finished series queued, or a completed job whose last page never landed.

@@ -8,7 +8,6 @@ import { postedError } from '../../threads/posted-error.ts';
 import type { CommitReply, CommitRequest } from './commit-thread.ts';
 import { openDatabase } from './open-database.ts';
 import { openStateStore } from './store.ts';
-import { rowInserter } from '../../commits/row-insert.ts';
 import { appendRecords } from '../../commits/append-records.ts';
 
 const { path, crashes } = workerData as { path: string; crashes: SharedArrayBuffer };
@@ -27,13 +26,11 @@ try {
 if (opened) serve(opened.db, opened.store);
 
 function serve(db: Database.Database, store: ReturnType<typeof openStateStore>): void {
-  const insert = rowInserter(db);
-
   /**
-   * One page: its file sinks' records appended, then its transaction — its state (the store's statements), its sinks'
-   * rows, and every sink's checkpoint. Returns the files' new lengths.
+   * One page: its file sinks' records appended, then its transaction — its state, its sinks' rows, and every sink's
+   * checkpoint. Returns the files' new lengths.
    */
-  const commitOne = ({ commit, rows, records }: Extract<CommitRequest, { type: 'commit' }>): number[] => {
+  const commitOne = ({ commit, records }: Extract<CommitRequest, { type: 'commit' }>): number[] => {
     const bytes = records.map((file) => {
       const length = appendRecords(file);
       // Where a file sink's own write stops too: its bytes appended, their checkpoint not yet committed.
@@ -41,16 +38,9 @@ function serve(db: Database.Database, store: ReturnType<typeof openStateStore>):
       return length;
     });
 
-    // The sinks' checkpoints go with the page's own (a staged file's), which the store records in its transaction.
-    const checkpoints = [
-      ...commit.checkpoints,
-      ...rows.map(({ sinkId }) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: null } })),
-      ...records.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: bytes[index] as number } })),
-    ];
-    store.commitPage({ ...commit, checkpoints }, () => {
-      for (const sink of rows) insert(sink.insert, sink.values);
-      crashPoint('page-transaction');
-    });
+    // The files' checkpoints go with the page's others, which the store records in its transaction.
+    const checkpoints = [...commit.checkpoints, ...records.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: bytes[index] as number } }))];
+    store.commitPage({ ...commit, checkpoints });
     return bytes;
   };
 

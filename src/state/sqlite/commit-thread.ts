@@ -3,11 +3,11 @@ import { crashCount } from '../../crash-points.ts';
 import { entryBeside, heapLimitMb, threadFailure } from '../../threads/bounded-thread.ts';
 // A failure there comes back of its own class with its fields (an OutputError's problem, a SQLite error's code).
 import { type PostedError, rebuilt } from '../../threads/posted-error.ts';
-import type { SinkRecords, SinkRows } from '../../commits/page-writes.ts';
+import type { SinkRecords } from '../../commits/page-writes.ts';
 import type { PageCommit } from '../interfaces.ts';
 
 export type CommitRequest =
-  | { type: 'commit'; id: number; commit: PageCommit; rows: Omit<SinkRows, 'committed'>[]; records: Omit<SinkRecords, 'committed'>[] }
+  | { type: 'commit'; id: number; commit: PageCommit; records: readonly SinkRecords[] }
   | { type: 'close' };
 export interface CommitReply {
   id: number;
@@ -56,22 +56,15 @@ export function commitThread(path: string) {
 
   return {
     /**
-     * Commits the page, with the sinks' rows and records, in one transaction on the thread (the records' text appended
-     * just before it); resolves once it is committed, to the length of each records' file.
+     * Commits the page, its sinks' rows with it, in one transaction on the thread (the records' text appended just
+     * before it); resolves once it is committed, to the length of each records' file.
      */
-    commit(commit: PageCommit, rows: readonly SinkRows[], records: readonly SinkRecords[] = []): Promise<number[]> {
+    commit(commit: PageCommit, records: readonly SinkRecords[] = []): Promise<number[]> {
       if (broken !== undefined) return Promise.reject(broken);
       const id = next++;
       return new Promise<number[]>((resolve, reject) => {
         waiting.set(id, { resolve, reject });
-        const request: CommitRequest = {
-          type: 'commit',
-          id,
-          commit,
-          rows: rows.map(({ sinkId, insert, values }) => ({ sinkId, insert, values })),
-          records: records.map(({ sinkId, path, fd, format, width, cells }) => ({ sinkId, path, fd, format, width, cells })),
-        };
-        worker.postMessage(request);
+        worker.postMessage({ type: 'commit', id, commit, records } satisfies CommitRequest);
       });
     },
     /** Lets the thread go once what was sent is committed (or failed). */

@@ -11,7 +11,7 @@ export interface SqliteStateStore extends StateStore {
 /**
  * The run-state store in a SQLite file, behind the asynchronous interface every store shares. Each call does its
  * work synchronously before it returns (better-sqlite3 is synchronous), so a page's commit is still one SQLite
- * transaction, with the rows of SQLite sinks in the same file written inside it by `sinkWrites`.
+ * transaction, with the rows of SQLite sinks in the same file.
  */
 export function sqliteStateStore(db: Database.Database): SqliteStateStore {
   const tables = openStateStore(db);
@@ -33,7 +33,7 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
     abandonRun: async (runId, at) => tables.abandonRun(runId, at),
     currentSeq: async () => tables.currentSeq(),
     progress: async (runId, seriesId) => tables.progress(runId, seriesId),
-    commitPage: async (commit, sinkWrites) => tables.commitPage(commit, sinkWrites),
+    commitPage: async (commit) => tables.commitPage(commit),
     endSeries: async (runId, series, end) => tables.endSeries(runId, series, end),
     seriesTotals: async (runId) => tables.seriesTotals(runId),
     seriesEnds: async (runId) => tables.seriesEnds(runId),

@@ -2,7 +2,9 @@ import type Database from 'better-sqlite3';
 import { OutputError } from '../../errors/output-error.ts';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
-import type { JournalEntry, JournalWrite, PageCommit, SharedTransaction, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
+import { rowInserter } from '../../commits/row-insert.ts';
+import { crashPoint } from '../../crash-points.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
@@ -27,7 +29,8 @@ export function openStateStore(db: Database.Database) {
   const spend = (row: SpendRow) => {
     statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs, row.uncommitted ? 1 : 0);
   };
-  const commitPage = db.transaction((commit: PageCommit, sinkWrites?: (tx: SharedTransaction) => void | Promise<void>) => {
+  const insertRows = rowInserter(db);
+  const commitPage = db.transaction((commit: PageCommit) => {
     const seq = statements.nextSeq.get() as number;
     if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
     for (const row of commit.spend) spend(row);
@@ -40,8 +43,13 @@ export function openStateStore(db: Database.Database) {
     else if (state.json !== null) statements.addStateChanges.run(commit.runId, commit.series.seriesId, seq, state.json);
     if (commit.journal) journal(commit.journal);
     for (const { sinkId, checkpoint } of commit.checkpoints) checkpoints.set(sinkId, checkpoint);
-    // A promise here would commit before the sinks' writes: SQLite's transaction is synchronous.
-    if (sinkWrites?.({ kind: 'sqlite' }) instanceof Promise) throw new Error('a sink sharing the SQLite state store wrote asynchronously inside its transaction');
+    // The rows of the sinks in this file, each with its checkpoint: the page is in their tables wholly, or not at all.
+    for (const rows of commit.rows) {
+      if (rows.kind !== 'sqlite') throw new Error(`rows for ${rows.sinkId} are not for a SQLite table`);
+      insertRows(rows.insert, rows.values);
+      checkpoints.set(rows.sinkId, { seq: commit.seq, bytes: null });
+    }
+    crashPoint('page-transaction');
   });
   return {
     db: db as Database.Database,
@@ -86,9 +94,9 @@ export function openStateStore(db: Database.Database) {
       const row = statements.progress.get(runId, seriesId) as Record<string, unknown> | undefined;
       return row && seriesProgressFrom(seriesId, row, statements.stateChanges.all(runId, seriesId) as string[]);
     },
-    /** A page, its series' progress, spend, dedupe keys, journal entry and file checkpoints, in one transaction. */
-    commitPage(commit: PageCommit, sinkWrites?: (tx: SharedTransaction) => void | Promise<void>): void {
-      commitPage(commit, sinkWrites);
+    /** A page, its series' progress, spend, dedupe keys, journal entry, its sinks' rows and checkpoints, in one transaction. */
+    commitPage(commit: PageCommit): void {
+      commitPage(commit);
     },
     /** An end that came without a page: the budget, a failure, a 403, or the run's stop. */
     endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): void {
