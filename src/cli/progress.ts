@@ -18,166 +18,272 @@ const RATE_WINDOW_MS = 5000;
 /** Pauses longer than this are shown. */
 const VISIBLE_PAUSE_MS = 2000;
 
+/** How often a terminal's live line is redrawn: often enough to look live, seldom enough to cost nothing. */
+const LIVE_INTERVAL_MS = 250;
+
+/** Wraps text in an ANSI color when color is on; the identity when it is off (a pipe, a log file, NO_COLOR). */
+type Paint = (code: number, text: string) => string;
+
+/**
+ * What a progress line shows, in the form JSON mode writes it and the human line is made from. A type, not an
+ * interface: it goes into a JSON event's fields, and only a type alias counts as a Record<string, unknown>.
+ */
+type Numbers = {
+  series: string;
+  pages: number;
+  items: number;
+  duplicates: number;
+  credits: string;
+  requestsPerSecond: number;
+  rateLimited: number;
+  etaMs: number | undefined;
+};
+
+/**
+ * The run's running totals, kept from its events: what the progress line and the JSON progress event report. Apart
+ * from the writing so that the counting can be read (and changed) without the terminal's escape codes in the way.
+ */
+class Tally {
+  readonly #now: () => number;
+  #seriesTotal = 0;
+  #seriesDone = 0;
+  #pages = 0;
+  #items = 0;
+  #duplicates = 0;
+  #credits = 0;
+  #budget: number | null = null;
+  #rateLimited = 0;
+  #started: number;
+  /** When each response of the last RATE_WINDOW_MS came: the request rate is a recent one, not the run's average. */
+  readonly #recent: number[] = [];
+
+  constructor(now: () => number) {
+    this.#now = now;
+    this.#started = now();
+  }
+
+  /** The run's start: its size and budget, and the credits a resumed run had already spent. The clock starts again. */
+  start(event: Extract<RunEvent, { type: 'start' }>): void {
+    this.#seriesTotal = event.series;
+    this.#budget = event.budget;
+    this.#credits = event.spentBefore;
+    this.#started = this.#now();
+  }
+
+  page(event: Extract<RunEvent, { type: 'page' }>): void {
+    this.#pages += 1;
+    this.#items += event.items;
+    this.#duplicates += event.duplicates;
+  }
+
+  seriesDone(): void {
+    this.#seriesDone += 1;
+  }
+
+  response(event: Extract<RunEvent, { type: 'response' }>): void {
+    this.#recent.push(this.#now());
+    this.#credits += event.credits;
+    if (event.status === 429) this.#rateLimited += 1;
+  }
+
+  numbers(): Numbers {
+    return {
+      series: `${this.#seriesDone}/${this.#seriesTotal}`,
+      pages: this.#pages,
+      items: this.#items,
+      duplicates: this.#duplicates,
+      credits: this.#budget === null ? `${this.#credits}` : `${this.#credits}/${this.#budget}`,
+      requestsPerSecond: Math.round(this.#rate() * 10) / 10,
+      rateLimited: this.#rateLimited,
+      etaMs: this.#eta(),
+    };
+  }
+
+  /** Responses a second over the last RATE_WINDOW_MS, or over the time since the start if that is shorter. */
+  #rate(): number {
+    const cutoff = this.#now() - RATE_WINDOW_MS;
+    while (this.#recent.length > 0 && (this.#recent[0] as number) < cutoff) this.#recent.shift();
+    const span = Math.min(RATE_WINDOW_MS, this.#now() - this.#started) / 1000;
+    return span > 0 ? this.#recent.length / span : 0;
+  }
+
+  /** The time left at the pace of the series done so far; none before the first series ends or after the last. */
+  #eta(): number | undefined {
+    if (this.#seriesDone === 0 || this.#seriesDone >= this.#seriesTotal) return undefined;
+    return ((this.#now() - this.#started) / this.#seriesDone) * (this.#seriesTotal - this.#seriesDone);
+  }
+}
+
 /**
  * Progress and logs on stderr: a live line on a terminal, a plain line every few seconds otherwise, or JSON lines
  * for log collectors. stdout stays for data.
  */
-export function progressReporter(options: ProgressOptions) {
-  const write = options.write ?? ((text: string) => process.stderr.write(text));
-  const now = options.now ?? Date.now;
-  const color = options.color ?? false;
-  const paint = (code: number, text: string) => (color ? `\x1b[${code}m${text}\x1b[0m` : text);
-  const state = {
-    pipeline: '',
-    runId: '',
-    seriesTotal: 0,
-    seriesDone: 0,
-    pages: 0,
-    items: 0,
-    duplicates: 0,
-    credits: 0,
-    budget: null as number | null,
-    rateLimited: 0,
-    started: now(),
-  };
-  const recent: number[] = [];
-  let live = false;
-  let timer: NodeJS.Timeout | undefined;
-
-  const rate = () => {
-    const cutoff = now() - RATE_WINDOW_MS;
-    while (recent.length > 0 && (recent[0] as number) < cutoff) recent.shift();
-    const span = Math.min(RATE_WINDOW_MS, now() - state.started) / 1000;
-    return span > 0 ? recent.length / span : 0;
-  };
-  const eta = () => {
-    if (state.seriesDone === 0 || state.seriesDone >= state.seriesTotal) return undefined;
-    return ((now() - state.started) / state.seriesDone) * (state.seriesTotal - state.seriesDone);
-  };
-  const numbers = () => ({
-    series: `${state.seriesDone}/${state.seriesTotal}`,
-    pages: state.pages,
-    items: state.items,
-    duplicates: state.duplicates,
-    credits: state.budget === null ? `${state.credits}` : `${state.credits}/${state.budget}`,
-    requestsPerSecond: Math.round(rate() * 10) / 10,
-    rateLimited: state.rateLimited,
-    etaMs: eta(),
-  });
-  const line = () => {
-    const n = numbers();
-    const parts = [
-      `${n.series} series`,
-      `${n.pages} pages`,
-      `${n.items} items${n.duplicates ? ` (${n.duplicates} dup)` : ''}`,
-      `${n.credits} credits`,
-      `${n.requestsPerSecond} req/s`,
-      ...(n.rateLimited ? [paint(33, `${n.rateLimited}×429`)] : []),
-      ...(n.etaMs === undefined ? [] : [`ETA ${duration(n.etaMs)}`]),
-    ];
-    return parts.join(' · ');
-  };
-  const json = (event: string, fields: Record<string, unknown>) => write(`${JSON.stringify({ time: new Date(now()).toISOString(), event, ...fields })}\n`);
-  const log = (text: string) => {
-    if (options.mode === 'quiet') return;
-    if (options.mode === 'json') return json('log', { message: text });
-    if (live) write('\r\x1b[2K');
-    write(`${text}\n`);
-    if (live) write(line());
-  };
-
-  const tick = () => {
-    if (options.mode === 'tty') {
-      live = true;
-      write(`\r\x1b[2K${line()}`);
-    } else if (options.mode === 'plain') write(`progress: ${line()}\n`);
-    else if (options.mode === 'json') json('progress', numbers());
-  };
-
-  return {
-    log,
-    onEvent(event: RunEvent): void {
-      switch (event.type) {
-        case 'start':
-          Object.assign(state, { pipeline: event.pipeline, runId: event.runId, seriesTotal: event.series, budget: event.budget, credits: event.spentBefore, started: now() });
-          if (options.mode === 'json') json('start', { ...event, type: undefined });
-          else {
-            // The destination first: a pipeline file can name any address, and this is where the key goes.
-            log(
-              `${paint(1, event.pipeline)}: ${describeDestination(event.destination)}; ${describeStart(event)}, ` +
-                `${event.series} series × up to ${event.maxPages} pages` +
-                (event.replayed ? `; ${event.replayed} committed page(s) re-delivered to sinks that lacked them` : ''),
-            );
-            for (const note of event.notes) log(note);
-          }
-          if (options.mode !== 'quiet' && options.mode !== 'tty') timer = setInterval(tick, options.intervalMs ?? 10_000);
-          if (options.mode === 'tty') timer = setInterval(tick, 250);
-          timer?.unref();
-          break;
-        case 'page':
-          state.pages += 1;
-          state.items += event.items;
-          state.duplicates += event.duplicates;
-          break;
-        case 'series':
-          state.seriesDone += 1;
-          if (options.mode === 'json') json('series', { series: event.series, reason: event.reason, pages: event.pages });
-          break;
-        case 'response':
-          recent.push(now());
-          state.credits += event.credits;
-          if (event.status === 429) state.rateLimited += 1;
-          break;
-        case 'stop':
-          log(`${paint(33, 'stop')}: ${event.message}`);
-          break;
-        case 'warning':
-          log(`${paint(33, 'warning')}: ${event.message}`);
-          break;
-        case 'pause':
-          // A pause long enough to look like a hang is said, with why and until when; short ones are routine.
-          if (event.ms > VISIBLE_PAUSE_MS) {
-            if (options.mode === 'json') json('pause', { ms: event.ms, reason: event.reason, cause: event.cause, until: event.until });
-            else log(`${paint(33, 'pause')}: ${duration(event.ms)}, until ${event.until} (${event.cause})`);
-          }
-          break;
-        default:
-          break;
-      }
-    },
-    /** The end: the summary in a few human lines (or one JSON line). */
-    finish(summary: RunSummary | undefined, error: unknown): void {
-      if (timer) clearInterval(timer);
-      if (live) write('\r\x1b[2K');
-      live = false;
-      if (options.mode === 'quiet') return;
-      if (options.mode === 'json') {
-        json('finish', summary ? { summary } : { error: error instanceof Error ? error.message : String(error) });
-        return;
-      }
-      if (!summary) return;
-      const status = summary.status === 'completed' || summary.status === 'budget' ? paint(32, summary.status) : paint(31, summary.status);
-      write(
-        `${summary.pipeline}: ${status}${summary.reason ? ` (${summary.reason})` : ''} in ${duration(summary.durationMs)} — ` +
-          `${summary.pages.fetched} pages, ${summary.items.written} rows (${summary.items.duplicates} duplicates), ` +
-          `${summary.credits.spent} credits${summary.credits.budget === null ? '' : ` of ${summary.credits.budget}`}` +
-          `${creditNotes(summary.credits)}, ${summary.requests.total} requests, ${summary.retries} retries\n`,
-      );
-      const stopped = Object.entries(summary.series.stopped).map(([reason, n]) => `${n} ${reason}`);
-      write(
-        `series: ${summary.series.completed} completed, ${summary.series.failed} failed${stopped.length ? `, stopped: ${stopped.join(', ')}` : ''}\n`,
-      );
-      const atLeastOnce = summary.outputs.filter((output) => output.delivery === 'at_least_once').map((output) => output.path);
-      if (atLeastOnce.length > 0) write(`at least once (a page may repeat after a crash): ${atLeastOnce.join(', ')}\n`);
-      if (summary.worker) write(`this worker (${summary.worker.id}): ${summary.worker.pages} pages, ${summary.worker.credits} credits\n`);
-      if (summary.message) write(`${summary.message}\n`);
-      if (summary.resumeAt) write(`resume after ${summary.resumeAt} with the same command\n`);
-      else if (summary.status === 'interrupted' || summary.status === 'stopped') write('run the same command again to resume (or join the workers still at it)\n');
-    },
-  };
+export function progressReporter(options: ProgressOptions): ProgressReporter {
+  return new ProgressReporter(options);
 }
 
-export type ProgressReporter = ReturnType<typeof progressReporter>;
+/**
+ * What progressReporter returns. log, onEvent and finish are arrow-function fields, not methods: the command line
+ * hands `reporter.onEvent` to run() on its own, and a method would lose its `this` there.
+ */
+export class ProgressReporter {
+  readonly #mode: ProgressMode;
+  readonly #intervalMs: number;
+  readonly #write: (text: string) => void;
+  readonly #now: () => number;
+  readonly #paint: Paint;
+  readonly #tally: Tally;
+  /** A live line is on the terminal: a log line clears it first and draws it again after. */
+  #live = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(options: ProgressOptions) {
+    this.#mode = options.mode;
+    this.#intervalMs = options.intervalMs ?? 10_000;
+    this.#write = options.write ?? ((text: string) => process.stderr.write(text));
+    this.#now = options.now ?? Date.now;
+    const color = options.color ?? false;
+    this.#paint = (code, text) => (color ? `\x1b[${code}m${text}\x1b[0m` : text);
+    this.#tally = new Tally(this.#now);
+  }
+
+  /** A line for the reader: above the live line on a terminal, a `log` event in JSON mode, nothing when quiet. */
+  readonly log = (text: string): void => {
+    if (this.#mode === 'quiet') return;
+    if (this.#mode === 'json') return this.#json('log', { message: text });
+    if (this.#live) this.#write('\r\x1b[2K');
+    this.#write(`${text}\n`);
+    if (this.#live) this.#write(this.#line());
+  };
+
+  readonly onEvent = (event: RunEvent): void => {
+    switch (event.type) {
+      case 'start':
+        this.#start(event);
+        break;
+      case 'page':
+        this.#tally.page(event);
+        break;
+      case 'series':
+        this.#tally.seriesDone();
+        if (this.#mode === 'json') this.#json('series', { series: event.series, reason: event.reason, pages: event.pages });
+        break;
+      case 'response':
+        this.#tally.response(event);
+        break;
+      case 'stop':
+        this.log(`${this.#paint(33, 'stop')}: ${event.message}`);
+        break;
+      case 'warning':
+        this.log(`${this.#paint(33, 'warning')}: ${event.message}`);
+        break;
+      case 'pause':
+        this.#pause(event);
+        break;
+      default:
+        break;
+    }
+  };
+
+  /** The end: the summary in a few human lines (or one JSON line). */
+  readonly finish = (summary: RunSummary | undefined, error: unknown): void => {
+    if (this.#timer) clearInterval(this.#timer);
+    if (this.#live) this.#write('\r\x1b[2K');
+    this.#live = false;
+    if (this.#mode === 'quiet') return;
+    if (this.#mode === 'json') {
+      this.#json('finish', summary ? { summary } : { error: error instanceof Error ? error.message : String(error) });
+      return;
+    }
+    if (!summary) return;
+    for (const line of summaryLines(summary, this.#paint)) this.#write(line);
+  };
+
+  #start(event: Extract<RunEvent, { type: 'start' }>): void {
+    this.#tally.start(event);
+    if (this.#mode === 'json') this.#json('start', { ...event, type: undefined });
+    else {
+      this.log(startLine(event, this.#paint));
+      for (const note of event.notes) this.log(note);
+    }
+    this.#startTimer();
+  }
+
+  /** The progress line from now on: redrawn on a terminal, written every intervalMs to a pipe or a log; never when quiet. */
+  #startTimer(): void {
+    if (this.#mode !== 'quiet' && this.#mode !== 'tty') this.#timer = setInterval(this.#tick, this.#intervalMs);
+    if (this.#mode === 'tty') this.#timer = setInterval(this.#tick, LIVE_INTERVAL_MS);
+    // The timer only reports: it must not keep the process alive after the run.
+    this.#timer?.unref();
+  }
+
+  readonly #tick = (): void => {
+    if (this.#mode === 'tty') {
+      this.#live = true;
+      this.#write(`\r\x1b[2K${this.#line()}`);
+    } else if (this.#mode === 'plain') this.#write(`progress: ${this.#line()}\n`);
+    else if (this.#mode === 'json') this.#json('progress', this.#tally.numbers());
+  };
+
+  /** A pause long enough to look like a hang is said, with why and until when; short ones are routine. */
+  #pause(event: Extract<RunEvent, { type: 'pause' }>): void {
+    if (event.ms <= VISIBLE_PAUSE_MS) return;
+    if (this.#mode === 'json') this.#json('pause', { ms: event.ms, reason: event.reason, cause: event.cause, until: event.until });
+    else this.log(`${this.#paint(33, 'pause')}: ${duration(event.ms)}, until ${event.until} (${event.cause})`);
+  }
+
+  #line(): string {
+    return progressLine(this.#tally.numbers(), this.#paint);
+  }
+
+  #json(event: string, fields: Record<string, unknown>): void {
+    this.#write(`${JSON.stringify({ time: new Date(this.#now()).toISOString(), event, ...fields })}\n`);
+  }
+}
+
+/** The human progress line: "3/10 series · 12 pages · 240 items (4 dup) · 12/100 credits · 1.5 req/s · ETA 2m05s". */
+function progressLine(n: Numbers, paint: Paint): string {
+  const parts = [
+    `${n.series} series`,
+    `${n.pages} pages`,
+    `${n.items} items${n.duplicates ? ` (${n.duplicates} dup)` : ''}`,
+    `${n.credits} credits`,
+    `${n.requestsPerSecond} req/s`,
+    ...(n.rateLimited ? [paint(33, `${n.rateLimited}×429`)] : []),
+    ...(n.etaMs === undefined ? [] : [`ETA ${duration(n.etaMs)}`]),
+  ];
+  return parts.join(' · ');
+}
+
+/** The run's first line. The destination first: a pipeline file can name any address, and this is where the key goes. */
+function startLine(event: Extract<RunEvent, { type: 'start' }>, paint: Paint): string {
+  return (
+    `${paint(1, event.pipeline)}: ${describeDestination(event.destination)}; ${describeStart(event)}, ` +
+    `${event.series} series × up to ${event.maxPages} pages` +
+    (event.replayed ? `; ${event.replayed} committed page(s) re-delivered to sinks that lacked them` : '')
+  );
+}
+
+/** The human summary, one string per line (each ending in a newline), written one by one as before. */
+function summaryLines(summary: RunSummary, paint: Paint): string[] {
+  const lines: string[] = [];
+  const status = summary.status === 'completed' || summary.status === 'budget' ? paint(32, summary.status) : paint(31, summary.status);
+  lines.push(
+    `${summary.pipeline}: ${status}${summary.reason ? ` (${summary.reason})` : ''} in ${duration(summary.durationMs)} — ` +
+      `${summary.pages.fetched} pages, ${summary.items.written} rows (${summary.items.duplicates} duplicates), ` +
+      `${summary.credits.spent} credits${summary.credits.budget === null ? '' : ` of ${summary.credits.budget}`}` +
+      `${creditNotes(summary.credits)}, ${summary.requests.total} requests, ${summary.retries} retries\n`,
+  );
+  const stopped = Object.entries(summary.series.stopped).map(([reason, n]) => `${n} ${reason}`);
+  lines.push(`series: ${summary.series.completed} completed, ${summary.series.failed} failed${stopped.length ? `, stopped: ${stopped.join(', ')}` : ''}\n`);
+  const atLeastOnce = summary.outputs.filter((output) => output.delivery === 'at_least_once').map((output) => output.path);
+  if (atLeastOnce.length > 0) lines.push(`at least once (a page may repeat after a crash): ${atLeastOnce.join(', ')}\n`);
+  if (summary.worker) lines.push(`this worker (${summary.worker.id}): ${summary.worker.pages} pages, ${summary.worker.credits} credits\n`);
+  if (summary.message) lines.push(`${summary.message}\n`);
+  if (summary.resumeAt) lines.push(`resume after ${summary.resumeAt} with the same command\n`);
+  else if (summary.status === 'interrupted' || summary.status === 'stopped') lines.push('run the same command again to resume (or join the workers still at it)\n');
+  return lines;
+}
 
 function duration(ms: number): string {
   const seconds = Math.round(ms / 1000);
