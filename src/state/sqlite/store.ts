@@ -1,10 +1,8 @@
 import type Database from 'better-sqlite3';
-import { OutputError } from '../../errors/output-error.ts';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
 import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
-import { rowInserter } from '../../commits/row-insert.ts';
-import { crashPoint } from '../../crash-points.ts';
+import { pageTransaction } from './page-transaction.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
@@ -29,28 +27,7 @@ export function openStateStore(db: Database.Database) {
   const spend = (row: SpendRow) => {
     statements.insertSpend.run(row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs, row.uncommitted ? 1 : 0);
   };
-  const insertRows = rowInserter(db);
-  const commitPage = db.transaction((commit: PageCommit) => {
-    const seq = statements.nextSeq.get() as number;
-    if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
-    for (const row of commit.spend) spend(row);
-    if (commit.dedupe) dedupe.write(commit.dedupe, commit.runId);
-    const { state, ...progress } = commit.progress;
-    const isSnapshot = state.kind === 'snapshot';
-    statements.commitSeries.run({ runId: commit.runId, ...commit.series, ...progress, snapshot: isSnapshot ? state.json : null, isSnapshot: isSnapshot ? 1 : 0 });
-    // A snapshot replaces the changes before it; changes go after them.
-    if (isSnapshot) statements.dropStateChanges.run(commit.runId, commit.series.seriesId);
-    else if (state.json !== null) statements.addStateChanges.run(commit.runId, commit.series.seriesId, seq, state.json);
-    if (commit.journal) journal(commit.journal);
-    for (const { sinkId, checkpoint } of commit.checkpoints) checkpoints.set(sinkId, checkpoint);
-    // The rows of the sinks in this file, each with its checkpoint: the page is in their tables wholly, or not at all.
-    for (const rows of commit.rows) {
-      if (rows.kind !== 'sqlite') throw new Error(`rows for ${rows.sinkId} are not for a SQLite table`);
-      insertRows(rows.insert, rows.values);
-      checkpoints.set(rows.sinkId, { seq: commit.seq, bytes: null });
-    }
-    crashPoint('page-transaction');
-  });
+  const commitPage = pageTransaction(db, { statements, checkpoints, dedupe, journal, spend });
   return {
     db: db as Database.Database,
     path: db.name,
