@@ -23,7 +23,7 @@ export interface Joining {
 
 /**
  * Makes this process a worker of the run: plans it (a new run, or a run no worker is at: each invocation plans
- * again) or joins the planning at work, registers, and turns the store's commits into a worker's. The planning lock
+ * again) or joins the planning at work, registers, and commits behind the worker's fence (`RunWorker.store`). The planning lock
  * is held until then, so that a process starting alongside sees either no run or a planned one with a live worker.
  */
 export async function joinRun(joining: Joining): Promise<RunWorker> {
@@ -42,7 +42,6 @@ export async function joinRun(joining: Joining): Promise<RunWorker> {
           spentBefore: joining.spentBefore,
         });
     const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planningNumber, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
-    store.joinAsWorker({ workerId: worker.id, finish: (seriesId, client) => worker.queue.finish(seriesId, client), committed: () => worker.counted() });
     await joining.planningLock.release();
     return worker;
   } catch (error) {

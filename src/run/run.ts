@@ -58,7 +58,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     const claimKeys = worker !== undefined && dedupesAcrossSeries(pipeline);
     // A SQLite store's page transactions run on a thread of their own, while this one goes on with the next pages.
     if (commitsOnThread(store, held.sinks)) thread = commitThread(store.path);
-    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys, thread });
+    const committer = createCommitter({ store: worker?.store ?? store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys, thread });
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.
