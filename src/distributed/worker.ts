@@ -7,6 +7,7 @@ import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter
 import { type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
+import type { WorkerShare } from '../host/run-host.ts';
 import type { StateStore } from '../state/interfaces.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { SeriesQueue } from './series-queue.ts';
@@ -18,15 +19,6 @@ const BEAT_MS = 3000;
 
 /** Stops that are the run's, not one worker's: a 401 or 402 seen by one worker stops them all. */
 const RUN_WIDE: ReadonlySet<StopReason> = new Set(['unauthorized', 'payment_required', 'quota', 'stall']);
-
-/** This worker's part of the run, printed beside the run's summary. */
-export interface WorkerShare {
-  id: string;
-  host: string;
-  pid: number;
-  pages: number;
-  credits: number;
-}
 
 export interface RunWorkerOptions {
   store: PostgresStateStore;

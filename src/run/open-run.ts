@@ -11,7 +11,7 @@ import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
 import { workersAtWork } from '../distributed/liveness.ts';
 import { planningLock } from '../distributed/plan-run.ts';
-import type { RunWorker } from '../distributed/worker.ts';
+import type { RunHost } from '../host/run-host.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from '../config/define.ts';
@@ -22,8 +22,8 @@ import { checkJoinTerms, runTerms } from './run-terms.ts';
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
   lease?: Lease | undefined;
-  /** A distributed run's worker (this process), which leaves the run however it ends. */
-  worker?: RunWorker | undefined;
+  /** Where the run runs, which leaves the run however it ends (and takes over the lease: `hostFor`). */
+  host?: RunHost | undefined;
   sinks: Sink<unknown>[];
 }
 
