@@ -1,10 +1,11 @@
+import { dedupesAcrossSeries } from '../distributed/distributable.ts';
 import { joinRun } from '../distributed/join.ts';
 import { localHost } from '../host/local-host.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { Pipeline } from '../config/define.ts';
 import type { Decision } from './lifecycle.ts';
-import { dedupesAcrossSeries, type Held, type OpenedRun } from './open-run.ts';
+import type { Held, OpenedRun } from './open-run.ts';
 
 /**
  * Where the run runs (docs/design.md#the-run-host): a distributed run (`opened.distributed`) is joined as one of its
@@ -25,7 +26,7 @@ export async function hostFor(pipeline: Pipeline, plan: SourcePlan, opened: Open
       spentBefore,
       retryFailed: decision.mode === 'resume' && decision.retryFailed,
       planningLock: held.lease,
-      claimsKeys: dedupesAcrossSeries(pipeline),
+      claimsKeys: dedupesAcrossSeries(pipeline.stages),
     });
   }
   held.lease = undefined;
