@@ -289,7 +289,7 @@ class PostgresStore implements PostgresStateStore {
     const { w, claiming } = pageStatement(this.#s, this.#pipeline, commit, fence?.workerId);
     const dedupe = commit.dedupe;
     await sinkWrites?.({ kind: 'postgres', statement: w });
-    const statement = w.sql(claiming ? 'SELECT seq, (SELECT count(*) FROM w_claimed)::int AS claimed FROM w_seq' : 'SELECT seq FROM w_seq');
+    const statement = w.sql(claiming ? this.#sql.pageTakenClaimed : this.#sql.pageTaken);
     // The page that ends its series completes the series' job in the same transaction: a crash between the two
     // would otherwise leave a finished series queued, or a completed job whose last page never landed.
     const taken =
