@@ -49,11 +49,10 @@ export async function closeRun(
       durationMs: finishedAt.getTime() - startedAt.getTime() + Number(previous?.summary?.durationMs ?? 0),
     });
   };
-  // A process that leaves a run others go on with (it was stopped, or failed) leaves the run's record to them.
-  const othersAtWork = () => host.othersAtWork();
   if (failure !== undefined) {
     try {
-      if (await othersAtWork()) throw failure;
+      // A process that leaves a run others go on with (it was stopped, or failed) leaves the run's record to them.
+      if (await host.othersAtWork()) throw failure;
       const summary = await finish();
       await store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
     } catch {
@@ -66,12 +65,12 @@ export async function closeRun(
   // The run's summary is stored; this process's share of it is only in what it returns.
   const share = host.share();
   const mine = share ? { ...summary, worker: share } : summary;
-  if (summary.status === 'interrupted' && (await othersAtWork())) return mine;
+  if (summary.status === 'interrupted' && (await host.othersAtWork())) return mine;
   if (FINISHED.has(summary.status)) {
     for (const sink of sinks) await sink.finish?.(runId);
     // Other workers may still commit pages in flight (a budget reached here first): their dedupe needs the run's keys.
     // The last worker forgets them; the next run's start does, should two finish at once.
-    if (!(await othersAtWork())) await keys.forgetRun();
+    if (!(await host.othersAtWork())) await keys.forgetRun();
   }
   await store.finishRun(runId, summary.status, summary.finishedAt, summary);
   return mine;
