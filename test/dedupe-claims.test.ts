@@ -3,8 +3,8 @@ import { expect, it } from 'vitest';
 import type { Page } from '../src/pipeline/page.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { toPostgres } from '../src/sinks/postgres.ts';
-import type { PageCommit } from '../src/state/interfaces.ts';
-import { type PostgresStateStore, postgresStateStore } from '../src/state/postgres/store.ts';
+import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
+import { postgresStateStore } from '../src/state/postgres/store.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 
 // Two workers of one distributed run whose dedupe is global: each one's stages looked the key up before the other
@@ -60,10 +60,10 @@ describePostgres('dedupe across series in a distributed run: keys are claimed in
     const db = await testDatabase();
     const pools = [new pg.Pool({ connectionString: db.url, max: 2 }), new pg.Pool({ connectionString: db.url, max: 2 })];
     try {
-      const workers: { store: PostgresStateStore; sink: ReturnType<typeof toPostgres> }[] = [];
+      const workers: { store: StateStore; sink: ReturnType<typeof toPostgres> }[] = [];
       for (const [index, pool] of pools.entries()) {
-        const store = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
-        store.joinAsWorker({ workerId: `w${index}`, finish: async () => true, committed: () => undefined });
+        const shared = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+        const store = shared.fenced({ workerId: `w${index}`, finish: async () => true, committed: () => undefined });
         const sink = toPostgres({ url: db.url, table: 'results' });
         await sink.open({
           runId: RUN,

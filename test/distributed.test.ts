@@ -88,6 +88,9 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       expect(single.summary?.status).toBe('completed');
       // Killed the 5th time a file holds a page's bytes that its transaction has not committed yet.
       const victim = runChild(spec, { WEBDATA_CRASH_AT: 'file-before-checkpoint:5' });
+      // The others start once the victim holds series part way: started together, on a loaded machine they could page
+      // every series before the victim reached its fifth page.
+      await victim.pagesCommitted(2);
       const others = [runChild(spec), runChild(spec)];
       expect((await victim.done).signal).toBe('SIGKILL');
       for (const result of await Promise.all(others.map((other) => other.done))) {

@@ -25,6 +25,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['stages/'],
   ['sources/'],
   ['sinks/'],
+  ['host/'],
   ['distributed/'],
   ['analytics/'],
   ['config/'],

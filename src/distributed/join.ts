@@ -1,8 +1,11 @@
+import type { RunHost } from '../host/run-host.ts';
+import { atDatabase } from '../postgres/failure.ts';
 import type { Lease } from '../state/interfaces.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { openBoss, queueName } from './boss.ts';
 import { planRun } from './plan-run.ts';
+import { postgresHost } from './postgres-host.ts';
 import { RunWorker } from './worker.ts';
 
 export interface Joining {
@@ -19,14 +22,21 @@ export interface Joining {
   spentBefore: number;
   /** The planning lock this process holds since it decided what the run is: let go once it is a worker. */
   planningLock: Lease;
+  /** The run's dedupe looks across series: each page's keys are claimed against the other workers. */
+  claimsKeys: boolean;
 }
 
 /**
- * Makes this process a worker of the run: plans it (a new run, or a run no worker is at: each invocation plans
- * again) or joins the planning at work, registers, and turns the store's commits into a worker's. The planning lock
- * is held until then, so that a process starting alongside sees either no run or a planned one with a live worker.
+ * Makes this process a worker of the run, and that its host (docs/design.md#the-run-host): plans the run (a new run,
+ * or a run no worker is at: each invocation plans again) or joins the planning at work, and registers. The planning
+ * lock is held until then, so that a process starting alongside sees either no run or a planned one with a live
+ * worker. A failure here (the job queue's schema, the worker's rows) is explained as the state store's are.
  */
-export async function joinRun(joining: Joining): Promise<RunWorker> {
+export function joinRun(joining: Joining): Promise<RunHost> {
+  return atDatabase(`the job queue in ${joining.distributed.store.path}`, () => join(joining));
+}
+
+async function join(joining: Joining): Promise<RunHost> {
   const { store, planningNumber } = joining.distributed;
   const boss = await openBoss(store.pool, store.schema);
   try {
@@ -42,9 +52,8 @@ export async function joinRun(joining: Joining): Promise<RunWorker> {
           spentBefore: joining.spentBefore,
         });
     const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planningNumber, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
-    store.joinAsWorker({ workerId: worker.id, finish: (seriesId, client) => worker.queue.finish(seriesId, client), committed: () => worker.counted() });
     await joining.planningLock.release();
-    return worker;
+    return postgresHost(worker, { store, runId: joining.runId, joined: joining.distributed.joining, claimsKeys: joining.claimsKeys });
   } catch (error) {
     await boss.stop({ graceful: false, close: false }).catch(() => undefined);
     throw error;

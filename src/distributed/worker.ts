@@ -7,6 +7,8 @@ import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter
 import { type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
+import type { WorkerShare } from '../host/run-host.ts';
+import type { StateStore } from '../state/interfaces.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { SeriesQueue } from './series-queue.ts';
 import { workerStatements } from './statements.ts';
@@ -17,15 +19,6 @@ const BEAT_MS = 3000;
 
 /** Stops that are the run's, not one worker's: a 401 or 402 seen by one worker stops them all. */
 const RUN_WIDE: ReadonlySet<StopReason> = new Set(['unauthorized', 'payment_required', 'quota', 'stall']);
-
-/** This worker's part of the run, printed beside the run's summary. */
-export interface WorkerShare {
-  id: string;
-  host: string;
-  pid: number;
-  pages: number;
-  credits: number;
-}
 
 export interface RunWorkerOptions {
   store: PostgresStateStore;
@@ -47,6 +40,8 @@ export interface RunWorkerOptions {
 export class RunWorker {
   readonly id: string;
   readonly queue: SeriesQueue;
+  /** The run's state store as this worker commits to it: behind the series-row fence (`PostgresStateStore.fenced`). */
+  readonly store: StateStore;
   /** The run's one rate limit and one budget, for this worker's scheduler. */
   readonly limits: { meter: SharedMeter; pacer: SharedPacerFactory; learns: () => boolean };
   readonly #store: PostgresStateStore;
@@ -104,6 +99,7 @@ export class RunWorker {
       signal: this.#leaving.signal,
       where: `the job queue in ${store.path}`,
     });
+    this.store = store.fenced({ workerId: this.id, finish: (seriesId, client) => this.queue.finish(seriesId, client), committed: () => this.counted() });
   }
 
   /** Whether this worker learns the run's rate now. */

@@ -6,8 +6,7 @@ import type { Pipeline } from '../config/define.ts';
 import type { Destination } from './destination.ts';
 import type { OpenedRun } from './open-run.ts';
 import { summarize } from './summarize.ts';
-import { workersAtWork } from '../distributed/liveness.ts';
-import type { RunWorker } from '../distributed/worker.ts';
+import type { RunHost } from '../host/run-host.ts';
 import type { RunSummary } from './summary.ts';
 
 /** Statuses of a run that ended by its own rules (the others resume). */
@@ -26,11 +25,11 @@ export async function closeRun(
     sinks: readonly Sink<unknown>[];
     keys: SeenKeyStore;
     destination: Destination;
-    worker?: RunWorker | undefined;
+    host: RunHost;
   },
   failure: unknown,
 ): Promise<RunSummary> {
-  const { pipeline, plan, opened, scheduler, sinks, keys, destination, worker } = parts;
+  const { pipeline, plan, opened, scheduler, sinks, keys, destination, host } = parts;
   const { store, runId, decision, previous, startedAt } = opened;
   const finish = async () => {
     const finishedAt = new Date();
@@ -50,11 +49,10 @@ export async function closeRun(
       durationMs: finishedAt.getTime() - startedAt.getTime() + Number(previous?.summary?.durationMs ?? 0),
     });
   };
-  // A worker that leaves a run other workers go on with (it was stopped, or failed) leaves the run's record to them.
-  const othersAtWork = async () => opened.distributed !== undefined && (await workersAtWork(opened.distributed.store, runId)) > 1;
   if (failure !== undefined) {
     try {
-      if (await othersAtWork()) throw failure;
+      // A process that leaves a run others go on with (it was stopped, or failed) leaves the run's record to them.
+      if (await host.othersAtWork()) throw failure;
       const summary = await finish();
       await store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
     } catch {
@@ -64,14 +62,15 @@ export async function closeRun(
     throw failure;
   }
   const summary = await finish();
-  // The run's summary is stored; this worker's share is only in what it returns.
-  const mine = worker ? { ...summary, worker: worker.share() } : summary;
-  if (summary.status === 'interrupted' && (await othersAtWork())) return mine;
+  // The run's summary is stored; this process's share of it is only in what it returns.
+  const share = host.share();
+  const mine = share ? { ...summary, worker: share } : summary;
+  if (summary.status === 'interrupted' && (await host.othersAtWork())) return mine;
   if (FINISHED.has(summary.status)) {
     for (const sink of sinks) await sink.finish?.(runId);
     // Other workers may still commit pages in flight (a budget reached here first): their dedupe needs the run's keys.
     // The last worker forgets them; the next run's start does, should two finish at once.
-    if (!(await othersAtWork())) await keys.forgetRun();
+    if (!(await host.othersAtWork())) await keys.forgetRun();
   }
   await store.finishRun(runId, summary.status, summary.finishedAt, summary);
   return mine;

@@ -3,15 +3,16 @@ import { createPostgresResultsViews, createPostgresSpendView } from '../analytic
 import { applicableViews, createResultsViews, createSpendView } from '../analytics/views.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { toJson } from '../json.ts';
-import { databaseOf, type ResultsDatabase, type Sink } from '../sinks/sink.ts';
+import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
+import { dedupesAcrossSeries, distributable } from '../distributed/distributable.ts';
 import { workersAtWork } from '../distributed/liveness.ts';
 import { planningLock } from '../distributed/plan-run.ts';
-import type { RunWorker } from '../distributed/worker.ts';
+import type { RunHost } from '../host/run-host.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from '../config/define.ts';
@@ -22,8 +23,8 @@ import { checkJoinTerms, runTerms } from './run-terms.ts';
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
   lease?: Lease | undefined;
-  /** A distributed run's worker (this process), which leaves the run however it ends. */
-  worker?: RunWorker | undefined;
+  /** Where the run runs, which leaves the run however it ends (and takes over the lease: `hostFor`). */
+  host?: RunHost | undefined;
   sinks: Sink<unknown>[];
 }
 
@@ -66,7 +67,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const decision = decide(latest, { fingerprint: planPrint, data: plan.fingerprint, terms }, pipeline.budget ?? null, joining ? {} : options);
 
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
-  const seriesComplete = !dedupesAcrossSeries(pipeline);
+  const seriesComplete = !dedupesAcrossSeries(pipeline.stages);
   const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
   const sinkContext = {
     runId,
@@ -104,39 +105,6 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
   return { store, runId, decision, previous, startedAt, ...(shared ? { distributed: { store: shared, joining, planningNumber: (previous?.invocations ?? 0) + (joining ? 0 : 1) } } : {}) };
-}
-
-/**
- * The state store, if the run can be shared by many workers: in PostgreSQL, with every sink writing inside its page
- * transaction (on the same database) or a file of each worker's own (`perWorker`). Dedupe wider than a series needs
- * its keys claimed across workers in the page's statement: one such dedupe stage, by URL (the rows' `dedupe_key`),
- * with every sink one that writes only claimed rows (files are written before the statement). Anything else cannot
- * be shared across machines: such a run stays one process, with the pipeline's lease.
- */
-function distributable(store: StateStore, pipeline: Pipeline): PostgresStateStore | undefined {
-  if (!('kind' in store) || store.kind !== 'postgres') return undefined;
-  const sinks = pipeline.sinks as Sink<unknown>[];
-  if (!sinks.every((sink) => databaseOf(sink) === store.database || sink.perWorker === true)) return undefined;
-  const wide = wideDedupes(pipeline);
-  if (wide.length === 0) return store as PostgresStateStore;
-  // The page's claims are all of its new keys, whatever their scope: another stage keeping keys in the store (a
-  // persistent one) would mix its claims with the rows' own.
-  const stored = pipeline.stages.filter((stage) => (stage as { dedupeStored?: boolean }).dedupeStored === true).length;
-  const claimable = wide.length === 1 && stored === 1 && wide[0]?.dedupeByUrl === true && sinks.every((sink) => databaseOf(sink) === store.database && sink.claimsDedupeKeys === true);
-  return claimable ? (store as PostgresStateStore) : undefined;
-}
-
-/** The dedupe stages that look across series (scope `query` or `global`). */
-function wideDedupes(pipeline: Pipeline): { dedupeByUrl?: boolean }[] {
-  return pipeline.stages.filter((stage) => {
-    const scope = (stage as { dedupeScope?: string }).dedupeScope;
-    return scope !== undefined && scope !== 'series';
-  }) as { dedupeByUrl?: boolean }[];
-}
-
-/** Whether a dedupe stage looks across series. */
-export function dedupesAcrossSeries(pipeline: Pipeline): boolean {
-  return wideDedupes(pipeline).length > 0;
 }
 
 /**

@@ -5,24 +5,18 @@ import { type CommitThread, commitThread } from '../state/sqlite/commit-thread.t
 import { commitPages } from './commit-loop.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from '../config/define.ts';
-import { dedupesAcrossSeries, type Held, openRun } from './open-run.ts';
+import { hostFor } from './host.ts';
+import { type Held, openRun } from './open-run.ts';
 import { explainOutputFailure } from './output-error.ts';
 import { outputSuspects } from './outputs.ts';
 import { clientForRun } from './run-client.ts';
 import { runModule } from './run-module.ts';
 import type { RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
-import { joinAsWorker, obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
+import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
-
-/**
- * Pages committing at once, in order. On the commit thread, pages that wait there commit together in one transaction,
- * so a wider window saves COMMITs (measured: docs/benchmarks.md#figures-the-code-cites). (Permits still bound the pages
- * paid for and not committed to the concurrency.)
- */
-const COMMIT_WINDOW = 8;
 
 /**
  * Runs a pipeline: plan → scheduler → stages → sinks, one page at a time through the stages, each page committed once
@@ -47,27 +41,24 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     const { store, runId, decision, previous } = opened;
     // The budget caps the run across all its invocations (and, distributed, all its workers).
     const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
-    // A distributed run: this process becomes one of its workers (docs/design.md#past-one-machine); the planning lock
-    // is let go then.
-    const worker = await joinAsWorker(pipeline, plan, opened, decision, spentBefore, held);
+    // Where the run runs: this process alone, or one of its workers (docs/design.md#the-run-host).
+    const host = await hostFor(pipeline, plan, opened, decision, spentBefore, held);
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
     const keys = store.seenKeys(runId);
-    // A worker whose dedupe looks across series claims each page's keys against the other workers.
-    const claimKeys = worker !== undefined && dedupesAcrossSeries(pipeline);
     // A SQLite store's page transactions run on a thread of their own, while this one goes on with the next pages.
     if (commitsOnThread(store)) thread = commitThread(store.path);
-    const committer = createCommitter({ store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys, thread });
+    const committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys, thread });
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.
-    const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock, worker);
+    const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, options.clock, host);
     scheduler.on(emit);
-    worker?.watch(scheduler);
+    host.watch(scheduler);
     const ledgerFailure = recordSpend(scheduler, committer, runId);
     const retryFailed = decision.mode === 'resume' && decision.retryFailed;
-    const source = sourceContext({ pipeline, runId, client, scheduler, store, committer, states, keys, previous, retryFailed, emit, worker });
+    const source = sourceContext({ pipeline, runId, client, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
     emit({
       type: 'start',
       runId,
@@ -80,14 +71,13 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
       replayed,
       notes: plan.notes ?? [],
       destination,
-      ...(worker && opened.distributed ? { worker: { id: worker.id, joined: opened.distributed.joining } } : {}),
+      ...(host.member ? { worker: host.member } : {}),
     });
 
     // The commit loop, until the sources are done, the run stops, or something fails.
     const unsubscribe = obeySignals(scheduler, options);
-    // A worker of a distributed run commits one page at a time: a series another worker took over is found out at its commit.
-    if (!worker) await committer.start();
-    let failure = await commitPages(pipeline, source, committer, scheduler, emit, worker ? 1 : COMMIT_WINDOW);
+    if (host.numbersPages) await committer.start();
+    let failure = await commitPages(pipeline, source, committer, scheduler, emit, host.commitWindow);
     unsubscribe();
     await scheduler.onIdle();
     failure ??= ledgerFailure();
@@ -101,14 +91,14 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     await thread?.close();
     thread = undefined;
 
-    const summary = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, worker }, failure);
+    const summary = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
     left = summary.status;
     return summary;
   } catch (error) {
     throw explainOutputFailure(error, outputSuspects(error, pipeline));
   } finally {
     await thread?.close();
-    await held.worker?.leave(left);
+    await held.host?.leave(left);
     await held.lease?.release();
     for (const sink of held.sinks) await sink.close();
     await databases.closeAll();

@@ -6,24 +6,18 @@ import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
-import type { Series } from '../pipeline/page.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
-import type { SourcePlan } from '../sources/source.ts';
-import { joinRun } from '../distributed/join.ts';
-import { atDatabase } from '../postgres/failure.ts';
-import type { RunWorker } from '../distributed/worker.ts';
-import type { Decision } from './lifecycle.ts';
-import type { Held, OpenedRun } from './open-run.ts';
+import type { RunHost } from '../host/run-host.ts';
 import type { createCommitter } from './commit.ts';
 import type { Pipeline } from '../config/define.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
-export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, worker?: RunWorker): Scheduler {
+export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, host: RunHost): Scheduler {
   const rate = pipeline.rate;
   return createScheduler({
-    // A worker of a distributed run takes its slots and credits from the run's shared rows (they own the budget).
-    ...(worker ? worker.limits : {}),
+    // Limits shared beyond this process own the budget (docs/design.md#the-run-host).
+    ...host.limits,
     rate: rate.requestsPerSecond ? { requestsPerSecond: rate.requestsPerSecond } : rate.requests && rate.intervalMs ? { requests: rate.requests, intervalMs: rate.intervalMs } : undefined,
     concurrency: rate.concurrency,
     ...(budget === null ? {} : { budget }),
@@ -100,10 +94,10 @@ export function sourceContext(parts: {
   previous: RunRecord | undefined;
   retryFailed: boolean;
   emit: (event: RunEvent) => void;
-  /** A distributed run's worker: series come from the run's queue, and their jobs are settled as they end. */
-  worker?: RunWorker | undefined;
+  /** Where the run runs: which series are this process's, and what comes before a page and after a series. */
+  host: RunHost;
 }): SourceWiring {
-  const { runId, store, committer, states, keys, previous, retryFailed, emit, worker } = parts;
+  const { runId, store, committer, states, keys, previous, retryFailed, emit, host } = parts;
   const abort = new AbortController();
   const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
   // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
@@ -117,13 +111,13 @@ export function sourceContext(parts: {
     client: parts.client,
     scheduler: parts.scheduler,
     async progress(series) {
-      // A worker's series may have been paged by another worker (which stopped or died) in this very invocation.
-      if (!previous && !worker) return undefined;
+      // A series may have been paged by another process (which stopped or died) in this very invocation.
+      if (!previous && !host.sharesSeries) return undefined;
       const progress = await store.progress(runId, series.id);
       if (!progress) return undefined;
       const reason = progress.reason as SeriesEndReason | null;
       if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) {
-        await worker?.queue.done(series.id);
+        await host.seriesOver(series.id);
         return { done: true };
       }
       if (progress.state) states.restore(series.id, progress.state);
@@ -138,25 +132,23 @@ export function sourceContext(parts: {
     },
     async pagePermit() {
       const release = await permits.acquire(abort.signal);
-      await worker?.beatIfLate();
+      await host.beforePage();
       return release;
     },
-    lost: (series) => committer.lost(series.id) || (worker?.queue.lapsed(series.id) ?? false),
+    lost: (series) => committer.lost(series.id) || host.lapsed(series.id),
     refused: (series) => committer.refused(series.id),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
-    ...(worker ? { feed: (all: Iterator<Series>) => worker.queue.feed(all) } : {}),
+    ...(host.feed ? { feed: host.feed } : {}),
     async seriesEnded(series, end) {
       try {
         await committer.seriesEnded(series, end);
       } catch (error) {
-        // A worker's series that another took over while this one was ending it: the other's end stands.
-        if (!(worker && error instanceof SeriesLostError)) throw error;
-        await worker.queue.dropped(series.id);
+        // A series another process took over while this one was ending it: the other's end stands.
+        if (!(error instanceof SeriesLostError)) throw error;
+        await host.seriesLost(series.id);
         return;
       }
-      // A worker's series stopped with it goes back to the queue at once; one taken over is the other worker's.
-      if (worker && end.reason === 'stopped') await worker.queue.handBack(series.id);
-      if (worker && end.reason === 'lost') await worker.queue.dropped(series.id);
+      await host.seriesEnded(series.id, end.reason);
       emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });
     },
   };
@@ -168,25 +160,4 @@ export function sourceContext(parts: {
       waiting.delete(key);
     },
   };
-}
-
-/** Makes this process a worker of its distributed run (`opened.distributed`), holding it in `held` until it leaves. */
-export async function joinAsWorker(pipeline: Pipeline, plan: SourcePlan, opened: OpenedRun, decision: Decision, spentBefore: number, held: Held): Promise<RunWorker | undefined> {
-  if (!opened.distributed || !held.lease) return undefined;
-  const { store } = opened.distributed;
-  const joining = {
-    pipeline: pipeline.name,
-    runId: opened.runId,
-    plan,
-    distributed: opened.distributed,
-    budget: decision.budget?.maxCredits ?? null,
-    weights: pipeline.credits.weights,
-    spentBefore,
-    retryFailed: decision.mode === 'resume' && decision.retryFailed,
-    planningLock: held.lease,
-  };
-  // The job queue's schema and the worker's rows: a failure there is explained as the state store's are.
-  held.worker = await atDatabase(`the job queue in ${store.path}`, () => joinRun(joining));
-  held.lease = undefined;
-  return held.worker;
 }

@@ -141,6 +141,6 @@ export interface Sink<I = NormalizedItem> {
 }
 
 /** The database a sink's rows go to, when it writes rows (`sqlite:<file>`, `postgres://host:port/db`). */
-export function databaseOf(sink: Sink<unknown>): string | undefined {
+export function databaseOf(sink: Pick<Sink<unknown>, 'commits'>): string | undefined {
   return sink.commits.kind === 'rows' ? sink.commits.database : undefined;
 }

@@ -5,76 +5,76 @@ import { storable } from '../../postgres/storable.ts';
 /**
  * A page's commit as one statement of data-modifying CTEs (one round trip, atomic on its own), as pure SQL of the
  * schema `s`: each part applies only if the page took its place (the guard): alone, the journal's number moved to the
- * page's; as a worker of a distributed run (`workerId`), the series was still where this worker left it. The sinks on
- * the same database add their rows to it (`PageStatement`); the caller runs it.
+ * page's; as a worker of a distributed run (`workerId`), the series was still where this worker left it. The rows of
+ * the sinks on the same database go last, each with its checkpoint (`addRows`); the caller runs it.
  */
 export function pageStatement(s: string, pipeline: string, commit: PageCommit, workerId: string | undefined) {
   const number = commit.progress.nextPage - 1;
-  const w = ctes(workerId !== undefined ? '(SELECT seq FROM w_seq)' : undefined);
+  const statement = ctes(workerId !== undefined ? '(SELECT seq FROM w_seq)' : undefined);
   if (workerId !== undefined) {
     // Where this worker left it: at this page, or not begun (a row a stop wrote before the series' first page).
-    const at = w.p(number);
-    w.add(seriesUpsert(s, w, commit, `WHERE series.status <> 'ended' AND (series.next_page = ${at}::int OR (series.next_page IS NULL AND series.pages = 0)) RETURNING 1`), 'w_claim');
-    w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND EXISTS (SELECT 1 FROM w_claim) RETURNING seq`, 'w_seq');
+    const at = statement.p(number);
+    statement.add(seriesUpsert(s, statement, commit, `WHERE series.status <> 'ended' AND (series.next_page = ${at}::int OR (series.next_page IS NULL AND series.pages = 0)) RETURNING 1`), 'w_claim');
+    statement.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${statement.p(pipeline)} AND EXISTS (SELECT 1 FROM w_claim) RETURNING seq`, 'w_seq');
     // Counted with the page, so that the workers' pages add up to the run's (a worker killed before its next
     // beat included), and a page refused to this worker is not counted.
-    w.add(`UPDATE ${s}.workers SET pages = pages + 1 WHERE run_id = ${w.p(commit.runId)}::text AND worker_id = ${w.p(workerId)}::text AND EXISTS (SELECT 1 FROM w_seq)`);
+    statement.add(`UPDATE ${s}.workers SET pages = pages + 1 WHERE run_id = ${statement.p(commit.runId)}::text AND worker_id = ${statement.p(workerId)}::text AND EXISTS (SELECT 1 FROM w_seq)`);
   } else {
-    w.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${w.p(pipeline)} AND seq + 1 = ${w.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
+    statement.add(`UPDATE ${s}.pipelines SET seq = seq + 1 WHERE pipeline = ${statement.p(pipeline)} AND seq + 1 = ${statement.p(commit.seq)}::bigint RETURNING seq`, 'w_seq');
   }
-  const guard = w.guard;
-  if (commit.spend.length > 0) w.add(`${insertSpend(s, w.p, commit.spend)} WHERE ${guard}`);
+  const guard = statement.guard;
+  if (commit.spend.length > 0) statement.add(`${insertSpend(s, statement.p, commit.spend)} WHERE ${guard}`);
   const dedupe = commit.dedupe;
   // Keys another worker may take at the same moment are claimed: the insert returns the keys it took (one
   // waits for the other's commit, then finds the key taken), and the page's rows and first sightings follow it.
   const claiming = workerId !== undefined && commit.claimKeys === true && dedupe !== null && dedupe.keys.length > 0;
   if (dedupe && dedupe.keys.length > 0) {
     const [scopes, keys, runIds] = columns(dedupe.keys, (k) => [k.scope, k.key, k.runId], 3);
-    w.add(
-      `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT ${w.p(pipeline)}::text, u.* FROM unnest(${w.p(scopes)}::text[], ${w.p(keys)}::text[], ${w.p(runIds)}::text[]) AS u
+    statement.add(
+      `INSERT INTO ${s}.dedupe_keys (pipeline, scope, key, run_id) SELECT ${statement.p(pipeline)}::text, u.* FROM unnest(${statement.p(scopes)}::text[], ${statement.p(keys)}::text[], ${statement.p(runIds)}::text[]) AS u
        WHERE ${guard} ON CONFLICT DO NOTHING${claiming ? ' RETURNING key' : ''}`,
       claiming ? 'w_claimed' : undefined,
     );
   }
-  if (claiming) w.claim('(SELECT key FROM w_claimed)');
+  if (claiming) statement.claim('(SELECT key FROM w_claimed)');
   if (dedupe && dedupe.sightings.length > 0) {
     const c = columns(dedupe.sightings, (x) => [x.key, x.query, x.country, x.lang, x.page, x.position, x.rank, x.fetchedAt, x.first], 9);
     const types = ['text', 'text', 'text', 'text', 'int', 'int', 'int', 'timestamptz', 'bool'];
     const first = claiming ? 'u.first AND u.key IN (SELECT key FROM w_claimed)' : 'u.first';
-    w.add(
+    statement.add(
       `INSERT INTO ${s}.sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first)
-       SELECT ${w.p(commit.runId)}::text, u.key, u.query, u.country, u.lang, u.page, u.position, u.rank, u.fetched_at, ${first}
-       FROM unnest(${c.map((column, i) => `${w.p(column)}::${types[i]}[]`).join(', ')}) AS u(key, query, country, lang, page, position, rank, fetched_at, first) WHERE ${guard}`,
+       SELECT ${statement.p(commit.runId)}::text, u.key, u.query, u.country, u.lang, u.page, u.position, u.rank, u.fetched_at, ${first}
+       FROM unnest(${c.map((column, i) => `${statement.p(column)}::${types[i]}[]`).join(', ')}) AS u(key, query, country, lang, page, position, rank, fetched_at, first) WHERE ${guard}`,
     );
   }
-  if (workerId === undefined) w.add(seriesUpsert(s, w, commit, '', 'FROM w_seq'));
+  if (workerId === undefined) statement.add(seriesUpsert(s, statement, commit, '', 'FROM w_seq'));
   // A snapshot of the stage states replaces the changes before it; a page's changes go after them.
   const state = commit.progress.state;
-  if (state.kind === 'snapshot') w.add(`DELETE FROM ${s}.series_state WHERE run_id = ${w.p(commit.runId)}::text AND series_id = ${w.p(commit.series.seriesId)}::text AND ${guard}`);
+  if (state.kind === 'snapshot') statement.add(`DELETE FROM ${s}.series_state WHERE run_id = ${statement.p(commit.runId)}::text AND series_id = ${statement.p(commit.series.seriesId)}::text AND ${guard}`);
   else if (state.json !== null) {
-    w.add(`INSERT INTO ${s}.series_state (run_id, series_id, seq, changes) SELECT ${w.p(commit.runId)}::text, ${w.p(commit.series.seriesId)}::text, seq, ${w.p(state.json)}::text FROM w_seq`);
+    statement.add(`INSERT INTO ${s}.series_state (run_id, series_id, seq, changes) SELECT ${statement.p(commit.runId)}::text, ${statement.p(commit.series.seriesId)}::text, seq, ${statement.p(state.json)}::text FROM w_seq`);
   }
-  const text = (value: unknown) => `${w.p(value)}::text`;
+  const text = (value: unknown) => `${statement.p(value)}::text`;
   const entry = commit.journal;
   if (entry) {
-    w.add(
+    statement.add(
       `INSERT INTO ${s}.pages (pipeline, seq, run_id, page_key, series_id, number, meta, output, raw)
-       SELECT ${text(pipeline)}, seq, ${[entry.runId, entry.pageKey, entry.seriesId].map(text).join(', ')}, ${w.p(entry.number)}::int, ${[entry.meta, entry.output, entry.raw].map(text).join(', ')} FROM w_seq`,
+       SELECT ${text(pipeline)}, seq, ${[entry.runId, entry.pageKey, entry.seriesId].map(text).join(', ')}, ${statement.p(entry.number)}::int, ${[entry.meta, entry.output, entry.raw].map(text).join(', ')} FROM w_seq`,
     );
   }
   if (commit.checkpoints.length > 0) {
     const [ids, seqs, bytes] = columns(commit.checkpoints, (c) => [c.sinkId, c.checkpoint.seq, c.checkpoint.bytes], 3);
-    w.add(
+    statement.add(
       `INSERT INTO ${s}.sink_checkpoints (pipeline, sink_id, seq, bytes, updated_at)
-       SELECT ${text(pipeline)}, u.*, now() FROM unnest(${w.p(ids)}::text[], ${w.p(seqs)}::bigint[], ${w.p(bytes)}::bigint[]) AS u WHERE ${guard}
+       SELECT ${text(pipeline)}, u.*, now() FROM unnest(${statement.p(ids)}::text[], ${statement.p(seqs)}::bigint[], ${statement.p(bytes)}::bigint[]) AS u WHERE ${guard}
        ON CONFLICT (pipeline, sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
     );
   }
   for (const rows of commit.rows) {
     if (rows.kind !== 'postgres') throw new Error(`rows for ${rows.sinkId} are not for a PostgreSQL table`);
-    addRows(w, rows, commit.seq);
+    addRows(statement, rows, commit.seq);
   }
-  return { w, claiming };
+  return { statement, claiming };
 }
 
 /** The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page. */
@@ -86,10 +86,10 @@ export function insertSpend(s: string, p: (value: unknown) => string, rows: read
 }
 
 /** The series' progress as the page leaves it: an upsert, applied `where` the row allows (a worker's claim). */
-function seriesUpsert(s: string, w: PageStatement, commit: PageCommit, where: string, from = ''): string {
+function seriesUpsert(s: string, statement: PageStatement, commit: PageCommit, where: string, from = ''): string {
   const { series, progress } = commit;
-  const text = (value: unknown) => `${w.p(value)}::text`;
-  const int = (value: unknown) => `${w.p(value)}::int`;
+  const text = (value: unknown) => `${statement.p(value)}::text`;
+  const int = (value: unknown) => `${statement.p(value)}::int`;
   return `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, pages, items_served, items_written, duplicates, digest, no_new, cursor, state)
     SELECT ${[commit.runId, series.seriesId, series.endpoint, series.query, series.country, series.lang, progress.status, progress.reason].map(text).join(', ')},
       ${int(progress.nextPage)}, 1, ${int(progress.served)}, ${int(progress.written)}, ${int(progress.duplicates)}, ${text(progress.digest)}, ${int(progress.noNew)},

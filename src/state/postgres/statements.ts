@@ -49,6 +49,10 @@ export function stateStatements(s: string) {
     /** A series' row and the stage state changes after its snapshot, in one statement (a worker may be committing it). */
     progress: `SELECT series.*, ARRAY(SELECT changes FROM ${s}.series_state c WHERE c.run_id = series.run_id AND c.series_id = series.series_id ORDER BY seq) AS state_changes
       FROM ${s}.series WHERE run_id = $1 AND series_id = $2`,
+    /** What a page's statement (page-statement.ts) answers: its journal number, none if the page did not take its place. */
+    pageTaken: 'SELECT seq FROM w_seq',
+    /** The same, and how many of the page's dedupe keys it claimed for the run (the others' rows were not written). */
+    pageTakenClaimed: 'SELECT seq, (SELECT count(*) FROM w_claimed)::int AS claimed FROM w_seq',
     /** Rows a worker's page dropped for keys another worker claimed first: counted as duplicates, not written. */
     uncountRefused: `UPDATE ${s}.series SET items_written = items_written - $3, duplicates = duplicates + $3 WHERE run_id = $1 AND series_id = $2`,
     /** An end that came without a page (null next page: where the series' last page left it). */
