@@ -4,6 +4,7 @@
 // A pipeline and its run
 export { definePipeline, type Pipeline, type PipelineDefinition } from './config/define.ts';
 export { run, type RunOptions, type RunEvent } from './run/run.ts';
+export { stream, type PageStream } from './run/stream.ts';
 export { type RunSummary, type RunStatus } from './run/summary.ts';
 export { runFromCommandLine } from './run-from-command-line.ts';
 export { EXIT } from './run/exit-codes.ts';

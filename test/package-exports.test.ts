@@ -28,7 +28,7 @@ describe('the package root and its subpaths, from the built package', () => {
         'OutputError', 'PlanError', 'RateLimitError', 'RunLifecycleError', 'SeriesLostError', 'ServerError', 'StageContractError', 'TimeoutError',
         'UnexpectedStatusError', 'UnstorablePageError', 'UsageError', 'VERSION', 'ValidationError', 'WebDataError', 'WebDataEtlError', 'WorkerExpiredError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
         'definePipeline', 'defineSource', 'paginators', 'endpointPages', 'filterItems', 'items', 'mapItems', 'normalize', 'pipe', 'pipelineFromConfig', 'run',
-        'runFromCommandLine', 'searchPages', 'toCsv', 'toJsonl', 'toPostgres', 'toSqlite',
+        'runFromCommandLine', 'searchPages', 'stream', 'toCsv', 'toJsonl', 'toPostgres', 'toSqlite',
       ].sort(),
     );
     for (const internal of ['fullJitter', 'classify', 'viewName', 'OVERLAP_TOP', 'statePath', 'pageKey', 'createScheduler', 'startSimulator']) {
