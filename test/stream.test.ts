@@ -1,10 +1,12 @@
 // stream(): a run's committed pages to the program's own `for await`, acknowledged by the next pull (issue 30, §2).
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { normalize, type NormalizedItem, type Page, type PipelineDefinition, searchPages, stream, toSqlite } from '../src/index.ts';
 import { TEST_KEY } from './helpers.ts';
 import { simulator } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
 import type { Simulator } from '../src/simulator/index.ts';
+import { measuredNode } from './peak-rss.ts';
 
 /** Nine pages: one query in three countries, three pages each. */
 const nine = (dir: string): PipelineDefinition => ({
@@ -92,6 +94,23 @@ describe('stream(): committed pages to the program', () => {
     expect(urls).toHaveLength(sqliteRows(`${dir.dir}/out.sqlite`, 'SELECT COUNT(*) AS n FROM results')[0]?.n as number);
   });
 
+  it('a pipeline with no sink of its own streams: the program is its one output, and a resume goes on from the stream\'s place', async () => {
+    await using sim = await simulator({ seed: 5 });
+    using dir = workdir();
+    const only: PipelineDefinition = { ...nine(dir.dir), sinks: [], state: { path: `${dir.dir}/state.sqlite` } };
+    const first: string[] = [];
+    for await (const page of stream<NormalizedItem>(only, on(sim))) {
+      if (first.length === 3) break;
+      first.push(keyOf(page));
+    }
+    const rest: string[] = [];
+    const again = stream<NormalizedItem>(only, on(sim));
+    for await (const page of again) rest.push(keyOf(page));
+    expect((await again.summary()).status).toBe('completed');
+    expect(new Set([...first, ...rest]).size).toBe(first.length + rest.length);
+    expect(first.length + rest.length).toBe(9);
+  });
+
   it('a run that fails ends the loop with its failure', async () => {
     await using sim = await simulator({ seed: 5 });
     using dir = workdir();
@@ -115,4 +134,24 @@ describe('stream(): committed pages to the program', () => {
     expect(String(error)).toContain('the stage broke');
     expect(seen.length).toBeLessThan(3);
   });
+
+  it('a slow loop over 100,000 items: the run waits for it, and the program\'s heap stays flat', async () => {
+    await using sim = await simulator({ resultsPerQuery: 500, latencyMs: 0, logLimit: 0 });
+    using dir = workdir();
+    // A program of its own (as a user's, importing the built package), its heap read after a collection at each tenth.
+    const result = await measuredNode(['--expose-gc', join(import.meta.dirname, 'fixtures/slow-consumer.ts')], {
+      cwd: dir.dir,
+      env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: TEST_KEY, STREAM_QUERIES: '200', STREAM_PAUSE_MS: '2', STREAM_DIR: dir.dir },
+    });
+    expect(result.code, result.stderr).toBe(0);
+    const out = JSON.parse(result.stdout) as { items: number; pages: number; heap: number[]; status: string; served: number };
+    expect(out.status).toBe('completed');
+    expect(out.pages).toBe(1000);
+    expect(out.items).toBe(out.served);
+    expect(out.items).toBe(100_000);
+    // Flat: the heap at the end holds no more than at the first tenth, but for what a run keeps per series (a few MB).
+    const [first, ...rest] = out.heap as [number, ...number[]];
+    console.log(`[stream] 100,000 items to a slow loop: heap ${out.heap.join(', ')} MB, peak RSS ${result.peakRssMb} MB, ${result.seconds} s`);
+    expect(Math.max(...rest) - first).toBeLessThan(16);
+  }, 120_000);
 });
