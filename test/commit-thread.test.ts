@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dedupe, definePipeline, normalize, run, type Stage, toCsv, toSqlite } from '../src/index.ts';
+import { dedupe, definePipeline, normalize, type NormalizedItem, run, type Stage, toCsv, toSqlite } from '../src/index.ts';
 import { madeUpSource, offline } from './fixtures/made-up-source.ts';
 import { commitThread } from '../src/state/sqlite/commit-thread.ts';
 import { rejection } from './helpers.ts';
@@ -14,7 +14,7 @@ describe('page transactions on a thread of their own (SQLite)', () => {
     let committed = 0;
     // For each page the stages took: how many pages were committed by then.
     const committedWhenStaged: number[] = [];
-    const watch: Stage<Record<string, unknown>, Record<string, unknown>> = async function* (pages) {
+    const watch: Stage<NormalizedItem> = async function* (pages) {
       for await (const page of pages) {
         committedWhenStaged.push(committed);
         yield page;

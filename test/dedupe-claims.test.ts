@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { expect, it } from 'vitest';
 import type { Page } from '../src/pipeline/page.ts';
+import type { NormalizedItem } from '../src/stages/normalized-item.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { toPostgres } from '../src/sinks/postgres.ts';
 import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
@@ -32,11 +33,11 @@ function item(key: string | null, query: string, position: number) {
   };
 }
 
-function pageOf(query: string, items: ReturnType<typeof item>[]): { page: Page<Record<string, unknown>>; commit: PageCommit } {
+function pageOf(query: string, items: ReturnType<typeof item>[]): { page: Page<NormalizedItem>; commit: PageCommit } {
   const series = { id: `search|${query}|us|`, endpoint: 'search', query, country: 'us', lang: '' };
   const keys = items.flatMap((i) => (i.dedupe_key === null ? [] : [i.dedupe_key]));
   return {
-    page: { key: `${series.id}#1`, series, number: 1, items, meta: { served: items.length, fetchedAt: items[0]?.fetched_at ?? '' } } as unknown as Page<Record<string, unknown>>,
+    page: { key: `${series.id}#1`, series, number: 1, items, meta: { served: items.length, fetchedAt: items[0]?.fetched_at ?? '' } } as unknown as Page<NormalizedItem>,
     commit: {
       runId: RUN,
       seq: 0,

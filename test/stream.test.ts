@@ -1,7 +1,7 @@
 // stream(): a run's committed pages to the program's own `for await`, acknowledged by the next pull (issue 30, §2).
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { normalize, type NormalizedItem, type Page, type PipelineDefinition, searchPages, stream, toSqlite } from '../src/index.ts';
+import { definePipeline, normalize, type NormalizedItem, type Page, searchPages, stream, toSqlite } from '../src/index.ts';
 import { TEST_KEY } from './helpers.ts';
 import { simulator } from './helpers.ts';
 import { sqliteRows, workdir } from './pipeline-helpers.ts';
@@ -9,12 +9,13 @@ import type { Simulator } from '../src/simulator/index.ts';
 import { measuredNode } from './peak-rss.ts';
 
 /** Nine pages: one query in three countries, three pages each. */
-const nine = (dir: string): PipelineDefinition => ({
-  name: 'streamed',
-  source: searchPages({ queries: ['espresso'], countries: ['us', 'gb', 'de'], maxPages: 3 }),
-  stages: [normalize()],
-  sinks: [toSqlite({ path: `${dir}/out.sqlite` })],
-});
+const nine = (dir: string) =>
+  definePipeline({
+    name: 'streamed',
+    source: searchPages({ queries: ['espresso'], countries: ['us', 'gb', 'de'], maxPages: 3 }),
+    stages: [normalize()],
+    sinks: [toSqlite({ path: `${dir}/out.sqlite` })],
+  });
 
 const on = (sim: Simulator, extra: { signal?: AbortSignal } = {}) => ({ baseUrl: sim.url, apiKey: TEST_KEY, env: {}, ...extra });
 
@@ -27,7 +28,7 @@ describe('stream(): committed pages to the program', () => {
     await using sim = await simulator({ seed: 5 });
     using dir = workdir();
     const first: string[] = [];
-    const pages = stream<NormalizedItem>(nine(dir.dir), on(sim));
+    const pages = stream(nine(dir.dir), on(sim));
     for await (const page of pages) {
       // The fifth page is pulled, and left: it is not acknowledged.
       if (first.length === 4) break;
@@ -36,7 +37,7 @@ describe('stream(): committed pages to the program', () => {
     expect((await pages.summary()).status).toBe('interrupted');
 
     const second: string[] = [];
-    const again = stream<NormalizedItem>(nine(dir.dir), on(sim));
+    const again = stream(nine(dir.dir), on(sim));
     for await (const page of again) second.push(keyOf(page));
     expect((await again.summary()).status).toBe('completed');
     expect(first).toHaveLength(4);
@@ -49,7 +50,7 @@ describe('stream(): committed pages to the program', () => {
     using dir = workdir();
     const first: string[] = [];
     const failure = await (async () => {
-      for await (const page of stream<NormalizedItem>(nine(dir.dir), on(sim))) {
+      for await (const page of stream(nine(dir.dir), on(sim))) {
         if (first.length === 2) throw new Error(`cannot take ${keyOf(page)}`);
         first.push(keyOf(page));
       }
@@ -57,7 +58,7 @@ describe('stream(): committed pages to the program', () => {
     const thrownOn = String(failure?.message).replace('cannot take ', '');
 
     const second: string[] = [];
-    for await (const page of stream<NormalizedItem>(nine(dir.dir), on(sim))) second.push(keyOf(page));
+    for await (const page of stream(nine(dir.dir), on(sim))) second.push(keyOf(page));
     expect(second[0]).toBe(thrownOn);
     expect([...first, ...second].sort()).toEqual(tablePages(dir.dir));
     expect(new Set([...first, ...second]).size).toBe(9);
@@ -68,7 +69,7 @@ describe('stream(): committed pages to the program', () => {
     using dir = workdir();
     const stop = new AbortController();
     const first: string[] = [];
-    const pages = stream<NormalizedItem>(nine(dir.dir), on(sim, { signal: stop.signal }));
+    const pages = stream(nine(dir.dir), on(sim, { signal: stop.signal }));
     for await (const page of pages) {
       first.push(keyOf(page));
       if (first.length === 2) stop.abort();
@@ -78,7 +79,7 @@ describe('stream(): committed pages to the program', () => {
     expect(first.length).toBeLessThan(9);
 
     const rest: string[] = [];
-    const again = stream<NormalizedItem>(nine(dir.dir), on(sim));
+    const again = stream(nine(dir.dir), on(sim));
     for await (const page of again) rest.push(keyOf(page));
     expect((await again.summary()).status).toBe('completed');
     expect([...first, ...rest].sort()).toEqual(tablePages(dir.dir));
@@ -88,7 +89,7 @@ describe('stream(): committed pages to the program', () => {
     await using sim = await simulator({ seed: 5 });
     using dir = workdir();
     const urls: (string | null)[] = [];
-    const items = stream<NormalizedItem>(nine(dir.dir), on(sim));
+    const items = stream(nine(dir.dir), on(sim));
     for await (const item of items.items()) urls.push(item.url);
     expect((await items.summary()).status).toBe('completed');
     expect(urls).toHaveLength(sqliteRows(`${dir.dir}/out.sqlite`, 'SELECT COUNT(*) AS n FROM results')[0]?.n as number);
@@ -97,14 +98,14 @@ describe('stream(): committed pages to the program', () => {
   it('a pipeline with no sink of its own streams: the program is its one output, and a resume goes on from the stream\'s place', async () => {
     await using sim = await simulator({ seed: 5 });
     using dir = workdir();
-    const only: PipelineDefinition = { ...nine(dir.dir), sinks: [], state: { path: `${dir.dir}/state.sqlite` } };
+    const only = { ...nine(dir.dir), sinks: [], state: { ...nine(dir.dir).state, path: `${dir.dir}/state.sqlite` } };
     const first: string[] = [];
-    for await (const page of stream<NormalizedItem>(only, on(sim))) {
+    for await (const page of stream(only, on(sim))) {
       if (first.length === 3) break;
       first.push(keyOf(page));
     }
     const rest: string[] = [];
-    const again = stream<NormalizedItem>(only, on(sim));
+    const again = stream(only, on(sim));
     for await (const page of again) rest.push(keyOf(page));
     expect((await again.summary()).status).toBe('completed');
     expect(new Set([...first, ...rest]).size).toBe(first.length + rest.length);
@@ -114,11 +115,11 @@ describe('stream(): committed pages to the program', () => {
   it('a run that fails ends the loop with its failure', async () => {
     await using sim = await simulator({ seed: 5 });
     using dir = workdir();
-    const breaking: PipelineDefinition = {
+    const breaking = {
       ...nine(dir.dir),
       stages: [
         normalize(),
-        async function* (pages) {
+        async function* (pages: AsyncIterable<Page<NormalizedItem>>) {
           let n = 0;
           for await (const page of pages) {
             if ((n += 1) === 3) throw new Error('the stage broke');
@@ -129,7 +130,7 @@ describe('stream(): committed pages to the program', () => {
     };
     const seen: string[] = [];
     const error = await (async () => {
-      for await (const page of stream<NormalizedItem>(breaking, on(sim))) seen.push(keyOf(page));
+      for await (const page of stream(breaking, on(sim))) seen.push(keyOf(page));
     })().catch((failure: unknown) => failure as Error);
     expect(String(error)).toContain('the stage broke');
     expect(seen.length).toBeLessThan(3);

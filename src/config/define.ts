@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
-import type { Stage } from '../pipeline/compose.ts';
+import type { AnyStage } from '../pipeline/compose.ts';
+import type { CheckedStages, ItemsAfter } from '../pipeline/chain.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
 import { budgetSchema } from '../schedule/budget.ts';
@@ -29,13 +30,13 @@ export const pipelineSchema = z.strictObject({
       extraLangs: z.array(z.string()).optional(),
     })
     .default({}),
-  source: z.custom<Source>((v) => isObject(v) && typeof v.plan === 'function' && typeof v.pages === 'function', {
+  source: z.custom<Source<any>>((v) => isObject(v) && typeof v.plan === 'function' && typeof v.pages === 'function', {
     error: 'must be a source such as searchPages({ queries: [...] })',
   }),
-  stages: z.array(z.custom<Stage>((v) => typeof v === 'function', { error: 'must be a stage: a function (pages, ctx) => AsyncIterable of pages' })).default([]),
+  stages: z.array(z.custom<AnyStage>((v) => typeof v === 'function', { error: 'must be a stage: a function (pages, ctx) => AsyncIterable of pages' })).default([]),
   sinks: z
     .array(
-      z.custom<Sink>((v) => isObject(v) && typeof v.open === 'function' && isObject(v.commits) && typeof v.close === 'function', {
+      z.custom<Sink<any>>((v) => isObject(v) && typeof v.open === 'function' && isObject(v.commits) && typeof v.close === 'function', {
         error: 'must be a sink such as toSqlite({ path }) or toCsv({ path })',
       }),
     )
@@ -84,10 +85,36 @@ export const pipelineSchema = z.strictObject({
     .default({ journal: 'prune', schema: 'webdata' }),
 });
 
-export type PipelineDefinition = z.input<typeof pipelineSchema>;
-export type Pipeline = z.output<typeof pipelineSchema>;
+/** A pipeline's settings: everything but its source, stages and sinks, whose types flow from one to the next. */
+type Settings = Omit<z.input<typeof pipelineSchema>, 'source' | 'stages' | 'sinks'>;
+
+/**
+ * A pipeline as written, its items typed from the source through the stages to the sinks (docs/pipelines.md#composing-in-code):
+ * `I` is what the source yields, `S` the stages. Unparameterized, any pipeline.
+ */
+export type PipelineDefinition<I = any, S extends readonly AnyStage[] = readonly AnyStage[]> = Settings & {
+  source: Source<I>;
+  stages?: S;
+  sinks: readonly Sink<ItemsAfter<I, S>>[];
+};
+
+/**
+ * What `definePipeline` and `stream` take: a definition whose stages each take what the one before yields (else a
+ * compile error at the first that does not, naming both item types) and whose sinks take what the last yields.
+ */
+export type TypedDefinition<I, S extends readonly AnyStage[]> = Settings & {
+  source: Source<I>;
+  stages?: S & CheckedStages<I, S>;
+  sinks: readonly Sink<NoInfer<ItemsAfter<I, S>>>[];
+};
+
+/** Marks the item type a defined pipeline's sinks take. */
+declare const pipelineItems: unique symbol;
+
+/** A pipeline ready to run; `O` is what its last stage yields. */
+export type Pipeline<O = any> = z.output<typeof pipelineSchema> & { readonly [pipelineItems]?: O };
 
 /** Validates a pipeline definition (every problem named by its field) and returns it ready to run. */
-export function definePipeline(definition: PipelineDefinition): Pipeline {
+export function definePipeline<I, const S extends readonly AnyStage[] = readonly []>(definition: TypedDefinition<I, S>): Pipeline<ItemsAfter<I, S>> {
   return ValidationError.parse(pipelineSchema, definition, `Invalid pipeline${typeof definition?.name === 'string' ? ` "${definition.name}"` : ''}`);
 }

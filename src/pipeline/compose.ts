@@ -1,5 +1,6 @@
 import type { RunContext } from './context.ts';
 import type { Page } from './page.ts';
+import type { Item } from '../client/client.ts';
 import { StageContractError } from '../errors/stage-contract-error.ts';
 
 /**
@@ -7,11 +8,24 @@ import { StageContractError } from '../errors/stage-contract-error.ts';
  * signature, as first-class as ours. Stages map pages one to one: they may change or empty a page's items, but
  * must yield every page they take, in order, before taking the next.
  */
-// `any` by default: each stage is typed where it is defined; a chain of them is heterogeneous.
-export type Stage<I = any, O = any> = (pages: AsyncIterable<Page<I>>, ctx: RunContext) => AsyncIterable<Page<O>>;
+export type Stage<I = Item, O = I> = (pages: AsyncIterable<Page<I>>, ctx: RunContext) => AsyncIterable<Page<O>>;
+
+/** Any stage, whatever its items: what the runner holds (a pipeline's chain is checked where it is defined, `chain.ts`). */
+export type AnyStage = Stage<any, any>;
+
+/** Marks a stage that yields the very items it takes (a filter, dedupe): they keep their type, whatever it is beyond `C`. */
+declare const sameItems: unique symbol;
+
+/** A stage that yields the items it takes, of any type that is a `C` (`dedupe`, `filterItems`). */
+export type SameItemsStage<C> = Stage<C, C> & { readonly [sameItems]: C };
+
+/** A stage function as a `SameItemsStage`: its items go through unchanged in type. */
+export function keepsItems<C>(stage: Stage<C, C>): SameItemsStage<C> {
+  return stage as SameItemsStage<C>;
+}
 
 /** Chains stages: `pipe(pages, [a, b], ctx)` is `b(a(pages, ctx), ctx)`. */
-export function pipe<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: readonly Stage[], ctx: RunContext): AsyncIterable<Page<O>> {
+export function pipe<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: readonly AnyStage[], ctx: RunContext): AsyncIterable<Page<O>> {
   return stages.reduce<AsyncIterable<Page<unknown>>>((input, stage) => stage(input, ctx), pages) as AsyncIterable<Page<O>>;
 }
 
@@ -20,7 +34,7 @@ export function pipe<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: r
  * that went in, and no stage takes a page before the previous one came out. A page that never reached the
  * sinks would be paid for again on resume, and state a stage changed could not be tied to its page.
  */
-export async function* throughStages<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: readonly Stage[], ctx: RunContext): AsyncGenerator<Page<O>> {
+export async function* throughStages<O = unknown>(pages: AsyncIterable<Page<unknown>>, stages: readonly AnyStage[], ctx: RunContext): AsyncGenerator<Page<O>> {
   let inside: Page<unknown> | undefined;
   async function* gate(): AsyncGenerator<Page<unknown>> {
     for await (const page of pages) {

@@ -1,4 +1,6 @@
-import { definePipeline, type Pipeline, type PipelineDefinition } from '../config/define.ts';
+import { definePipeline, type Pipeline, type PipelineDefinition, type TypedDefinition } from '../config/define.ts';
+import type { ItemsAfter } from '../pipeline/chain.ts';
+import type { AnyStage } from '../pipeline/compose.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import type { Sink } from '../sinks/sink.ts';
@@ -28,7 +30,9 @@ const STREAM_SINK_ID = 'stream:program';
  * page at least once, and exactly once up to the page it left on; the pipeline's own sinks stay exactly once. The loop
  * is left once the run has ended. A slow loop slows the requests. The run starts at the first pull.
  */
-export function stream<I = Record<string, unknown>>(definition: PipelineDefinition | Pipeline, options: RunOptions = {}): PageStream<I> {
+export function stream<O>(pipeline: Pipeline<O>, options?: RunOptions): PageStream<O>;
+export function stream<I, const S extends readonly AnyStage[] = readonly []>(definition: TypedDefinition<I, S>, options?: RunOptions): PageStream<ItemsAfter<I, S>>;
+export function stream<I>(definition: PipelineDefinition | Pipeline, options: RunOptions = {}): PageStream<I> {
   if (definition instanceof URL) {
     throw new ValidationError('Invalid stream', [{ path: 'pipeline', message: 'stream() takes a pipeline definition, not a module URL: import the module and pass its pipeline' }]);
   }

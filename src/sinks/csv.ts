@@ -6,6 +6,8 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { NORMALIZED_COLUMNS } from '../stages/normalized-item.ts';
 import { appendOnlyFile } from './append-only-file.ts';
 import { checkNormalized, columnName, csvValue } from './columns.ts';
+import type { OwnColumns } from './columns.ts';
+import type { NormalizedItem } from '../stages/normalized-item.ts';
 import { csvText } from '../commits/csv-text.ts';
 import type { CsvFormat, Sink } from './sink.ts';
 
@@ -45,6 +47,8 @@ export const DEFAULT_CSV_COLUMNS: readonly string[] = NORMALIZED_COLUMNS.filter(
  * committed length is checkpointed; on the next open a longer file is cut back to it (a crash between the two),
  * so that no row is written twice and the header and BOM never repeat.
  */
+export function toCsv(options: CsvSinkOptions & OwnColumns): Sink<Record<string, unknown>>;
+export function toCsv(options: CsvSinkOptions): Sink<NormalizedItem>;
 export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(csvSinkOptionsSchema, options, 'Invalid CSV sink', 'csv');
   let columns: readonly string[] = config.columns ?? DEFAULT_CSV_COLUMNS;

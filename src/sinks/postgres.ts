@@ -9,6 +9,8 @@ import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSch
 import { toJson } from '../json.ts';
 import { addRows } from '../commits/postgres-rows.ts';
 import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
+import type { OwnColumns } from './columns.ts';
+import type { NormalizedItem } from '../stages/normalized-item.ts';
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
 import { storable } from '../postgres/storable.ts';
 import type { PostgresRows, Sink, SinkContext } from './sink.ts';
@@ -37,6 +39,13 @@ export const postgresSinkOptionsSchema = z.strictObject({
 
 export type PostgresSinkOptions = z.input<typeof postgresSinkOptionsSchema>;
 
+/** What a PostgreSQL sink says of its table, beside being a sink. */
+export interface PostgresSinkTable {
+  readonly table: string;
+  readonly schema: string;
+  readonly target: PostgresTarget;
+}
+
 /** The upsert key as a new table indexes it (see `uniqueKey`). */
 const UPSERT_TARGET = 'md5(query), country, lang, dedupe_key';
 
@@ -51,7 +60,9 @@ interface Opened {
  * the state store's own page statement, when it lives in the same database, else a statement of the sink's own. Typed columns
  * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
  */
-export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & { readonly table: string; readonly schema: string; readonly target: PostgresTarget } {
+export function toPostgres(options: PostgresSinkOptions & OwnColumns): Sink<Record<string, unknown>> & PostgresSinkTable;
+export function toPostgres(options: PostgresSinkOptions): Sink<NormalizedItem> & PostgresSinkTable;
+export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & PostgresSinkTable {
   const config = ValidationError.parse(postgresSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid PostgreSQL sink', 'postgres');
   const { table, schema, mode } = config;
   const target = postgresTarget(config.url, process.env, { namedBy: 'postgres.url' });

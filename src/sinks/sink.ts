@@ -58,7 +58,7 @@ export type Participation<I = NormalizedItem> =
       /** The database the table is in (`sqlite:<file>`, `postgres://host:port/db`). */
       readonly database: string;
       /** The page's rows, as the store (or the sink itself) writes them. */
-      rows(page: Page<I>, seq: number): SinkRows;
+      readonly rows: (page: Page<I>, seq: number) => SinkRows;
       /** Writes rows in a transaction of the sink's own, with its checkpoint (another database, or a replay). */
       writeAlone(rows: SinkRows, seq: number): void | Promise<void>;
       /** The page's rows are committed. */
@@ -67,19 +67,19 @@ export type Participation<I = NormalizedItem> =
   | {
       readonly kind: 'append';
       /** Appends the page's bytes now, not yet committed; returns the checkpoint the page's transaction records. */
-      append(page: Page<I>, seq: number): AppendedPage;
+      readonly append: (page: Page<I>, seq: number) => AppendedPage;
       /**
        * CSV: the page's cells instead, which the commit thread (where a run has one) renders and appends just before
        * the page's transaction, as `append` would.
        */
-      records?(page: Page<I>, seq: number): SinkRecords;
+      readonly records?: (page: Page<I>, seq: number) => SinkRecords;
       /** The checkpoint is committed. */
       committed(checkpoint: Checkpoint): void;
     }
   | {
       readonly kind: 'deliver';
       /** Takes a committed page, and records that it holds it. */
-      deliver(page: Page<I>, seq: number): Promise<void>;
+      readonly deliver: (page: Page<I>, seq: number) => Promise<void>;
     };
 
 /** A page's bytes appended and not yet committed: the checkpoint to record with it. */
@@ -94,7 +94,7 @@ export interface AppendedPage {
  * page's commit one way (`commits`), and keeps the journal number of the last page it holds (`held`), so that after a
  * crash the runner re-delivers from the journal the committed pages it lacks: exactly once per sink.
  */
-export interface Sink<I = NormalizedItem> {
+export interface Sink<in I = NormalizedItem> {
   /** e.g. `sqlite`, `csv`. */
   readonly kind: string;
   /** The file written, resolved; for a sink that writes no file, what it writes to (a table, a URL, a name). */

@@ -6,6 +6,8 @@ import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/sqlite/schema.ts';
 import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, sqlType, sqlValue, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
+import type { OwnColumns } from './columns.ts';
+import type { NormalizedItem } from '../stages/normalized-item.ts';
 import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
 import { quoteIdentifier as q } from '../sql-identifier.ts';
@@ -37,6 +39,8 @@ export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
  * Rows into a SQLite table: WAL, one prepared insert, one transaction per page (with the sink's checkpoint),
  * explicit columns, indexes on (query, country, lang, run_id) and dedupe_key. Modes: see `mode`.
  */
+export function toSqlite(options: SqliteSinkOptions & OwnColumns): Sink<Record<string, unknown>> & { readonly table: string };
+export function toSqlite(options: SqliteSinkOptions): Sink<NormalizedItem> & { readonly table: string };
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
   const config = ValidationError.parse(sqliteSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid SQLite sink', 'sqlite');
   const { table, mode } = config;

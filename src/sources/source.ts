@@ -1,4 +1,4 @@
-import type { Client } from '../client/client.ts';
+import type { Client, Item } from '../client/client.ts';
 import type { RunContext } from '../pipeline/context.ts';
 import type { Page, Series } from '../pipeline/page.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
@@ -88,7 +88,8 @@ export interface SourcePlan {
   series(): Iterable<Series>;
 }
 
-export interface Source {
+/** Where pages come from; `I` is the type of their items. */
+export interface Source<I = Item> {
   plan(): SourcePlan;
-  pages(ctx: SourceContext): AsyncIterable<Page>;
+  pages(ctx: SourceContext): AsyncIterable<Page<I>>;
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
-import type { Stage } from '../pipeline/compose.ts';
+import { keepsItems, type SameItemsStage, type Stage } from '../pipeline/compose.ts';
 import { canonicalUrl } from './canonical-url.ts';
 import { toJson } from '../json.ts';
 import { storedKey } from '../stored-key.ts';
@@ -35,11 +35,11 @@ export type DedupeOptions = z.input<typeof dedupeOptionsSchema>;
  * Drops items whose key was already seen in the scope, and counts new and duplicate items per page
  * (`page.meta.dedupe`). Items without a key are kept: they cannot be told apart, so they are never merged.
  */
-export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I> {
+export function dedupe(options: DedupeOptions = {}): SameItemsStage<Keyed> {
   const config = ValidationError.parse(dedupeOptionsSchema, options, 'Invalid dedupe options', 'dedupe');
   const keyOf = keyFunction(config.key);
   const wide = config.scope !== 'series' || config.persistent;
-  const dedupeStage: Stage<I, I> = async function* (pages, ctx) {
+  const dedupeStage: Stage<Keyed, Keyed> = async function* (pages, ctx) {
     const store = wide ? ctx.seenKeys?.(!config.persistent) : undefined;
     if (wide && !store) {
       throw new ValidationError('Invalid dedupe options', [
@@ -97,7 +97,7 @@ export function dedupe<I extends Keyed>(options: DedupeOptions = {}): Stage<I, I
   // What decides its rows, for a run's terms (a key function by its name: its code cannot be compared).
   const key = typeof config.key === 'function' ? `function ${config.key.name || '(anonymous)'}` : config.key;
   const terms = { stage: 'dedupe', key, scope: config.scope, persistent: config.persistent };
-  return Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url', dedupeStored: wide, terms });
+  return keepsItems(Object.assign(dedupeStage, { dedupeScope: config.scope, dedupeByUrl: config.key === 'url', dedupeStored: wide, terms }));
 }
 
 function keyFunction(key: z.output<typeof dedupeOptionsSchema>['key']): (item: Keyed) => string | null | undefined {

@@ -1,4 +1,4 @@
-import type { Stage } from '../pipeline/compose.ts';
+import { keepsItems, type SameItemsStage, type Stage } from '../pipeline/compose.ts';
 import type { RunContext } from '../pipeline/context.ts';
 import type { Page } from '../pipeline/page.ts';
 
@@ -12,11 +12,11 @@ export function mapItems<I, O>(map: (item: I, page: Page<I>, ctx: RunContext) =>
 }
 
 /** A stage that keeps the items for which `keep` is true (the page itself always goes on, perhaps empty). */
-export function filterItems<I>(keep: (item: I, page: Page<I>, ctx: RunContext) => boolean): Stage<I, I> {
+export function filterItems<I>(keep: (item: I, page: Page<I>, ctx: RunContext) => boolean): SameItemsStage<I> {
   const stage: Stage<I, I> = async function* filterItemsStage(pages, ctx) {
     for await (const page of pages) yield { ...page, items: page.items.filter((item) => keep(item, page, ctx)) };
   };
-  return Object.assign(stage, { terms: { stage: 'filterItems', keep: keep.name || '(anonymous)' } });
+  return keepsItems(Object.assign(stage, { terms: { stage: 'filterItems', keep: keep.name || '(anonymous)' } }));
 }
 
 /** Flattens pages into items, for consumers who want one item at a time. */

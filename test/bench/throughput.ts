@@ -13,7 +13,7 @@ import { finished } from 'node:stream/promises';
 import Database from 'better-sqlite3';
 import { stringify } from 'csv-stringify';
 import { stringify as stringifySync } from 'csv-stringify/sync';
-import { createClient, dedupe, definePipeline, normalize, type Page, run, type RunSummary, searchPages, type Sink, type Source, toCsv, toSqlite } from '../../src/index.ts';
+import { createClient, dedupe, definePipeline, normalize, type Page, run, type RunSummary, searchPages, type NormalizedItem, type Sink, type Source, toCsv, toSqlite } from '../../src/index.ts';
 import { type Series } from '../../src/pipeline/page.ts';
 import { DEFAULT_CSV_COLUMNS } from '../../src/sinks/csv.ts';
 import { unlimitedTarget } from './servers.ts';
@@ -108,7 +108,7 @@ export function replay(pages: { q: string; page: number; items: Record<string, u
   };
 }
 
-async function throughRun(name: string, source: Source, sinks: Sink<Record<string, unknown>>[], state: string, url: string, apiKey: string) {
+async function throughRun(name: string, source: Source, sinks: Sink<NormalizedItem>[], state: string, url: string, apiKey: string) {
   const { value, ms } = await timed(() =>
     run(definePipeline({ name, source, stages: [normalize(), dedupe()], sinks, state: { path: state }, rate: { concurrency: CONCURRENCY } }), { baseUrl: url, apiKey, env: {} }),
   );
