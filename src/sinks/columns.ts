@@ -79,7 +79,7 @@ export function checkNormalized(item: Record<string, unknown> | undefined, sink:
 }
 
 /**
- * Options that name the columns: such a sink takes items of any shape (records). Without them it writes the normalized
+ * Options that name the columns: such a sink takes items of any shape (any object; a column it lacks is empty). Without them it writes the normalized
  * item's columns, and takes normalized items (docs/pipelines.md#composing-in-code).
  */
 export interface OwnColumns {

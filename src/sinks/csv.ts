@@ -47,7 +47,7 @@ export const DEFAULT_CSV_COLUMNS: readonly string[] = NORMALIZED_COLUMNS.filter(
  * committed length is checkpointed; on the next open a longer file is cut back to it (a crash between the two),
  * so that no row is written twice and the header and BOM never repeat.
  */
-export function toCsv(options: CsvSinkOptions & OwnColumns): Sink<Record<string, unknown>>;
+export function toCsv(options: CsvSinkOptions & OwnColumns): Sink<object>;
 export function toCsv(options: CsvSinkOptions): Sink<NormalizedItem>;
 export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(csvSinkOptionsSchema, options, 'Invalid CSV sink', 'csv');

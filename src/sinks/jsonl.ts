@@ -28,6 +28,7 @@ type Item = Record<string, unknown>;
  * served. To a file, exactly once as the CSV sink does it: each page written synchronously, then the file's
  * committed length checkpointed; on the next open a longer file is cut back to it (a crash in between).
  */
+export function toJsonl(options: JsonlSinkOptions): Sink<object>;
 export function toJsonl(options: JsonlSinkOptions): Sink<Item> {
   const config = ValidationError.parse(jsonlSinkOptionsSchema, options, 'Invalid JSONL sink', 'jsonl');
   const toLines = (items: readonly Item[]) => items.map((item) => jsonLine(item, config.rawAsString)).join('');

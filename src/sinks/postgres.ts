@@ -60,7 +60,7 @@ interface Opened {
  * the state store's own page statement, when it lives in the same database, else a statement of the sink's own. Typed columns
  * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
  */
-export function toPostgres(options: PostgresSinkOptions & OwnColumns): Sink<Record<string, unknown>> & PostgresSinkTable;
+export function toPostgres(options: PostgresSinkOptions & OwnColumns): Sink<object> & PostgresSinkTable;
 export function toPostgres(options: PostgresSinkOptions): Sink<NormalizedItem> & PostgresSinkTable;
 export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & PostgresSinkTable {
   const config = ValidationError.parse(postgresSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid PostgreSQL sink', 'postgres');

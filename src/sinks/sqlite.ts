@@ -39,7 +39,7 @@ export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
  * Rows into a SQLite table: WAL, one prepared insert, one transaction per page (with the sink's checkpoint),
  * explicit columns, indexes on (query, country, lang, run_id) and dedupe_key. Modes: see `mode`.
  */
-export function toSqlite(options: SqliteSinkOptions & OwnColumns): Sink<Record<string, unknown>> & { readonly table: string };
+export function toSqlite(options: SqliteSinkOptions & OwnColumns): Sink<object> & { readonly table: string };
 export function toSqlite(options: SqliteSinkOptions): Sink<NormalizedItem> & { readonly table: string };
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
   const config = ValidationError.parse(sqliteSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid SQLite sink', 'sqlite');
