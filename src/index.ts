@@ -15,7 +15,7 @@ export { searchPages, type SearchPagesOptions } from './sources/search-pages.ts'
 export { endpointPages, type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';
 export { combineSources } from './sources/combine.ts';
 export { type Source } from './sources/source.ts';
-export { defineSource, type SourceSpec } from './sources/define-source.ts';
+export { defineSource, type Fetched, type SeriesInput, type SourceSpec } from './sources/define-source.ts';
 export { paginators, type Paginator, type PageRequest, type PageAnswer } from './sources/paginators/index.ts';
 
 // Stages
@@ -32,7 +32,7 @@ export { toSqlite, type SqliteSinkOptions } from './sinks/sqlite.ts';
 export { toPostgres, type PostgresSinkOptions } from './sinks/postgres.ts';
 export { toCsv, type CsvSinkOptions } from './sinks/csv.ts';
 export { toJsonl, type JsonlSinkOptions } from './sinks/jsonl.ts';
-export { type Sink } from './sinks/sink.ts';
+export { type Sink, type SinkContext } from './sinks/sink.ts';
 export { defineSink, type SinkSpec } from './sinks/define-sink.ts';
 
 // The client

@@ -6,14 +6,17 @@ import {
   dedupe,
   definePipeline,
   defineSink,
+  defineSource,
   filterItems,
   type Item,
   mapItems,
   normalize,
+  paginators,
   type NormalizedItem,
   type Page,
   type PageStream,
   searchPages,
+  type Source,
   stream,
   toCsv,
   toJsonl,
@@ -66,5 +69,24 @@ describe('types that flow from the source through the stages to the sinks', () =
     const pipeline = definePipeline({ name: 'defined', source: source(), stages: [normalize(), shortened], sinks: [toJsonl({ path: 'x.jsonl' })] });
     expectTypeOf(stream(pipeline)).toEqualTypeOf<PageStream<{ title: string | null; url: string | null }>>();
     expectTypeOf<Page<NormalizedItem>['items'][number]['title']>().toEqualTypeOf<string | null>();
+  });
+
+  it('defineSource infers its items from fetch; the endpoint is said once, and series ids are made from their parameters', () => {
+    const reviews = defineSource({
+      endpoint: '/appstore/reviews',
+      series: () => [{ query: 'com.example.notes' }, { query: 'com.example.maps', country: 'us' }],
+      paginator: paginators.pageNumber(),
+      maxPages: 2,
+      // No status, time or size: a fetch that builds its answer itself gives only its items.
+      fetch: async (series) => ({ items: [{ app: series.query, stars: 5 }] }),
+    });
+    expectTypeOf(reviews).toEqualTypeOf<Source<{ app: string; stars: number }>>();
+    // @ts-expect-error a sink for normalized items, after the reviews' own items
+    definePipeline({ name: 'reviews-into-titles', source: reviews, sinks: [titles()] });
+    definePipeline({ name: 'reviews', source: reviews, sinks: [toJsonl({ path: 'x.jsonl' }), toSqlite({ path: 'x.sqlite', columns: ['app', 'stars'] })] });
+    expect([...reviews.plan().series()]).toEqual([
+      { endpoint: '/appstore/reviews', query: 'com.example.notes', country: '', lang: '', id: '["/appstore/reviews","com.example.notes","",""]' },
+      { endpoint: '/appstore/reviews', query: 'com.example.maps', country: 'us', lang: '', id: '["/appstore/reviews","com.example.maps","us",""]' },
+    ]);
   });
 });

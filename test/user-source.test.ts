@@ -69,6 +69,32 @@ describe('a source a user writes: defineSource with a paginator', () => {
     expect(summary.credits.byEndpoint).toEqual({ '/appstore/reviews': pages });
   });
 
+  it('a source that says its endpoint once, gives series without ids and answers with its items alone runs as one that says it all', async () => {
+    await using sim = await simulator({ seed: 11 });
+    using dir = workdir();
+    const brief = defineSource({
+      endpoint: '/appstore/reviews',
+      series: () => APPS.map((app) => ({ query: app })),
+      paginator: paginators.custom((answer) => {
+        const next = (answer.body as { next_cursor?: string | null }).next_cursor;
+        return next ? { cursor: next } : null;
+      }),
+      maxPages: 50,
+      async fetch(series, request, { client, signal }) {
+        const response = await client.request<{ data: Item[] }>({ path: '/appstore/reviews', query: { app_id: series.query, ...(request.params as Record<string, string>) } }, { signal });
+        // Only what a paginator needs: the items and the body (no status, request id, time or size).
+        return { items: response.body.data, body: response.body };
+      },
+    });
+    const summary = await runOn(sim, { name: 'brief', source: brief, stages: [normalize()], sinks: [toSqlite({ path: dir.path('r.sqlite') })] });
+    expect(summary).toMatchObject({ status: 'completed', series: { total: 3, byReason: { end: 3 } } });
+    expect(summary.pages.fetched).toBe(await expectEverythingServed(sim, dir.path('r.sqlite')));
+    // The ids the run made, one per app, from the endpoint and the query.
+    expect(sqliteRows(dir.path('r.sqlite'), 'SELECT series_id FROM series ORDER BY series_id').map((row) => row.series_id)).toEqual(
+      [...APPS].sort().map((app) => JSON.stringify(['/appstore/reviews', app, '', ''])),
+    );
+  });
+
   it('ends each series by the first stop rule that holds, in their order: short, then end, then max_pages', async () => {
     // Seed 5 serves the apps 5 pages (25 items each, then 16), 3 (25, 25, 14) and 3 (25, 25, 15).
     await using sim = await simulator({ seed: 5 });

@@ -2,22 +2,55 @@ import { z } from 'zod';
 import type { Client } from '../client/client.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
 import { ValidationError } from '../errors/validation-error.ts';
-import type { Series } from '../pipeline/page.ts';
+import type { Page, Series } from '../pipeline/page.ts';
 import { storedKey } from '../stored-key.ts';
-import { type Fetched, fetchAll, pageSeries } from './paging.ts';
+import { toJson } from '../json.ts';
+import type { ResponseMeta } from '../client/client.ts';
+import { type AnsweredPage, fetchAll, pageSeries } from './paging.ts';
 import type { PageRequest, Paginator } from './paginators/index.ts';
 import type { Source, SourcePlan } from './source.ts';
 import { tagColumnsSchema } from './tag-columns.ts';
 
-/** What a source of your own decides: its series, how their pages follow each other, and how one is fetched. */
-export interface SourceSpec {
+/**
+ * A series as a source of your own gives it: what its requests ask for. The endpoint is the source's unless given, and
+ * the id, by which a resume finds the series' progress, is made from the endpoint, query, country and lang unless given.
+ */
+export interface SeriesInput {
+  id?: string;
+  endpoint?: string;
+  query: string;
+  country?: string;
+  lang?: string;
+  /** Extra columns carried into every row (see `tagColumns`). */
+  tags?: Readonly<Record<string, string>>;
+}
+
+/**
+ * One answered page, as a source's own `fetch` gives it: its items, and what is known of the answer. A client's
+ * response spread into it (`{ ...response, items: response.body.data }`) has all of it; left out, the status is 200,
+ * the time is the fetch's own and the size 0.
+ */
+export interface Fetched<I = unknown> {
+  items: I[];
+  status?: number;
+  requestId?: string | undefined;
+  durationMs?: number;
+  bytes?: number;
+  /** The whole body, for paginators that read it (a cursor). */
+  body?: unknown;
+  /** The answer's headers, for the scheduler to heed (rate-limit headers). */
+  headers?: ResponseMeta['headers'];
+}
+
+/** What a source of your own decides: its series, how their pages follow each other, and how one is fetched; `I` its items. */
+export interface SourceSpec<I = unknown> {
   /** The catalog path its requests go to (credit weights, the 403 rule and the plan go by it); every series' `endpoint`. */
   endpoint: string;
   /**
-   * Its series in order, each with an `id` stable across invocations (a resume finds a series' progress by it).
+   * Its series in order (an id given must be stable across invocations: a resume finds a series' progress by it).
    * Called for the plan and again for the run: a generator over a long list is fine.
    */
-  series(): Iterable<Series>;
+  series(): Iterable<SeriesInput>;
   /** How many series there are (default: counted by going through `series()`). */
   seriesCount?: number;
   /** How a series' pages follow each other (`pageNumber()`, `cursorFrom(…)`, `custom(…)`), or one per series. */
@@ -44,7 +77,7 @@ export interface SourceSpec {
    * Sends one request for `series` (the scheduler calls it under the run's rate, budget and retries: throw the
    * client's errors as they come) and gives its items. Add `request.params` to what the request sends.
    */
-  fetch(series: Series, request: PageRequest, io: { client: Client; signal: AbortSignal }): Promise<Fetched>;
+  fetch(series: Series, request: PageRequest, io: { client: Client; signal: AbortSignal }): Promise<Fetched<I>>;
 }
 
 /**
@@ -52,7 +85,7 @@ export interface SourceSpec {
  * the page permits, each paged until the stop rules (empty, repeat, short, end, max_pages, no_new), the budget, a
  * failure or the run's stop; pages are committed exactly once and a resumed run goes on from where each series was.
  */
-export function defineSource(spec: SourceSpec): Source {
+export function defineSource<I>(spec: SourceSpec<I>): Source<I> {
   ValidationError.parse(specSchema, spec, 'Invalid source', 'source');
   const limits = { maxPages: spec.maxPages, shortBelow: spec.pageSize };
   const paginatorFor = typeof spec.paginator === 'function' ? spec.paginator : () => spec.paginator as Paginator;
@@ -61,7 +94,8 @@ export function defineSource(spec: SourceSpec): Source {
   // source's own functions get the series as the source made it.
   const own = new WeakMap<Series, Series>();
   function* runSeries(): Generator<Series> {
-    for (const series of spec.series()) {
+    for (const given of spec.series()) {
+      const series = seriesOf(given, spec.endpoint);
       const id = storedKey(series.id);
       if (id === series.id) yield series;
       else {
@@ -79,7 +113,7 @@ export function defineSource(spec: SourceSpec): Source {
     maxPages: spec.maxPages,
     fingerprint: spec.fingerprint ?? {
       endpoint: spec.endpoint,
-      series: Array.from(spec.series(), (series) => series.id),
+      series: Array.from(spec.series(), (series) => seriesOf(series, spec.endpoint).id),
       maxPages: spec.maxPages,
       pageSize: spec.pageSize ?? null,
     },
@@ -90,6 +124,7 @@ export function defineSource(spec: SourceSpec): Source {
 
   return {
     plan,
+    // The paging loop carries items as it got them: those of `spec.fetch`, of type I.
     pages: (ctx) =>
       fetchAll(runSeries(), ctx, (series, resume, push, ready) =>
         pageSeries({
@@ -101,10 +136,23 @@ export function defineSource(spec: SourceSpec): Source {
           paginator: paginatorFor(ownOf(series)),
           limits,
           stopAfterNoNew: spec.stopAfterNoNew,
-          fetch: (request, signal) => spec.fetch(ownOf(series), request, { client: ctx.client, signal }),
+          fetch: (request, signal) => answered(() => spec.fetch(ownOf(series), request, { client: ctx.client, signal })),
         }),
-      ),
+      ) as AsyncIterable<Page<I>>,
   };
+}
+
+/** A series with its endpoint and id filled in (the id from its parameters, as JSON: no two series share one). */
+function seriesOf(given: SeriesInput, endpoint: string): Series {
+  const series = { endpoint, country: '', lang: '', ...given };
+  return { ...series, id: given.id ?? toJson([series.endpoint, series.query, series.country, series.lang]) };
+}
+
+/** A source's own answer, with what it left out filled in: status 200, the fetch's own time, size 0. */
+async function answered<I>(fetch: () => Promise<Fetched<I>>): Promise<AnsweredPage> {
+  const started = performance.now();
+  const page = await fetch();
+  return { status: 200, requestId: undefined, bytes: 0, ...page, durationMs: page.durationMs ?? performance.now() - started };
 }
 
 const fn = (what: string) => z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', { error: `must be a function ${what}` });

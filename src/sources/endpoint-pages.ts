@@ -1,12 +1,12 @@
 import { z } from 'zod';
+import type { Item } from '../client/client.ts';
 import { MalformedResponseError } from '../errors/malformed-response-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from '../client/endpoint-path.ts';
 import { characterCount, MAX_QUERY_CHARACTERS } from '../client/search-params.ts';
 import type { Series } from '../pipeline/page.ts';
 import { toJson } from '../json.ts';
-import { defineSource } from './define-source.ts';
-import type { Fetched } from './paging.ts';
+import { defineSource, type Fetched } from './define-source.ts';
 import { cursorFrom, custom, type PageRequest, type Paginator, pageNumber, valueAt } from './paginators/index.ts';
 import type { Source } from './source.ts';
 
@@ -118,7 +118,7 @@ export function endpointPages(options: EndpointPagesOptions): Source {
     }
   }
 
-  return defineSource({
+  return defineSource<Item>({
     endpoint: config.path,
     series,
     seriesCount: byId.size,
@@ -138,7 +138,7 @@ export function endpointPages(options: EndpointPagesOptions): Source {
       pageSize: config.pageSize ?? null,
       itemsAt: config.itemsAt,
     },
-    async fetch(one, request, { client, signal }): Promise<Fetched> {
+    async fetch(one, request, { client, signal }): Promise<Fetched<Item>> {
       const params = byId.get(one.id) as Params;
       const body = requestBody(request);
       const query = config.body ? params : { ...params, ...(request.params as Params) };

@@ -8,8 +8,8 @@ import type { PageRequest, Paginator, Resumed } from './paginators/index.ts';
 import type { SeriesEnd, SourceContext } from './source.ts';
 import { pageEnd, type StopLimits } from './stop-rules.ts';
 
-/** One answered page, as a source's `fetch` gives it to the paging loop. */
-export interface Fetched {
+/** One answered page, as the paging loop takes it (`defineSource` fills in what a source's own `fetch` left out). */
+export interface AnsweredPage {
   items: unknown[];
   status: number;
   requestId: string | undefined;
@@ -35,7 +35,7 @@ export interface SeriesPaging {
   /** End the series after this many pages in a row with nothing new after the stages (`no_new`). */
   stopAfterNoNew: number | undefined;
   /** Sends one request for the series (the scheduler calls it, retrying as its table says). */
-  fetch: (request: PageRequest, signal: AbortSignal) => Promise<Fetched>;
+  fetch: (request: PageRequest, signal: AbortSignal) => Promise<AnsweredPage>;
 }
 
 /**
@@ -146,7 +146,7 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
       release();
       return { reason: 'failed', pages: pushed, error: refused };
     }
-    let outcome: Outcome<Fetched & { next: PageRequest | null }>;
+    let outcome: Outcome<AnsweredPage & { next: PageRequest | null }>;
     try {
       const asked = request;
       outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint }, async (signal) => {
@@ -207,7 +207,7 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
 }
 
 /** The paginator's next request; its number must follow (page keys and a resume's next page depend on it). */
-function following(paginator: Paginator, answer: Fetched, request: PageRequest): PageRequest | null {
+function following(paginator: Paginator, answer: AnsweredPage, request: PageRequest): PageRequest | null {
   const next = paginator.next({ body: answer.body, items: answer.items, request });
   if (next !== null && next.number !== request.number + 1) {
     throw new Error(`the paginator asked for page ${next.number} after page ${request.number}: each request's number must be the previous one's + 1`);

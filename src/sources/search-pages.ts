@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SEARCH_PATH } from '../client/client.ts';
+import { type Item, SEARCH_PATH } from '../client/client.ts';
 import { checkCountry, checkLang } from '../client/codes.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Series } from '../pipeline/page.ts';
@@ -78,7 +78,7 @@ export function searchPages(options: SearchPagesOptions): Source & { readonly dr
     }
   }
 
-  const source = defineSource({
+  const source = defineSource<Item>({
     endpoint: SEARCH_PATH,
     series,
     seriesCount: queries.length * countries.length * langs.length,
