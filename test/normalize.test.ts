@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { normalize, searchPages, toSqlite } from '../src/index.ts';
+import { normalize, type NormalizedItem, type Page, type RunContext, searchPages, toSqlite } from '../src/index.ts';
 import { canonicalUrl, urlKey } from '../src/stages/canonical-url.ts';
 import { simulator } from './helpers.ts';
 import { runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
@@ -48,6 +48,27 @@ describe('normalize', () => {
     }
     expect(levels).toBe(depth);
     expect(JSON.parse(String(rows[4]?.raw))).toEqual(data[4]);
+  });
+
+  it('keeps raw as the item served, the very value the page holds: nothing is written out until a sink stores it', async () => {
+    const served = [{ title: 'a', url: 'https://a.example/', deep: { list: [1, 2, { x: null }] } }, { headline: 'b' }];
+    const page = { key: 's#1', series: { id: 's', endpoint: '/searchengine/search', query: 'q', country: 'us', lang: '' }, number: 1, items: served, meta: { status: 200, requestId: undefined, fetchedAt: '2026-11-25T00:00:00.000Z', latencyMs: 1, bytes: 1, served: 2 } };
+    async function* one() {
+      yield page;
+    }
+    const out: Page<NormalizedItem>[] = [];
+    const states = new Map<string, object>();
+    const ctx: RunContext = {
+      runId: 'r',
+      pipeline: 'p',
+      signal: new AbortController().signal,
+      seriesState: <T extends object>(stage: string, series: { id: string }, init: () => T) => (states.get(`${stage}|${series.id}`) ?? states.set(`${stage}|${series.id}`, init()).get(`${stage}|${series.id}`)) as T,
+    };
+    for await (const normalized of normalize()(one(), ctx)) out.push(normalized);
+    expect(out[0]?.items.map((item) => item.raw)).toEqual(served);
+    // The same objects, not copies nor JSON text.
+    expect(out[0]?.items[0]?.raw).toBe(served[0]);
+    expect(out[0]?.items[1]?.raw).toBe(served[1]);
   });
 
   it('canonical URLs: scheme and host case, default port, fragment and tracking parameters go; the rest sorted', () => {

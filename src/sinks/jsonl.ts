@@ -84,12 +84,15 @@ function toStdout(toLines: (items: readonly Item[]) => string): Sink<Item> {
 }
 
 /**
- * One item as one line. `raw` (the item as served, as JSON text) is spliced in as it is: serializing it again
- * would be a second pass, and JSON.stringify overflows the stack on deep nesting. It is only parsed to check that
- * it is JSON (anything else stays a string).
+ * One item as one line. `raw` is the item as served, a parsed value, written as the value it is (`rawAsString`: as its
+ * JSON text, a string). A `raw` that a stage of one's own made JSON text is spliced in as it is: serializing it again
+ * would be a second pass, and JSON.stringify overflows the stack on deep nesting. It is only parsed to check that it is
+ * JSON (anything else stays a string).
  */
 function jsonLine(item: Item, rawAsString: boolean): string {
   const raw = item.raw;
+  // The item as served (a parsed value) is written as the value it is; kept as a string, as its JSON text.
+  if (rawAsString && raw !== undefined && typeof raw !== 'string') return `${toJson({ ...item, raw: toJson(raw) })}\n`;
   if (rawAsString || typeof raw !== 'string' || !isJson(raw)) return `${toJson(item)}\n`;
   const fields: string[] = [];
   for (const [key, value] of Object.entries(item)) {

@@ -2,7 +2,6 @@ import type { Item } from '../client/client.ts';
 import type { Stage } from '../pipeline/compose.ts';
 import type { Page } from '../pipeline/page.ts';
 import { urlKey } from './canonical-url.ts';
-import { toJson } from '../json.ts';
 import { MAX_KEY_BYTES, storedKey } from '../stored-key.ts';
 import type { NormalizedItem } from './normalized-item.ts';
 
@@ -80,7 +79,7 @@ function normalizeItem(item: Item, index: number, page: Page, runId: string, sta
     snippet: text(pick(item, aliases.snippet)),
     dedupe_key: key,
     fetched_at: page.meta.fetchedAt,
-    raw: toJson(item),
+    raw: item,
     // Tags from a query list travel with every row of the series.
     ...page.series.tags,
   };

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { Item } from '../client/client.ts';
 
 /**
  * The normalized search item (docs/design.md#the-normalized-item): one row per item served, in SQLite and CSV. The
@@ -27,8 +28,11 @@ export const normalizedItemSchema = z.object({
   dedupe_key: z.string().nullable(),
   /** When the page was answered (ISO 8601, UTC). */
   fetched_at: z.string(),
-  /** The item exactly as received, as JSON. */
-  raw: z.string(),
+  /**
+   * The item exactly as received, as the parsed value it is (the page's own reference: nothing is copied or written
+   * out until a sink stores it, as JSON text or jsonb).
+   */
+  raw: z.custom<Item>((value) => typeof value === 'object' && value !== null),
 });
 
 export type NormalizedItem = z.infer<typeof normalizedItemSchema>;
