@@ -71,6 +71,14 @@ describe('types that flow from the source through the stages to the sinks', () =
     expectTypeOf<Page<NormalizedItem>['items'][number]['title']>().toEqualTypeOf<string | null>();
   });
 
+  it('raw is the item as served, a parsed value: its fields are read without JSON.parse', () => {
+    const rawTitles = mapItems((item: NormalizedItem) => item.raw.headline ?? item.title);
+    // @ts-expect-error raw is no longer JSON text: JSON.parse takes a string
+    mapItems((item: NormalizedItem) => JSON.parse(item.raw));
+    expectTypeOf<NormalizedItem['raw']>().toEqualTypeOf<Item>();
+    expect(typeof rawTitles).toBe('function');
+  });
+
   it('defineSource infers its items from fetch; the endpoint is said once, and series ids are made from their parameters', () => {
     const reviews = defineSource({
       endpoint: '/appstore/reviews',
