@@ -79,6 +79,30 @@ function runtimeLockfile(project: { name: string; version: string }): string {
   return `${JSON.stringify({ name: project.name, version: project.version, lockfileVersion: 3, requires: true, packages }, null, 2)}\n`;
 }
 
+/**
+ * A fresh project in `dir` with the package installed from `spec` (a tarball, a git URL), as the README says:
+ * `npm init -y`, `npm pkg set type=module`, better-sqlite3's build script denied, `npm install <spec>`.
+ */
+async function newProject(dir: string, spec: string): Promise<Outcome> {
+  mkdirSync(dir, { recursive: true });
+  // npm 11's `npm init -y` writes "type": "commonjs", under which Node reads pipeline.ts's `import` as CommonJS and
+  // fails (SyntaxError: Cannot use import statement outside a module): hence the README's `npm pkg set type=module`.
+  succeeded(await sh('npm', ['init', '-y'], dir), 'npm init -y');
+  succeeded(await sh('npm', ['pkg', 'set', 'type=module'], dir), 'npm pkg set type=module');
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string };
+  writeFileSync(join(dir, 'package-lock.json'), runtimeLockfile(manifest));
+  // better-sqlite3 13 carries prebuilt binaries (prebuilds/<platform>.node, loaded at run time). npm 11 still
+  // counts its binding.gyp as an install script (`node-gyp rebuild`) and runs it, not yet reviewed, with a warning:
+  // with a prebuild for the platform it compiles nothing, but node-gyp needs Python, make and Node's headers all
+  // the same. The README's step denies it, as this repository's own package.json does for `npm ci`: the binary
+  // that loads is the prebuilt one, and the install needs no build tools.
+  succeeded(await sh('npm', ['pkg', 'set', 'allowScripts.better-sqlite3=false', '--json'], dir), 'npm pkg set allowScripts');
+  const install = succeeded(await sh('npm', ['install', '--offline', spec], dir), `npm install ${spec}`);
+  const installed = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+  expect(Object.keys(installed.dependencies ?? {})).toEqual(['webdata-etl']);
+  return install;
+}
+
 /** The pipeline file a user writes: typed by the package's own types (no `any`, no casts), run by node as it is. */
 const PIPELINE_TS = `import { definePipeline, normalize, runFromCommandLine, searchPages, toSqlite } from 'webdata-etl';
 
@@ -144,7 +168,6 @@ describe('a project of your own: the packed package installed in a fresh directo
     expect(relative(ROOT, base).startsWith('..')).toBe(true);
     project = join(base, 'my-harvest');
     mkdirSync(join(base, 'pack'));
-    mkdirSync(project);
 
     // The tarball npm would publish. The global setup has just built dist/, so `prepare` (which builds it again)
     // is skipped here: --ignore-scripts.
@@ -156,26 +179,11 @@ describe('a project of your own: the packed package installed in a fresh directo
     expect(files).toEqual(expect.arrayContaining(['package.json', 'README.md', 'dist/cli/main.js', 'dist/index.js', 'dist/index.d.ts', 'dist/simulator/index.js', 'dist/simulator/index.d.ts']));
     expect(files.filter((file) => !/^(dist\/|package\.json$|README\.md$|LICENSE)/.test(file))).toEqual([]);
 
-    // `npm init -y`, then ESM: npm 11's `npm init -y` writes "type": "commonjs", under which Node reads
-    // pipeline.ts's `import` as CommonJS and fails (SyntaxError: Cannot use import statement outside a module).
-    succeeded(await sh('npm', ['init', '-y'], project), 'npm init -y');
-    succeeded(await sh('npm', ['pkg', 'set', 'type=module'], project), 'npm pkg set type=module');
-    const manifest = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { name: string; version: string };
-    writeFileSync(join(project, 'package-lock.json'), runtimeLockfile(manifest));
-
-    // better-sqlite3 13 carries prebuilt binaries (prebuilds/<platform>.node, loaded at run time). npm 11 still
-    // counts its binding.gyp as an install script (`node-gyp rebuild`) and runs it, not yet reviewed, with a warning:
-    // with a prebuild for the platform it compiles nothing, but node-gyp needs Python, make and Node's headers all
-    // the same. The README's step denies it, as this repository's own package.json does for `npm ci`: the binary
-    // that loads is the prebuilt one, and the install needs no build tools.
-    succeeded(await sh('npm', ['pkg', 'set', 'allowScripts.better-sqlite3=false', '--json'], project), 'npm pkg set allowScripts');
-    const install = succeeded(await sh('npm', ['install', '--offline', join(base, 'pack', tarball?.filename ?? '')], project), 'npm install <tarball>');
+    const install = await newProject(project, join(base, 'pack', tarball?.filename ?? ''));
     // (npm still lists webdata-etl's own `prepare` as not covered, for a tarball: it runs it only for a git URL or
     // a directory, where it builds dist/.)
     expect(install.stdout + install.stderr).not.toMatch(/better-sqlite3|gyp/);
     expect(existsSync(join(project, 'node_modules/better-sqlite3/build'))).toBe(false);
-    const installed = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-    expect(Object.keys(installed.dependencies ?? {})).toEqual(['webdata-etl']);
 
     writeFileSync(join(project, 'pipeline.ts'), PIPELINE_TS);
     writeFileSync(join(project, 'consume.ts'), CONSUME_TS);
@@ -224,4 +232,19 @@ describe('a project of your own: the packed package installed in a fresh directo
     expect(lines[3]).toBe('completed: 30 items written');
     expect(sqliteRows(join(project, 'data/consumed.sqlite'), 'SELECT count(*) AS n FROM results')).toEqual([{ n: 30 }]);
   });
+
+  it('npm install git+file://<this repository>#<HEAD>: npm runs its `prepare`, which builds dist/, and the bin runs', async (context) => {
+    // The committed HEAD, as a git URL gives it: npm clones it, installs its devDependencies in the clone (offline,
+    // from its lockfile) and runs `prepare` (`npm run build`), then packs the clone as it would publish it.
+    const head = await sh('git', ['rev-parse', 'HEAD'], ROOT);
+    if (head.code !== 0) context.skip('not a git checkout: no git URL to install from');
+    const fromGit = join(base, 'from-git');
+    const install = await newProject(fromGit, `git+file://${ROOT}#${head.stdout.trim()}`);
+    expect(install.stdout + install.stderr).not.toMatch(/better-sqlite3|gyp/);
+    expect(existsSync(join(fromGit, 'node_modules/webdata-etl/dist/cli/main.js'))).toBe(true);
+    expect(existsSync(join(fromGit, 'node_modules/webdata-etl/src'))).toBe(false);
+    writeFileSync(join(fromGit, 'pipeline.ts'), PIPELINE_TS);
+    const ran = succeeded(await sh('npx', ['webdata-etl', 'run', 'pipeline.ts', '--simulator', '--quiet'], fromGit), 'npx webdata-etl run pipeline.ts --simulator');
+    expect((JSON.parse(ran.stdout) as { status: string }).status).toBe('completed');
+  }, 180_000);
 });
