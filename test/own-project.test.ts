@@ -103,41 +103,28 @@ async function newProject(dir: string, spec: string): Promise<Outcome> {
   return install;
 }
 
-/** The pipeline file a user writes: typed by the package's own types (no `any`, no casts), run by node as it is. */
-const PIPELINE_TS = `import { definePipeline, normalize, runFromCommandLine, searchPages, toSqlite } from 'webdata-etl';
-
-const pipeline = definePipeline({
-  name: 'first-steps',
-  source: searchPages({ queries: ['espresso machine'], countries: ['us', 'gb'], maxPages: 2, count: 10 }),
-  stages: [normalize()],
-  sinks: [toSqlite({ path: 'data/results.sqlite', table: 'results' })],
-  budget: { maxCredits: 20 },
-});
-
-export default pipeline;
-
-if (import.meta.main) await runFromCommandLine(pipeline);
-`;
-
-/** A program of one's own: a simulator from the package's subpath, and the run's pages through stream(). */
-const CONSUME_TS = `import { normalize, type PipelineDefinition, searchPages, stream, toSqlite } from 'webdata-etl';
-import { startSimulator } from 'webdata-etl/simulator';
-
-await using sim = await startSimulator();
-const definition: PipelineDefinition = {
-  name: 'consumed',
-  source: searchPages({ queries: ['trail running shoes'], countries: ['de'], maxPages: 3, count: 10 }),
-  stages: [normalize()],
-  sinks: [toSqlite({ path: 'data/consumed.sqlite' })],
-};
-
-const pages = stream(definition, { baseUrl: sim.url, apiKey: sim.apiKey });
-for await (const page of pages) {
-  console.log(\`page \${page.number}: \${page.items.length} items, first \${String(page.items[0]?.url)}\`);
+/**
+ * The first ```ts block of a document's section (from its heading to the next heading of any level): the files the
+ * project is given are the ones the documentation shows, so the documentation cannot drift from what works.
+ */
+function documented(file: string, heading: string): string {
+  const text = readFileSync(join(ROOT, file), 'utf8');
+  const start = text.indexOf(`${heading}\n`);
+  if (start < 0) throw new Error(`${file} has no heading "${heading}"`);
+  const section = text.slice(start + heading.length).split(/\n#{1,6} /)[0] ?? '';
+  const block = /\n```ts\n([\s\S]*?)\n```\n/.exec(section)?.[1];
+  if (block === undefined) throw new Error(`${file}, "${heading}": no \`\`\`ts block`);
+  return `${block}\n`;
 }
-const summary = await pages.summary();
-console.log(\`\${summary.status}: \${summary.items.written} items written\`);
-`;
+
+/**
+ * The pipeline file a user writes, as the README shows it: typed by the package's own types (no `any`, no casts),
+ * run by node as it is.
+ */
+const PIPELINE_TS = documented('README.md', '## A project of your own');
+
+/** A program of one's own, as docs/pipelines.md shows it: a simulator from the package's subpath, the pages by stream(). */
+const CONSUME_TS = documented('docs/pipelines.md', '### In a project of your own');
 
 /** What a user's tsconfig.json would say for these files (Node runs them as they are; tsc only checks them). */
 const TSCONFIG = {
