@@ -1,7 +1,7 @@
 // The library as its users get it (issue 30, part 3): packed with `npm pack`, installed into a fresh project outside
 // this repository, and used from there the way the README's "A project of your own" says — a typed pipeline file run
-// by `node pipeline.ts` and by `npx webdata-etl run pipeline.ts`, and a program of one's own that calls `stream()`.
-// Offline, over real sockets. What the tarball holds (`files`, `exports`, the types, the bin) is tested by using it.
+// by `node pipeline.ts` and by `npx webdata-etl run pipeline.ts`, and a program of one's own that calls `stream()`;
+// then installed from a git URL of the repository, which runs `prepare`. Offline, over real sockets. What the tarball holds (`files`, `exports`, the types, the bin) is tested by using it.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -181,7 +181,7 @@ describe('a project of your own: the packed package installed in a fresh directo
     if (base) rmSync(base, { recursive: true, force: true });
   });
 
-  it('the files type-check against the types the package ships (strict, no any)', async () => {
+  it('the files type-check against the types the package ships (strict; no any, no casts in them)', async () => {
     succeeded(await sh(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], project), 'tsc');
   });
 
