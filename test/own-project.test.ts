@@ -124,7 +124,7 @@ function documented(file: string, heading: string): string {
 const PIPELINE_TS = documented('README.md', '## A project of your own');
 
 /** A program of one's own, as docs/pipelines.md shows it: a simulator from the package's subpath, the pages by stream(). */
-const CONSUME_TS = documented('docs/pipelines.md', '### In a project of your own');
+const CONSUME_TS = documented('docs/pipelines.md', '## In a project of your own');
 
 /** What a user's tsconfig.json would say for these files (Node runs them as they are; tsc only checks them). */
 const TSCONFIG = {
@@ -137,7 +137,8 @@ const TSCONFIG = {
     allowImportingTsExtensions: true,
     erasableSyntaxOnly: true,
     verbatimModuleSyntax: true,
-    skipLibCheck: true,
+    // The package's own declarations are checked too: the types they import (better-sqlite3's, pg's) come with it.
+    skipLibCheck: false,
     // Node's own types from this repository's node_modules: the project installed nothing but the package.
     typeRoots: [join(ROOT, 'node_modules/@types')],
     types: ['node'],
