@@ -11,7 +11,8 @@ import { explainOutputFailure } from './output-error.ts';
 import { outputSuspects } from './outputs.ts';
 import { clientForRun } from './run-client.ts';
 import { runModule } from './run-module.ts';
-import type { RunOptions } from './run-types.ts';
+import type { RunEvent, RunOptions } from './run-types.ts';
+import { runMetrics } from './run-metrics.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 
@@ -29,7 +30,12 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   if (definition instanceof URL) return runModule(definition, options);
   const pipeline = definePipeline(definition);
   const plan = pipeline.source.plan();
-  const emit = options.onEvent ?? (() => undefined);
+  // Every event reaches the run's metrics (a no-op until an application registers an OpenTelemetry SDK) and the caller.
+  const measure = runMetrics(pipeline.name);
+  const emit = (event: RunEvent): void => {
+    measure(event);
+    options.onEvent?.(event);
+  };
   const { client, destination, owned } = clientForRun(pipeline, options, emit);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
