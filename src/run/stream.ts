@@ -14,7 +14,7 @@ import type { RunSummary } from './summary.ts';
 export interface PageStream<I> extends AsyncIterable<Page<I>> {
   /** The same, item by item: a page is acknowledged once the loop has pulled past its last item. */
   items(): AsyncIterable<I>;
-  /** The run's summary, once it has ended (a failed run rejects with its failure). */
+  /** The run's summary, once it has ended (a failed run rejects with its failure); the loop is what runs it. */
   summary(): Promise<RunSummary>;
 }
 
@@ -39,18 +39,27 @@ export function stream<I>(definition: PipelineDefinition | Pipeline, options: Ru
   const handoff = new PageHandoff<Page<I>>();
   const leaving = new AbortController();
   let started: Promise<RunSummary> | undefined;
+  // The run's end, for `summary()`: asking for it does not start the run (its pages would wait for a loop nobody runs).
+  const ended = Promise.withResolvers<RunSummary>();
+  ended.promise.catch(() => undefined);
   const start = (): Promise<RunSummary> => {
     if (started) return started;
     const signal = options.signal ? AbortSignal.any([options.signal, leaving.signal]) : leaving.signal;
     const pipeline = definePipeline({ ...(definition as PipelineDefinition), sinks: [...(definition.sinks as Sink<unknown>[]), programSink(handoff)] } as PipelineDefinition);
     started = run(pipeline, { ...options, signal });
     started.then(
-      () => handoff.end(),
-      (error: unknown) => handoff.end(error),
+      (summary) => {
+        handoff.end();
+        ended.resolve(summary);
+      },
+      (error: unknown) => {
+        handoff.end(error);
+        ended.reject(error);
+      },
     );
     return started;
   };
-  const summary = (): Promise<RunSummary> => start();
+  const summary = (): Promise<RunSummary> => ended.promise;
   const pages = (): AsyncIterator<Page<I>> => ({
     next() {
       void start().catch(() => undefined);
