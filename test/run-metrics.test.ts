@@ -48,6 +48,8 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       expect(sum('webdata_etl.pages.committed')).toBe(summary.pages.fetched);
       expect(sum('webdata_etl.items.written')).toBe(summary.items.written);
       expect(sum('webdata_etl.items.duplicates')).toBe(summary.items.duplicates);
+      expect(sum('webdata_etl.series.ended')).toBe(summary.series.total);
+      expect(sum('webdata_etl.series.ended', (at) => at['webdata_etl.reason'] === 'max_pages')).toBe(summary.series.byReason.max_pages ?? 0);
       // One histogram point per endpoint, counting every request.
       const durations = all.find((metric) => metric.descriptor.name === 'webdata_etl.request.duration')?.dataPoints ?? [];
       expect(durations.map((point) => (point.value as { count: number }).count).reduce((a, b) => a + b, 0)).toBe(summary.requests.total);

@@ -19,6 +19,7 @@ export function runMetrics(pipeline: string): (event: RunEvent) => void {
   const pages = meter.createCounter('webdata_etl.pages.committed', { description: 'Pages committed', unit: '{page}' });
   const written = meter.createCounter('webdata_etl.items.written', { description: 'Items committed to the sinks', unit: '{item}' });
   const duplicates = meter.createCounter('webdata_etl.items.duplicates', { description: 'Items dropped as duplicates', unit: '{item}' });
+  const series = meter.createCounter('webdata_etl.series.ended', { description: 'Series that ended in this invocation, by reason', unit: '{series}' });
   const rate = meter.createGauge('webdata_etl.rate.paced', { description: 'Requests a second the run paces itself to', unit: '{request}/s' });
   const base = { 'webdata_etl.pipeline': pipeline };
   return (event) => {
@@ -37,6 +38,8 @@ export function runMetrics(pipeline: string): (event: RunEvent) => void {
         return pauses.add(event.ms / 1000, { ...base, 'webdata_etl.reason': event.reason });
       case 'adapt':
         return rate.record(event.rate, base);
+      case 'series':
+        return series.add(1, { ...base, 'webdata_etl.reason': event.reason });
       case 'page':
         pages.add(1, base);
         written.add(event.items, base);
