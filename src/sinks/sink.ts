@@ -52,6 +52,8 @@ export interface SinkContext {
  * After a crash, the committed pages a sink lacks (past `held()`) come again from the journal, each written the sink's
  * way on its own: rows in the sink's own transaction, bytes appended with the checkpoint after, or delivered.
  */
+// The members that take a page are function properties, not methods: TypeScript compares method parameters both ways,
+// and a sink for normalized items then passed for one of raw items (docs/pipelines.md#composing-in-code).
 export type Participation<I = NormalizedItem> =
   | {
       readonly kind: 'rows';
