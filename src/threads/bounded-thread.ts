@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { HeapLimitError } from '../errors/heap-limit-error.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { holdSqliteAddon } from './hold-addons.ts';
 
 /**
  * A run's own thread, with a heap of its own size. Why: on the main thread V8 sizes the heap from the machine's memory
@@ -40,6 +41,7 @@ export async function onBoundedThread<M>(
   workerData: unknown,
   options: { heapMb: number; onMessage(message: M): void; attach?(worker: Worker): () => void },
 ): Promise<number> {
+  await holdSqliteAddon();
   const worker = new Worker(entry, { workerData, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: options.heapMb } });
   const detach = options.attach?.(worker);
   worker.on('message', options.onMessage);
