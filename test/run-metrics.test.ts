@@ -3,7 +3,7 @@
 import { metrics } from '@opentelemetry/api';
 import { type DataPoint, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
-import { dedupe, normalize, searchPages, toSqlite } from '../src/index.ts';
+import { dedupe, normalize, type NormalizedItem, searchPages, type Stage, toSqlite } from '../src/index.ts';
 import { simulator, TEST_KEY } from './helpers.ts';
 import { runOn, workdir } from './pipeline-helpers.ts';
 
@@ -50,6 +50,9 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       expect(sum('webdata_etl.items.duplicates')).toBe(summary.items.duplicates);
       expect(sum('webdata_etl.series.ended')).toBe(summary.series.total);
       expect(sum('webdata_etl.series.ended', (at) => at['webdata_etl.reason'] === 'max_pages')).toBe(summary.series.byReason.max_pages ?? 0);
+      // One commit timed per page committed.
+      const commitTimes = all.find((metric) => metric.descriptor.name === 'webdata_etl.commit.duration')?.dataPoints ?? [];
+      expect(commitTimes.map((point) => (point.value as { count: number }).count).reduce((a, b) => a + b, 0)).toBe(summary.pages.fetched);
       // One histogram point per endpoint, counting every request.
       const durations = all.find((metric) => metric.descriptor.name === 'webdata_etl.request.duration')?.dataPoints ?? [];
       expect(durations.map((point) => (point.value as { count: number }).count).reduce((a, b) => a + b, 0)).toBe(summary.requests.total);
@@ -58,6 +61,76 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       const exported = JSON.stringify(all);
       expect(exported).not.toContain(TEST_KEY);
       expect(exported).not.toContain('secret');
+    } finally {
+      metrics.disable();
+      await provider.shutdown();
+    }
+  });
+
+  it('gauges while it runs: budget, spend, pages waiting on a slow stage (backpressure), series paging; its final figures once it ended', async () => {
+    const reader = new CollectingReader();
+    const provider = new MeterProvider({ readers: [reader] });
+    metrics.setGlobalMeterProvider(provider);
+    try {
+      await using sim = await simulator({ seed: 6 });
+      using dir = workdir();
+      // The stage holds the third page until the test lets it go: every permit ends up held by a page paid for and not
+      // committed, and the series behind them wait for one.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let reached!: () => void;
+      const held = new Promise<void>((resolve) => (reached = resolve));
+      let seen = 0;
+      const gate: Stage<NormalizedItem> = async function* (pages) {
+        for await (const page of pages) {
+          seen += 1;
+          if (seen === 3) {
+            reached();
+            await released;
+          }
+          yield page;
+        }
+      };
+      const running = runOn(sim, {
+        name: 'gauged',
+        source: searchPages({ queries: ['secret one', 'secret two', 'secret three', 'secret four', 'secret five', 'secret six'], maxPages: 3 }),
+        stages: [normalize(), gate],
+        sinks: [toSqlite({ path: dir.path('out.sqlite') })],
+        rate: { concurrency: 2 },
+        budget: { maxCredits: 500 },
+      });
+      await held;
+      const gauges = async () => {
+        const { resourceMetrics } = await reader.collect();
+        const all = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
+        return (name: string) => (all.find((metric) => metric.descriptor.name === name)?.dataPoints as DataPoint<number>[] | undefined)?.map((point) => point.value);
+      };
+      // Requests already sent settle (the server answers them); then nothing moves until the stage lets go.
+      let read = await gauges();
+      for (let tries = 0; tries < 200 && (read('webdata_etl.requests.in_flight')?.[0] !== 0 || read('webdata_etl.pages.held_back')?.[0] === 0); tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        read = await gauges();
+      }
+      expect(read('webdata_etl.budget')).toEqual([500]);
+      expect(read('webdata_etl.budget.spent')).toEqual([sim.stats().credits.main?.debited]);
+      expect(read('webdata_etl.credits.reserved')).toEqual([0]);
+      expect(read('webdata_etl.requests.in_flight')).toEqual([0]);
+      // Both permits held by answered pages (the one in the stage, the one behind it), and series waiting for one.
+      expect(read('webdata_etl.pages.uncommitted')).toEqual([2]);
+      expect(read('webdata_etl.pages.held_back')?.[0]).toBeGreaterThan(0);
+      expect(read('webdata_etl.series.active')?.[0]).toBeGreaterThanOrEqual(1);
+      // No 429 taught a limit; not a distributed run.
+      expect(read('webdata_etl.rate.limit')).toBeUndefined();
+      expect(read('webdata_etl.run.workers')).toBeUndefined();
+      release();
+      const summary = await running;
+      expect(summary.status).toBe('completed');
+      // Ended, they stay at where it ended (a last scrape reads those), until the pipeline runs again.
+      const after = await gauges();
+      expect(after('webdata_etl.budget.spent')).toEqual([summary.credits.spent]);
+      expect(after('webdata_etl.requests.in_flight')).toEqual([0]);
+      expect(after('webdata_etl.pages.uncommitted')).toEqual([0]);
+      expect(after('webdata_etl.series.active')).toEqual([0]);
     } finally {
       metrics.disable();
       await provider.shutdown();

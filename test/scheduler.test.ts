@@ -89,8 +89,12 @@ describe('429: pause, slow down, retry', () => {
       { retryAfter: 'none', keys: [{ key: TEST_KEY, name: 'main', ratePerSecond: 4, burst: 2 }] },
       { rate: { requestsPerSecond: 12 }, concurrency: 6, rateLimit: { baseDelayMs: 100 } },
     );
+    expect(t.scheduler.stats().learnedLimit).toBeNull();
     const outcomes = await Promise.all(Array.from({ length: 120 }, (_, i) => t.search(`series ${i % 6}/${i}`, `s${i % 6}`)));
     expect(outcomes.every((o) => o.ok)).toBe(true);
+    // What it learned is in its stats (the run's webdata_etl.rate.limit gauge): near the server's 4/s.
+    expect(t.scheduler.stats().learnedLimit).toBeGreaterThan(2.5);
+    expect(t.scheduler.stats().learnedLimit).toBeLessThan(6);
     const adapts = t.events.filter((e): e is Extract<SchedulerEvent, { type: 'adapt' }> => e.type === 'adapt');
     const cuts = adapts.filter((e) => e.reason === 'rate_limited');
     const raises = adapts.filter((e) => e.reason === 'sustained_success');

@@ -31,6 +31,7 @@ export function postgresHost(worker: RunWorker, run: { store: PostgresStateStore
     seriesLost: (seriesId) => queue.dropped(seriesId),
     watch: (scheduler) => worker.watch(scheduler),
     othersAtWork: async () => (await workersAtWork(run.store, run.runId)) > 1,
+    fleet: async () => ({ workers: await workersAtWork(run.store, run.runId), series: await queue.figures() }),
     share: () => worker.share(),
     leave: (status) => worker.leave(status),
   };

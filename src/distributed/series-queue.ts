@@ -123,6 +123,17 @@ export class SeriesQueue {
     }
   }
 
+  /**
+   * The run's series by state, for the run's metrics: ended, being paged (a page committed, not ended), and waiting
+   * (the rest of the plan: the queue's depth). Asked once, never waited out: a scrape must not hang on an outage.
+   */
+  async figures(): Promise<{ ended: number; active: number; waiting: number }> {
+    const { pool, runId, seriesTotal } = this.#options;
+    const { rows } = await pool.query<{ ended: number; active: number }>(this.#sql.seriesByState, [runId]);
+    const { ended = 0, active = 0 } = rows[0] ?? {};
+    return { ended, active, waiting: Math.max(0, seriesTotal - ended - active) };
+  }
+
   /** Whether the series' job lapsed while this worker held it: another worker has it now. */
   lapsed(seriesId: string): boolean {
     return this.#lapsed.has(seriesId);

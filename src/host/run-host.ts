@@ -13,6 +13,12 @@ export interface WorkerShare {
   credits: number;
 }
 
+/** A distributed run as a whole, as its metrics show it (the same from every worker). */
+export interface FleetFigures {
+  workers: number;
+  series: { ended: number; active: number; waiting: number };
+}
+
 /**
  * What a run needs from where it runs (docs/design.md#the-run-host): its series feed, its limits, what comes before a
  * page permit, the commit fence, joining and leaving. The runner asks these and never which host it has: this
@@ -52,6 +58,8 @@ export interface RunHost {
   watch(scheduler: Scheduler): void;
   /** Whether other processes are still at work on the run: the run's record is then theirs to write. */
   othersAtWork(): Promise<boolean>;
+  /** A run shared by many: its workers at work and its series by state, for the run's metrics (absent: this process alone). */
+  readonly fleet?: () => Promise<FleetFigures>;
   /** This process's share of a run shared by many. */
   share(): WorkerShare | undefined;
   /** Lets go of the run, however it ended: `status` is how this process left it (its summary's status, or `failed`). */

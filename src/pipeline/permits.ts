@@ -6,6 +6,10 @@
 export interface Permits {
   /** Resolves with the release (idempotent) once a permit is free; rejects if `signal` aborts first. */
   acquire(signal: AbortSignal): Promise<() => void>;
+  /** Permits held now: pages paid for (or being paid for) and not yet committed. */
+  readonly held: number;
+  /** Takers waiting for a permit: requests held back because the stages and commits are behind (backpressure). */
+  readonly waiting: number;
 }
 
 export function createPermits(size: number): Permits {
@@ -24,6 +28,12 @@ export function createPermits(size: number): Permits {
   };
 
   return {
+    get held() {
+      return size - free;
+    },
+    get waiting() {
+      return waiters.length;
+    },
     acquire(signal) {
       if (signal.aborted) return Promise.reject(signal.reason);
       if (free > 0 && waiters.length === 0) return Promise.resolve(grant());

@@ -34,6 +34,8 @@ export async function commitPages(
   };
   try {
     for await (const page of throughStages<unknown>(pipeline.source.pages(source.ctx), pipeline.stages, source.ctx)) {
+      // From handing the page over to its commit being durable (behind the pages before it in the window).
+      const handedOver = performance.now();
       const committed = committer.commit(page).then((result) => {
         source.processed(page.key, result);
         emit({
@@ -44,6 +46,7 @@ export async function commitPages(
           items: page.items.length,
           served: page.meta.served,
           duplicates: page.meta.dedupe?.duplicates ?? 0,
+          commitMs: performance.now() - handedOver,
         });
       });
       // Settled either way, it leaves the window; a failure is kept and stops the source, which ends the loop.

@@ -1,13 +1,50 @@
-import { metrics } from '@opentelemetry/api';
+import { type Attributes, type BatchObservableResult, metrics, type Observable } from '@opentelemetry/api';
+import type { FleetFigures } from '../host/run-host.ts';
+import type { SchedulerStats } from '../schedule/types.ts';
 import { VERSION } from '../version.ts';
 import type { RunEvent } from './run-types.ts';
 
+/** What the run's gauges read when a reader collects: the scheduler, the pages between network and commit, the fleet. */
+export interface RunGauges {
+  stats(): SchedulerStats;
+  backlog(): { uncommitted: number; heldBack: number };
+  /** A distributed run's workers and series, asked from its database. */
+  fleet?: (() => Promise<FleetFigures>) | undefined;
+}
+
+/**
+ * Per pipeline, what stops each of its runs' gauges in this process, and whether that run has ended. A run's gauges
+ * outlive it, at its final figures, until the same pipeline runs again: an exporter that collects after the end (the
+ * command line's last scrape) reads where the run ended, and a long-lived process reports one set per pipeline, not
+ * one per run it ever ran.
+ */
+const endedRuns = new Map<string, Map<() => void, boolean>>();
+
+/** What the gauges report at one collection. */
+interface GaugeFigures {
+  stats: SchedulerStats;
+  backlog: { uncommitted: number; heldBack: number };
+  active: number;
+  fleet: FleetFigures | undefined;
+}
+
+/** The longest a collection waits for the fleet's figures: a scrape must not hang on a database outage. */
+const FLEET_WAIT_MS = 2000;
+
+/** The run's metrics: `record` takes its events (counters, histograms), `observe` its gauges until the run ends. */
+export interface RunMetrics {
+  record(event: RunEvent): void;
+  /** Starts reporting the run's gauges; returns what freezes them at the run's final figures (`lastRun` says why). */
+  observe(gauges: RunGauges): () => void;
+}
+
 /**
  * A run's OpenTelemetry metrics (docs/observability.md), taken from the same events as its progress and summary, so
- * that they agree with them. `@opentelemetry/api` does nothing until an application registers an SDK: then these reach
- * whatever it exports to. Attributes: the pipeline, the endpoint, the status — never the key, never a query's text.
+ * that they agree with them, and gauges read from the scheduler when a reader collects. `@opentelemetry/api` does
+ * nothing until an application registers an SDK: then these reach whatever it exports to. Attributes: the pipeline,
+ * the endpoint, the status, a distributed run's worker — never the key, never a query's text.
  */
-export function runMetrics(pipeline: string): (event: RunEvent) => void {
+export function runMetrics(pipeline: string): RunMetrics {
   // Taken per run: an SDK registered after the package was loaded, before the run, is the one they report to.
   const meter = metrics.getMeter('webdata-etl', VERSION);
   const requests = meter.createCounter('webdata_etl.requests', { description: 'Requests answered (or failed without an answer), by status class', unit: '{request}' });
@@ -17,13 +54,23 @@ export function runMetrics(pipeline: string): (event: RunEvent) => void {
   const retries = meter.createCounter('webdata_etl.retries', { description: 'Attempts sent again, by reason', unit: '{request}' });
   const pauses = meter.createCounter('webdata_etl.pause.duration', { description: 'Time the run paused for the rate limit', unit: 's' });
   const pages = meter.createCounter('webdata_etl.pages.committed', { description: 'Pages committed', unit: '{page}' });
+  const commits = meter.createHistogram('webdata_etl.commit.duration', { description: 'Time from a page leaving the stages to its commit being durable', unit: 's' });
   const written = meter.createCounter('webdata_etl.items.written', { description: 'Items committed to the sinks', unit: '{item}' });
   const duplicates = meter.createCounter('webdata_etl.items.duplicates', { description: 'Items dropped as duplicates', unit: '{item}' });
   const series = meter.createCounter('webdata_etl.series.ended', { description: 'Series that ended in this invocation, by reason', unit: '{series}' });
   const rate = meter.createGauge('webdata_etl.rate.paced', { description: 'Requests a second the run paces itself to', unit: '{request}/s' });
-  const base = { 'webdata_etl.pipeline': pipeline };
-  return (event) => {
+  let base: Attributes = { 'webdata_etl.pipeline': pipeline };
+  // Series this process is paging: a request sent, no end yet.
+  const active = new Set<string>();
+  const record = (event: RunEvent): void => {
     switch (event.type) {
+      case 'start':
+        // A distributed run's worker: every point says which one it came from.
+        if (event.worker) base = { ...base, 'webdata_etl.worker': event.worker.id };
+        return;
+      case 'request':
+        active.add(event.series);
+        return;
       case 'response': {
         const at = { ...base, 'webdata_etl.endpoint': event.path };
         requests.add(1, { ...at, 'webdata_etl.status': statusClass(event.status) });
@@ -39,9 +86,11 @@ export function runMetrics(pipeline: string): (event: RunEvent) => void {
       case 'adapt':
         return rate.record(event.rate, base);
       case 'series':
+        active.delete(event.series);
         return series.add(1, { ...base, 'webdata_etl.reason': event.reason });
       case 'page':
         pages.add(1, base);
+        commits.record(event.commitMs / 1000, base);
         written.add(event.items, base);
         if (event.duplicates > 0) duplicates.add(event.duplicates, base);
         return;
@@ -49,6 +98,86 @@ export function runMetrics(pipeline: string): (event: RunEvent) => void {
         return;
     }
   };
+  const observe = (gauges: RunGauges): (() => void) => {
+    const observed = runGauges(meter);
+    let final: GaugeFigures | undefined;
+    const callback = async (result: BatchObservableResult) => {
+      const figures = final ?? { stats: gauges.stats(), backlog: gauges.backlog(), active: active.size, fleet: gauges.fleet ? await fleetWithin(gauges.fleet) : undefined };
+      reportGauges(result, observed, figures, base);
+    };
+    const all = Object.values(observed);
+    // The pipeline's runs in this process that ended stop reporting: their final figures stood until now. Runs still
+    // going (workers of one run in one process) go on.
+    const runs = endedRuns.get(pipeline) ?? new Map<() => void, boolean>();
+    endedRuns.set(pipeline, runs);
+    for (const [stopEnded, ended] of runs) {
+      if (!ended) continue;
+      stopEnded();
+      runs.delete(stopEnded);
+    }
+    meter.addBatchObservableCallback(callback, all);
+    const stop = () => meter.removeBatchObservableCallback(callback, all);
+    runs.set(stop, false);
+    // Ended, the gauges hold the run's final figures (a scrape after the end reads them, not the last mid-run ones).
+    return () => {
+      final = { stats: gauges.stats(), backlog: { uncommitted: 0, heldBack: 0 }, active: 0, fleet: undefined };
+      runs.set(stop, true);
+    };
+  };
+  return { record, observe };
+}
+
+/** The gauges a run reports while it runs. */
+function runGauges(meter: ReturnType<typeof metrics.getMeter>) {
+  const gauge = (name: string, description: string, unit: string) => meter.createObservableGauge(name, { description, unit });
+  return {
+    budget: gauge('webdata_etl.budget', 'The most credits the run may spend in all (absent: no budget)', '{credit}'),
+    spent: gauge('webdata_etl.budget.spent', 'Credits counted against the budget: every invocation and worker of the run', '{credit}'),
+    reserved: gauge('webdata_etl.credits.reserved', 'Credits held by requests in flight', '{credit}'),
+    inFlight: gauge('webdata_etl.requests.in_flight', 'Requests sent and not yet answered', '{request}'),
+    learned: gauge('webdata_etl.rate.limit', 'The server\'s limit as learned from its 429s (absent until one taught it)', '{request}/s'),
+    uncommitted: gauge('webdata_etl.pages.uncommitted', 'Pages paid for and not yet committed', '{page}'),
+    heldBack: gauge('webdata_etl.pages.held_back', 'Requests held back until the stages and commits catch up (backpressure)', '{request}'),
+    active: gauge('webdata_etl.series.active', 'Series this process is paging', '{series}'),
+    workers: gauge('webdata_etl.run.workers', 'A distributed run\'s workers at work', '{worker}'),
+    runSeries: gauge('webdata_etl.run.series', 'A distributed run\'s series by state: waiting (the queue\'s depth), active, ended', '{series}'),
+  } satisfies Record<string, Observable>;
+}
+
+function reportGauges(
+  result: BatchObservableResult,
+  gauges: ReturnType<typeof runGauges>,
+  figures: GaugeFigures,
+  base: Attributes,
+): void {
+  const { stats, backlog, fleet } = figures;
+  if (stats.credits.budget !== null) result.observe(gauges.budget, stats.credits.budget, base);
+  result.observe(gauges.spent, stats.credits.spent, base);
+  result.observe(gauges.reserved, stats.credits.reserved, base);
+  result.observe(gauges.inFlight, stats.requests.inFlight, base);
+  if (stats.learnedLimit !== null) result.observe(gauges.learned, stats.learnedLimit, base);
+  result.observe(gauges.uncommitted, backlog.uncommitted, base);
+  result.observe(gauges.heldBack, backlog.heldBack, base);
+  result.observe(gauges.active, figures.active, base);
+  if (!fleet) return;
+  result.observe(gauges.workers, fleet.workers, base);
+  for (const [state, count] of Object.entries(fleet.series)) result.observe(gauges.runSeries, count, { ...base, 'webdata_etl.state': state });
+}
+
+/** The fleet's figures, or none if the database does not answer within FLEET_WAIT_MS (that collection goes without). */
+async function fleetWithin(fleet: () => Promise<FleetFigures>): Promise<FleetFigures | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), FLEET_WAIT_MS);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([fleet(), late]);
+  } catch {
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A status as a class few enough to chart: 2xx, 5xx, each 4xx by its code (429, 402, 403 mean different things), network. */

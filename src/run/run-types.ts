@@ -51,5 +51,15 @@ export type RunEvent =
       worker?: { id: string; joined: boolean };
     }
   | { type: 'warning'; message: string }
-  | { type: 'page'; key: string; series: string; number: number; items: number; served: number; duplicates: number }
+  | {
+      type: 'page';
+      key: string;
+      series: string;
+      number: number;
+      items: number;
+      served: number;
+      duplicates: number;
+      /** From the page leaving the stages to its commit being durable, in milliseconds. */
+      commitMs: number;
+    }
   | { type: 'series'; series: string; reason: string; pages: number };

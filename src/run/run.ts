@@ -33,7 +33,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   // Every event reaches the run's metrics (a no-op until an application registers an OpenTelemetry SDK) and the caller.
   const measure = runMetrics(pipeline.name);
   const emit = (event: RunEvent): void => {
-    measure(event);
+    measure.record(event);
     options.onEvent?.(event);
   };
   const { client, destination, owned } = clientForRun(pipeline, options, emit);
@@ -42,6 +42,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
   let left = 'failed';
   let thread: CommitThread | undefined;
+  let freezeGauges: (() => void) | undefined;
   try {
     const opened = await openRun(pipeline, plan, options, databases, held);
     const { store, runId, decision, previous } = opened;
@@ -79,6 +80,8 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
       destination,
       ...(host.member ? { worker: host.member } : {}),
     });
+    // After `start`, which names a distributed run's worker: its gauges say which worker they come from.
+    freezeGauges = measure.observe({ stats: () => scheduler.stats(), backlog: source.backlog, fleet: host.fleet });
 
     // The commit loop, until the sources are done, the run stops, or something fails.
     const unsubscribe = obeySignals(scheduler, options);
@@ -103,6 +106,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   } catch (error) {
     throw explainOutputFailure(error, outputSuspects(error, pipeline));
   } finally {
+    freezeGauges?.();
     await thread?.close();
     await held.host?.leave(left);
     await held.lease?.release();

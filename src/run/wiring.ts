@@ -79,6 +79,8 @@ export interface SourceWiring {
   abort: AbortController;
   /** A committed page's outcome, handed back to the series that is waiting for it. */
   processed(key: string, result: { new: number; end?: SeriesEndReason }): void;
+  /** Pages paid for and not yet committed, and requests held back until one is (the run's metrics). */
+  backlog(): { uncommitted: number; heldBack: number };
 }
 
 /** What sources see of the run: its client and scheduler, series progress to resume from, permits, and commits. */
@@ -159,5 +161,6 @@ export function sourceContext(parts: {
       waiting.get(key)?.(result);
       waiting.delete(key);
     },
+    backlog: () => ({ uncommitted: permits.held, heldBack: permits.waiting }),
   };
 }

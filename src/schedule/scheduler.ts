@@ -135,6 +135,7 @@ class RequestScheduler implements Scheduler {
       rateLimited: counters.rateLimited,
       rateLimitedWaitMs: this.#throttle.pausedMs,
       rate: this.#throttle.rate,
+      learnedLimit: this.#throttle.learnedLimit ?? null,
       concurrency: this.#queue.concurrency,
       credits: this.#meter.snapshot(),
     };

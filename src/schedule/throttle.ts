@@ -25,6 +25,8 @@ export interface QueueControls {
 export interface Throttle {
   /** Requests per second the controller now allows. */
   readonly rate: number;
+  /** The server's limit as the rate controller learned it from 429s (requests a second), once it has. */
+  readonly learnedLimit: number | undefined;
   /** Time spent paused for 429s and exhausted allowances. */
   readonly pausedMs: number;
   /** Waits for the next slot of the pacer. */
@@ -95,6 +97,10 @@ class AdaptiveThrottle implements Throttle {
 
   get rate(): number {
     return this.#controller.rate;
+  }
+
+  get learnedLimit(): number | undefined {
+    return this.#controller.ceiling;
   }
 
   get pausedMs(): number {

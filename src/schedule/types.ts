@@ -74,6 +74,8 @@ export interface SchedulerStats {
   /** Time the queue spent paused for 429s and exhausted allowances. */
   rateLimitedWaitMs: number;
   rate: number;
+  /** The server's limit, in requests a second, as learned from its 429s; null until one taught it. */
+  learnedLimit: number | null;
   concurrency: number;
   credits: CreditSnapshot;
 }
