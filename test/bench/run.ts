@@ -8,6 +8,7 @@ import { benchPostgres, scenarioPostgresEndToEnd, scenarioPostgresSink } from '.
 import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
 import { AIMED_WAYS, scenarioMemory } from './memory.ts';
 import { scenarioLongSeries } from './long-series.ts';
+import { scenarioInstrumentation } from './instrumentation.ts';
 import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
 
 const quick = process.argv.includes('--quick');
@@ -63,6 +64,9 @@ const f_endToEnd = {
 // The same items as series of 5, 100 and 500 pages (issue 18): a series' stage state grows with it, and each page
 // writes what it changed, so a long series should cost little more per item than a short one.
 const o_longSeries = await scenarioLongSeries(quick ? 20_000 : 100_000, [5, 100, 500]);
+
+// The OpenTelemetry instrumentation's cost (issue 31): the same run with no SDK and with the metrics SDK collecting.
+const p_instrumentation = await scenarioInstrumentation(quick ? 40 : 200, quick ? 2 : 5);
 
 // Memory with no flags or environment (issue 18): peak RSS of a run started each way a user starts one
 // (`node test/bench/memory.ts 5000000 cli` for the 5-million figure).
@@ -152,6 +156,13 @@ goals.push({
   met: o_longSeries.longestOverShortest >= 0.7,
 });
 
+goals.push({
+  scenario: 'p_instrumentation',
+  goal: 'items/s with the metrics SDK >= 0.97 × with none; with none, the no-op calls under 0.1 % of a run',
+  value: { metricsSdkOverNoSdk: p_instrumentation.metricsSdkOverNoSdk, noSdkShare: p_instrumentation.noSdk.shareOfRunTime },
+  met: p_instrumentation.metricsSdkOverNoSdk >= 0.97 && p_instrumentation.noSdk.shareOfRunTime < 0.001,
+});
+
 for (const way of AIMED_WAYS) {
   const peak = n_memory[way]?.peakRssMb ?? Number.POSITIVE_INFINITY;
   goals.push({ scenario: 'n_memory', goal: `${way}: peak RSS < 250 MB at ${n_memory.items} items, no flags or environment`, value: peak, met: peak < 250 });
@@ -181,6 +192,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, p_instrumentation, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);

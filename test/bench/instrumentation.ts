@@ -1,0 +1,101 @@
+// (p) The cost of the run's OpenTelemetry instrumentation (issue 31; docs/observability.md) on the local path: the
+// end-to-end pipeline (search → normalize → dedupe → SQLite, zero-latency simulator) run alternately with no SDK
+// registered (the API's no-ops: what every user pays) and with the SDK's MeterProvider collecting every second (what
+// a user with a Prometheus endpoint or an OTLP exporter pays), in the same process, on the same items.
+// Without an SDK the cost is too small to see in a run's time: it is measured directly, as the time of the no-op
+// calls a run makes per event, against the run's time per event.
+// `node test/bench/instrumentation.ts [queries] [rounds]`, or as part of `npm run bench`.
+import { join } from 'node:path';
+import { metrics } from '@opentelemetry/api';
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { dedupe, definePipeline, normalize, run, type RunEvent, searchPages, toSqlite } from '../../src/index.ts';
+import { runMetrics } from '../../src/run/run-metrics.ts';
+import { CONCURRENCY, log, PAGES_PER_QUERY, PER_PAGE, perSecond, queryList, ratio, setUp, timed } from './throughput.ts';
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+};
+
+/** One end-to-end run into a fresh database; its items served per second and the events it emitted. */
+async function oneRun(env: Awaited<ReturnType<typeof setUp>>, queries: string[], round: string): Promise<{ itemsPerSecond: number; events: number }> {
+  let events = 0;
+  const { value, ms } = await timed(() =>
+    run(
+      definePipeline({
+        name: `bench-otel-${round}`,
+        source: searchPages({ queries, maxPages: PAGES_PER_QUERY, count: PER_PAGE }),
+        stages: [normalize(), dedupe()],
+        sinks: [toSqlite({ path: join(env.dir, `otel-${round}.sqlite`) })],
+        rate: { concurrency: CONCURRENCY },
+      }),
+      { baseUrl: env.url, apiKey: env.apiKey, env: {}, onEvent: () => void (events += 1) },
+    ),
+  );
+  return { itemsPerSecond: perSecond(value.items.served, ms), events };
+}
+
+/** Nanoseconds per event of the instrumentation with no SDK: the no-op calls alone, on a run's mix of events. */
+function noSdkNanosPerEvent(): number {
+  const { record } = runMetrics('bench-noop');
+  const mix: RunEvent[] = [
+    { type: 'request', series: 's', path: '/searchengine/search', attempt: 1 },
+    { type: 'response', series: 's', path: '/searchengine/search', attempt: 1, status: 200, latencyMs: 3, credits: 1, uncertain: false },
+    { type: 'page', key: 'k', series: 's', number: 1, items: 100, served: 100, duplicates: 2, commitMs: 1 },
+  ];
+  const calls = 3_000_000;
+  for (let i = 0; i < 100_000; i++) record(mix[i % 3] as RunEvent);
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) record(mix[i % 3] as RunEvent);
+  return Number(process.hrtime.bigint() - started) / calls;
+}
+
+export async function scenarioInstrumentation(queryCount: number, rounds: number) {
+  const planned = queryCount * PAGES_PER_QUERY * PER_PAGE;
+  log(`(p) instrumentation: ${planned} items end to end, ${rounds} rounds each with no SDK and with the metrics SDK (collecting every 1 s), alternating`);
+  const env = await setUp();
+  const queries = queryList(queryCount);
+  const without: number[] = [];
+  const withSdk: number[] = [];
+  let eventsPerRun = 0;
+  let runMs = 0;
+  try {
+    // A first run warms the JIT and the simulator's caches; not counted.
+    await oneRun(env, queries, 'warm');
+    for (let round = 0; round < rounds; round++) {
+      const bare = await oneRun(env, queries, `none-${round}`);
+      without.push(bare.itemsPerSecond);
+      eventsPerRun = bare.events;
+      runMs = (planned / bare.itemsPerSecond) * 1000;
+      const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+      const provider = new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 1000 })] });
+      metrics.setGlobalMeterProvider(provider);
+      try {
+        withSdk.push((await oneRun(env, queries, `sdk-${round}`)).itemsPerSecond);
+      } finally {
+        metrics.disable();
+        await provider.shutdown();
+      }
+    }
+  } finally {
+    await env.close();
+  }
+  const nanos = noSdkNanosPerEvent();
+  const noSdkShare = (nanos * eventsPerRun) / (runMs * 1e6);
+  return {
+    items: planned,
+    rounds,
+    itemsPerSecond: { noSdk: without, metricsSdk: withSdk },
+    medianItemsPerSecond: { noSdk: median(without), metricsSdk: median(withSdk) },
+    // Below 1: the SDK costs that share of the throughput (aim: under 3 %, i.e. above 0.97).
+    metricsSdkOverNoSdk: ratio(median(withSdk), median(without)),
+    noSdk: { nanosPerEvent: Math.round(nanos), eventsPerRun, shareOfRunTime: Math.round(noSdkShare * 1e6) / 1e6 },
+  };
+}
+
+if (import.meta.main) {
+  const queries = Number(process.argv[2] ?? 200);
+  const rounds = Number(process.argv[3] ?? 5);
+  process.stdout.write(`${JSON.stringify(await scenarioInstrumentation(queries, rounds), null, 2)}\n`);
+}
