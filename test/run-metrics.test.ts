@@ -56,6 +56,8 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       // One histogram point per endpoint, counting every request.
       const durations = all.find((metric) => metric.descriptor.name === 'webdata_etl.request.duration')?.dataPoints ?? [];
       expect(durations.map((point) => (point.value as { count: number }).count).reduce((a, b) => a + b, 0)).toBe(summary.requests.total);
+      // Buckets in seconds, not the SDK's default ones for milliseconds (0, 5, 10, …, 10000).
+      expect((durations[0]?.value as { buckets: { boundaries: number[] } }).buckets.boundaries.slice(0, 3)).toEqual([0.005, 0.01, 0.025]);
       expect(points('webdata_etl.requests').every((point) => point.attributes['webdata_etl.pipeline'] === 'measured')).toBe(true);
 
       const exported = JSON.stringify(all);

@@ -28,6 +28,12 @@ interface GaugeFigures {
   fleet: FleetFigures | undefined;
 }
 
+/**
+ * Bucket bounds for durations in seconds: OpenTelemetry's for HTTP client durations. The SDK's default bounds (0 to
+ * 10,000) are made for milliseconds and would put every request in the first two buckets.
+ */
+const SECONDS = { explicitBucketBoundaries: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10] };
+
 /** The longest a collection waits for the fleet's figures: a scrape must not hang on a database outage. */
 const FLEET_WAIT_MS = 2000;
 
@@ -48,13 +54,13 @@ export function runMetrics(pipeline: string): RunMetrics {
   // Taken per run: an SDK registered after the package was loaded, before the run, is the one they report to.
   const meter = metrics.getMeter('webdata-etl', VERSION);
   const requests = meter.createCounter('webdata_etl.requests', { description: 'Requests answered (or failed without an answer), by status class', unit: '{request}' });
-  const duration = meter.createHistogram('webdata_etl.request.duration', { description: 'Time from sending a request to its answer', unit: 's' });
+  const duration = meter.createHistogram('webdata_etl.request.duration', { description: 'Time from sending a request to its answer', unit: 's', advice: SECONDS });
   const credits = meter.createCounter('webdata_etl.credits.spent', { description: 'Credits counted as spent, the uncertain ones included', unit: '{credit}' });
   const uncertain = meter.createCounter('webdata_etl.credits.uncertain', { description: 'Credits counted as spent without certainty (a timeout or reset after sending)', unit: '{credit}' });
   const retries = meter.createCounter('webdata_etl.retries', { description: 'Attempts sent again, by reason', unit: '{request}' });
   const pauses = meter.createCounter('webdata_etl.pause.duration', { description: 'Time the run paused for the rate limit', unit: 's' });
   const pages = meter.createCounter('webdata_etl.pages.committed', { description: 'Pages committed', unit: '{page}' });
-  const commits = meter.createHistogram('webdata_etl.commit.duration', { description: 'Time from a page leaving the stages to its commit being durable', unit: 's' });
+  const commits = meter.createHistogram('webdata_etl.commit.duration', { description: 'Time from a page leaving the stages to its commit being durable', unit: 's', advice: SECONDS });
   const written = meter.createCounter('webdata_etl.items.written', { description: 'Items committed to the sinks', unit: '{item}' });
   const duplicates = meter.createCounter('webdata_etl.items.duplicates', { description: 'Items dropped as duplicates', unit: '{item}' });
   const series = meter.createCounter('webdata_etl.series.ended', { description: 'Series that ended in this invocation, by reason', unit: '{series}' });
