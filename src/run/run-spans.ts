@@ -47,7 +47,7 @@ function startRun(pipeline: string, parent: Context, startTime: number, queryTex
   return new RecordedRun(tracer, span, trace.setSpan(parent, span), queryText);
 }
 
-/** A run nobody records: its span is ended (a sampler's decision may still want that), and that is all. */
+/** A run nobody records: its span is ended all the same (the API asks that of every span), and that is all. */
 function unrecorded(span: Span): RunSpans {
   return {
     observe() {},
