@@ -133,6 +133,55 @@ describe("a run's spans, with an SDK registered by the application", () => {
     expect(text).not.toContain('secret');
   });
 
+  it('a series that fails and a connection reset after charging: error statuses, retries as events, uncertain credits; the run itself is not in error', async () => {
+    await using sim = await simulator({
+      seed: 10,
+      rules: [
+        { fault: 'status', status: 503, match: { q: 'secret kettle query', country: 'gb' } },
+        { fault: 'reset', charged: true, times: 1, match: { q: 'secret espresso query', country: 'us', page: 2 } },
+      ],
+    });
+    using dir = workdir();
+    const summary = await runTraced(sim, { ...pipeline(dir), retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 5 } });
+    expect(summary.status).toBe('failed_series');
+    const [run] = named('webdata_etl.run');
+    expect(run?.attributes['webdata_etl.run.status']).toBe('failed_series');
+    expect(run?.status.code).toBe(SpanStatusCode.UNSET);
+
+    const series = named('webdata_etl.series');
+    const failed = series.filter((span) => span.attributes['webdata_etl.reason'] === 'failed');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.attributes['webdata_etl.country']).toBe('gb');
+    expect(failed[0]?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'failed' });
+    expect(series.filter((span) => span.status.code === SpanStatusCode.ERROR)).toHaveLength(1);
+
+    const requests = named('webdata_etl.request');
+    const [refused, ...more] = requests.filter((span) => parentOf(span) === idOf(failed[0] as ReadableSpan));
+    expect(more).toHaveLength(0);
+    expect(refused?.status).toEqual({ code: SpanStatusCode.ERROR, message: '503' });
+    expect(refused?.attributes).toMatchObject({ 'http.response.status_code': 503, 'error.type': '503', 'webdata_etl.retries': 2, 'http.request.resend_count': 2, 'webdata_etl.credits.spent': 0 });
+    const retries = refused?.events.filter((event) => event.name === 'webdata_etl.retry') ?? [];
+    expect(retries.map((event) => [event.attributes?.['webdata_etl.attempt'], event.attributes?.['http.response.status_code'], event.attributes?.['webdata_etl.reason']])).toEqual([
+      [1, 503, 'transient'],
+      [2, 503, 'transient'],
+    ]);
+
+    // The reset came after the server charged: the credit counts as spent, uncertain; the retry was answered.
+    const reset = requests.filter((span) => numberAt(span, 'webdata_etl.credits.uncertain') > 0);
+    expect(reset).toHaveLength(1);
+    expect(reset[0]?.attributes).toMatchObject({ 'webdata_etl.page': 2, 'http.response.status_code': 200, 'webdata_etl.retries': 1, 'webdata_etl.credits.spent': 2, 'webdata_etl.credits.uncertain': 1 });
+    expect(reset[0]?.status.code).toBe(SpanStatusCode.UNSET);
+    expect(reset[0]?.events.find((event) => event.name === 'webdata_etl.retry')?.attributes?.['error.type']).toBe('network');
+
+    const sum = (spans: ReadableSpan[], name: string) => spans.reduce((total, span) => total + numberAt(span, name), 0);
+    expect(sum(requests, 'webdata_etl.credits.spent')).toBe(summary.credits.spent);
+    expect(sum(requests, 'webdata_etl.credits.uncertain')).toBe(summary.credits.uncertain);
+    expect(sum(requests, 'webdata_etl.retries') + requests.length).toBe(summary.requests.total);
+    const text = exported();
+    expect(text).not.toContain(TEST_KEY);
+    expect(text).not.toContain('secret');
+  });
+
   it('with telemetry.queryText, each series span carries its query (and its id, which holds it)', async () => {
     await using sim = await simulator({ seed: 6 });
     using dir = workdir();
