@@ -48,7 +48,7 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
   },
   changes: {
     from: (table) => viewName(table, 'changes'),
-    columns: { ...text('query', 'country', 'lang', 'dedupe_key', 'url', 'title'), ...ints('previous_rank', 'current_rank', 'rank_delta'), change: 'STRING' },
+    columns: { ...text('query', 'country', 'lang', 'dedupe_key', 'url', 'title'), ...ints('previous_rank', 'current_rank', 'rank_delta'), ...text('change', 'run_id', 'previous_run_id', 'reason') },
     order: 'query, country, lang, change, current_rank, dedupe_key',
     countryColumns: ['country'],
   },
