@@ -3,11 +3,15 @@
 // with its last complete run once it completes again, and marked `failed` until then (docs/analytics.md#failed-and-unreached-series).
 import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
+import pg from 'pg';
 import { expect, it } from 'vitest';
 import { exportReport } from '../src/analytics/index.ts';
 import { openReader } from '../src/analytics/reader.ts';
 import { normalize, type PipelineDefinition, searchPages, toPostgres, toSqlite } from '../src/index.ts';
+import { transaction } from '../src/postgres/pools.ts';
 import { readReportData } from '../src/report/data.ts';
+import { postgresOutcomes, preparePostgresOutcomes } from '../src/sinks/postgres-outcomes.ts';
+import { prepareSqliteOutcomes, sqliteOutcomes } from '../src/sinks/sqlite-outcomes.ts';
 import { renderReport } from '../src/report/index.ts';
 import type { Simulator } from '../src/simulator/index.ts';
 import { handMadeDatabase, R1, R2 } from './analytics-fixture.ts';
@@ -260,6 +264,33 @@ it('a run that stops part way leaves its series outcomes, and its resume complet
   expect(sqliteRows(path, `SELECT count(*) AS n FROM report_changes WHERE change = 'failed'`)).toEqual([{ n: 0 }]);
 });
 
+/** Records one series' outcome three times in a run, as three invocations (or workers) would, and reads it back after each. */
+async function recordedAgain(record: (complete: boolean, reason: string) => Promise<void>, read: () => Promise<Row[]>): Promise<void> {
+  await record(false, 'interrupted');
+  expect(await read()).toEqual([{ complete: 0, reason: 'interrupted' }]);
+  await record(true, 'short');
+  expect(await read()).toEqual([{ complete: 1, reason: 'short' }]);
+  // A record read before the series completed, written after (a worker that left earlier, slower): it stays complete.
+  await record(false, 'interrupted');
+  expect(await read()).toEqual([{ complete: 1, reason: 'short' }]);
+}
+
+it('SQLite: a series recorded again takes the latest outcome, but one complete in a run stays complete', async () => {
+  using dir = workdir();
+  const db = new Database(dir.path('o.sqlite'));
+  try {
+    db.exec('CREATE TABLE results (run_id TEXT, query TEXT, country TEXT, lang TEXT)');
+    prepareSqliteOutcomes(db, 'results');
+    const outcomes = sqliteOutcomes(db, 'results');
+    await recordedAgain(
+      async (complete, reason) => outcomes.record('r', [{ query: 'q', country: 'us', lang: '', complete, reason }]),
+      async () => db.prepare('SELECT complete, reason FROM results_outcomes').all() as Row[],
+    );
+  } finally {
+    db.close();
+  }
+});
+
 describePostgres('PostgreSQL', () => {
   it('the same runs into SQLite and PostgreSQL: the same outcomes and the same views, byte for byte; a table of before outcomes is brought up', async () => {
     using dir = workdir();
@@ -279,6 +310,23 @@ describePostgres('PostgreSQL', () => {
       expect(outcomes.filter((o) => o.run_id === run1).map((o) => o.reason)).toEqual(QUERIES.map(() => 'unrecorded'));
       expect(outcomes.filter((o) => o.run_id !== run1)).toEqual(inSqlite.filter((o) => o.run_id !== run1));
     } finally {
+      await db.drop();
+    }
+  });
+
+  it('a series recorded again takes the latest outcome, but one complete in a run stays complete', async () => {
+    const db = await testDatabase();
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      await sql(db.url, 'CREATE TABLE public.results (run_id text, query text, country text, lang text)');
+      await transaction(pool, (client) => preparePostgresOutcomes(client, 'public', 'results', 'the test database'));
+      const outcomes = postgresOutcomes(pool, 'public', 'results');
+      await recordedAgain(
+        (complete, reason) => outcomes.record('r', [{ query: 'q', country: 'us', lang: '', complete, reason }]),
+        async () => (await sql(db.url, 'SELECT complete, reason FROM public.results_outcomes')) as Row[],
+      );
+    } finally {
+      await pool.end();
       await db.drop();
     }
   });

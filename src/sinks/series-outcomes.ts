@@ -38,6 +38,17 @@ export const OUTCOME_COLUMNS = ['run_id', 'query', 'country', 'lang', 'complete'
 
 const COLUMNS = OUTCOME_COLUMNS.join(', ');
 
+/**
+ * How a later invocation's record of a series meets an earlier one's: a series that completed in a run stays complete
+ * there (the run never pages it again: its state only moves forward), so a record read before it completed — by a
+ * worker of a distributed run that left earlier but wrote later — never undoes it; an incomplete one takes the latest
+ * reason. `greatest` is the dialect's two-argument maximum (SQLite's MAX, PostgreSQL's GREATEST); `row` names the row
+recorded before (PostgreSQL finds a bare column name ambiguous there, beside `excluded`).
+ */
+function keepComplete(greatest: 'MAX' | 'GREATEST', row = ''): string {
+  return `reason = CASE WHEN ${row}complete = 1 THEN ${row}reason ELSE excluded.reason END, complete = ${greatest}(${row}complete, excluded.complete)`;
+}
+
 /** The statements of the outcomes table `o` beside the results table `t` in SQLite (both quoted); values as `?`. */
 export function sqliteOutcomeStatements(t: string, o: string) {
   return {
@@ -45,8 +56,8 @@ export function sqliteOutcomeStatements(t: string, o: string) {
       complete INTEGER NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (query, country, lang, run_id))`,
     /** Every run the table holds but the one opening now (which records its own), as complete (`?`: the reason, the run). */
     backfill: `INSERT OR IGNORE INTO ${o} (${COLUMNS}) SELECT DISTINCT run_id, query, country, lang, 1, ? FROM ${t} WHERE run_id IS NOT NULL AND run_id <> ?`,
-    /** One series' outcome in a run; a later invocation of the run records it again, as the run's state has it then. */
-    record: `INSERT INTO ${o} (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (query, country, lang, run_id) DO UPDATE SET complete = excluded.complete, reason = excluded.reason`,
+    /** One series' outcome in a run, recorded again by each invocation of it (`keepComplete`). */
+    record: `INSERT INTO ${o} (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (query, country, lang, run_id) DO UPDATE SET ${keepComplete('MAX')}`,
     discard: `DELETE FROM ${o} WHERE run_id = ?`,
     keepOnly: `DELETE FROM ${o} WHERE run_id <> ?`,
   };
@@ -66,8 +77,8 @@ export function postgresOutcomeStatements(t: string, o: string, key: string) {
     ],
     backfill: `INSERT INTO ${o} (${COLUMNS}) SELECT DISTINCT run_id, query, country, lang, 1, $1 FROM ${t} WHERE run_id IS NOT NULL AND run_id <> $2 ON CONFLICT DO NOTHING`,
     /** A slice of the plan's outcomes, one array per column (`$1`: the run). */
-    record: `INSERT INTO ${o} (${COLUMNS}) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[])
-      ON CONFLICT (${target}) DO UPDATE SET complete = excluded.complete, reason = excluded.reason`,
+    record: `INSERT INTO ${o} AS recorded (${COLUMNS}) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[])
+      ON CONFLICT (${target}) DO UPDATE SET ${keepComplete('GREATEST', 'recorded.')}`,
     discard: `DELETE FROM ${o} WHERE run_id = $1`,
     keepOnly: `DELETE FROM ${o} WHERE run_id <> $1`,
   };
