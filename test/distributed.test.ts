@@ -60,6 +60,9 @@ describePostgres('a distributed run: many workers share one run on PostgreSQL', 
       const workers = await sql(url, `SELECT status, stopped_at IS NOT NULL AS stopped FROM webdata.workers`);
       expect(workers).toHaveLength(3);
       expect(workers.every((w) => w.stopped === true)).toBe(true);
+      // How each series ended is recorded beside the rows, by whoever left the run last: every one complete.
+      const outcomes = await sql(url, `SELECT count(*)::int AS n, min(complete) AS least FROM public.results_outcomes WHERE run_id = $1`, [[...runIds][0]]);
+      expect(outcomes).toEqual([{ n: single.summary?.series.total, least: 1 }]);
     }));
 
   it('a worker killed with SIGKILL mid-run: the others take its series over and complete the run; it cost at most its requests in flight', () =>

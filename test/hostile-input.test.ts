@@ -6,6 +6,7 @@ import { dedupe, normalize, pipelineFromConfig, type RunContext, searchPages, to
 import { exportReport } from '../src/analytics/index.ts';
 import { readInputFile } from '../src/input-file.ts';
 import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
+import { RESULTS_SCHEMA_VERSION } from '../src/sinks/sqlite.ts';
 import { cli, envFor, ROOT } from './cli-helpers.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
@@ -336,7 +337,7 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     results.close();
     const newerResults = await runIn(dir.dir, jsonPipeline(dir.dir, { state: { path: 'out/state.sqlite' } }));
     expect(newerResults).toMatchObject({ code: 2, requests: 0 });
-    expect(newerResults.stderr).toMatch(/sqlite\.path: \S*results\.sqlite was written by a newer webdata-etl \(results schema 99; this one knows 1\): upgrade webdata-etl, or use another file/);
+    expect(newerResults.stderr).toMatch(new RegExp(`sqlite\\.path: \\S*results\\.sqlite was written by a newer webdata-etl \\(results schema 99; this one knows ${RESULTS_SCHEMA_VERSION}\\): upgrade webdata-etl, or use another file`));
     const state = new Database(dir.path('out/newer.state.sqlite'));
     state.exec(`CREATE TABLE webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO webdata_meta VALUES ('state_schema', '99')`);
     state.close();

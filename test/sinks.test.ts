@@ -11,7 +11,9 @@ describe('sinks', () => {
     await runOn(sim, { name: 'sqlite', source: searchPages({ queries: ['x'], maxPages: 1 }), stages: [normalize()], sinks: [toSqlite({ path: dir.path('s.sqlite'), table: 'serp' })] });
     const [mode] = sqliteRows(dir.path('s.sqlite'), 'PRAGMA journal_mode');
     expect(mode).toEqual({ journal_mode: 'wal' });
-    expect(sqliteRows(dir.path('s.sqlite'), 'PRAGMA user_version')).toEqual([{ user_version: 1 }]);
+    expect(sqliteRows(dir.path('s.sqlite'), 'PRAGMA user_version')).toEqual([{ user_version: 2 }]);
+    // Beside the table, how each series ended in each run (docs/analytics.md#failed-and-unreached-series).
+    expect(sqliteRows(dir.path('s.sqlite'), 'SELECT query, country, lang, complete, reason FROM serp_outcomes')).toEqual([{ query: 'x', country: '', lang: '', complete: 1, reason: 'max_pages' }]);
     const columns = sqliteRows(dir.path('s.sqlite'), "SELECT name, type, \"notnull\" FROM pragma_table_info('serp')");
     expect(columns.map((c) => c.name)).toEqual(['run_id', 'query', 'country', 'lang', 'page', 'position', 'rank', 'title', 'url', 'domain', 'snippet', 'dedupe_key', 'fetched_at', 'raw']);
     expect(columns.find((c) => c.name === 'title')).toEqual({ name: 'title', type: 'TEXT', notnull: 0 });

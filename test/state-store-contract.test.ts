@@ -169,6 +169,25 @@ for (const implementation of implementations) {
       expect([...seen]).toEqual([`key${start + 1}`]);
     });
 
+    it('says where each of a slice of series stands in a run: ended (and why), under way, or absent (never reached)', async () => {
+      const store = await open();
+      await startRun(store);
+      const start = await store.currentSeq();
+      await store.commitPage(page(start + 1));
+      const other = { ...series, seriesId: 's2', query: 'q2' };
+      await store.endSeries('run-1', other, { status: 'ended', reason: 'failed', nextPage: 2, error: 'bad request', errorKind: 'bad_request' });
+      const ended = { ...series, seriesId: 's3', query: 'q3' };
+      await store.commitPage(page(start + 2, { series: ended, spend: [], journal: null, checkpoints: [], dedupe: null, progress: { ...page(0).progress, status: 'ended', reason: 'short' } }));
+      const statuses = await store.seriesStatuses('run-1', ['s1', 's2', 's3', 'never']);
+      expect(statuses.sort((a, b) => a.seriesId.localeCompare(b.seriesId))).toEqual([
+        { seriesId: 's1', status: 'active', reason: null },
+        { seriesId: 's2', status: 'ended', reason: 'failed' },
+        { seriesId: 's3', status: 'ended', reason: 'short' },
+      ]);
+      expect(await store.seriesStatuses('run-2', ['s1'])).toEqual([]);
+      expect(await store.seriesStatuses('run-1', [])).toEqual([]);
+    });
+
     it('the latest run is the one recorded last, whatever clock wrote its started_at (a machine whose clock is behind)', async () => {
       const store = await open();
       await store.startRun({ runId: 'run-ahead', pipeline: 'p', startedAt: '2026-01-02T01:00:00.000Z', fingerprint: 'f', plan: {}, budget: null });

@@ -48,7 +48,7 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
   },
   changes: {
     from: (table) => viewName(table, 'changes'),
-    columns: { ...text('query', 'country', 'lang', 'dedupe_key', 'url', 'title'), ...ints('previous_rank', 'current_rank', 'rank_delta'), change: 'STRING' },
+    columns: { ...text('query', 'country', 'lang', 'dedupe_key', 'url', 'title'), ...ints('previous_rank', 'current_rank', 'rank_delta'), ...text('change', 'run_id', 'previous_run_id', 'reason') },
     order: 'query, country, lang, change, current_rank, dedupe_key',
     countryColumns: ['country'],
   },
@@ -113,7 +113,10 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
     const where = filterClause(config, report.countryColumns);
     const columns = Object.keys(report.columns);
     const order = report.order === INSERTION_ORDER ? reader.insertionOrder : orderByBytes(report.order, (column) => report.columns[column] === 'STRING', reader.dialect.bytes);
-    const rows = reader.iterate(reportSelect(columns, reader.name(source, at), where.sql, order), where.params);
+    // A view an older webdata-etl made (a database no run has opened since) may lack the newer columns: NULL there.
+    const present = at === 'results' ? new Set((await reader.columns(source)).map((c) => c.name)) : undefined;
+    const absent = new Set(present === undefined || present.size === 0 ? [] : columns.filter((c) => !present.has(c)));
+    const rows = reader.iterate(reportSelect(columns, reader.name(source, at), where.sql, order, absent), where.params);
     const { out, format, batchRows } = config;
     if (typeof out !== 'string') return { rows: await writeText(rows, columns, format as 'csv' | 'jsonl', toStream(out), batchRows) };
     const count = await writeOutputFileWith(out, async (file) =>

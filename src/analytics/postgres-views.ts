@@ -2,19 +2,23 @@ import type { Pool } from '../postgres/pools.ts';
 import { transaction } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { viewStatements } from './statements.ts';
-import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, spendViewSql, viewName } from './views.ts';
+import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, runsRead, spendViewSql, viewName } from './views.ts';
+import { outcomesTable } from '../sinks/series-outcomes.ts';
+import { preparePostgresOutcomes } from '../sinks/postgres-outcomes.ts';
 
 /**
- * The analytics views over a PostgreSQL results table, in its schema, with the same names, columns and numbers as in
- * SQLite (the same SQL: see `resultsViewsSql`). Re-created on every run so that they follow the table.
+ * The analytics views over a PostgreSQL results table written in `mode`, in its schema, with the same names, columns and
+ * numbers as in SQLite (the same SQL: see `resultsViewsSql`), and the outcomes table they read beside it when it has
+ * none. Re-created on every run so that they follow the table.
  */
-export async function createPostgresResultsViews(pool: Pool, schema: string, table: string, views: readonly ResultsView[]): Promise<void> {
+export async function createPostgresResultsViews(pool: Pool, schema: string, table: string, views: readonly ResultsView[], mode: 'append' | 'replace' | 'upsert' = 'append'): Promise<void> {
   const s = quoteIdentifier(schema);
   const name = (view: ResultsView) => `${s}.${quoteIdentifier(viewName(table, view))}`;
-  const sql = resultsViewsSql(`${s}.${quoteIdentifier(table)}`, name, POSTGRES);
+  const sql = resultsViewsSql(`${s}.${quoteIdentifier(table)}`, `${s}.${quoteIdentifier(outcomesTable(table))}`, name, POSTGRES, runsRead(mode));
   await transaction(pool, async (client) => {
     // Two runs opening at once would race to re-create them: one at a time.
     await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.${table}`]);
+    if (views.length > 0) await preparePostgresOutcomes(client, schema, table, `schema ${schema}`);
     for (const view of DROP_ORDER) await client.query(viewStatements.drop(name(view)));
     for (const view of CREATE_ORDER) if (views.includes(view)) await client.query(viewStatements.create(name(view), sql[view]));
   });

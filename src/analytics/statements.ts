@@ -18,10 +18,12 @@ export const viewStatements = {
 
 /**
  * A report's rows: its `columns` (names, quoted here) from `relation` (quoted, and qualified in PostgreSQL), filtered
- * by `where` (a `filterClause`, its values bound), in `order` (see `orderByBytes`).
+ * by `where` (a `filterClause`, its values bound), in `order` (see `orderByBytes`). Columns in `absent` (a view made by
+ * an older webdata-etl, which had fewer) are NULL.
  */
-export function reportSelect(columns: readonly string[], relation: string, where: string, order: string): string {
-  return `SELECT ${columns.map(quoteIdentifier).join(', ')} FROM ${relation} ${where} ORDER BY ${order}`;
+export function reportSelect(columns: readonly string[], relation: string, where: string, order: string, absent: ReadonlySet<string> = new Set()): string {
+  const list = columns.map((c) => (absent.has(c) ? `NULL AS ${quoteIdentifier(c)}` : quoteIdentifier(c)));
+  return `SELECT ${list.join(', ')} FROM ${relation} ${where} ORDER BY ${order}`;
 }
 
 /**

@@ -1,6 +1,8 @@
 import type Database from 'better-sqlite3';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { viewStatements } from './statements.ts';
+import { outcomesTable } from '../sinks/series-outcomes.ts';
+import { prepareSqliteOutcomes } from '../sinks/sqlite-outcomes.ts';
 
 /** The analytics views over a results table, by report name. */
 export type ResultsView = 'rankings' | 'domains' | 'overlap' | 'changes';
@@ -40,18 +42,38 @@ export const SQLITE: Dialect = { int: (e) => e, real: (e) => e, bytes: (e) => e,
 export const POSTGRES: Dialect = { int: (e) => `(${e})::int`, real: (e) => `(${e})::float8`, bytes: (e) => `${e} COLLATE "C"`, isTrue: (e) => e };
 
 /**
- * The views over a results table `t` (quoted, qualified if need be), named by `name`, in the order they depend on
- * each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones lack). Run ids sort by time, so
- * the latest run is the greatest.
+ * Which run of each (query, country, lang) the views read. `complete`: its latest complete run, by the outcomes table
+ * (`sinks/series-outcomes.ts`), so that a series that failed, ran out of budget or was stopped part way is shown as it
+ * last was whole; a series with no complete run yet, by its latest run. `latest`: its latest run, for a table whose
+ * rows' run is the one that last saw them (upsert), where runs are not history.
  */
-export function resultsViewsSql(t: string, name: (view: ResultsView) => string, d: Dialect): Record<ResultsView, string> {
+export type RunsRead = 'complete' | 'latest';
+
+/**
+ * The views over a results table `t` and its outcomes table `o` (both quoted, qualified if need be), named by `name`,
+ * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
+ * lack). Run ids sort by time, so the latest run is the greatest.
+ */
+export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) => string, d: Dialect, runs: RunsRead = 'complete'): Record<ResultsView, string> {
+  const seen = `SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${t} GROUP BY query, country, lang`;
+  const series = (a: string, b: string) => `${a}.query = ${b}.query AND ${a}.country = ${b}.country AND ${a}.lang = ${b}.lang`;
+  // A series' rows in a run, one per dedupe key: its best rank there, and a URL and title to show.
+  const rowsOf = (run: 'run_id' | 'previous_run_id') => `
+        SELECT r.query, r.country, r.lang, r.dedupe_key, MIN(r.rank) AS rank, MAX(${d.bytes('r.url')}) AS url, MAX(${d.bytes('r.title')}) AS title
+        FROM ${t} r JOIN compared x ON ${series('x', 'r')} AND x.${run} = r.run_id
+        WHERE r.dedupe_key IS NOT NULL GROUP BY r.query, r.country, r.lang, r.dedupe_key`;
   return {
-    // The rows of the latest run that has each (query, country, lang), best rank first.
+    // The rows of the run each (query, country, lang) is read at (`RunsRead`), best rank first.
     rankings: `
+      WITH ${
+        runs === 'latest'
+          ? `latest AS (${seen})`
+          : `seen AS (${seen}),
+      complete AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE complete = 1 GROUP BY query, country, lang),
+      latest AS (SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id FROM seen s LEFT JOIN complete c ON ${series('c', 's')})`
+      }
       SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at
-      FROM ${t} r
-      JOIN (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${t} GROUP BY query, country, lang) latest
-        ON latest.query = r.query AND latest.country = r.country AND latest.lang = r.lang AND latest.run_id = r.run_id`,
+      FROM ${t} r JOIN latest ON ${series('latest', 'r')} AND latest.run_id = r.run_id`,
     // Who dominates a query in a country: results, best and average rank, share of the latest results.
     domains: `
       SELECT query, country, domain, ${d.int('COUNT(*)')} AS results, MIN(rank) AS best_rank, ${d.real('ROUND(AVG(rank), 2)')} AS average_rank,
@@ -70,22 +92,36 @@ export function resultsViewsSql(t: string, name: (view: ResultsView) => string, 
         ${d.real('ROUND(1.0 * COALESCE(s.n, 0) / (a.n + b.n - COALESCE(s.n, 0)), 4)')} AS jaccard
       FROM sizes a JOIN sizes b ON a.query = b.query AND a.lang = b.lang AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
       LEFT JOIN shared s ON s.query = a.query AND s.lang = a.lang AND s.country_a = a.country AND s.country_b = b.country`,
-    // What changed between the last two runs: new, lost, up, down (rank_delta > 0 is up), same.
+    // What changed in each (query, country, lang) between its last two complete runs: new, lost, up, down
+    // (rank_delta > 0 is up), same. A series whose latest run did not complete (failed, budget, stopped, not reached)
+    // is not compared: one row says so, `failed`, with why and the complete run it would be compared with
+    // (docs/analytics.md#failed-and-unreached-series).
     changes: `
-      WITH latest AS (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${t} ORDER BY run_id DESC LIMIT 2),
-      cur AS (SELECT query, country, lang, dedupe_key, MIN(rank) AS rank, MAX(${d.bytes('url')}) AS url, MAX(${d.bytes('title')}) AS title FROM ${t}
-              WHERE run_id = (SELECT MAX(run_id) FROM latest) AND dedupe_key IS NOT NULL GROUP BY query, country, lang, dedupe_key),
-      prev AS (SELECT query, country, lang, dedupe_key, MIN(rank) AS rank, MAX(${d.bytes('url')}) AS url, MAX(${d.bytes('title')}) AS title FROM ${t}
-               WHERE run_id = (SELECT MIN(run_id) FROM latest) AND (SELECT COUNT(*) FROM latest) = 2 AND dedupe_key IS NOT NULL
-               GROUP BY query, country, lang, dedupe_key)
+      WITH done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
+      tried AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} GROUP BY query, country, lang),
+      last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
+      failed AS (SELECT f.query, f.country, f.lang, f.run_id, f.reason FROM ${o} f JOIN tried y ON ${series('y', 'f')} AND y.run_id = f.run_id WHERE f.complete = 0),
+      compared AS (
+        SELECT c.query, c.country, c.lang, c.run_id, MAX(p.run_id) AS previous_run_id
+        FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id
+        LEFT JOIN done p ON ${series('p', 'c')} AND p.run_id < c.run_id
+        GROUP BY c.query, c.country, c.lang, c.run_id),
+      cur AS (${rowsOf('run_id')}),
+      prev AS (${rowsOf('previous_run_id')})
       SELECT c.query, c.country, c.lang, c.dedupe_key, c.url, c.title, p.rank AS previous_rank, c.rank AS current_rank,
         p.rank - c.rank AS rank_delta,
-        CASE WHEN p.rank IS NULL THEN 'new' WHEN c.rank < p.rank THEN 'up' WHEN c.rank > p.rank THEN 'down' ELSE 'same' END AS change
-      FROM cur c LEFT JOIN prev p ON p.query = c.query AND p.country = c.country AND p.lang = c.lang AND p.dedupe_key = c.dedupe_key
+        CASE WHEN p.rank IS NULL THEN 'new' WHEN c.rank < p.rank THEN 'up' WHEN c.rank > p.rank THEN 'down' ELSE 'same' END AS change,
+        x.run_id, x.previous_run_id, NULL AS reason
+      FROM cur c JOIN compared x ON ${series('x', 'c')}
+      LEFT JOIN prev p ON ${series('p', 'c')} AND p.dedupe_key = c.dedupe_key
       UNION ALL
-      SELECT p.query, p.country, p.lang, p.dedupe_key, p.url, p.title, p.rank, NULL, NULL, 'lost'
-      FROM prev p LEFT JOIN cur c ON c.query = p.query AND c.country = p.country AND c.lang = p.lang AND c.dedupe_key = p.dedupe_key
-      WHERE c.dedupe_key IS NULL`,
+      SELECT p.query, p.country, p.lang, p.dedupe_key, p.url, p.title, p.rank, NULL, NULL, 'lost', x.run_id, x.previous_run_id, NULL
+      FROM prev p JOIN compared x ON ${series('x', 'p')}
+      LEFT JOIN cur c ON ${series('c', 'p')} AND c.dedupe_key = p.dedupe_key
+      WHERE c.dedupe_key IS NULL
+      UNION ALL
+      SELECT f.query, f.country, f.lang, NULL, NULL, NULL, NULL, NULL, NULL, 'failed', f.run_id, c.run_id, f.reason
+      FROM failed f LEFT JOIN last_done c ON ${series('c', 'f')}`,
   };
 }
 
@@ -93,11 +129,21 @@ export function resultsViewsSql(t: string, name: (view: ResultsView) => string, 
 export const DROP_ORDER = ['changes', 'overlap', 'domains', 'rankings'] as const;
 export const CREATE_ORDER = ['rankings', 'domains', 'overlap', 'changes'] as const;
 
-/** Creates (or re-creates, so that they follow the table) the views over a SQLite results table. */
-export function createResultsViews(db: Database.Database, table: string, views: readonly ResultsView[]): void {
+/** Which runs the views read for a table of each sink mode (`RunsRead`). */
+export function runsRead(mode: 'append' | 'replace' | 'upsert'): RunsRead {
+  return mode === 'upsert' ? 'latest' : 'complete';
+}
+
+/**
+ * Creates (or re-creates, so that they follow the table) the views over a SQLite results table written in `mode`, and
+ * the outcomes table they read beside it when it has none (`prepareSqliteOutcomes`: every run it holds then counts as
+ * complete).
+ */
+export function createResultsViews(db: Database.Database, table: string, views: readonly ResultsView[], mode: 'append' | 'replace' | 'upsert' = 'append'): void {
   const name = (view: ResultsView) => quoteIdentifier(viewName(table, view));
-  const sql = resultsViewsSql(quoteIdentifier(table), name, SQLITE);
+  const sql = resultsViewsSql(quoteIdentifier(table), quoteIdentifier(outcomesTable(table)), name, SQLITE, runsRead(mode));
   db.transaction(() => {
+    if (views.length > 0) prepareSqliteOutcomes(db, table);
     for (const view of DROP_ORDER) db.exec(viewStatements.drop(name(view)));
     for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(viewStatements.create(name(view), sql[view]));
   })();

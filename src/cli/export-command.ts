@@ -11,10 +11,11 @@ export const exportHelp = `Usage: webdata-etl export <db> --report <report> [opt
 Streams a report out of a pipeline's output (SQLite or PostgreSQL): analytics views, or the items themselves.
 
 Reports:
-  rankings   the latest rankings per (query, country, lang)
+  rankings   the latest complete rankings per (query, country, lang)
   domains    domain share per query and country: results, best and average rank, share
   overlap    how alike countries' top 10 are for each query (Jaccard similarity of URLs)
-  changes    what changed between the last two runs: new, lost, up, down (with the rank delta), same
+  changes    what changed between each series' last two complete runs: new, lost, up, down (with the
+             rank delta), same; failed for a series whose latest run did not complete
   spend      requests and credits per run, query, country and endpoint
   items      every row of the results table
 

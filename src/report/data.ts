@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterClause } from '../analytics/filter.ts';
 import type { Reader } from '../analytics/reader.ts';
 import { OVERLAP_TOP, POSTGRES, viewName } from '../analytics/views.ts';
+import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { urlLabel } from './url-label.ts';
 
 /*
@@ -79,7 +80,18 @@ export interface ReportData {
   rowCount: number;
   rankBuckets: { label: string; value: number }[];
   domains: { label: string; value: number; note: string }[];
-  histories: { query: string; country: string; lang: string; runs: string[]; series: { label: string; ranks: (number | null)[] }[] }[];
+  histories: {
+    query: string;
+    country: string;
+    lang: string;
+    runs: string[];
+    /**
+     * Per run: why the series did not complete in it (failed, budget, stopped, not_reached…), or null. Such a run
+     * shows no ranks, and is marked: its results were not checked, which is not their being gone.
+     */
+    incomplete: (string | null)[];
+    series: { label: string; ranks: (number | null)[] }[];
+  }[];
   overlaps: { query: string; lang: string; countries: string[]; pairs: Map<string, number> }[];
 }
 
@@ -136,7 +148,12 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
     filter.query !== undefined
       ? [filter.query]
       : (await reader.all(`SELECT query FROM ${t} GROUP BY query ORDER BY COUNT(*) DESC, ${d.bytes('query')} LIMIT ?`, [filter.maxQueries])).map((row) => row.query);
-  const runIds = (await reader.all(`SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${t} ORDER BY run_id DESC LIMIT ?`, [filter.maxRuns])).map((row) => row.run_id).reverse();
+  // How each series ended in each run, where the table records it (docs/analytics.md#failed-and-unreached-series); a
+  // table written before it was has none, and every run of it reads as complete.
+  const outcomes = (await reader.exists(outcomesTable(table))) ? reader.name(outcomesTable(table)) : undefined;
+  // A run whose series all failed before their first page has no rows, but is a run all the same.
+  const runsOf = outcomes === undefined ? t : `(SELECT run_id FROM ${t} UNION ALL SELECT run_id FROM ${outcomes}) u`;
+  const runIds = (await reader.all(`SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${runsOf} ORDER BY run_id DESC LIMIT ?`, [filter.maxRuns])).map((row) => row.run_id).reverse();
   const overlap = viewName(table, 'overlap');
   const hasOverlap = await reader.exists(overlap);
   for (const query of queries) {
@@ -146,7 +163,7 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
         [query, ...(filter.country !== undefined ? [filter.country] : [])],
       )
     )[0];
-    if (place) data.histories.push(await history(reader, t, query, place.country, place.lang, runIds, filter.maxLines));
+    if (place) data.histories.push(await history(reader, { t, outcomes }, { query, country: place.country, lang: place.lang }, runIds, filter.maxLines));
     if (hasOverlap) {
       const pairs = (await reader.all(`SELECT lang, country_a, country_b, jaccard FROM ${reader.name(overlap)} WHERE query = ?`, [query])).map((p) => {
         const jaccard = finite(p.jaccard);
@@ -165,11 +182,33 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
   return data;
 }
 
-/** The best results of the latest run, and their rank in each run (null where they were not seen). */
-async function history(reader: Reader, t: string, query: unknown, country: unknown, lang: unknown, runIds: unknown[], maxLines: number): Promise<ReportData['histories'][number]> {
-  const latest = runIds.at(-1);
+/**
+ * The best results of the series' latest complete run among `runIds`, and their rank in each run (null where they were
+ * not seen, or the series did not complete).
+ */
+async function history(
+  reader: Reader,
+  tables: { t: string; outcomes: string | undefined },
+  where: { query: unknown; country: unknown; lang: unknown },
+  runIds: unknown[],
+  maxLines: number,
+): Promise<ReportData['histories'][number]> {
+  const { t, outcomes } = tables;
+  const { query, country, lang } = where;
+  const b = reader.dialect.bytes;
+  // Why the series did not complete, by run (text(): a tampered reason is shown as text, never as markup).
+  const incomplete = new Map<unknown, string>();
+  let latest = runIds.at(-1);
+  if (outcomes !== undefined && runIds.length > 0) {
+    const ended = await reader.all(
+      `SELECT ${b('run_id')} AS run_id, complete, reason FROM ${outcomes} WHERE query = ? AND country = ? AND lang = ? AND run_id IN (${runIds.map(() => '?').join(', ')}) ORDER BY run_id`,
+      [query, country, lang, ...runIds],
+    );
+    for (const row of ended) if (finite(row.complete) !== 1) incomplete.set(row.run_id, text(row.reason) || 'incomplete');
+    latest = ended.filter((row) => finite(row.complete) === 1).at(-1)?.run_id ?? latest;
+  }
   const keys = await reader.all(
-    `SELECT dedupe_key, MIN(rank) AS rank, MAX(${reader.dialect.bytes('title')}) AS title, MAX(${reader.dialect.bytes('url')}) AS url FROM ${t}
+    `SELECT dedupe_key, MIN(rank) AS rank, MAX(${b('title')}) AS title, MAX(${b('url')}) AS url FROM ${t}
       WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key IS NOT NULL GROUP BY dedupe_key ORDER BY rank LIMIT ?`,
     [query, country, lang, latest, maxLines],
   );
@@ -177,12 +216,21 @@ async function history(reader: Reader, t: string, query: unknown, country: unkno
   for (const k of keys) {
     const ranks: (number | null)[] = [];
     for (const run of runIds) {
-      ranks.push(finite(first(await reader.all(`SELECT MIN(rank) FROM ${t} WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key = ?`, [query, country, lang, run, k.dedupe_key]))) ?? null);
+      // A run the series did not complete was not checked to the end: no rank, rather than a drop.
+      if (incomplete.has(run)) ranks.push(null);
+      else ranks.push(finite(first(await reader.all(`SELECT MIN(rank) FROM ${t} WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key = ?`, [query, country, lang, run, k.dedupe_key]))) ?? null);
     }
     // A title where any row of it has one; else its domain and path, which read better than a bare URL.
     series.push({ label: text(k.title) || urlLabel(text(k.url)) || text(k.dedupe_key), ranks });
   }
-  return { query: text(query), country: text(country), lang: text(lang), runs: runIds.map((run) => shortRun(text(run))), series };
+  return {
+    query: text(query),
+    country: text(country),
+    lang: text(lang),
+    runs: runIds.map((run) => shortRun(text(run))),
+    incomplete: runIds.map((run) => incomplete.get(run) ?? null),
+    series,
+  };
 }
 
 async function readRuns(reader: Reader, maxRuns: number): Promise<RunRow[]> {

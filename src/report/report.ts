@@ -95,11 +95,16 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
     }
     for (const h of data.histories) {
       const title = `Rank history: “${h.query}” in ${h.country || 'no country'}${h.lang ? ` (${h.lang})` : ''}`;
+      const incomplete = h.incomplete.some((reason) => reason !== null);
+      const note =
+        h.runs.length === 1
+          ? 'One run so far: each point is a result’s rank; lines appear as runs accumulate.'
+          : `The best results of the latest complete run, and their rank in every run (a gap: not seen that run${incomplete ? '; a shaded run: this query did not complete in it — it failed, ran out of budget or was stopped — so its results were not checked' : ''}).`;
       sections.push(
         section(
           title,
-          h.series.length > 0 ? rankLines({ chart: 'history', title }, h.runs, h.series) : '<p class="note">No results with a URL to follow.</p>',
-          h.runs.length === 1 ? 'One run so far: each point is a result’s rank; lines appear as runs accumulate.' : 'The best results of the latest run, and their rank in every run (a gap: not seen that run).',
+          h.series.length > 0 ? rankLines({ chart: 'history', title }, h.runs, h.series, h.incomplete) : '<p class="note">No results with a URL to follow.</p>',
+          note,
         ),
       );
     }
@@ -188,7 +193,7 @@ h2 { font-size: 17px; margin: 0 0 6px; } .note { color: #6b7280; font-size: 13px
 table { width: 100%; border-collapse: collapse; font-size: 13px; } th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e5e7eb; }
 td.status.completed, td.status.budget { color: #15803d; } td.status.stopped, td.status.failed_series, td.status.interrupted { color: #b91c1c; }
 svg { max-width: 100%; height: auto; display: block; } figure { margin: 0; } figcaption { font-size: 13px; font-weight: 600; margin-bottom: 4px; } .pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 16px; } svg .grid { stroke: #e5e7eb; } svg .axis { font-size: 11px; fill: #4b5563; }
-svg .label { font-size: 12px; fill: #111827; } svg .cell { font-size: 10px; }
+svg .label { font-size: 12px; fill: #111827; } svg .cell { font-size: 10px; } svg .incomplete { fill: #fef3c7; }
 .empty { text-align: center; padding: 32px; } code { background: #f3f4f6; padding: 1px 4px; border-radius: 3px; }
 @media print { body { background: #fff; } section { border: none; padding: 8px 0; } header, main { max-width: none; } }
 `;

@@ -96,9 +96,15 @@ export function bars(frame: Frame, data: readonly { label: string; value: number
 
 /**
  * Rank over runs, one line per result (rank 1 at the top). A result missing from a run breaks its line: a point
- * stands for each run it was seen in.
+ * stands for each run it was seen in. A run the series did not complete (`incomplete`: why, per run) is shaded and
+ * labelled: its results were not checked, which is not their being gone.
  */
-export function rankLines(frame: Frame, runs: readonly string[], series: readonly { label: string; ranks: readonly (number | null)[] }[]): string {
+export function rankLines(
+  frame: Frame,
+  runs: readonly string[],
+  series: readonly { label: string; ranks: readonly (number | null)[] }[],
+  incomplete: readonly (string | null)[] = [],
+): string {
   const width = frame.width ?? 780;
   const height = frame.height ?? 260;
   const left = 60;
@@ -113,6 +119,15 @@ export function rankLines(frame: Frame, runs: readonly string[], series: readonl
     .map((r) => `<line x1="${left}" x2="${width - right}" y1="${y(r)}" y2="${y(r)}" class="grid"/><text x="${left - 6}" y="${y(r) + 4}" class="axis" text-anchor="end">#${r}</text>`);
   const every = Math.ceil(runs.length / 6);
   const xLabels = runs.map((run, i) => (i % every === 0 || i === runs.length - 1 ? `<text x="${x(i)}" y="${height - 12}" class="axis" text-anchor="middle">${escapeXml(run)}</text>` : ''));
+  // As wide as a run's share of the axis (at most 24 px), so that neighbouring runs' bands do not overlap.
+  const band = Math.min(24, runs.length > 1 ? (width - left - right) / (runs.length - 1) : 24);
+  const shaded = incomplete.map((reason, i) =>
+    reason === null || i >= runs.length
+      ? ''
+      : `<rect data-mark="incomplete" x="${round(x(i) - band / 2)}" y="${top - 8}" width="${round(band)}" height="${height - top - bottom + 16}" class="incomplete">` +
+        `<title>${escapeXml(`${runs[i]}: not complete (${reason}): its results were not checked`)}</title></rect>` +
+        `<text x="${x(i)}" y="${top - 1}" class="axis" text-anchor="middle">${escapeXml(clip(reason, 12))}</text>`,
+  );
   const lines = series.map((s, k) => {
     const segments: string[] = [];
     let current: string[] = [];
@@ -131,7 +146,7 @@ export function rankLines(frame: Frame, runs: readonly string[], series: readonl
     const legend = `<text x="${width - right + 8}" y="${y(last) + 4}" class="label" fill="${colour(k)}">${escapeXml(clip(s.label, 40))}</text>`;
     return path + points.join('') + legend;
   });
-  return svg(frame, grid.join('') + xLabels.join('') + lines.join(''), width, height);
+  return svg(frame, grid.join('') + shaded.join('') + xLabels.join('') + lines.join(''), width, height);
 }
 
 /** A square matrix of values in [0, 1] (country overlap), darker for more alike. */

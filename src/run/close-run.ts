@@ -5,7 +5,8 @@ import type { SeenKeyStore } from '../state/interfaces.ts';
 import type { Pipeline } from '../config/define.ts';
 import type { Destination } from './destination.ts';
 import type { OpenedRun } from './open-run.ts';
-import { summarize } from './summarize.ts';
+import { recordOutcomes } from './record-outcomes.ts';
+import { runStopReason, summarize } from './summarize.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { RunSummary } from './summary.ts';
 
@@ -13,8 +14,9 @@ import type { RunSummary } from './summary.ts';
 const FINISHED = new Set(['completed', 'budget', 'failed_series']);
 
 /**
- * The last phase: the summary, kept in the `runs` table. A run that ended by its own rules is finished (sinks told,
- * its run-scoped dedupe keys forgotten); one that failed is recorded as interrupted, and the failure rethrown.
+ * The last phase: the summary, kept in the `runs` table, and how each series ended, kept beside the rows
+ * (`recordOutcomes`). A run that ended by its own rules is finished (sinks told, its run-scoped dedupe keys
+ * forgotten); one that failed is recorded as interrupted, and the failure rethrown.
  */
 export async function closeRun(
   parts: {
@@ -49,12 +51,15 @@ export async function closeRun(
       durationMs: finishedAt.getTime() - startedAt.getTime() + Number(previous?.summary?.durationMs ?? 0),
     });
   };
+  // Whoever records the run's summary records its series' outcomes too: the last process to leave it.
+  const outcomes = () => recordOutcomes({ store, plan, runId, sinks, runStop: runStopReason(scheduler.stopped, scheduler.budgetReached) });
   if (failure !== undefined) {
     try {
       // A process that leaves a run others go on with (it was stopped, or failed) leaves the run's record to them.
       if (await host.othersAtWork()) throw failure;
       const summary = await finish();
       await store.finishRun(runId, 'interrupted', summary.finishedAt, summary, failure instanceof Error ? failure.message : String(failure));
+      await outcomes();
     } catch {
       // The disk that failed the run may refuse this too: the run then stays "running", which the next invocation
       // resumes all the same. The failure itself is what the caller must hear about.
@@ -66,6 +71,8 @@ export async function closeRun(
   const share = host.share();
   const mine = share ? { ...summary, worker: share } : summary;
   if (summary.status === 'interrupted' && (await host.othersAtWork())) return mine;
+  // Before the sinks finish: replace mode keeps only this run's outcomes, which must be there by then.
+  await outcomes();
   if (FINISHED.has(summary.status)) {
     for (const sink of sinks) await sink.finish?.(runId);
     // Other workers may still commit pages in flight (a budget reached here first): their dedupe needs the run's keys.

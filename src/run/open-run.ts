@@ -81,8 +81,8 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     shared: shared !== undefined,
     resultsTable: (at: ResultsDatabase, table: string, mode: 'append' | 'replace' | 'upsert') =>
       at.kind === 'sqlite'
-        ? createResultsViews(at.db, table, applicableViews(mode, seriesComplete))
-        : createPostgresResultsViews(at.pool, at.schema, table, applicableViews(mode, seriesComplete)),
+        ? createResultsViews(at.db, table, applicableViews(mode, seriesComplete), mode)
+        : createPostgresResultsViews(at.pool, at.schema, table, applicableViews(mode, seriesComplete), mode),
   };
   for (const sink of sinks) {
     await sink.open(sinkContext);

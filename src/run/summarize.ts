@@ -22,6 +22,14 @@ export interface RunFacts {
 }
 
 /**
+ * Why the series a run left under way or never reached did not end: the run's stop, else the budget (sources stop
+ * starting series when it cannot take another request), else an interruption.
+ */
+export function runStopReason(stop: StopInfo | undefined, budgetReached: boolean): string {
+  return stop?.reason ?? (budgetReached ? 'budget' : 'interrupted');
+}
+
+/**
  * The summary of a run across all its invocations, from the state store (series, spend ledger), with the status
  * by the precedence of docs/design.md#run-status.
  */
@@ -32,8 +40,7 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
   const add = (counts: Record<string, number>, key: string, n: number) => {
     counts[key] = (counts[key] ?? 0) + n;
   };
-  // Series never reached without a run-wide stop were left for the budget (sources stop starting series then).
-  const runStop = stop?.reason ?? (facts.budgetReached ? 'budget' : 'interrupted');
+  const runStop = runStopReason(stop, facts.budgetReached);
   let completed = 0;
   let failed = 0;
   let reached = 0;

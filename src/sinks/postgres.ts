@@ -13,6 +13,7 @@ import type { OwnColumns } from './columns.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 import { postgresColumnType, postgresValue } from './postgres-columns.ts';
 import { storable } from '../postgres/storable.ts';
+import { postgresOutcomes, preparePostgresOutcomes } from './postgres-outcomes.ts';
 import type { PostgresRows, Sink, SinkContext } from './sink.ts';
 
 /**
@@ -53,6 +54,8 @@ interface Opened {
   pool: Pool;
   rows: ReturnType<typeof pageRows>;
   lease: Pick<HeldLock, 'release'>;
+  /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
+  outcomes: ReturnType<typeof postgresOutcomes> | undefined;
 }
 
 /**
@@ -133,6 +136,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
           transaction(pool, async (client) => {
             await prepareTable(client, { schema, table, qualified, checkpointTable, where }, stored, ctx.tagColumns);
             if (mode === 'upsert') conflictTarget = await uniqueKey(client, { schema, table, qualified }, where);
+            if (!config.columns) await preparePostgresOutcomes(client, schema, table, where, ctx.runId);
             const seq = await checkpointOf(client);
             if (seq !== undefined) return seq;
             // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
@@ -145,19 +149,50 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
         await lease.release();
         throw error;
       }
-      opened = { pool, lease, rows: pageRows({ sinkId: id, qualified, checkpointTable, pipeline }, columns, { mode, conflictTarget }) };
+      opened = {
+        pool,
+        lease,
+        rows: pageRows({ sinkId: id, qualified, checkpointTable, pipeline }, columns, { mode, conflictTarget }),
+        outcomes: config.columns ? undefined : postgresOutcomes(pool, schema, table),
+      };
     },
     // The rows' `dedupe_key` is what a distributed run claims across workers: only a table that has it can follow.
     get claimsDedupeKeys() {
       return columns.includes('dedupe_key');
     },
     held: () => held,
+    async outcomes(runId, outcomes) {
+      const recorded = ready().outcomes;
+      if (recorded) await retrying(where, () => recorded.record(runId, outcomes), { idempotent: true });
+    },
     async discard(runId) {
+      const { pool, outcomes } = ready();
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      if (mode === 'upsert' || columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE ${q(column)} = $1`, [runId]), { idempotent: true });
+      const rows = mode === 'upsert' || columns.includes('run_id');
+      await retrying(
+        where,
+        () =>
+          transaction(pool, async (client) => {
+            if (rows) await client.query(`DELETE FROM ${qualified} WHERE ${q(column)} = $1`, [runId]);
+            await outcomes?.discard(client, runId);
+          }),
+        { idempotent: true },
+      );
     },
     async finish(runId) {
-      if (mode === 'replace' && columns.includes('run_id')) await retrying(where, () => ready().pool.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]), { idempotent: true });
+      const { pool, outcomes } = ready();
+      // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
+      if (mode === 'replace' && columns.includes('run_id')) {
+        await retrying(
+          where,
+          () =>
+            transaction(pool, async (client) => {
+              await client.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]);
+              await outcomes?.keepOnly(client, runId);
+            }),
+          { idempotent: true },
+        );
+      }
     },
     async close() {
       const lease = opened?.lease;

@@ -5,6 +5,7 @@ import type { PostgresTarget } from '../postgres/target.ts';
 import type { Checkpoint, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 import type { SinkRecords, SinkRows } from '../commits/page-writes.ts';
+import type { SeriesOutcome } from './series-outcomes.ts';
 
 export type { CsvFormat, PostgresRows, SinkRecords, SinkRows, SqliteRows } from '../commits/page-writes.ts';
 
@@ -132,6 +133,12 @@ export interface Sink<in I = NormalizedItem> {
   readonly delivery?: 'exactly_once' | 'at_least_once';
   /** Bytes committed so far, for file sinks: where a run began, so that `--fresh` can take its rows back. */
   committedBytes?(): number | null;
+  /**
+   * How each series of the run ended (`series-outcomes.ts`), recorded beside its rows: called as every invocation of
+   * the run closes, however it ended, a slice of the plan at a time. A results table with the analytics views keeps them,
+   * so that a series that failed or was not reached is not read as its results gone (docs/analytics.md#failed-and-unreached-series).
+   */
+  outcomes?(runId: string, outcomes: readonly SeriesOutcome[]): void | Promise<void>;
   /** The run finished by its own rules (completed, budget, failed series): e.g. drop earlier runs' rows (replace). */
   finish?(runId: string): void | Promise<void>;
   /**

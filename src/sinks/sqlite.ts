@@ -13,10 +13,15 @@ import { leaseOutput } from '../state/sqlite/lease.ts';
 import { quoteIdentifier as q } from '../sql-identifier.ts';
 import type { Lease } from '../state/interfaces.ts';
 import { type RowInsert, rowInserter } from '../commits/row-insert.ts';
+import { prepareSqliteOutcomes, type SqliteOutcomes, sqliteOutcomes } from './sqlite-outcomes.ts';
 import type { Sink, SinkContext, SqliteRows } from './sink.ts';
 
-/** Bumped when the layout of a results table changes; kept in the file's `user_version`. */
-export const RESULTS_SCHEMA_VERSION = 1;
+/**
+ * Bumped when the layout of a results table changes; kept in the file's `user_version` (2: how each series ended in
+ * each run, `<table>_outcomes`, beside a table with the default columns: series-outcomes.ts). An older webdata-etl
+ * refuses a newer file rather than add runs whose outcomes it would not record.
+ */
+export const RESULTS_SCHEMA_VERSION = 2;
 
 export const sqliteSinkOptionsSchema = z.strictObject({
   path: z.string().min(1, { error: 'must be a file path such as "data/results.sqlite"' }),
@@ -47,7 +52,16 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
   const path = resolve(config.path);
   const id = `sqlite:${path}#${table}`;
-  let opened: { db: Database.Database; insert: RowInsert; rowValues: (item: Record<string, unknown>, into: unknown[]) => void; writeAlone: (rows: SqliteRows, seq: number) => void } | undefined;
+  let opened:
+    | {
+        db: Database.Database;
+        insert: RowInsert;
+        rowValues: (item: Record<string, unknown>, into: unknown[]) => void;
+        writeAlone: (rows: SqliteRows, seq: number) => void;
+        /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
+        outcomes: SqliteOutcomes | undefined;
+      }
+    | undefined;
   let lease: Lease | undefined;
   let held = 0;
 
@@ -91,7 +105,10 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
       prepareTable(db, table, stored, ctx.tagColumns);
       if (mode === 'upsert') uniqueKey(db, table);
-      if (!config.columns) ctx.resultsTable?.({ kind: 'sqlite', db }, table, mode);
+      if (!config.columns) {
+        prepareSqliteOutcomes(db, table, ctx.runId);
+        ctx.resultsTable?.({ kind: 'sqlite', db }, table, mode);
+      }
       const checkpoints = sinkCheckpoints(db);
       const existing = checkpoints.get(id);
       if (existing) held = existing.seq;
@@ -116,17 +133,30 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
         insertValues(rows.insert, rows.values);
         checkpoints.set(id, { seq, bytes: null });
       });
-      opened = { db, insert, rowValues, writeAlone };
+      opened = { db, insert, rowValues, writeAlone, outcomes: config.columns ? undefined : sqliteOutcomes(db, table) };
     },
     held: () => held,
+    outcomes(runId, outcomes) {
+      ready().outcomes?.record(runId, outcomes);
+    },
     discard(runId) {
+      const { db, outcomes } = ready();
       // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
       const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      if (mode === 'upsert' || columns.includes('run_id')) ready().db.prepare(`DELETE FROM ${q(table)} WHERE ${q(column)} = ?`).run(runId);
+      db.transaction(() => {
+        if (mode === 'upsert' || columns.includes('run_id')) db.prepare(`DELETE FROM ${q(table)} WHERE ${q(column)} = ?`).run(runId);
+        outcomes?.discard(runId);
+      })();
     },
     finish(runId) {
-      // replace: the run finished, so the rows of earlier runs give way to it, all at once.
-      if (mode === 'replace' && columns.includes('run_id')) ready().db.prepare(`DELETE FROM ${q(table)} WHERE run_id <> ?`).run(runId);
+      const { db, outcomes } = ready();
+      // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
+      if (mode === 'replace' && columns.includes('run_id')) {
+        db.transaction(() => {
+          db.prepare(`DELETE FROM ${q(table)} WHERE run_id <> ?`).run(runId);
+          outcomes?.keepOnly(runId);
+        })();
+      }
     },
     close() {
       opened = undefined;

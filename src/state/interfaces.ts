@@ -48,6 +48,13 @@ export interface SeriesProgress {
   error: string | null;
 }
 
+/** How a series stands in a run: `status` and `reason` as in `SeriesProgress`. */
+export interface SeriesStatus {
+  seriesId: string;
+  status: string;
+  reason: string | null;
+}
+
 export interface SeriesIdentity {
   seriesId: string;
   endpoint: string;
@@ -249,6 +256,11 @@ export interface StateStore {
   endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): Promise<void>;
   seriesTotals(runId: string): Promise<{ pages: number; served: number; written: number; duplicates: number }>;
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]>;
+  /**
+   * Where each of `seriesIds` stands in the run (a series the run never reached has no row): asked a slice of the plan
+   * at a time when a run closes, to record each series' outcome beside its rows (`run/record-outcomes.ts`).
+   */
+  seriesStatuses(runId: string, seriesIds: readonly string[]): Promise<SeriesStatus[]>;
   failedKinds(runId: string): Promise<Record<string, number>>;
 
   /** Journal entries after `seq`, in order. */

@@ -63,6 +63,8 @@ export function stateStatements(s: string) {
     seriesTotals: `SELECT COALESCE(SUM(pages), 0)::float8 AS pages, COALESCE(SUM(items_served), 0)::float8 AS served, COALESCE(SUM(items_written), 0)::float8 AS written,
       COALESCE(SUM(duplicates), 0)::float8 AS duplicates FROM ${s}.series WHERE run_id = $1`,
     seriesEnds: `SELECT status, reason, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 GROUP BY status, reason`,
+    /** Where each of a slice of the plan's series stands (`$2`: their ids), when the run closes. */
+    seriesStatuses: `SELECT series_id AS "seriesId", status, reason FROM ${s}.series WHERE run_id = $1 AND series_id = ANY($2::text[])`,
     failedKinds: `SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended' AND reason = 'failed' GROUP BY kind`,
     /** The journal after a sink's checkpoint, a batch at a time. */
     journalAfter: `SELECT * FROM ${s}.pages WHERE pipeline = $1 AND seq > $2 ORDER BY seq LIMIT ${JOURNAL_BATCH}`,

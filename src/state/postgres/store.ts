@@ -13,6 +13,7 @@ import type {
   SeriesEndRecord,
   SeriesIdentity,
   SeriesProgress,
+  SeriesStatus,
   SinkCheckpoints,
   SpendRow,
   SpendTotals,
@@ -231,6 +232,10 @@ class PostgresStore implements PostgresStateStore {
 
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]> {
     return this.#query<{ status: string; reason: string | null; n: number }>(this.#sql.seriesEnds, [runId]);
+  }
+
+  seriesStatuses(runId: string, seriesIds: readonly string[]): Promise<SeriesStatus[]> {
+    return this.#query<SeriesStatus>(this.#sql.seriesStatuses, [runId, seriesIds]);
   }
 
   async failedKinds(runId: string): Promise<Record<string, number>> {

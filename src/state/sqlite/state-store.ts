@@ -37,6 +37,7 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
     endSeries: async (runId, series, end) => tables.endSeries(runId, series, end),
     seriesTotals: async (runId) => tables.seriesTotals(runId),
     seriesEnds: async (runId) => tables.seriesEnds(runId),
+    seriesStatuses: async (runId, seriesIds) => tables.seriesStatuses(runId, seriesIds),
     failedKinds: async (runId) => tables.failedKinds(runId),
     async *journalAfter(seq): AsyncGenerator<JournalEntry> {
       yield* tables.journalAfter(seq);

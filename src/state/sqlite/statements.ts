@@ -37,6 +37,8 @@ export function stateStatements(db: Database.Database) {
       SELECT COALESCE(SUM(pages), 0) AS pages, COALESCE(SUM(items_served), 0) AS served, COALESCE(SUM(items_written), 0) AS written,
              COALESCE(SUM(duplicates), 0) AS duplicates FROM series WHERE run_id = ?`),
     seriesEnds: db.prepare(`SELECT status, reason, COUNT(*) AS n FROM series WHERE run_id = ? GROUP BY status, reason`),
+    // The ids as one JSON array: one statement whatever their number.
+    seriesStatuses: db.prepare(`SELECT series_id AS seriesId, status, reason FROM series WHERE run_id = ? AND series_id IN (SELECT value FROM json_each(?))`),
     failedKinds: db.prepare(`SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*) AS n FROM series WHERE run_id = ? AND status = 'ended' AND reason = 'failed' GROUP BY kind`),
     insertPage: db.prepare(`INSERT INTO pages (seq, run_id, page_key, series_id, number, meta, output, raw, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     journalAfter: db.prepare(`SELECT * FROM pages WHERE seq > ? ORDER BY seq LIMIT 256`),

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
-import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SpendRow } from '../interfaces.ts';
 import { pageTransaction } from './page-transaction.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
@@ -84,6 +84,9 @@ export function openStateStore(db: Database.Database) {
     },
     seriesEnds(runId: string): { status: string; reason: string | null; n: number }[] {
       return statements.seriesEnds.all(runId) as { status: string; reason: string | null; n: number }[];
+    },
+    seriesStatuses(runId: string, seriesIds: readonly string[]): SeriesStatus[] {
+      return statements.seriesStatuses.all(runId, JSON.stringify(seriesIds)) as SeriesStatus[];
     },
     /** Failed series by the class of their last error. */
     failedKinds(runId: string): Record<string, number> {

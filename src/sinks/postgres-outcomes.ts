@@ -1,0 +1,48 @@
+import type { Pool, PoolClient } from '../postgres/pools.ts';
+import { storable } from '../postgres/storable.ts';
+import { quoteIdentifier as q } from '../sql-identifier.ts';
+import { checkOutcomeColumns, outcomesTable, postgresOutcomeStatements, type SeriesOutcome, UNRECORDED } from './series-outcomes.ts';
+
+function statements(schema: string, table: string) {
+  const name = outcomesTable(table);
+  return { name, sql: postgresOutcomeStatements(`${q(schema)}.${q(table)}`, `${q(schema)}.${q(name)}`, q(`${name}_key`)) };
+}
+
+/**
+ * The outcomes table beside a PostgreSQL results table (`series-outcomes.ts`), created when missing, in the caller's
+ * transaction. Created beside a table that already holds runs (one written before outcomes were recorded), it records
+ * each of them as complete (`unrecorded`), but `opening`, the run being opened now, which records its own as it closes.
+ * Existence is looked up first: PostgreSQL checks the CREATE privilege before IF NOT EXISTS.
+ */
+export async function preparePostgresOutcomes(client: PoolClient, schema: string, table: string, where: string, opening = ''): Promise<void> {
+  const { name, sql } = statements(schema, table);
+  const existing = (
+    await client.query<{ name: string }>(`SELECT column_name AS name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2`, [schema, name])
+  ).rows.map((r) => r.name);
+  checkOutcomeColumns(existing, name, where, 'postgres.table');
+  if (existing.length > 0) return;
+  for (const statement of sql.create) await client.query(statement);
+  await client.query(sql.backfill, [UNRECORDED, opening]);
+}
+
+/** Writes, and takes back, the outcomes of a PostgreSQL results table's runs. */
+export function postgresOutcomes(pool: Pool, schema: string, table: string) {
+  const { sql } = statements(schema, table);
+  return {
+    /** One statement for the slice: one array per column. */
+    record: async (runId: string, outcomes: readonly SeriesOutcome[]) => {
+      if (outcomes.length === 0) return;
+      await pool.query(sql.record, [
+        runId,
+        outcomes.map((o) => o.query),
+        outcomes.map((o) => o.country),
+        outcomes.map((o) => o.lang),
+        outcomes.map((o) => (o.complete ? 1 : 0)),
+        outcomes.map((o) => o.reason),
+      ].map(storable));
+    },
+    /** In the caller's transaction, with the run's rows. */
+    discard: async (client: PoolClient, runId: string) => void (await client.query(sql.discard, [runId])),
+    keepOnly: async (client: PoolClient, runId: string) => void (await client.query(sql.keepOnly, [runId])),
+  };
+}
