@@ -15,6 +15,9 @@ import type { RunEvent, RunOptions } from './run-types.ts';
 import { runMetrics } from './run-metrics.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
+import { notifyRunEnd } from './notify-end.ts';
+import { readyWebhooks } from '../notify/ready-webhooks.ts';
+import { redactor } from '../redact.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
@@ -36,7 +39,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     measure.record(event);
     options.onEvent?.(event);
   };
-  const { client, destination, owned } = clientForRun(pipeline, options, emit);
+  const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
+  // Webhooks are checked with the API's address, before any credit is spent: a secret to sign with, allowed hosts.
+  const webhooks = readyWebhooks(pipeline.notify, options.env ?? process.env);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
@@ -100,9 +105,15 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     await thread?.close();
     thread = undefined;
 
-    const summary = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
-    left = summary.status;
-    return summary;
+    const closed = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
+    if (closed.ok) left = closed.summary.status;
+    // The end is recorded and the exit code decided: the webhooks are told (bounded; never a failure of the run).
+    if (webhooks && closed.recorded) {
+      const redact = redactor([...secrets, webhooks.secret]);
+      await notifyRunEnd({ opened, pipeline: pipeline.name, summary: closed.recorded, ...(closed.ok ? {} : { failure: closed.failure }), ready: webhooks, redact, emit, abortSignal: options.abortSignal });
+    }
+    if (!closed.ok) throw closed.failure;
+    return closed.summary;
   } catch (error) {
     throw explainOutputFailure(error, outputSuspects(error, pipeline));
   } finally {
