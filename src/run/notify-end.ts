@@ -1,3 +1,4 @@
+import { crashPoint } from '../crash-points.ts';
 import { type Digest, runDigest } from '../notify/digest.ts';
 import { deliver, type DeliveryOutcome } from '../notify/deliver.ts';
 import type { ReadyWebhooks } from '../notify/ready-webhooks.ts';
@@ -56,7 +57,9 @@ export async function notifyRunEnd(end: RunEnd): Promise<void> {
           const body = end.redact(JSON.stringify(notification(end, event, await digest)));
           const key = { ...current, webhook: webhookKey(hook.url) };
           const claimed = await opened.store.claimNotification({ ...key, pipeline: end.pipeline, target: webhookLabel(hook.url), event, body, createdAt: new Date().toISOString() });
-          if (claimed) await send(end, hook, key, event, body);
+          if (!claimed) return;
+          crashPoint('notification-claimed');
+          await send(end, hook, key, event, body);
         })().catch((error: unknown) => warn(end, hook, error)),
       );
     }
