@@ -7,6 +7,7 @@ import { definePipeline, normalize, type PipelineDefinition, type RunEvent, type
 import { notificationSchema, type Notification } from '../src/run/notification.ts';
 import { verifyWebhookSignature } from '../src/notify/sign.ts';
 import { DIGEST_LIST_LIMIT } from '../src/notify/digest.ts';
+import { deliver } from '../src/notify/deliver.ts';
 import type { Simulator } from '../src/simulator/index.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { simulator, TEST_KEY, until } from './helpers.ts';
@@ -26,16 +27,17 @@ interface Received {
  * A webhook receiver on loopback, a real HTTP server: `answer(n)` says how to answer its n-th request (1-based), a
  * status or `hang` (never answer). Closed, hanging connections and all, at dispose.
  */
-async function receiver(answer: (n: number) => number | 'hang' = () => 200) {
+async function receiver(answer: (n: number) => number | 'hang' | { status: number; headers: Record<string, string> } = () => 200) {
   const received: Received[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       received.push({ headers: req.headers, body: Buffer.concat(chunks) });
-      const status = answer(received.length);
-      if (status === 'hang') return;
-      res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
+      const answered = answer(received.length);
+      if (answered === 'hang') return;
+      const { status, headers } = typeof answered === 'number' ? { status: answered, headers: {} } : answered;
+      res.writeHead(status, { 'content-type': 'text/plain', ...headers }).end(status < 300 ? 'ok' : 'no');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -248,6 +250,38 @@ describe('webhooks when a run ends', () => {
     const { summary } = await notifying(sim, pipeline, { baseUrl, env: { WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: 'localhost, 127.0.0.1' } });
     expect(summary.status).toBe('completed');
     expect(hook.received).toHaveLength(1);
+
+    // --simulator admits the simulator's own host (127.0.0.1) for the run: the list still holds for other hosts.
+    const file = config(dir.dir, { notify: { webhooks: [{ url: 'https://hooks.example.org/webdata' }] } }, { queries: ['a'], countries: ['us'], maxPages: 1 });
+    const simulated = await cli(['run', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: 'api.example.com' } });
+    expect(simulated.code).toBe(2);
+    expect(simulated.stderr).toContain('notify.webhooks.0.url: https://hooks.example.org is not among WEBDATA_ALLOWED_HOSTS (api.example.com, 127.0.0.1)');
+  });
+});
+
+describe('delivery', () => {
+  const delivery = (url: string, onRetry?: (attempt: number, error: string, waitMs: number) => void) =>
+    deliver({ hook: { url, timeoutMs: 2_000, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 20 } }, body: '{"a":1}', secret: SECRET, idempotencyKey: 'run#1', onRetry });
+
+  it('a 429 or 408 is tried again, its Retry-After honoured up to maxDelayMs; a redirect or another 4xx is not', async () => {
+    await using limited = await receiver((n) => (n === 1 ? { status: 429, headers: { 'retry-after': '3600' } } : n === 2 ? 408 : 200));
+    const waits: number[] = [];
+    expect(await delivery(limited.url, (_attempt, _error, waitMs) => waits.push(waitMs))).toEqual({ status: 'delivered', attempts: 3, httpStatus: 200 });
+    // An hour asked for; the most a wait may be is 20 ms.
+    expect(waits[0]).toBe(20);
+    expect(waits[1]).toBeLessThanOrEqual(2);
+
+    await using moved = await receiver(() => ({ status: 302, headers: { location: 'https://elsewhere.example/' } }));
+    expect(await delivery(moved.url)).toEqual({ status: 'failed', attempts: 1, error: expect.stringContaining('HTTP 302 (redirects are not followed') });
+    expect(moved.received).toHaveLength(1);
+    await using refused = await receiver(() => 401);
+    expect(await delivery(refused.url)).toEqual({ status: 'failed', attempts: 1, error: 'HTTP 401' });
+
+    // Nobody listening: a network error, said by its code, never with the URL (and its token).
+    const closed = `http://127.0.0.1:${new URL(refused.url).port}/gone?token=${URL_TOKEN}`;
+    await refused[Symbol.asyncDispose]();
+    const outcome = await delivery(closed);
+    expect(outcome).toEqual({ status: 'failed', attempts: 3, error: 'network error (ECONNREFUSED)' });
   });
 });
 

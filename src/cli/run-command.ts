@@ -31,7 +31,8 @@ const OPTIONS_HELP = `Options:
   --log-format <format>  text (default: a live line on a terminal, plain lines otherwise) or json
   -h, --help             show this help
 
-The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file.
+The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file; webhooks (notify) are signed
+with WEBDATA_WEBHOOK_SECRET, and told of the run's end before the command exits (bounded; never its exit code).
 An interrupted run resumes when the same command runs again. Ctrl-C once stops (resumable), twice aborts.
 The summary goes to stdout as JSON; progress and logs go to stderr.
 

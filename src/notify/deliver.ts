@@ -72,7 +72,8 @@ export async function deliver(delivery: Delivery): Promise<DeliveryOutcome> {
     }
     return { status: 'failed', attempts: hook.retry.attempts, error: last };
   } finally {
-    if (delivery.dispatcher === undefined) await dispatcher.close().catch(() => undefined);
+    // Destroyed, not closed: closing waits for what is in flight, and a receiver that never answers would hold it.
+    if (delivery.dispatcher === undefined) await dispatcher.destroy().catch(() => undefined);
   }
 }
 
