@@ -138,4 +138,42 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       await provider.shutdown();
     }
   });
+
+  it('pauses for the rate limit: their count and seconds equal the run\'s pause events; every 429 counted by its code', async () => {
+    const reader = new CollectingReader();
+    const provider = new MeterProvider({ readers: [reader] });
+    metrics.setGlobalMeterProvider(provider);
+    try {
+      // A plan of 20 requests a second with a burst of 2, and a pipeline asking for 100: 429s with Retry-After.
+      await using sim = await simulator({ seed: 7, keys: [{ key: TEST_KEY, name: 'main', ratePerSecond: 20, burst: 2 }] });
+      using dir = workdir();
+      const pauses: number[] = [];
+      const summary = await runOn(
+        sim,
+        {
+          name: 'paused',
+          source: searchPages({ queries: ['secret a', 'secret b', 'secret c'], maxPages: 4 }),
+          stages: [normalize()],
+          sinks: [toSqlite({ path: dir.path('out.sqlite') })],
+          rate: { requestsPerSecond: 100, concurrency: 4 },
+        },
+        { onEvent: (event) => void (event.type === 'pause' && pauses.push(event.ms)) },
+      );
+      expect(summary.status).toBe('completed');
+      expect(sim.stats().byStatus['429']).toBeGreaterThan(0);
+      const { resourceMetrics } = await reader.collect();
+      const all = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
+      const sum = (name: string, where: (attributes: DataPoint<number>['attributes']) => boolean = () => true) =>
+        ((all.find((metric) => metric.descriptor.name === name)?.dataPoints ?? []) as DataPoint<number>[])
+          .filter((point) => where(point.attributes))
+          .reduce((total, point) => total + point.value, 0);
+      expect(pauses.length).toBeGreaterThan(0);
+      expect(sum('webdata_etl.pauses')).toBe(pauses.length);
+      expect(sum('webdata_etl.pause.duration')).toBeCloseTo(pauses.reduce((a, b) => a + b, 0) / 1000, 6);
+      expect(sum('webdata_etl.requests', (at) => at['webdata_etl.status'] === '429')).toBe(sim.stats().byStatus['429']);
+    } finally {
+      metrics.disable();
+      await provider.shutdown();
+    }
+  });
 });

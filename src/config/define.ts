@@ -9,6 +9,7 @@ import { timeoutMsSchema, userAgentSchema } from '../client/options.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
 import { bossSchema } from '../distributed/boss.ts';
 import { notifySchema } from '../notify/webhook-config.ts';
+import { scheduleSchema } from '../recurring/schedule-config.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
@@ -55,6 +56,8 @@ export const pipelineSchema = z.strictObject({
     .default({ concurrency: 4 }),
   /** The most credits the run may spend, across all its resumes. */
   budget: budgetSchema.optional(),
+  /** When `webdata-etl worker` runs it (docs/schedules.md); a pipeline without one runs when started. */
+  schedule: scheduleSchema.optional(),
   /** Credits per request by endpoint path (the contract shows none; default 1). */
   credits: z.strictObject({ weights: z.record(z.string(), z.number().nonnegative()).default({}) }).default({ weights: {} }),
   /** 5xx, network errors, timeouts: attempts per request and backoff (see the scheduler). */

@@ -40,6 +40,7 @@ export const jsonConfigSchema = z.strictObject({
   endpoint: endpointConfigSchema.optional(),
   rate: shape.rate,
   budget: shape.budget,
+  schedule: shape.schedule,
   credits: shape.credits,
   retry: shape.retry,
   rateLimit: shape.rateLimit,

@@ -58,7 +58,8 @@ export function runMetrics(pipeline: string): RunMetrics {
   const credits = meter.createCounter('webdata_etl.credits.spent', { description: 'Credits counted as spent, the uncertain ones included', unit: '{credit}' });
   const uncertain = meter.createCounter('webdata_etl.credits.uncertain', { description: 'Credits counted as spent without certainty (a timeout or reset after sending)', unit: '{credit}' });
   const retries = meter.createCounter('webdata_etl.retries', { description: 'Attempts sent again, by reason', unit: '{request}' });
-  const pauses = meter.createCounter('webdata_etl.pause.duration', { description: 'Time the run paused for the rate limit', unit: 's' });
+  const pauses = meter.createCounter('webdata_etl.pauses', { description: 'Pauses of every request for the rate limit, by reason', unit: '{pause}' });
+  const paused = meter.createCounter('webdata_etl.pause.duration', { description: 'Time the run paused for the rate limit', unit: 's' });
   const pages = meter.createCounter('webdata_etl.pages.committed', { description: 'Pages committed', unit: '{page}' });
   const commits = meter.createHistogram('webdata_etl.commit.duration', { description: 'Time from a page leaving the stages to its commit being durable', unit: 's', advice: SECONDS });
   const written = meter.createCounter('webdata_etl.items.written', { description: 'Items committed to the sinks', unit: '{item}' });
@@ -72,7 +73,7 @@ export function runMetrics(pipeline: string): RunMetrics {
     switch (event.type) {
       case 'start':
         // A distributed run's worker: every point says which one it came from.
-        if (event.worker) base = { ...base, 'webdata_etl.worker': event.worker.id };
+        if (event.worker) base = { ...base, 'webdata_etl.worker.id': event.worker.id };
         return;
       case 'request':
         active.add(event.series);
@@ -87,8 +88,11 @@ export function runMetrics(pipeline: string): RunMetrics {
       }
       case 'retry':
         return retries.add(1, { ...base, 'webdata_etl.endpoint': event.path, 'webdata_etl.reason': event.reason });
-      case 'pause':
-        return pauses.add(event.ms / 1000, { ...base, 'webdata_etl.reason': event.reason });
+      case 'pause': {
+        const at = { ...base, 'webdata_etl.reason': event.reason };
+        pauses.add(1, at);
+        return paused.add(event.ms / 1000, at);
+      }
       case 'adapt':
         return rate.record(event.rate, base);
       case 'series':

@@ -13,6 +13,7 @@ import { clientForRun } from './run-client.ts';
 import { runModule } from './run-module.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import { runMetrics } from './run-metrics.ts';
+import { runSpans } from './run-spans.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 import { notifyRunEnd } from './notify-end.ts';
@@ -35,8 +36,10 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   const plan = pipeline.source.plan();
   // Every event reaches the run's metrics (a no-op until an application registers an OpenTelemetry SDK) and the caller.
   const measure = runMetrics(pipeline.name);
+  const spans = runSpans(pipeline.name, options.telemetry);
   const emit = (event: RunEvent): void => {
     measure.record(event);
+    spans.observe(event);
     options.onEvent?.(event);
   };
   const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
@@ -113,9 +116,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
       await notifyRunEnd({ opened, pipeline: pipeline.name, summary: closed.recorded, ...(closed.ok ? {} : { failure: closed.failure }), ready: webhooks, redact, emit, abortSignal: options.abortSignal });
     }
     if (!closed.ok) throw closed.failure;
-    return closed.summary;
+    return spans.ended(closed.summary);
   } catch (error) {
-    throw explainOutputFailure(error, outputSuspects(error, pipeline));
+    throw spans.failed(explainOutputFailure(error, outputSuspects(error, pipeline)));
   } finally {
     freezeGauges?.();
     await thread?.close();
