@@ -27,7 +27,8 @@ export { statePath } from './outputs.ts';
  * Runs a pipeline: plan → scheduler → stages → sinks, one page at a time through the stages, each page committed once
  * and delivered once to every sink. An interrupted run of the same pipeline is resumed where it stopped. Resolves to
  * the run's summary, which is also stored in the `runs` table. The phases (docs/design.md#the-phases-of-a-run): open
- * (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close.
+ * (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close; then the pipeline's
+ * webhooks are told of the end (docs/notifications.md), bounded, before it resolves.
  */
 export async function run(definition: PipelineDefinition | Pipeline | URL, options: RunOptions = {}): Promise<RunSummary> {
   // A module's URL: the pipeline runs on a thread of its own, with a bounded heap (run-module.ts).
