@@ -43,9 +43,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     spans.observe(event);
     options.onEvent?.(event);
   };
-  const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
-  // Webhooks are checked with the API's address, before any credit is spent: a secret to sign with, allowed hosts.
+  // Webhooks are checked before anything is opened or spent (the client included): a secret to sign with, allowed hosts.
   const webhooks = readyWebhooks(pipeline.notify, options.env ?? process.env);
+  const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
