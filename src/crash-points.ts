@@ -11,7 +11,9 @@ export type CrashPoint =
   /** After one sink committed a page, before the next sink got it. */
   | 'between-sinks'
   /** After a page's state committed, before any sink outside its transaction got it. */
-  | 'after-commit';
+  | 'after-commit'
+  /** After a run's end was recorded and its notification recorded pending, before it was sent. */
+  | 'notification-claimed';
 
 const setting = process.env.WEBDATA_CRASH_AT;
 const [target, countText] = setting ? setting.split(':') : [];

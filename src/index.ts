@@ -10,6 +10,11 @@ export { runFromCommandLine } from './run-from-command-line.ts';
 export { EXIT } from './run/exit-codes.ts';
 export { pipelineFromConfig, type JsonConfig } from './config/json-config.ts';
 
+// Notifications of a run's end: what a webhook is sent, and how its receiver checks the signature
+export { notificationSchema, type Notification } from './run/notification.ts';
+export { verifyWebhookSignature } from './notify/sign.ts';
+export { type NotifyOptions } from './notify/webhook-config.ts';
+
 // Sources
 export { searchPages, type SearchPagesOptions } from './sources/search-pages.ts';
 export { endpointPages, type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';

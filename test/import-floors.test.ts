@@ -28,6 +28,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['host/'],
   ['distributed/'],
   ['analytics/'],
+  ['notify/'],
   ['config/'],
   ['run/'],
   ['report/'],

@@ -345,6 +345,33 @@ for (const implementation of implementations) {
       expect(await store.progress('run-1', 's1')).toMatchObject({ status: 'ended', reason: 'failed' });
       expect(await store.failedKinds('run-1')).toEqual({ server: 1 });
       expect((await store.spendOf('run-1')).byStatus).toEqual({ '503': 1 });
+      expect(await store.failedSeries('run-1', 10)).toEqual([{ ...series, errorKind: 'server', error: 'server error' }]);
+      expect(await store.failedSeries('run-1', 0)).toEqual([]);
+    });
+
+    it('a notification is claimed once (one worker sends it), kept pending with its body, then settled without it', async () => {
+      const store = await open();
+      await startRun(store);
+      const key = { runId: 'run-1', invocation: 1, webhook: 'w1' };
+      const claim = { ...key, pipeline: 'p', target: 'https://hooks.example/x', event: 'completed', body: '{"a":1}', createdAt: '2026-01-01T00:02:00.000Z' };
+      expect(await store.claimNotification(claim)).toBe(true);
+      expect(await store.claimNotification({ ...claim, body: '{"a":2}' })).toBe(false);
+      // Another end of the same run (a resume), another webhook: each a notification of its own.
+      expect(await store.claimNotification({ ...claim, invocation: 2, createdAt: '2026-01-01T00:03:00.000Z' })).toBe(true);
+      expect(await store.claimNotification({ ...claim, webhook: 'w2', createdAt: '2026-01-01T00:04:00.000Z' })).toBe(true);
+      expect(await store.pendingNotifications('q', 10)).toEqual([]);
+      const pending = await store.pendingNotifications('p', 10);
+      expect(pending.map((n) => [n.invocation, n.webhook])).toEqual([[1, 'w1'], [2, 'w1'], [1, 'w2']]);
+      expect(pending[0]).toEqual({ ...claim, status: 'pending', attempts: 0, error: null, updatedAt: claim.createdAt });
+      expect(await store.pendingNotifications('p', 1)).toHaveLength(1);
+
+      // Aborted: still pending, its attempts counted; then delivered by a later invocation, the body gone.
+      await store.settleNotification(key, { status: 'pending', attempts: 2, error: 'HTTP 500', at: '2026-01-01T00:05:00.000Z' });
+      expect((await store.pendingNotifications('p', 10))[0]).toMatchObject({ attempts: 2, error: 'HTTP 500', body: '{"a":1}' });
+      await store.settleNotification(key, { status: 'delivered', attempts: 1, error: null, at: '2026-01-01T00:06:00.000Z' });
+      await store.settleNotification({ ...key, webhook: 'w2' }, { status: 'failed', attempts: 5, error: 'no answer within 100 ms', at: '2026-01-01T00:06:00.000Z' });
+      expect((await store.pendingNotifications('p', 10)).map((n) => [n.invocation, n.webhook])).toEqual([[2, 'w1']]);
+      expect(await opened?.count('notifications')).toBe(3);
     });
   });
 }

@@ -124,7 +124,7 @@ async function postgresReader(target: PostgresTarget, options: ReaderOptions, fi
 }
 
 /** `?` placeholders as PostgreSQL's `$1, $2, …` (the queries are ours: no `?` inside a literal). */
-function numbered(sql: string): string {
+export function numbered(sql: string): string {
   let n = 0;
   return sql.replace(/\?/g, () => `$${++n}`);
 }

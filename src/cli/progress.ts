@@ -180,6 +180,9 @@ export class ProgressReporter {
       case 'pause':
         this.#pause(event);
         break;
+      case 'notification':
+        this.#notification(event);
+        break;
       default:
         break;
     }
@@ -230,6 +233,16 @@ export class ProgressReporter {
     if (event.ms <= VISIBLE_PAUSE_MS) return;
     if (this.#mode === 'json') this.#json('pause', { ms: event.ms, reason: event.reason, cause: event.cause, until: event.until });
     else this.log(`${this.#paint(33, 'pause')}: ${duration(event.ms)}, until ${event.until} (${event.cause})`);
+  }
+
+  /** A webhook's delivery: said as it goes; one that failed is said even when quiet (it is not the run's failure). */
+  #notification(event: Extract<RunEvent, { type: 'notification' }>): void {
+    if (this.#mode === 'json') return this.#json('notification', { ...event, type: undefined });
+    const failed = event.status === 'failed' || event.status === 'aborted';
+    const line = `${this.#paint(failed ? 31 : event.status === 'retrying' ? 33 : 32, 'webhook')} ${event.webhook}: ${notificationText(event)}`;
+    if (!failed) return this.log(line);
+    if (this.#mode !== 'quiet') return this.log(line);
+    this.#write(`${line}\n`);
   }
 
   #line(): string {
@@ -283,6 +296,21 @@ function summaryLines(summary: RunSummary, paint: Paint): string[] {
   if (summary.resumeAt) lines.push(`resume after ${summary.resumeAt} with the same command\n`);
   else if (summary.status === 'interrupted' || summary.status === 'stopped') lines.push('run the same command again to resume (or join the workers still at it)\n');
   return lines;
+}
+
+/** "delivered (completed)", "HTTP 500 (attempt 1); next attempt in 2s", "not delivered after 5 attempts: …". */
+function notificationText(event: Extract<RunEvent, { type: 'notification' }>): string {
+  const attempts = `${event.attempts} attempt${event.attempts === 1 ? '' : 's'}`;
+  switch (event.status) {
+    case 'delivered':
+      return `delivered (${event.event}, ${attempts})`;
+    case 'retrying':
+      return `${event.error ?? 'failed'} (attempt ${event.attempts}); next attempt in ${duration(event.waitMs ?? 0)}`;
+    case 'aborted':
+      return `aborted after ${attempts} (${event.error ?? 'aborted'}): still pending, sent again by the pipeline's next run`;
+    default:
+      return `not delivered after ${attempts} (${event.error ?? 'failed'}): recorded, shown by webdata-etl runs`;
+  }
 }
 
 function duration(ms: number): string {

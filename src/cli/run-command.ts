@@ -31,7 +31,8 @@ const OPTIONS_HELP = `Options:
   --log-format <format>  text (default: a live line on a terminal, plain lines otherwise) or json
   -h, --help             show this help
 
-The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file.
+The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file; webhooks (notify) are signed
+with WEBDATA_WEBHOOK_SECRET, and told of the run's end before the command exits (bounded; never its exit code).
 An interrupted run resumes when the same command runs again. Ctrl-C once stops (resumable), twice aborts.
 The summary goes to stdout as JSON; progress and logs go to stderr.
 
@@ -169,8 +170,9 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   try {
     summary = await run(pipeline, {
       ...(sim
-        ? // The simulator's own key goes to the simulator: no allow-list of the real key's hosts applies to it.
-          { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: { ...process.env, WEBDATA_ALLOWED_HOSTS: undefined } }
+        ? // The simulator's own key goes to the simulator: the allow-list of the real key's hosts admits it, and still
+          // holds for everything else the run sends to (its webhooks).
+          { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: withSimulatorAllowed(process.env, sim.url) }
         : values['base-url']
           ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
           : {}),
@@ -201,6 +203,13 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   else process.stdout.write(text);
   if (values['summary-json']) writeOutputFile(values['summary-json'], text);
   return exitCodeFor({ summary });
+}
+
+/** WEBDATA_ALLOWED_HOSTS with the simulator's host added, when it is set (unset, any host is allowed). */
+function withSimulatorAllowed(env: NodeJS.ProcessEnv, simulatorUrl: string): Record<string, string | undefined> {
+  const list = env.WEBDATA_ALLOWED_HOSTS;
+  if (list === undefined || list.trim() === '') return env;
+  return { ...env, WEBDATA_ALLOWED_HOSTS: `${list},${new URL(simulatorUrl).hostname}` };
 }
 
 /** The library names run() options (`fresh: true`, `budget: { maxCredits: N }`); on the command line they are flags. */

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { isPostgresDatabase, openReader } from '../analytics/reader.ts';
+import { isPostgresDatabase, openReader, type Reader } from '../analytics/reader.ts';
 import { POSTGRES } from '../analytics/views.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
 import { checkDatabaseArgument, oneDatabase, stateUrlFrom } from './database-filters.ts';
@@ -12,7 +12,8 @@ import { UsageError } from '../errors/usage-error.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]
 
-Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, and why it stopped.
+Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, and why it stopped;
+and webhooks not (yet) told of a run's end (all notifications, delivered too, with --json).
 Given a pipeline file, reads its state store; given a database, lists every pipeline's runs in it.
 
 Options:
@@ -25,6 +26,20 @@ Options:
 
 /** The columns `runs` shows: never `plan`, a run's whole stored plan (tens of MB for a million queries). */
 const SHOWN = 'run_id, pipeline, status, started_at, finished_at, budget, summary, error, invocations';
+
+/** A run's notifications, as `runs` shows them: never the body, never the webhook's query string (it is not stored). */
+const NOTIFICATIONS = 'run_id, invocation, target, event, status, attempts, error, updated_at';
+
+interface NotificationRow {
+  run_id: string;
+  invocation: number;
+  target: string;
+  event: string;
+  status: string;
+  attempts: number;
+  error: string | null;
+  updated_at: string;
+}
 
 interface RunRow {
   run_id: string;
@@ -72,9 +87,10 @@ export async function runsCommand(args: string[]): Promise<number> {
   try {
     if (!(await reader.exists('runs', 'state'))) return noRuns(values.json);
     const recorded = reader.dialect === POSTGRES ? 'created' : 'rowid';
+    const notifications = await notificationsOf(reader, pipeline);
     const rows = reader.iterate(`SELECT ${SHOWN} FROM ${reader.name('runs', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, ${recorded}`, pipeline ? [pipeline] : []);
     for await (const row of rows) {
-      const run = describe(row as unknown as RunRow);
+      const run = describe(row as unknown as RunRow, notifications.get((row as unknown as RunRow).run_id) ?? []);
       if (values.json) process.stdout.write(`${JSON.stringify(run)}\n`);
       else table.push(cells(run));
     }
@@ -93,8 +109,20 @@ function noRuns(json: boolean | undefined): number {
   return EXIT.ok;
 }
 
+/** The notifications of the runs shown, by run (a store older than notifications has none). */
+async function notificationsOf(reader: Reader, pipeline: string | undefined): Promise<Map<string, NotificationRow[]>> {
+  const byRun = new Map<string, NotificationRow[]>();
+  if (!(await reader.exists('notifications', 'state'))) return byRun;
+  const rows = await reader.all(
+    `SELECT ${NOTIFICATIONS} FROM ${reader.name('notifications', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY invocation, created_at`,
+    pipeline ? [pipeline] : [],
+  );
+  for (const row of rows as unknown as NotificationRow[]) byRun.set(row.run_id, [...(byRun.get(row.run_id) ?? []), row]);
+  return byRun;
+}
+
 /** A run as `runs --json` gives it. */
-function describe(row: RunRow) {
+function describe(row: RunRow, notifications: readonly NotificationRow[]) {
   // Summaries of interrupted invocations may be partial: read every field as optional.
   const summary = row.summary ? (JSON.parse(row.summary) as Partial<RunSummary>) : undefined;
   return {
@@ -111,7 +139,23 @@ function describe(row: RunRow) {
     rows: summary?.items?.written,
     series: summary?.series,
     error: row.error,
+    notifications: notifications.map((n) => ({
+      invocation: Number(n.invocation),
+      webhook: n.target,
+      event: n.event,
+      status: n.status,
+      attempts: Number(n.attempts),
+      error: n.error,
+      at: n.updated_at,
+    })),
   };
+}
+
+/** "webhook https://hooks.example/x failed after 5 attempts (HTTP 500)": what is owed or lost, never what went well. */
+function notificationNote(notification: ReturnType<typeof describe>['notifications'][number]): string {
+  if (notification.status === 'delivered') return '';
+  if (notification.status === 'pending') return `webhook ${notification.webhook} pending (sent again by the next run)`;
+  return `webhook ${notification.webhook} failed after ${notification.attempts} attempt${notification.attempts === 1 ? '' : 's'}${notification.error ? ` (${notification.error})` : ''}`;
 }
 
 /** A run's line of the table. */
@@ -125,6 +169,6 @@ function cells(run: ReturnType<typeof describe>): string[] {
     run.credits.spent === undefined ? '' : `${run.credits.spent}${run.credits.budget === null ? '' : `/${run.credits.budget}`}`,
     String(run.rows ?? ''),
     run.series ? `${run.series.completed}/${run.series.total}${run.series.failed ? ` (${run.series.failed} failed)` : ''}` : '',
-    run.error ?? (run.invocations > 1 ? `${run.invocations} invocations` : ''),
+    [run.error ?? (run.invocations > 1 ? `${run.invocations} invocations` : ''), ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
   ];
 }

@@ -1,12 +1,12 @@
 import type { Dispatcher } from 'undici';
-import { undici } from './undici.ts';
+import { defaultDispatcher } from './dispatcher.ts';
 import type { z } from 'zod';
 import { type Redactor, redactor } from '../redact.ts';
 import type { CodeAllowance } from './codes.ts';
 import { MalformedResponseError } from '../errors/malformed-response-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from './endpoint-path.ts';
-import { type ClientOptions, isLoopbackHost, resolveClientOptions } from './options.ts';
+import { type ClientOptions, resolveClientOptions } from './options.ts';
 import { type SearchParams, type ValidSearchParams, parseSearchParams } from './search-params.ts';
 import { type Answer, exchange, type ResponseHeaders } from './transport.ts';
 
@@ -177,25 +177,6 @@ export function createClient(options: ClientOptions): Client {
       await this.close();
     },
   };
-}
-
-/**
- * Loopback traffic never goes through a proxy; everything else honours HTTPS_PROXY / NO_PROXY. `localhost` and
- * `*.localhost` are connected to the loopback address without asking any resolver (RFC 6761): plain http is allowed
- * to them only because they are this machine, which a hosts file or a DNS answer must not be able to change.
- */
-function defaultDispatcher(baseUrl: string): Dispatcher {
-  const { Agent, EnvHttpProxyAgent } = undici();
-  return isLoopbackHost(new URL(baseUrl).hostname) ? new Agent({ connect: { lookup: loopbackLookup } }) : new EnvHttpProxyAgent();
-}
-
-type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | { address: string; family: number }[], family?: number) => void;
-
-function loopbackLookup(_hostname: string, options: { family?: number | string; all?: boolean }, callback: LookupCallback): void {
-  const family = options.family === 6 || options.family === 'IPv6' ? 6 : 4;
-  const address = family === 6 ? '::1' : '127.0.0.1';
-  if (options.all) callback(null, [{ address, family }]);
-  else callback(null, address, family);
 }
 
 /** Why a parsed search body breaks the contract, or null. */

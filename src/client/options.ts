@@ -10,6 +10,15 @@ export function isLoopbackHost(hostname: string): boolean {
   return LOOPBACK_HOSTS.has(hostname) || /^127(?:\.\d{1,3}){3}$/.test(hostname) || hostname.endsWith('.localhost');
 }
 
+/**
+ * Why a URL the run sends to (the API's, a webhook's) may not be used: https, or plain http to a loopback host only.
+ * Undefined when it may.
+ */
+export function schemeProblem(url: URL): string | undefined {
+  if (url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname))) return undefined;
+  return `must use https (plain http is allowed only for loopback hosts such as 127.0.0.1); got ${url.protocol}//${url.host}`;
+}
+
 /** `{base_url}` as the contract defines it: ends with the version prefix `/api/v1`, https unless loopback. */
 export const baseUrlSchema = z
   .string({ error: 'must be a URL string such as "https://api.example.com/api/v1"' })
@@ -22,13 +31,8 @@ export const baseUrlSchema = z
       ctx.issues.push({ code: 'custom', input: value, message: 'is not a URL; expected e.g. "https://api.example.com/api/v1"' });
       return z.NEVER;
     }
-    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
-      ctx.issues.push({
-        code: 'custom',
-        input: value,
-        message: `must use https (plain http is allowed only for loopback hosts such as 127.0.0.1); got ${url.protocol}//${url.host}`,
-      });
-    }
+    const scheme = schemeProblem(url);
+    if (scheme) ctx.issues.push({ code: 'custom', input: value, message: scheme });
     if (url.username || url.password) {
       ctx.issues.push({ code: 'custom', input: '', message: 'must not carry credentials; the key goes in WEBDATA_API_KEY' });
     }

@@ -8,6 +8,7 @@ import { budgetSchema } from '../schedule/budget.ts';
 import { timeoutMsSchema, userAgentSchema } from '../client/options.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
 import { bossSchema } from '../distributed/boss.ts';
+import { notifySchema } from '../notify/webhook-config.ts';
 import { scheduleSchema } from '../recurring/schedule-config.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
@@ -86,6 +87,11 @@ export const pipelineSchema = z.strictObject({
     })
     .refine((state) => state.path === undefined || state.url === undefined, { error: 'give state.path (a SQLite file) or state.url (PostgreSQL), not both' })
     .default({ journal: 'prune', schema: 'webdata' }),
+  /**
+   * Who hears of a run's end: webhooks, each POSTed the summary and a digest of what changed, signed with
+   * WEBDATA_WEBHOOK_SECRET (docs/notifications.md).
+   */
+  notify: notifySchema.optional(),
 });
 
 /** A pipeline's settings: everything but its source, stages and sinks, whose types flow from one to the next. */

@@ -1,5 +1,6 @@
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Pipeline } from '../config/define.ts';
+import { allowedHosts, hostRefused } from '../client/allowed-hosts.ts';
 
 /** Where the key goes, and who decided: shown before the first request and kept in the summary. */
 export interface Destination {
@@ -66,23 +67,12 @@ function originOf(baseUrl: string): string {
 }
 
 function checkAllowed(origin: string, baseUrl: string, list: string | undefined): void {
-  if (list === undefined || list.trim() === '') return;
-  const allowed = list
-    .split(',')
-    .map((host) => host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1'))
-    .filter(Boolean);
-  let host: string;
-  try {
-    host = new URL(baseUrl.trim()).hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
-  } catch {
-    return;
-  }
-  if (!allowed.includes(host)) {
-    throw new ValidationError('The API address is not allowed', [
-      {
-        path: 'api.baseUrl',
-        message: `${origin} is not among WEBDATA_ALLOWED_HOSTS (${allowed.join(', ')}): the key is sent only to those hosts; check where the address comes from, or add the host`,
-      },
-    ]);
-  }
+  const allowed = allowedHosts(list);
+  if (allowed === undefined || hostRefused(baseUrl, allowed) === undefined) return;
+  throw new ValidationError('The API address is not allowed', [
+    {
+      path: 'api.baseUrl',
+      message: `${origin} is not among WEBDATA_ALLOWED_HOSTS (${allowed.join(', ')}): the key is sent only to those hosts; check where the address comes from, or add the host`,
+    },
+  ]);
 }

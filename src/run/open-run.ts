@@ -13,6 +13,7 @@ import { dedupesAcrossSeries, distributable } from '../distributed/distributable
 import { workersAtWork } from '../distributed/liveness.ts';
 import { planningLock } from '../distributed/plan-run.ts';
 import type { RunHost } from '../host/run-host.ts';
+import type { ChangesTable } from '../notify/digest.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from '../config/define.ts';
@@ -35,6 +36,10 @@ export interface OpenedRun {
   /** The run this invocation resumes, if it does. */
   previous: RunRecord | undefined;
   startedAt: Date;
+  /** Which invocation of the run this is (1: a new run); the workers of one planning share it. */
+  invocation: number;
+  /** The first results table the runner made a `changes` view over: what a notification's digest reads. */
+  changes: ChangesTable | undefined;
   /** A distributed run: its store, whether this process joined workers at work, and which planning of the run this is. */
   distributed?: { store: PostgresStateStore; joining: boolean; planningNumber: number };
 }
@@ -69,6 +74,12 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   // The analytics views, where the rows of each series are complete (no dedupe wider than the series).
   const seriesComplete = !dedupesAcrossSeries(pipeline.stages);
   const runId = decision.mode === 'resume' ? decision.run.runId : newRunId();
+  let changes: ChangesTable | undefined;
+  const resultsTable = (at: ResultsDatabase, table: string, mode: 'append' | 'replace' | 'upsert') => {
+    const views = applicableViews(mode, seriesComplete);
+    if (views.includes('changes')) changes ??= { at, table };
+    return at.kind === 'sqlite' ? createResultsViews(at.db, table, views, mode) : createPostgresResultsViews(at.pool, at.schema, table, views, mode);
+  };
   const sinkContext = {
     runId,
     pipeline: pipeline.name,
@@ -79,10 +90,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     statePath: store.path,
     tagColumns: plan.tagColumns ?? [],
     shared: shared !== undefined,
-    resultsTable: (at: ResultsDatabase, table: string, mode: 'append' | 'replace' | 'upsert') =>
-      at.kind === 'sqlite'
-        ? createResultsViews(at.db, table, applicableViews(mode, seriesComplete), mode)
-        : createPostgresResultsViews(at.pool, at.schema, table, applicableViews(mode, seriesComplete), mode),
+    resultsTable,
   };
   for (const sink of sinks) {
     await sink.open(sinkContext);
@@ -104,7 +112,8 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     if (!joining) await store.reopenRun(runId, budget, terms);
   } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
-  return { store, runId, decision, previous, startedAt, ...(shared ? { distributed: { store: shared, joining, planningNumber: (previous?.invocations ?? 0) + (joining ? 0 : 1) } } : {}) };
+  const invocation = (previous?.invocations ?? 0) + (joining ? 0 : 1);
+  return { store, runId, decision, previous, startedAt, invocation, changes, ...(shared ? { distributed: { store: shared, joining, planningNumber: invocation } } : {}) };
 }
 
 /**

@@ -5,12 +5,17 @@ import type { RunEvent, RunOptions } from './run-types.ts';
 
 /**
  * The run's client and where it sends the key: the one given to run() (its owner closes it), or one built from the
- * options, the environment and the pipeline, whose warnings (a server echoing the key) become run events, once each.
+ * options, the environment and the pipeline, whose warnings (a server echoing the key) become run events, once each;
+ * and the credentials it sends, which nothing else the run writes may hold.
  */
-export function clientForRun(pipeline: Pipeline, options: RunOptions, emit: (event: RunEvent) => void): { client: Client; destination: Destination; owned: boolean } {
+export function clientForRun(
+  pipeline: Pipeline,
+  options: RunOptions,
+  emit: (event: RunEvent) => void,
+): { client: Client; destination: Destination; owned: boolean; secrets: (string | undefined)[] } {
   if (options.client) {
     const destination = { origin: new URL(options.client.baseUrl).origin, from: 'the client given to run()', credentials: 'the client’s own' };
-    return { client: options.client, destination, owned: false };
+    return { client: options.client, destination, owned: false, secrets: [options.apiKey, options.token] };
   }
   const { baseUrl, apiKey, token, destination } = resolveDestination(pipeline, options, options.env ?? process.env);
   const warned = new Set<string>();
@@ -28,5 +33,6 @@ export function clientForRun(pipeline: Pipeline, options: RunOptions, emit: (eve
     ...(pipeline.api.extraCountries ? { extraCountries: pipeline.api.extraCountries } : {}),
     ...(pipeline.api.extraLangs ? { extraLangs: pipeline.api.extraLangs } : {}),
   });
-  return { client, destination, owned: true };
+  // What the run must never write anywhere else: redacted from what it sends its webhooks.
+  return { client, destination, owned: true, secrets: [apiKey, token] };
 }

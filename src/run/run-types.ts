@@ -67,4 +67,19 @@ export type RunEvent =
       /** From the page leaving the stages to its commit being durable, in milliseconds. */
       commitMs: number;
     }
-  | { type: 'series'; series: string; reason: string; pages: number };
+  | { type: 'series'; series: string; reason: string; pages: number }
+  | {
+      /** A webhook told of the run's end (docs/notifications.md): delivered, failed for good, retrying, or aborted (left pending). */
+      type: 'notification';
+      runId: string;
+      /** The webhook's origin and path (never its query string). */
+      webhook: string;
+      /** The end it tells of: completed, budget, failed, stopped, interrupted. */
+      event: string;
+      status: 'delivered' | 'failed' | 'retrying' | 'aborted';
+      /** Attempts made so far. */
+      attempts: number;
+      error?: string;
+      /** Retrying: the wait before the next attempt. */
+      waitMs?: number;
+    };

@@ -16,6 +16,9 @@ import { runMetrics } from './run-metrics.ts';
 import { runSpans } from './run-spans.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
+import { notifyRunEnd } from './notify-end.ts';
+import { readyWebhooks } from '../notify/ready-webhooks.ts';
+import { redactor } from '../redact.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
@@ -24,7 +27,8 @@ export { statePath } from './outputs.ts';
  * Runs a pipeline: plan → scheduler → stages → sinks, one page at a time through the stages, each page committed once
  * and delivered once to every sink. An interrupted run of the same pipeline is resumed where it stopped. Resolves to
  * the run's summary, which is also stored in the `runs` table. The phases (docs/design.md#the-phases-of-a-run): open
- * (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close.
+ * (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close; then the pipeline's
+ * webhooks are told of the end (docs/notifications.md), bounded, before it resolves.
  */
 export async function run(definition: PipelineDefinition | Pipeline | URL, options: RunOptions = {}): Promise<RunSummary> {
   // A module's URL: the pipeline runs on a thread of its own, with a bounded heap (run-module.ts).
@@ -39,7 +43,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     spans.observe(event);
     options.onEvent?.(event);
   };
-  const { client, destination, owned } = clientForRun(pipeline, options, emit);
+  // Webhooks are checked before anything is opened or spent (the client included): a secret to sign with, allowed hosts.
+  const webhooks = readyWebhooks(pipeline.notify, options.env ?? process.env);
+  const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
@@ -103,9 +109,15 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     await thread?.close();
     thread = undefined;
 
-    const summary = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
-    left = summary.status;
-    return spans.ended(summary);
+    const closed = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
+    if (closed.ok) left = closed.summary.status;
+    // The end is recorded and the exit code decided: the webhooks are told (bounded; never a failure of the run).
+    if (webhooks && closed.recorded) {
+      const redact = redactor([...secrets, webhooks.secret]);
+      await notifyRunEnd({ opened, pipeline: pipeline.name, summary: closed.recorded, ...(closed.ok ? {} : { failure: closed.failure }), ready: webhooks, redact, emit, abortSignal: options.abortSignal });
+    }
+    if (!closed.ok) throw closed.failure;
+    return spans.ended(closed.summary);
   } catch (error) {
     throw spans.failed(explainOutputFailure(error, outputSuspects(error, pipeline)));
   } finally {

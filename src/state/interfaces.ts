@@ -226,6 +226,30 @@ export interface PageCommit {
   claimKeys?: boolean;
 }
 
+/** A notification of a run's end for one webhook (docs/notifications.md): pending until delivered or given up. */
+export interface NotificationRecord {
+  runId: string;
+  /** The run's invocation that ended: a run stopped and resumed ends again, and is told again. */
+  invocation: number;
+  /** Which webhook (a hash of its whole URL, which may carry a token). */
+  webhook: string;
+  pipeline: string;
+  /** The webhook as shown: origin and path, never its query string. */
+  target: string;
+  /** The end it tells of: completed, budget, failed, stopped, interrupted. */
+  event: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  error: string | null;
+  /** The exact body to send, kept while pending (a delivery the process did not live to finish is sent again). */
+  body: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Which notification: a run's end, for one webhook. */
+export type NotificationKey = Pick<NotificationRecord, 'runId' | 'invocation' | 'webhook'>;
+
 /** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
 export interface StateStore {
   /** Where it lives (a file, or a database URL without its password). */
@@ -275,4 +299,19 @@ export interface StateStore {
   /** Where each sink stood when a run began, so that an abandoned run's output can be taken back. */
   recordSinkStarts(runId: string, starts: readonly { sinkId: string; seq: number; bytes: number | null }[]): Promise<void>;
   sinkStarts(runId: string): Promise<Map<string, { seq: number; bytes: number | null }>>;
+
+  /**
+   * The series of a run that failed, in order, at most `limit` of them: what a notification lists (the store keeps
+   * each one's last error, redacted).
+   */
+  failedSeries(runId: string, limit: number): Promise<(SeriesIdentity & { errorKind: string | null; error: string | null })[]>;
+  /**
+   * Records a notification as pending, with the body it sends; false when it is recorded already (another worker
+   * of the run claimed it: one sends it).
+   */
+  claimNotification(notification: Omit<NotificationRecord, 'status' | 'attempts' | 'error' | 'updatedAt'>): Promise<boolean>;
+  /** How its delivery went: delivered or failed (the body goes), or still pending (aborted), with its attempts. */
+  settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): Promise<void>;
+  /** The pipeline's notifications still pending (a process ended before delivering them), oldest first, at most `limit`. */
+  pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]>;
 }

@@ -1,4 +1,4 @@
-import type { JournalEntry, RunRecord, SeriesProgress } from './interfaces.ts';
+import type { JournalEntry, NotificationRecord, RunRecord, SeriesIdentity, SeriesProgress } from './interfaces.ts';
 import { applyStateChanges } from './state-changes.ts';
 
 /*
@@ -50,6 +50,35 @@ export function journalEntryFrom(row: Record<string, unknown>): JournalEntry {
     number: row.number as number,
     meta: JSON.parse(row.meta as string) as Record<string, unknown>,
     output: JSON.parse(row.output as string) as unknown[],
+  };
+}
+
+export function notificationFrom(row: Record<string, unknown>): NotificationRecord {
+  return {
+    runId: row.run_id as string,
+    invocation: Number(row.invocation),
+    webhook: row.webhook as string,
+    pipeline: row.pipeline as string,
+    target: row.target as string,
+    event: row.event as string,
+    status: row.status as NotificationRecord['status'],
+    attempts: Number(row.attempts),
+    error: (row.error as string | null) ?? null,
+    body: (row.body as string | null) ?? null,
+    createdAt: iso(row.created_at) as string,
+    updatedAt: iso(row.updated_at) as string,
+  };
+}
+
+export function failedSeriesFrom(row: Record<string, unknown>): SeriesIdentity & { errorKind: string | null; error: string | null } {
+  return {
+    seriesId: row.series_id as string,
+    endpoint: row.endpoint as string,
+    query: row.query as string,
+    country: row.country as string,
+    lang: row.lang as string,
+    errorKind: (row.error_kind as string | null) ?? null,
+    error: (row.error as string | null) ?? null,
   };
 }
 

@@ -156,6 +156,26 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
   (s) => `
     ALTER TABLE ${s}.runs ADD COLUMN terms text;
   `,
+  // 6: notifications of runs' ends (docs/notifications.md), one per run end and webhook: pending, with the body it
+  // sends, until delivered or given up. The webhook is a hash of its URL, the target its origin and path.
+  (s) => `
+    CREATE TABLE ${s}.notifications (
+      run_id text NOT NULL,
+      invocation integer NOT NULL,
+      webhook text NOT NULL,
+      pipeline text NOT NULL,
+      target text NOT NULL,
+      event text NOT NULL,
+      status text NOT NULL,
+      attempts integer NOT NULL DEFAULT 0,
+      error text,
+      body text,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL,
+      PRIMARY KEY (run_id, invocation, webhook)
+    );
+    CREATE INDEX notifications_pending ON ${s}.notifications (pipeline, created_at) WHERE status = 'pending';
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */

@@ -81,6 +81,18 @@ export function stateStatements(s: string) {
     recordSinkStart: `INSERT INTO ${s}.run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
     /** Where each sink stood when the run began. */
     sinkStarts: `SELECT sink_id, start_seq, start_bytes FROM ${s}.run_sinks WHERE run_id = $1`,
+    /** A run's failed series, for its notification. */
+    failedSeries: `SELECT series_id, endpoint, query, country, lang, error_kind, error FROM ${s}.series
+      WHERE run_id = $1 AND status = 'ended' AND reason = 'failed' ORDER BY query COLLATE "C", country COLLATE "C", lang COLLATE "C", series_id COLLATE "C" LIMIT $2`,
+    /** A notification recorded pending, once: the worker whose row went in sends it. */
+    claimNotification: `INSERT INTO ${s}.notifications (run_id, invocation, webhook, pipeline, target, event, status, attempts, body, created_at, updated_at)
+      VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $8, $8) ON CONFLICT DO NOTHING`,
+    /** How a delivery went; the body goes once it is no longer pending. */
+    settleNotification: `UPDATE ${s}.notifications SET status = $4, attempts = attempts + $5, error = $6, updated_at = $7,
+        body = CASE WHEN $4 = 'pending' THEN body ELSE NULL END
+      WHERE run_id = $1 AND invocation = $2 AND webhook = $3`,
+    /** The pipeline's notifications still owed. */
+    pendingNotifications: `SELECT * FROM ${s}.notifications WHERE pipeline = $1 AND status = 'pending' ORDER BY created_at LIMIT $2`,
     /** Who holds the pipeline's lease, for another run's message. */
     leaseHolder: `SELECT pid, host, acquired_at FROM ${s}.leases WHERE pipeline = $1`,
     /** The lease's row (the lock is an advisory lock on the holder's own connection), taken and given back. */

@@ -7,6 +7,8 @@ import type { PostgresTarget } from '../../postgres/target.ts';
 import type {
   JournalEntry,
   Lease,
+  NotificationKey,
+  NotificationRecord,
   PageCommit,
   RunRecord,
   SeenKeyStore,
@@ -20,7 +22,7 @@ import type {
   StateStore,
 } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
-import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { failedSeriesFrom, journalEntryFrom, notificationFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 import { leasePipeline } from './lease.ts';
 import { migrate } from './schema.ts';
 import { insertSpend, pageStatement } from './page-statement.ts';
@@ -283,6 +285,27 @@ class PostgresStore implements PostgresStateStore {
   async sinkStarts(runId: string): Promise<Map<string, { seq: number; bytes: number | null }>> {
     const rows = await this.#query<{ sink_id: string; start_seq: string; start_bytes: string | null }>(this.#sql.sinkStarts, [runId]);
     return new Map(rows.map((r) => [r.sink_id, { seq: Number(r.start_seq), bytes: r.start_bytes === null ? null : Number(r.start_bytes) }]));
+  }
+
+  async failedSeries(runId: string, limit: number): Promise<(SeriesIdentity & { errorKind: string | null; error: string | null })[]> {
+    return (await this.#query(this.#sql.failedSeries, [runId, limit])).map(failedSeriesFrom);
+  }
+
+  async claimNotification(notification: Omit<NotificationRecord, 'status' | 'attempts' | 'error' | 'updatedAt'>): Promise<boolean> {
+    const { runId, invocation, webhook, pipeline, target, event, body, createdAt } = notification;
+    // Not retried on a lost answer: the row may have gone in, and a second try would then find it and send nothing.
+    // A claim whose answer is lost is left to the next invocation, which finds it pending.
+    const { rowCount } = await atDatabase(this.#where, () => this.pool.query(this.#sql.claimNotification, [runId, invocation, webhook, pipeline, target, event, body, createdAt].map(storable)));
+    return rowCount === 1;
+  }
+
+  async settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): Promise<void> {
+    // Not idempotent (attempts add up), but a repeat only overcounts attempts: safe to try again.
+    await this.#query(this.#sql.settleNotification, [key.runId, key.invocation, key.webhook, outcome.status, outcome.attempts, outcome.error, outcome.at]);
+  }
+
+  async pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]> {
+    return (await this.#query(this.#sql.pendingNotifications, [pipeline, limit])).map(notificationFrom);
   }
 
   /**

@@ -16,13 +16,15 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'lease',
   'output_leases',
   'output_claims',
+  'notifications',
 ]);
 
 /**
  * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: spend
- * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`).
+ * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`; 4: notifications of
+ * runs' ends, `notifications`).
  */
-export const STATE_SCHEMA_VERSION = 3;
+export const STATE_SCHEMA_VERSION = 4;
 
 /**
  * Creates the state tables in a SQLite file, or brings an older file's up to this version and marks it, so that an
@@ -108,6 +110,24 @@ export function migrate(db: Database.Database): void {
       uncommitted INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX IF NOT EXISTS spend_run ON spend (run_id);
+    -- A notification of a run's end for one webhook (docs/notifications.md): pending (with the body it sends) until
+    -- delivered or given up. The webhook is a hash of its URL, the target its origin and path: never its query string.
+    CREATE TABLE IF NOT EXISTS notifications (
+      run_id TEXT NOT NULL,
+      invocation INTEGER NOT NULL,
+      webhook TEXT NOT NULL,
+      pipeline TEXT NOT NULL,
+      target TEXT NOT NULL,
+      event TEXT NOT NULL,
+      status TEXT NOT NULL,
+      attempts INTEGER NOT NULL DEFAULT 0,
+      error TEXT,
+      body TEXT,
+      created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL,
+      PRIMARY KEY (run_id, invocation, webhook)
+    );
+    CREATE INDEX IF NOT EXISTS notifications_pending ON notifications (pipeline, status);
     CREATE TABLE IF NOT EXISTS run_sinks (
       run_id TEXT NOT NULL,
       sink_id TEXT NOT NULL,

@@ -51,5 +51,9 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
     spendOf: async (runId) => tables.spendOf(runId),
     recordSinkStarts: async (runId, starts) => tables.recordSinkStarts(runId, starts),
     sinkStarts: async (runId) => tables.sinkStarts(runId),
+    failedSeries: async (runId, limit) => tables.failedSeries(runId, limit),
+    claimNotification: async (notification) => tables.claimNotification(notification),
+    settleNotification: async (key, outcome) => tables.settleNotification(key, outcome),
+    pendingNotifications: async (pipeline, limit) => tables.pendingNotifications(pipeline, limit),
   };
 }

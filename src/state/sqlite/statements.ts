@@ -52,6 +52,17 @@ export function stateStatements(db: Database.Database) {
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
     runSinkStart: db.prepare(`INSERT OR IGNORE INTO run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES (?, ?, ?, ?)`),
     runSinks: db.prepare(`SELECT sink_id, start_seq, start_bytes FROM run_sinks WHERE run_id = ?`),
+    failedSeries: db.prepare(
+      `SELECT series_id, endpoint, query, country, lang, error_kind, error FROM series WHERE run_id = ? AND status = 'ended' AND reason = 'failed' ORDER BY query, country, lang, series_id LIMIT ?`,
+    ),
+    claimNotification: db.prepare(`
+      INSERT INTO notifications (run_id, invocation, webhook, pipeline, target, event, status, attempts, body, created_at, updated_at)
+      VALUES (@runId, @invocation, @webhook, @pipeline, @target, @event, 'pending', 0, @body, @createdAt, @createdAt) ON CONFLICT DO NOTHING`),
+    settleNotification: db.prepare(`
+      UPDATE notifications SET status = @status, attempts = attempts + @attempts, error = @error, updated_at = @at,
+        body = CASE WHEN @status = 'pending' THEN body ELSE NULL END
+      WHERE run_id = @runId AND invocation = @invocation AND webhook = @webhook`),
+    pendingNotifications: db.prepare(`SELECT * FROM notifications WHERE pipeline = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?`),
   };
   // Named by their keys, typed as statements (a declaration file cannot name better-sqlite3's inferred class).
   return prepared as Record<keyof typeof prepared, Database.Statement>;

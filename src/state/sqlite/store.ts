@@ -1,12 +1,12 @@
 import type Database from 'better-sqlite3';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
-import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SpendRow } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, NotificationKey, NotificationRecord, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SpendRow } from '../interfaces.ts';
 import { pageTransaction } from './page-transaction.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
-import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { failedSeriesFrom, journalEntryFrom, notificationFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 
 /**
  * The run-state tables in SQLite (docs/design.md#the-state-store): one database per pipeline, the SQLite sink's own
@@ -127,6 +127,20 @@ export function openStateStore(db: Database.Database) {
     sinkStarts(runId: string): Map<string, { seq: number; bytes: number | null }> {
       const rows = statements.runSinks.all(runId) as { sink_id: string; start_seq: number; start_bytes: number | null }[];
       return new Map(rows.map((r) => [r.sink_id, { seq: r.start_seq, bytes: r.start_bytes }]));
+    },
+
+    failedSeries(runId: string, limit: number) {
+      return (statements.failedSeries.all(runId, limit) as Record<string, unknown>[]).map(failedSeriesFrom);
+    },
+    /** Attempts add up: a delivery aborted and sent again by a later invocation counts both. */
+    claimNotification(notification: Omit<NotificationRecord, 'status' | 'attempts' | 'error' | 'updatedAt'>): boolean {
+      return statements.claimNotification.run(notification).changes === 1;
+    },
+    settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): void {
+      statements.settleNotification.run({ ...key, ...outcome });
+    },
+    pendingNotifications(pipeline: string, limit: number): NotificationRecord[] {
+      return (statements.pendingNotifications.all(pipeline, limit) as Record<string, unknown>[]).map(notificationFrom);
     },
   };
 }

@@ -1,0 +1,251 @@
+import { z } from 'zod';
+import { numbered } from '../analytics/reader.ts';
+import { type Dialect, POSTGRES, SQLITE, viewName } from '../analytics/views.ts';
+import type { ResultsDatabase } from '../sinks/sink.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
+import type { StateStore } from '../state/interfaces.ts';
+
+/** Entries kept in each list of a digest (entered, left, moved, failed series); the rest are counted, not listed. */
+export const DIGEST_LIST_LIMIT = 100;
+
+// What of a row's text a digest keeps: a receiver, and this process's memory, never get megabytes.
+const MAX_URL_CHARS = 2000;
+const MAX_TITLE_CHARS = 200;
+const MAX_ERROR_CHARS = 300;
+
+const entrySchema = z.object({
+  url: z.string().nullable(),
+  title: z.string().nullable(),
+  /** This run's rank; null: no longer served (left). */
+  rank: z.int().nullable(),
+  /** The rank in the run compared with; null: not served then (entered). */
+  previousRank: z.int().nullable(),
+});
+
+const seriesChangesSchema = z.object({
+  query: z.string(),
+  country: z.string(),
+  lang: z.string(),
+  /** URLs now in the top N that were not before (new, or up from below it). */
+  entered: z.array(entrySchema),
+  /** URLs in the top N before that are not now (gone, or down below it). */
+  left: z.array(entrySchema),
+  /** URLs in the top N both times that moved at least `minRankMove` places. */
+  moved: z.array(entrySchema),
+});
+
+const failedSeriesSchema = z.object({
+  endpoint: z.string(),
+  query: z.string(),
+  country: z.string(),
+  lang: z.string(),
+  /** The class of its last error: bad_request, server, network, rate_limited, … */
+  errorKind: z.string().nullable(),
+  error: z.string().nullable(),
+});
+
+const listCounts = z.object({ entered: z.int(), left: z.int(), moved: z.int(), failedSeries: z.int() });
+
+/** What changed since the run before, as a notification carries it (docs/notifications.md#the-digest). */
+export const digestSchema = z.object({
+  /** The results table compared (its `changes` view); null when the pipeline has none with that view. */
+  table: z.string().nullable(),
+  /** The run compared with: the one before this run in that table; null when there is none. */
+  since: z.string().nullable(),
+  top: z.int(),
+  minRankMove: z.int(),
+  /** Changes by query, country and language, in that order; only series with a change. */
+  series: z.array(seriesChangesSchema),
+  /** This run's series that failed (a failed series has no rows to compare: its URLs are not "left"). */
+  failedSeries: z.array(failedSeriesSchema),
+  /** How many of each there are in all… */
+  counts: listCounts,
+  /** …and how many of them are not listed, past DIGEST_LIST_LIMIT per list. */
+  omitted: listCounts,
+  /** Why a part is missing or empty: no table with a changes view, the first run, a digest that failed. */
+  notes: z.array(z.string()),
+});
+
+export type Digest = z.infer<typeof digestSchema>;
+type Entry = z.infer<typeof entrySchema>;
+
+/** A results table whose `changes` view the runner created (docs/analytics.md), where it lives. */
+export interface ChangesTable {
+  at: ResultsDatabase;
+  table: string;
+}
+
+export interface DigestInput {
+  runId: string;
+  store: StateStore;
+  /** The first results table with a `changes` view, if any. */
+  changes: ChangesTable | undefined;
+  /** How many of the run's series failed (the summary's count). */
+  failedSeries: number;
+  top: number;
+  minRankMove: number;
+}
+
+/**
+ * The digest of a run's end: per query and country, URLs that entered or left the top N and rank moves of at least
+ * `minRankMove`, from the `changes` view's rows (so that the view's rules — which runs it compares, what a failed
+ * series' rows count as — are the digest's too); and the run's failed series, from the state store. Each list is
+ * bounded, with counts of what it leaves out. A part that cannot be read is said in `notes`, never thrown.
+ */
+export async function runDigest(input: DigestInput): Promise<Digest> {
+  const notes: string[] = [];
+  const failed = await failedPart(input, notes);
+  const changes = await changesPart(input, notes);
+  return {
+    table: changes.table,
+    since: changes.since,
+    top: input.top,
+    minRankMove: input.minRankMove,
+    series: changes.series,
+    failedSeries: failed.list,
+    counts: { ...changes.counts, failedSeries: failed.count },
+    omitted: { ...changes.omitted, failedSeries: failed.count - failed.list.length },
+    notes,
+  };
+}
+
+async function failedPart(input: DigestInput, notes: string[]): Promise<{ list: Digest['failedSeries']; count: number }> {
+  if (input.failedSeries === 0) return { list: [], count: 0 };
+  try {
+    const rows = await input.store.failedSeries(input.runId, DIGEST_LIST_LIMIT);
+    const list = rows.map(({ endpoint, query, country, lang, errorKind, error }) => ({ endpoint, query, country, lang, errorKind, error: cut(error, MAX_ERROR_CHARS) }));
+    return { list, count: Math.max(input.failedSeries, list.length) };
+  } catch (error) {
+    notes.push(`the failed series could not be read: ${reason(error)}`);
+    return { list: [], count: input.failedSeries };
+  }
+}
+
+type ChangesPart = Pick<Digest, 'table' | 'since' | 'series'> & { counts: Omit<Digest['counts'], 'failedSeries'>; omitted: Omit<Digest['omitted'], 'failedSeries'> };
+
+async function changesPart(input: DigestInput, notes: string[]): Promise<ChangesPart> {
+  const none = { entered: 0, left: 0, moved: 0 };
+  const empty = (table: string | null, since: string | null): ChangesPart => ({ table, since, series: [], counts: none, omitted: none });
+  const { changes } = input;
+  if (changes === undefined) {
+    notes.push('no results table with a changes view (a SQLite or PostgreSQL sink in append mode, with no dedupe wider than a series): only failed series are listed');
+    return empty(null, null);
+  }
+  const query = databaseQuery(changes.at);
+  const table = changes.table;
+  try {
+    const t = query.qualified(table);
+    const runs = await query.all(digestStatements.runs(t, query.dialect), [input.runId]);
+    const latest = (runs[0]?.latest as string | null | undefined) ?? null;
+    const since = (runs[0]?.before as string | null | undefined) ?? null;
+    if (latest !== input.runId) {
+      notes.push(`this run wrote no rows to ${table}: nothing to compare`);
+      return empty(table, since);
+    }
+    if (since === null) {
+      notes.push(`the first run in ${table}: nothing to compare with`);
+      return empty(table, null);
+    }
+    const rows = await query.all(digestStatements.changes(query.qualified(viewName(table, 'changes')), query.dialect), [
+      input.top,
+      input.top,
+      input.top,
+      input.top,
+      input.top,
+      input.top,
+      input.minRankMove,
+      MAX_URL_CHARS,
+      MAX_TITLE_CHARS,
+      DIGEST_LIST_LIMIT,
+    ]);
+    return { table, since, ...grouped(rows) };
+  } catch (error) {
+    notes.push(`the changes in ${table} could not be read: ${reason(error)}`);
+    return empty(table, null);
+  }
+}
+
+/** The listed rows by series, in order, and each list's total and what it left out. */
+function grouped(rows: readonly Record<string, unknown>[]): Pick<ChangesPart, 'series' | 'counts' | 'omitted'> {
+  const bySeries = new Map<string, Digest['series'][number]>();
+  const counts = { entered: 0, left: 0, moved: 0 };
+  const listed = { entered: 0, left: 0, moved: 0 };
+  for (const row of rows) {
+    const kind = row.kind as keyof typeof counts;
+    counts[kind] = Number(row.total);
+    listed[kind] += 1;
+    const key = JSON.stringify([row.query, row.country, row.lang]);
+    let series = bySeries.get(key);
+    if (!series) {
+      series = { query: String(row.query), country: String(row.country), lang: String(row.lang), entered: [], left: [], moved: [] };
+      bySeries.set(key, series);
+    }
+    series[kind].push(entryOf(row));
+  }
+  const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  const series = [...bySeries.values()].sort((a, b) => byText(a.query, b.query) || byText(a.country, b.country) || byText(a.lang, b.lang));
+  return { series, counts, omitted: { entered: counts.entered - listed.entered, left: counts.left - listed.left, moved: counts.moved - listed.moved } };
+}
+
+function entryOf(row: Record<string, unknown>): Entry {
+  const rank = (value: unknown) => (value === null || value === undefined ? null : Number(value));
+  return {
+    url: (row.url as string | null) ?? null,
+    title: (row.title as string | null) ?? null,
+    rank: rank(row.current_rank),
+    previousRank: rank(row.previous_rank),
+  };
+}
+
+/**
+ * The digest's statements, over a results table `t` and its changes view `v` (both quoted, qualified if need be), in
+ * either dialect; values are bound (`?`).
+ */
+export const digestStatements = {
+  /** The run the view takes for the latest (the greatest run id) and the one before it, which it compares with. */
+  runs: (t: string, d: Dialect) =>
+    `SELECT (SELECT MAX(${d.bytes('run_id')}) FROM ${t}) AS latest, (SELECT MAX(${d.bytes('run_id')}) FROM ${t} WHERE ${d.bytes('run_id')} < ?) AS before`,
+  /**
+   * One pass over the view: each row sorted into entered, left or moved (or none), numbered within its list and
+   * counted, and the first of each list kept. Parameters: top ×6, minRankMove, the URL's and title's lengths, the limit.
+   */
+  changes: (v: string, d: Dialect) => `
+    WITH sorted AS (
+      SELECT query, country, lang, url, title, previous_rank, current_rank,
+        CASE
+          WHEN change IN ('new', 'up') AND current_rank <= ? AND (previous_rank IS NULL OR previous_rank > ?) THEN 'entered'
+          WHEN change IN ('lost', 'down') AND previous_rank <= ? AND (current_rank IS NULL OR current_rank > ?) THEN 'left'
+          WHEN change IN ('up', 'down') AND current_rank <= ? AND previous_rank <= ? AND ABS(rank_delta) >= ? THEN 'moved'
+        END AS kind
+      FROM ${v}),
+    numbered AS (
+      SELECT query, country, lang, SUBSTR(url, 1, ?) AS url, SUBSTR(title, 1, ?) AS title, previous_rank, current_rank, kind,
+        ROW_NUMBER() OVER (PARTITION BY kind ORDER BY ${d.bytes('query')}, ${d.bytes('country')}, ${d.bytes('lang')}, COALESCE(current_rank, previous_rank), ${d.bytes('url')}) AS n,
+        ${d.int('COUNT(*) OVER (PARTITION BY kind)')} AS total
+      FROM sorted WHERE kind IS NOT NULL)
+    SELECT query, country, lang, url, title, previous_rank, current_rank, kind, total FROM numbered WHERE n <= ? ORDER BY kind, n`,
+};
+
+/** What the digest asks of a results database, in its dialect, on the run's own connection or pool. */
+function databaseQuery(at: ResultsDatabase) {
+  if (at.kind === 'sqlite') {
+    return {
+      dialect: SQLITE,
+      qualified: (relation: string) => quoteIdentifier(relation),
+      all: async (sql: string, params: readonly unknown[]) => at.db.prepare(sql).all(...params) as Record<string, unknown>[],
+    };
+  }
+  return {
+    dialect: POSTGRES,
+    qualified: (relation: string) => `${quoteIdentifier(at.schema)}.${quoteIdentifier(relation)}`,
+    all: async (sql: string, params: readonly unknown[]) => (await at.pool.query(numbered(sql), [...params])).rows as Record<string, unknown>[],
+  };
+}
+
+function cut(text: string | null, max: number): string | null {
+  return text === null || text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+function reason(error: unknown): string {
+  return cut(error instanceof Error ? error.message : String(error), MAX_ERROR_CHARS) ?? '';
+}

@@ -1,0 +1,41 @@
+import { allowedHosts, hostRefused } from '../client/allowed-hosts.ts';
+import { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';
+import { type Notify, type Webhook, webhookLabel } from './webhook-config.ts';
+
+/** Where the signing secret comes from: the environment only, never a file. */
+export const SECRET_VARIABLE = 'WEBDATA_WEBHOOK_SECRET';
+
+/** A shorter key would make one signed body enough to guess it offline. */
+const MIN_SECRET_LENGTH = 16;
+
+/** A run's webhooks, checked, and the secret that signs what they are sent. */
+export interface ReadyWebhooks {
+  webhooks: readonly Webhook[];
+  secret: string;
+}
+
+/**
+ * The pipeline's webhooks as a run may use them, checked before any credit is spent: an unsigned notification is
+ * refused rather than sent (a receiver could not tell it from a forgery), and each webhook's host obeys the API's
+ * allow-list, WEBDATA_ALLOWED_HOSTS, when it is set. Undefined when the pipeline has none.
+ */
+export function readyWebhooks(notify: Notify | undefined, env: Readonly<Record<string, string | undefined>>): ReadyWebhooks | undefined {
+  if (notify === undefined) return undefined;
+  const issues: ValidationIssue[] = [];
+  const secret = env[SECRET_VARIABLE];
+  if (secret === undefined || secret.trim() === '') {
+    issues.push({ path: 'notify.webhooks', message: `set ${SECRET_VARIABLE} in the environment: every notification is signed with it (e.g. the output of \`openssl rand -hex 32\`)` });
+  } else if (secret.trim().length < MIN_SECRET_LENGTH) {
+    issues.push({ path: 'notify.webhooks', message: `${SECRET_VARIABLE} must be at least ${MIN_SECRET_LENGTH} characters (e.g. the output of \`openssl rand -hex 32\`)` });
+  }
+  const allowed = allowedHosts(env.WEBDATA_ALLOWED_HOSTS);
+  notify.webhooks.forEach((hook, index) => {
+    if (allowed === undefined || hostRefused(hook.url, allowed) === undefined) return;
+    issues.push({
+      path: `notify.webhooks.${index}.url`,
+      message: `${new URL(webhookLabel(hook.url)).origin} is not among WEBDATA_ALLOWED_HOSTS (${allowed.join(', ')}): a run sends only to those hosts; check the webhook, or add its host`,
+    });
+  });
+  if (issues.length > 0) throw new ValidationError('The pipeline’s webhooks cannot be used', issues);
+  return { webhooks: notify.webhooks, secret: secret as string };
+}
