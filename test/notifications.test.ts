@@ -470,20 +470,21 @@ describePostgres('notifications of a run in PostgreSQL', () => {
     const db = await testDatabase();
     try {
       const [top, minRankMove] = [5, 1];
-      const pipeline = {
+      // Each worker its own pipeline object, as two processes would have: a sink is opened and closed by one run.
+      const pipeline = () => ({
         name: 'pg-told',
         source: searchPages({ queries: ['coffee', 'tea', 'juice', 'water'], countries: ['us', 'de'], maxPages: 2 }),
         stages: [normalize()],
         sinks: [toPostgres({ url: db.url, table: 'results' })],
         notify: { webhooks: [{ url: hook.url, top, minRankMove }] },
-      };
+      });
       // Two workers of one run (its state and rows in one database): each records the run's end, one tells of it.
-      const first = await Promise.all([notifying(sim, pipeline), notifying(sim, pipeline)]);
+      const first = await Promise.all([notifying(sim, pipeline()), notifying(sim, pipeline())]);
       expect(new Set(first.map((worker) => worker.summary.runId)).size).toBe(1);
       expect(hook.received).toHaveLength(1);
       expect(first.flatMap((worker) => worker.notifications.map((event) => event.status))).toEqual(['delivered']);
       now = 2_000;
-      const second = await Promise.all([notifying(sim, pipeline), notifying(sim, pipeline)]);
+      const second = await Promise.all([notifying(sim, pipeline()), notifying(sim, pipeline())]);
       expect(hook.received).toHaveLength(2);
       const [, sent] = hook.bodies() as [Notification, Notification];
       const runId = second[0]?.summary.runId;
