@@ -100,7 +100,18 @@ function runResource(): Resource {
 
 /** The SDK's warnings and errors as the run's log lines; its chatter below that stays unsaid. */
 function diagTo(log: (text: string) => void): DiagLogger {
-  const say = (message: string, ...args: unknown[]) => log(`opentelemetry: ${format(message, ...args)}`);
+  const say = (message: string, ...args: unknown[]) => log(`opentelemetry: ${plain(format(message, ...args.map((arg) => (arg instanceof Error ? arg.message : arg))))}`);
   const quiet = () => undefined;
   return { error: say, warn: say, info: quiet, debug: quiet, verbose: quiet };
+}
+
+/** The SDK's error handler hands an error over as JSON with its stack: its message is what a reader needs. */
+function plain(message: string): string {
+  if (!message.startsWith('{')) return message;
+  try {
+    const parsed = JSON.parse(message) as { message?: unknown };
+    return typeof parsed.message === 'string' ? parsed.message : message;
+  } catch {
+    return message;
+  }
 }
