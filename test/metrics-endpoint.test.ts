@@ -92,6 +92,33 @@ describe.skipIf(!promtoolAvailable && process.env.CI !== 'true')('webdata-etl ru
     expectNothingSecret(during + after);
   });
 
+  it('the wait for a last scrape: Ctrl-C ends it, its time ends it, 0 skips it; the exit code and the summary are the run\'s', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir);
+    const env = envFor(sim.url);
+    const waiting = startCli(['run', file, '--metrics-port', '0', '--metrics-linger', '600'], { cwd: dir.dir, env });
+    await waiting.printed('metrics: waiting up to 600s');
+    waiting.child.kill('SIGINT');
+    const interrupted = await waiting.done;
+    expect(interrupted.code).toBe(0);
+    expect(JSON.parse(interrupted.stdout)).toMatchObject({ status: 'completed' });
+
+    // No scrape comes: the wait ends on its own (a test that would time out if it did not).
+    const timed = await cli(['run', file, '--fresh', '--metrics-port', '0', '--metrics-linger', '0.5'], { cwd: dir.dir, env });
+    expect(timed.code).toBe(0);
+    expect(timed.stderr).toContain('metrics: waiting up to 0.5s');
+    expect(JSON.parse(timed.stdout)).toMatchObject({ status: 'completed' });
+
+    const none = await cli(['run', file, '--fresh', '--metrics-port', '0', '--metrics-linger', '0'], { cwd: dir.dir, env });
+    expect(none.code).toBe(0);
+    expect(none.stderr).toMatch(/^metrics: http:\/\/127\.0\.0\.1:\d+\/metrics$/m);
+    expect(none.stderr).not.toContain('waiting');
+    // --quiet: not a word on stderr, the endpoint's URL included.
+    const quiet = await cli(['run', file, '--fresh', '--quiet', '--metrics-port', '0', '--metrics-linger', '0'], { cwd: dir.dir, env });
+    expect(quiet).toMatchObject({ code: 0, stderr: '' });
+  });
+
   it('node <pipeline.ts> --metrics-port too, with the URL as a JSON event under --log-format json', async () => {
     await using sim = await simulator();
     using dir = workdir();
