@@ -2,6 +2,7 @@
 // by promtool's reading, equal at the end to the summary and to the simulator's own count, with neither the key nor a
 // query's text; every wrong flag, variable or port said before a request is sent.
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -90,6 +91,11 @@ describe.skipIf(!promtoolAvailable && process.env.CI !== 'true')('webdata-etl ru
     // The resource: service.name webdata-etl (no OTEL_SERVICE_NAME here), as target_info.
     expect(samples(after).find((sample) => sample.name === 'target_info')?.labels.service_name).toBe('webdata-etl');
     expectNothingSecret(during + after);
+    // docs/observability.md names every metric as Prometheus stores it ("Names in Prometheus").
+    const doc = readFileSync(join(ROOT, 'docs/observability.md'), 'utf8');
+    const families = new Set(samples(during + after).map((sample) => sample.name.replace(/_(bucket|sum|count)$/, '')).filter((name) => name.startsWith('webdata_etl_')));
+    expect(families.size).toBeGreaterThan(10);
+    for (const name of families) expect(doc, `docs/observability.md names ${name}`).toContain(`\`${name}`);
   });
 
   it('the wait for a last scrape: Ctrl-C ends it, its time ends it, 0 skips it; the exit code and the summary are the run\'s', async () => {
