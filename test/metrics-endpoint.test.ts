@@ -98,7 +98,7 @@ describe.skipIf(!promtoolAvailable && process.env.CI !== 'true')('webdata-etl ru
     for (const name of families) expect(doc, `docs/observability.md names ${name}`).toContain(`\`${name}`);
   });
 
-  it('the wait for a last scrape: Ctrl-C ends it, its time ends it, 0 skips it; the exit code and the summary are the run\'s', async () => {
+  it('the wait for a last scrape: Ctrl-C ends it, its time ends it, 0 skips it; the exit code and the summary are the run\'s; OTEL_METRICS_EXPORTER=prometheus serves too', async () => {
     await using sim = await simulator();
     using dir = workdir();
     const file = config(dir.dir);
@@ -120,6 +120,10 @@ describe.skipIf(!promtoolAvailable && process.env.CI !== 'true')('webdata-etl ru
     expect(none.code).toBe(0);
     expect(none.stderr).toMatch(/^metrics: http:\/\/127\.0\.0\.1:\d+\/metrics$/m);
     expect(none.stderr).not.toContain('waiting');
+    // OpenTelemetry's own way of asking for the endpoint, as its SDKs read it (loopback here too).
+    const otel = await cli(['run', file, '--fresh', '--metrics-linger', '0'], { cwd: dir.dir, env: { ...env, OTEL_METRICS_EXPORTER: 'prometheus', OTEL_EXPORTER_PROMETHEUS_PORT: '0' } });
+    expect(otel.code).toBe(0);
+    expect(otel.stderr).toMatch(/^metrics: http:\/\/127\.0\.0\.1:\d+\/metrics$/m);
     // --quiet: not a word on stderr, the endpoint's URL included.
     const quiet = await cli(['run', file, '--fresh', '--quiet', '--metrics-port', '0', '--metrics-linger', '0'], { cwd: dir.dir, env });
     expect(quiet).toMatchObject({ code: 0, stderr: '' });
