@@ -65,11 +65,11 @@ describePostgres('a distributed run\'s metrics', () => {
       // One set of points per worker, each naming it.
       const workers = points('webdata_etl.run.workers');
       expect(workers.map((point) => point.value)).toEqual([2, 2]);
-      expect(new Set(workers.map((point) => point.attributes['webdata_etl.worker'])).size).toBe(2);
-      expect(points('webdata_etl.requests').every((point) => typeof point.attributes['webdata_etl.worker'] === 'string')).toBe(true);
+      expect(new Set(workers.map((point) => point.attributes['webdata_etl.worker.id'])).size).toBe(2);
+      expect(points('webdata_etl.requests').every((point) => typeof point.attributes['webdata_etl.worker.id'] === 'string')).toBe(true);
       // Each worker's view of the series adds up to the plan; each holds one at its gate, so some are being paged.
-      for (const id of workers.map((point) => point.attributes['webdata_etl.worker'])) {
-        const states = points('webdata_etl.run.series').filter((point) => point.attributes['webdata_etl.worker'] === id);
+      for (const id of workers.map((point) => point.attributes['webdata_etl.worker.id'])) {
+        const states = points('webdata_etl.run.series').filter((point) => point.attributes['webdata_etl.worker.id'] === id);
         expect(states.map((point) => point.attributes['webdata_etl.state']).sort()).toEqual(['active', 'ended', 'waiting']);
         expect(states.reduce((total, point) => total + point.value, 0)).toBe(queries.length);
       }

@@ -73,7 +73,7 @@ export function runMetrics(pipeline: string): RunMetrics {
     switch (event.type) {
       case 'start':
         // A distributed run's worker: every point says which one it came from.
-        if (event.worker) base = { ...base, 'webdata_etl.worker': event.worker.id };
+        if (event.worker) base = { ...base, 'webdata_etl.worker.id': event.worker.id };
         return;
       case 'request':
         active.add(event.series);

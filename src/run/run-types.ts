@@ -3,6 +3,7 @@ import type { Clock } from '../schedule/clock.ts';
 import type { SchedulerEvent } from '../schedule/scheduler.ts';
 import type { Destination, DestinationInput } from './destination.ts';
 import type { LifecycleOptions } from './lifecycle.ts';
+import type { TelemetryOptions } from './telemetry-options.ts';
 
 export interface RunOptions extends LifecycleOptions {
   /** Overrides WEBDATA_BASE_URL and the pipeline's `api.baseUrl`. */
@@ -30,6 +31,8 @@ export interface RunOptions extends LifecycleOptions {
   stateUrl?: string | undefined;
   /** The file the pipeline came from, named as the address's source when the pipeline decides it. */
   pipelineFile?: string | undefined;
+  /** What the run's OpenTelemetry spans may carry beyond their numbers: `{ queryText: true }` (docs/observability.md#spans). */
+  telemetry?: TelemetryOptions | undefined;
 }
 
 export type RunEvent =
@@ -51,6 +54,8 @@ export type RunEvent =
       worker?: { id: string; joined: boolean };
     }
   | { type: 'warning'; message: string }
+  /** A series this invocation pages (not one an earlier invocation ended), before its first request; `resumed`: from where one left it. */
+  | { type: 'series_start'; series: string; endpoint: string; query: string; country: string; lang: string; resumed: boolean }
   | {
       type: 'page';
       key: string;

@@ -13,6 +13,7 @@ import { clientForRun } from './run-client.ts';
 import { runModule } from './run-module.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import { runMetrics } from './run-metrics.ts';
+import { runSpans } from './run-spans.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 
@@ -32,8 +33,10 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   const plan = pipeline.source.plan();
   // Every event reaches the run's metrics (a no-op until an application registers an OpenTelemetry SDK) and the caller.
   const measure = runMetrics(pipeline.name);
+  const spans = runSpans(pipeline.name, options.telemetry);
   const emit = (event: RunEvent): void => {
     measure.record(event);
+    spans.observe(event);
     options.onEvent?.(event);
   };
   const { client, destination, owned } = clientForRun(pipeline, options, emit);
@@ -102,9 +105,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
 
     const summary = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
     left = summary.status;
-    return summary;
+    return spans.ended(summary);
   } catch (error) {
-    throw explainOutputFailure(error, outputSuspects(error, pipeline));
+    throw spans.failed(explainOutputFailure(error, outputSuspects(error, pipeline)));
   } finally {
     freezeGauges?.();
     await thread?.close();

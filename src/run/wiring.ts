@@ -4,7 +4,8 @@ import { createPermits } from '../pipeline/permits.ts';
 import type { Budget } from '../schedule/budget.ts';
 import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
-import { COMPLETE_REASONS, type SeriesEndReason, type SourceContext } from '../sources/source.ts';
+import { COMPLETE_REASONS, type SeriesEndReason, type SeriesResume, type SourceContext } from '../sources/source.ts';
+import type { Series } from '../pipeline/page.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import type { RunHost } from '../host/run-host.ts';
@@ -104,6 +105,28 @@ export function sourceContext(parts: {
   const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
   // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
   const permits = createPermits(parts.scheduler.stats().concurrency);
+  // Where a series stands when a source is about to page it: from its start, from where an earlier invocation (or
+  // another process) left it, or done.
+  const standing = async (series: Series): Promise<SeriesResume | undefined> => {
+    // A series may have been paged by another process (which stopped or died) in this very invocation.
+    if (!previous && !host.sharesSeries) return undefined;
+    const progress = await store.progress(runId, series.id);
+    if (!progress) return undefined;
+    const reason = progress.reason as SeriesEndReason | null;
+    if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) {
+      await host.seriesOver(series.id);
+      return { done: true };
+    }
+    if (progress.state) states.restore(series.id, progress.state);
+    committer.resumeSeries(series.id, progress.noNew);
+    return {
+      done: false,
+      nextPage: progress.nextPage ?? undefined,
+      pages: progress.pages,
+      digest: progress.digest ?? undefined,
+      cursor: progress.cursor ?? undefined,
+    };
+  };
   const ctx: SourceContext = {
     runId,
     pipeline: parts.pipeline.name,
@@ -113,24 +136,13 @@ export function sourceContext(parts: {
     client: parts.client,
     scheduler: parts.scheduler,
     async progress(series) {
-      // A series may have been paged by another process (which stopped or died) in this very invocation.
-      if (!previous && !host.sharesSeries) return undefined;
-      const progress = await store.progress(runId, series.id);
-      if (!progress) return undefined;
-      const reason = progress.reason as SeriesEndReason | null;
-      if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) {
-        await host.seriesOver(series.id);
-        return { done: true };
+      const resume = await standing(series);
+      // Sources ask just before paging a series: its start, for the run's spans (run-spans.ts) and listeners.
+      if (!resume?.done) {
+        const { id, endpoint, query, country, lang } = series;
+        emit({ type: 'series_start', series: id, endpoint, query, country, lang, resumed: resume !== undefined });
       }
-      if (progress.state) states.restore(series.id, progress.state);
-      committer.resumeSeries(series.id, progress.noNew);
-      return {
-        done: false,
-        nextPage: progress.nextPage ?? undefined,
-        pages: progress.pages,
-        digest: progress.digest ?? undefined,
-        cursor: progress.cursor ?? undefined,
-      };
+      return resume;
     },
     async pagePermit() {
       const release = await permits.acquire(abort.signal);

@@ -13,7 +13,8 @@ import type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, Stop
 export type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
 interface Task {
-  work: Required<Work>;
+  work: Required<Omit<Work, 'page'>>;
+  page: number | undefined;
   send: (signal: AbortSignal) => Promise<Answered>;
   resolve: (outcome: Outcome<Answered>) => void;
   attempts: number;
@@ -86,6 +87,7 @@ class RequestScheduler implements Scheduler {
     return new Promise<Outcome<T>>((resolve) => {
       const task: Task = {
         work: { series: work.series, path: work.path, weight: work.weight ?? this.#meter.weightOf(work.path) },
+        page: work.page,
         send,
         resolve: resolve as (outcome: Outcome<Answered>) => void,
         attempts: 0,
@@ -221,7 +223,7 @@ class RequestScheduler implements Scheduler {
     task.attempts += 1;
     this.#counters.total += 1;
     this.#inFlight += 1;
-    this.#emit({ type: 'request', series, path, attempt: task.attempts });
+    this.#emit({ type: 'request', series, path, attempt: task.attempts, page: task.page });
     const sentAt = this.#clock.now();
     const release = this.#clock.hold?.();
     return { charge, sentAt, release };

@@ -14,6 +14,8 @@ export interface Work {
   path: string;
   /** Credits of this request; default: the weight configured for `path`. */
   weight?: number;
+  /** The page it asks for: told to listeners with each attempt (the `request` event), for spans; unused otherwise. */
+  page?: number | undefined;
 }
 
 /** Response headers as the client gives them. */
@@ -40,7 +42,7 @@ export interface StopInfo {
 }
 
 export type SchedulerEvent =
-  | { type: 'request'; series: string; path: string; attempt: number }
+  | { type: 'request'; series: string; path: string; attempt: number; page?: number | undefined }
   | {
       type: 'response';
       series: string;

@@ -149,7 +149,7 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
     let outcome: Outcome<AnsweredPage & { next: PageRequest | null }>;
     try {
       const asked = request;
-      outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint }, async (signal) => {
+      outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint, page: asked.number }, async (signal) => {
         const answer = await options.fetch(asked, signal);
         // Inside the request: a paginator that cannot read the answer fails the series as a malformed answer does.
         return { ...answer, next: following(paginator, answer, asked) };

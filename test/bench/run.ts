@@ -65,7 +65,7 @@ const f_endToEnd = {
 // writes what it changed, so a long series should cost little more per item than a short one.
 const o_longSeries = await scenarioLongSeries(quick ? 20_000 : 100_000, [5, 100, 500]);
 
-// The OpenTelemetry instrumentation's cost (issue 31): the same run with no SDK and with the metrics SDK collecting.
+// The OpenTelemetry instrumentation's cost (issue 31): the same run with no SDK and with the SDK (metrics and spans).
 const p_instrumentation = await scenarioInstrumentation(quick ? 40 : 200, quick ? 2 : 5);
 
 // Memory with no flags or environment (issue 18): peak RSS of a run started each way a user starts one
@@ -158,9 +158,9 @@ goals.push({
 
 goals.push({
   scenario: 'p_instrumentation',
-  goal: 'items/s with the metrics SDK >= 0.97 × with none; with none, the no-op calls under 0.1 % of a run',
-  value: { metricsSdkOverNoSdk: p_instrumentation.metricsSdkOverNoSdk, noSdkShare: p_instrumentation.noSdk.shareOfRunTime },
-  met: p_instrumentation.metricsSdkOverNoSdk >= 0.97 && p_instrumentation.noSdk.shareOfRunTime < 0.001,
+  goal: 'items/s with the OpenTelemetry SDK (metrics and spans) >= 0.97 × with none; with none, the no-op calls under 0.1 % of a run',
+  value: { sdkOverNoSdk: p_instrumentation.sdkOverNoSdk, noSdkShare: p_instrumentation.noSdk.shareOfRunTime },
+  met: p_instrumentation.sdkOverNoSdk >= 0.97 && p_instrumentation.noSdk.shareOfRunTime < 0.001,
 });
 
 for (const way of AIMED_WAYS) {
