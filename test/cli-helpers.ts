@@ -28,7 +28,12 @@ export function startCli(args: string[], options: { cwd: string; env?: Record<st
 
 /** A pipeline file run by node as a user runs it (`node pipeline.ts …`: the built package, no flags of ours). */
 export function pipelineFile(file: string, args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<Result> {
-  return startNode([file, ...args], `node ${file} ${args.join(' ')}`, options).done;
+  return startPipelineFile(file, args, options).done;
+}
+
+/** A pipeline file run by node and left running, as `startCli` leaves the CLI. */
+export function startPipelineFile(file: string, args: string[], options: { cwd: string; env?: Record<string, string> }) {
+  return startNode([file, ...args], `node ${file} ${args.join(' ')}`, options);
 }
 
 /** node with `nodeArgs`, named `label` in what a test reports, with none of our variables but those given. */
@@ -69,6 +74,8 @@ function startNode(nodeArgs: string[], label: string, options: { cwd: string; en
     child,
     done,
     whileRunning,
+    /** What the process has written so far. */
+    output: (): { stdout: string; stderr: string } => ({ stdout, stderr }),
     /** Resolves once stderr shows `text`. */
     printed(text: string): Promise<void> {
       return whileRunning(

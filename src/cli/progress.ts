@@ -123,7 +123,7 @@ export function progressReporter(options: ProgressOptions): ProgressReporter {
 }
 
 /**
- * What progressReporter returns. log, onEvent and finish are arrow-function fields, not methods: the command line
+ * What progressReporter returns. log, metricsEndpoint, onEvent and finish are arrow-function fields, not methods: the command line
  * hands `reporter.onEvent` to run() on its own, and a method would lose its `this` there.
  */
 export class ProgressReporter {
@@ -154,6 +154,12 @@ export class ProgressReporter {
     if (this.#live) this.#write('\r\x1b[2K');
     this.#write(`${text}\n`);
     if (this.#live) this.#write(this.#line());
+  };
+
+  /** Where the run's /metrics is served: a line for the reader, a `metrics` event with the URL in JSON mode. */
+  readonly metricsEndpoint = (url: string): void => {
+    if (this.#mode === 'json') return this.#json('metrics', { url });
+    this.log(`metrics: ${url}`);
   };
 
   readonly onEvent = (event: RunEvent): void => {

@@ -17,6 +17,7 @@ import { UsageError } from '../errors/usage-error.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { runOnThread, type ThreadTask } from './run-on-thread.ts';
 import { handedOver, importHandingOver } from '../threads/hand-over.ts';
+import { metricsSetup, wantsMetrics } from './metrics-options.ts';
 
 const OPTIONS_HELP = `Options:
   --fresh                abandon an unfinished run (its partial rows go) and start a new one
@@ -29,12 +30,20 @@ const OPTIONS_HELP = `Options:
   --summary-json <file>  also write the run's summary to this file
   --quiet                no progress or summary on stderr (errors still)
   --log-format <format>  text (default: a live line on a terminal, plain lines otherwise) or json
+  --metrics-port <port>  serve the run's metrics at http://<host>:<port>/metrics in Prometheus' text format while
+                         the process runs (or WEBDATA_METRICS_PORT; 0: any free port, said on stderr)
+  --metrics-host <host>  the address to serve them on (or WEBDATA_METRICS_HOST; default 127.0.0.1). /metrics has no
+                         authentication: 0.0.0.0 serves it to every network this machine is on
+  --metrics-linger <s>   after the run, wait up to this many seconds for a scrape of the final figures (or
+                         WEBDATA_METRICS_LINGER; default 15; 0: exit at once); a scrape or Ctrl-C ends the wait
   -h, --help             show this help
 
 The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file; webhooks (notify) are signed
 with WEBDATA_WEBHOOK_SECRET, and told of the run's end before the command exits (bounded; never its exit code).
 An interrupted run resumes when the same command runs again. Ctrl-C once stops (resumable), twice aborts.
 The summary goes to stdout as JSON; progress and logs go to stderr.
+OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_* variables) export the metrics over OTLP, with the exporter
+package of OTEL_EXPORTER_OTLP_PROTOCOL installed beside webdata-etl (see docs/observability.md).
 
 Exit codes: 0 finished (completed or budget), 2 invalid configuration or usage, 3 authentication failed (401),
 4 plan, permission, credits or quota (402, 403, a quota-length 429), 5 finished with failed series,
@@ -61,6 +70,9 @@ const flags = {
   'summary-json': { type: 'string' },
   quiet: { type: 'boolean' },
   'log-format': { type: 'string' },
+  'metrics-port': { type: 'string' },
+  'metrics-host': { type: 'string' },
+  'metrics-linger': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -150,6 +162,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
   const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
+  const telemetrySetup = metricsSetup(values, process.env);
   if (values['summary-json'] !== undefined) {
     // Refused before any credit is spent: the summary written over the state store or an output would destroy it.
     const defined = definePipeline(pipeline);
@@ -159,6 +172,10 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
 
   const mode: ProgressMode = values.quiet ? 'quiet' : format === 'json' ? 'json' : process.stderr.isTTY ? 'tty' : 'plain';
   const reporter = progressReporter({ mode, color: process.stderr.isTTY === true && !process.env.NO_COLOR });
+  for (const note of telemetrySetup.notes) reporter.log(`metrics: ${note}`);
+  // The SDK is loaded only when asked for, and started before the run, which takes its meter as it starts: a port in
+  // use or a missing exporter is said here, before any credit is spent.
+  const telemetry = wantsMetrics(telemetrySetup) ? await (await import('./run-telemetry.ts')).startTelemetry(telemetrySetup, reporter) : undefined;
   const signals = stopOnSignals((message) => reporter.log(message));
   // An explicit choice, never a fallback: the simulator runs only when asked for.
   const sim = values.simulator
@@ -191,18 +208,26 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
     signals.dispose();
     await sim?.close();
   }
-  reporter.finish(summary, failure);
-  if (failure !== undefined) {
-    process.stderr.write(`webdata-etl: ${inFlagWords(failure instanceof Error ? failure.message : String(failure))}\n`);
-    return exitCodeFor({ error: failure });
+  // After the summary is written, a scraper may come for the final figures: unless a signal asked the run to end.
+  let linger = false;
+  try {
+    reporter.finish(summary, failure);
+    if (failure !== undefined) {
+      process.stderr.write(`webdata-etl: ${inFlagWords(failure instanceof Error ? failure.message : String(failure))}\n`);
+      return exitCodeFor({ error: failure });
+    }
+    const text = `${JSON.stringify(summary, null, 2)}\n`;
+    // stdout is the data when a sink writes there (JSONL to "-"): the summary then goes to stderr.
+    const stdoutTaken = (pipeline.sinks as { path?: string }[]).some((sink) => sink.path === '-');
+    if (stdoutTaken) process.stderr.write(text);
+    else process.stdout.write(text);
+    if (values['summary-json']) writeOutputFile(values['summary-json'], text);
+    linger = !signals.signal.aborted;
+    return exitCodeFor({ summary });
+  } finally {
+    // Never throws: the exit code and the summary are the run's, whatever the metrics' end.
+    await telemetry?.finish({ linger });
   }
-  const text = `${JSON.stringify(summary, null, 2)}\n`;
-  // stdout is the data when a sink writes there (JSONL to "-"): the summary then goes to stderr.
-  const stdoutTaken = (pipeline.sinks as { path?: string }[]).some((sink) => sink.path === '-');
-  if (stdoutTaken) process.stderr.write(text);
-  else process.stdout.write(text);
-  if (values['summary-json']) writeOutputFile(values['summary-json'], text);
-  return exitCodeFor({ summary });
 }
 
 /** WEBDATA_ALLOWED_HOSTS with the simulator's host added, when it is set (unset, any host is allowed). */

@@ -46,3 +46,26 @@ export function stopOnSignals(log: (message: string) => void = (m) => process.st
     },
   };
 }
+
+/**
+ * The next SIGINT or SIGTERM (on a run's own thread: the next stop or abort its host passes on, or one it had passed
+ * before the thread began), as a signal that aborts. For waits after a run, such as the one for a last scrape of its
+ * metrics, which a signal ends at once rather than stops. Returns the signal and what stops listening.
+ */
+export function nextSignal(): { signal: AbortSignal; dispose(): void } {
+  const ended = new AbortController();
+  const end = () => ended.abort();
+  if (isMainThread) {
+    process.once('SIGINT', end);
+    process.once('SIGTERM', end);
+  }
+  const stopListening = onHostMessages(end);
+  return {
+    signal: ended.signal,
+    dispose() {
+      process.off('SIGINT', end);
+      process.off('SIGTERM', end);
+      stopListening();
+    },
+  };
+}
