@@ -28,6 +28,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['host/'],
   ['distributed/'],
   ['analytics/'],
+  ['recurring/'],
   ['config/'],
   ['run/'],
   ['report/'],

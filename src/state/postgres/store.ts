@@ -7,6 +7,8 @@ import type { PostgresTarget } from '../../postgres/target.ts';
 import type {
   JournalEntry,
   Lease,
+  OccurrenceOutcome,
+  OccurrenceRecord,
   PageCommit,
   RunRecord,
   SeenKeyStore,
@@ -19,7 +21,7 @@ import type {
   StateStore,
 } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
-import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { journalEntryFrom, occurrenceRecordFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 import { leasePipeline } from './lease.ts';
 import { migrate } from './schema.ts';
 import { insertSpend, pageStatement } from './page-statement.ts';
@@ -278,6 +280,30 @@ class PostgresStore implements PostgresStateStore {
   async sinkStarts(runId: string): Promise<Map<string, { seq: number; bytes: number | null }>> {
     const rows = await this.#query<{ sink_id: string; start_seq: string; start_bytes: string | null }>(this.#sql.sinkStarts, [runId]);
     return new Map(rows.map((r) => [r.sink_id, { seq: Number(r.start_seq), bytes: r.start_bytes === null ? null : Number(r.start_bytes) }]));
+  }
+
+  async claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<boolean> {
+    // Tried again only when the statement never reached the server: a lost answer may hide a claim that took, and
+    // claiming again would then answer false to the claimant itself. A claim left unanswered stays `claimed`.
+    const { rowCount } = await retrying(
+      this.#where,
+      () => this.pool.query(this.#sql.claimOccurrence, [claim.pipeline, claim.dueAt, claim.outcome, claim.worker, claim.note ?? null].map(storable)),
+      { idempotent: false },
+    );
+    return rowCount === 1;
+  }
+
+  async settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void> {
+    await this.#query(this.#sql.settleOccurrence, [pipeline, dueAt, settled.outcome, settled.runId !== undefined, settled.runId ?? null, settled.note !== undefined, settled.note ?? null]);
+  }
+
+  async occurrences(pipeline: string, options: { limit?: number; runId?: string } = {}): Promise<OccurrenceRecord[]> {
+    const rows = options.runId === undefined ? await this.#query(this.#sql.occurrences, [pipeline, options.limit ?? null]) : await this.#query(this.#sql.occurrenceOfRun, [pipeline, options.runId]);
+    return rows.map(occurrenceRecordFrom);
+  }
+
+  async pruneOccurrences(pipeline: string, keep: number): Promise<void> {
+    await this.#query(this.#sql.pruneOccurrences, [pipeline, keep]);
   }
 
   /**

@@ -50,5 +50,9 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
     spendOf: async (runId) => tables.spendOf(runId),
     recordSinkStarts: async (runId, starts) => tables.recordSinkStarts(runId, starts),
     sinkStarts: async (runId) => tables.sinkStarts(runId),
+    claimOccurrence: async (claim) => tables.claimOccurrence(claim),
+    settleOccurrence: async (pipeline, dueAt, settled) => tables.settleOccurrence(pipeline, dueAt, settled),
+    occurrences: async (pipeline, options) => tables.occurrences(pipeline, options),
+    pruneOccurrences: async (pipeline, keep) => tables.pruneOccurrences(pipeline, keep),
   };
 }

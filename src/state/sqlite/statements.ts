@@ -50,6 +50,18 @@ export function stateStatements(db: Database.Database) {
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
     runSinkStart: db.prepare(`INSERT OR IGNORE INTO run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES (?, ?, ?, ?)`),
     runSinks: db.prepare(`SELECT sink_id, start_seq, start_bytes FROM run_sinks WHERE run_id = ?`),
+    // A claim is a row inserted once: the one whose insert took (changes = 1) holds it.
+    claimOccurrence: db.prepare(`INSERT INTO occurrences (pipeline, due_at, outcome, worker, claimed_at, note) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+    settleOccurrence: db.prepare(
+      `UPDATE occurrences SET outcome = @outcome, run_id = CASE WHEN @keepRun THEN run_id ELSE @runId END, note = CASE WHEN @keepNote THEN note ELSE @note END
+        WHERE pipeline = @pipeline AND due_at = @dueAt`,
+    ),
+    occurrences: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? ORDER BY due_at DESC LIMIT ?`),
+    occurrenceOfRun: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND run_id = ? ORDER BY due_at DESC`),
+    pruneOccurrences: db.prepare(`
+      DELETE FROM occurrences WHERE pipeline = @pipeline AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
+        AND due_at <= (SELECT due_at FROM occurrences WHERE pipeline = @pipeline AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
+                       ORDER BY due_at DESC LIMIT 1 OFFSET @keep)`),
   };
   // Named by their keys, typed as statements (a declaration file cannot name better-sqlite3's inferred class).
   return prepared as Record<keyof typeof prepared, Database.Statement>;

@@ -1,12 +1,12 @@
 import type Database from 'better-sqlite3';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
-import type { JournalEntry, JournalWrite, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, OccurrenceOutcome, OccurrenceRecord, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SpendRow } from '../interfaces.ts';
 import { pageTransaction } from './page-transaction.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
-import { journalEntryFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { journalEntryFrom, occurrenceRecordFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 
 /**
  * The run-state tables in SQLite (docs/design.md#the-state-store): one database per pipeline, the SQLite sink's own
@@ -124,6 +124,29 @@ export function openStateStore(db: Database.Database) {
     sinkStarts(runId: string): Map<string, { seq: number; bytes: number | null }> {
       const rows = statements.runSinks.all(runId) as { sink_id: string; start_seq: number; start_bytes: number | null }[];
       return new Map(rows.map((r) => [r.sink_id, { seq: r.start_seq, bytes: r.start_bytes }]));
+    },
+
+    /** A scheduled occurrence claimed once: true for the caller whose row it is (docs/design.md#schedules). */
+    claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): boolean {
+      return statements.claimOccurrence.run(claim.pipeline, claim.dueAt, claim.outcome, claim.worker, new Date().toISOString(), claim.note ?? null).changes === 1;
+    },
+    settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): void {
+      statements.settleOccurrence.run({
+        pipeline,
+        dueAt,
+        outcome: settled.outcome,
+        keepRun: settled.runId === undefined ? 1 : 0,
+        runId: settled.runId ?? null,
+        keepNote: settled.note === undefined ? 1 : 0,
+        note: settled.note ?? null,
+      });
+    },
+    occurrences(pipeline: string, options: { limit?: number; runId?: string } = {}): OccurrenceRecord[] {
+      const rows = options.runId === undefined ? statements.occurrences.all(pipeline, options.limit ?? -1) : statements.occurrenceOfRun.all(pipeline, options.runId);
+      return (rows as Record<string, unknown>[]).map(occurrenceRecordFrom);
+    },
+    pruneOccurrences(pipeline: string, keep: number): void {
+      statements.pruneOccurrences.run({ pipeline, keep });
     },
   };
 }
