@@ -59,6 +59,8 @@ export {
   RunLifecycleError,
   OutputError,
   LeaseHeldError,
+  RunAtWorkError,
+  RunEndedError,
   UnstorablePageError,
   HeapLimitError,
   SeriesLostError,

@@ -345,6 +345,8 @@ for (const implementation of implementations) {
       expect(Date.parse(row?.claimedAt ?? '')).not.toBeNaN();
       expect(await store.occurrences('p', { runId: 'run-9' })).toEqual([row]);
       expect(await store.occurrences('p', { runId: 'run-0' })).toEqual([]);
+      expect(await store.occurrences('p', { dueAt })).toEqual([row]);
+      expect(await store.occurrences('p', { dueAt: '2026-01-01T07:00:00.000Z' })).toEqual([]);
       expect(await store.occurrences('q')).toMatchObject([{ outcome: 'missed', note: 'no worker was up', runId: null }]);
     });
 

@@ -293,8 +293,8 @@ export interface StateStore {
   claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<boolean>;
   /** What became of a claimed occurrence: its outcome, and the run and note when given (else they stay). */
   settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void>;
-  /** The pipeline's occurrences, the latest first (at most `limit`), or the one that took run `runId`. */
-  occurrences(pipeline: string, options?: { limit?: number; runId?: string }): Promise<OccurrenceRecord[]>;
+  /** The pipeline's occurrences, the latest first (at most `limit`); or those that took run `runId`; or the one due at `dueAt`. */
+  occurrences(pipeline: string, options?: { limit?: number; runId?: string; dueAt?: string }): Promise<OccurrenceRecord[]>;
   /**
    * Forgets the pipeline's oldest occurrences that took no run (skipped, missed, failed), keeping the latest `keep` of
    * them: a schedule of seconds would otherwise grow the table without end. The ones with runs stay with their runs.

@@ -94,6 +94,8 @@ export function stateStatements(s: string) {
     occurrences: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
     /** The occurrence that started or resumed a run. */
     occurrenceOfRun: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 AND run_id = $2 ORDER BY due_at DESC`,
+    /** The occurrence due at a time. */
+    occurrenceAt: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 AND due_at = $2`,
     /** The oldest occurrences that took no run go, but the latest $2 of them. */
     pruneOccurrences: `DELETE FROM ${s}.occurrences WHERE pipeline = $1 AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
       AND due_at <= (SELECT due_at FROM ${s}.occurrences WHERE pipeline = $1 AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')

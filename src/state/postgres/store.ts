@@ -297,8 +297,14 @@ class PostgresStore implements PostgresStateStore {
     await this.#query(this.#sql.settleOccurrence, [pipeline, dueAt, settled.outcome, settled.runId !== undefined, settled.runId ?? null, settled.note !== undefined, settled.note ?? null]);
   }
 
-  async occurrences(pipeline: string, options: { limit?: number; runId?: string } = {}): Promise<OccurrenceRecord[]> {
-    const rows = options.runId === undefined ? await this.#query(this.#sql.occurrences, [pipeline, options.limit ?? null]) : await this.#query(this.#sql.occurrenceOfRun, [pipeline, options.runId]);
+  async occurrences(pipeline: string, options: { limit?: number; runId?: string; dueAt?: string } = {}): Promise<OccurrenceRecord[]> {
+    const sql = this.#sql;
+    const rows =
+      options.dueAt !== undefined
+        ? await this.#query(sql.occurrenceAt, [pipeline, options.dueAt])
+        : options.runId !== undefined
+          ? await this.#query(sql.occurrenceOfRun, [pipeline, options.runId])
+          : await this.#query(sql.occurrences, [pipeline, options.limit ?? null]);
     return rows.map(occurrenceRecordFrom);
   }
 

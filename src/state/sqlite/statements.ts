@@ -58,6 +58,7 @@ export function stateStatements(db: Database.Database) {
     ),
     occurrences: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? ORDER BY due_at DESC LIMIT ?`),
     occurrenceOfRun: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND run_id = ? ORDER BY due_at DESC`),
+    occurrenceAt: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND due_at = ?`),
     pruneOccurrences: db.prepare(`
       DELETE FROM occurrences WHERE pipeline = @pipeline AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
         AND due_at <= (SELECT due_at FROM occurrences WHERE pipeline = @pipeline AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')

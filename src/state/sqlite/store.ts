@@ -141,8 +141,13 @@ export function openStateStore(db: Database.Database) {
         note: settled.note ?? null,
       });
     },
-    occurrences(pipeline: string, options: { limit?: number; runId?: string } = {}): OccurrenceRecord[] {
-      const rows = options.runId === undefined ? statements.occurrences.all(pipeline, options.limit ?? -1) : statements.occurrenceOfRun.all(pipeline, options.runId);
+    occurrences(pipeline: string, options: { limit?: number; runId?: string; dueAt?: string } = {}): OccurrenceRecord[] {
+      const rows =
+        options.dueAt !== undefined
+          ? statements.occurrenceAt.all(pipeline, new Date(options.dueAt).toISOString())
+          : options.runId !== undefined
+            ? statements.occurrenceOfRun.all(pipeline, options.runId)
+            : statements.occurrences.all(pipeline, options.limit ?? -1);
       return (rows as Record<string, unknown>[]).map(occurrenceRecordFrom);
     },
     pruneOccurrences(pipeline: string, keep: number): void {
