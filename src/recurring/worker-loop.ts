@@ -170,7 +170,7 @@ export class WorkerLoop {
         settled = this.#attempt(async () => {
           const resumedNote = `run ${runId} was unfinished: resumed`;
           await store.settleOccurrence(this.#name, dueAt, { outcome, runId, ...(resumed ? { note: note ? `${note}; ${resumedNote}` : resumedNote } : {}) });
-          this.#say({ dueAt, outcome, runId, message: resumed ? `resumed unfinished run ${runId}` : `started run ${runId}` });
+          this.#say({ dueAt, outcome, runId, message: resumed ? `run ${runId}, unfinished, taken up again` : `run ${runId}` });
         }).then(() => undefined);
       },
       onEnd: async (outcome) => {
