@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { inZone, occurrencesOf } from '../src/recurring/occurrences.ts';
 import type { RunTake } from '../src/recurring/run-take.ts';
 import { scheduleSchema } from '../src/recurring/schedule-config.ts';
-import { type Launch, type LaunchOutcome, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
+import { type ClaimStore, type Launch, type LaunchOutcome, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
 import { virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
 import { UNFINISHED } from '../src/state/interfaces.ts';
 import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/state-store.ts';
@@ -60,7 +60,7 @@ interface Fleet {
   launches: { worker: string; take: RunTake; at: number }[];
   news: ScheduleNews[];
   /** Starts a worker's loop; `stop()` stops it, and resolves once its runs are over. */
-  worker(name: string, options?: { schedule?: Record<string, unknown>; shared?: boolean; launch?: Launch }): { stop(): Promise<void> };
+  worker(name: string, options?: { schedule?: Record<string, unknown>; shared?: boolean; launch?: Launch; store?: ClaimStore }): { stop(): Promise<void> };
 }
 
 const dirs: string[] = [];
@@ -101,11 +101,11 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
     store,
     launches,
     news,
-    worker(name, { schedule = { cron: '0 * * * *' }, shared = false, launch } = {}) {
+    worker(name, { schedule = { cron: '0 * * * *' }, shared = false, launch, store: claims = store } = {}) {
       const stop = new AbortController();
       const loop = new WorkerLoop({
         pipeline: { name: 'p', schedule: scheduleSchema.parse(schedule), shared },
-        store,
+        store: claims,
         launch: launch ?? standIn(name, stop.signal),
         worker: name,
         stop: stop.signal,
@@ -297,6 +297,39 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
       ['failed', 'Invalid pipeline: rate.concurrency must be positive'],
       ['started', null],
     ]);
+  });
+
+  it("a claim whose answer was lost is read back: the row says it is this worker's, and its run starts; another's is left to it", async () => {
+    const f = fleet();
+    let lost = 0;
+    // The insert reaches the store, its answer does not (a connection cut on the way back).
+    const flaky: ClaimStore = {
+      ...f.store,
+      claimOccurrence: async (claim) => {
+        await f.store.claimOccurrence(claim);
+        lost += 1;
+        throw new Error('Connection terminated unexpectedly');
+      },
+    };
+    const worker = f.worker('w1', { store: flaky });
+    await until(f, T0 + HOUR + 30 * MINUTE);
+    await worker.stop();
+    expect(lost).toBe(1);
+    expect(await occurrences(f)).toEqual([{ due: 60, outcome: 'started', runId: 'run-1' }]);
+    // Another worker's claim, found the same way (it took the row first), is not taken for this one's.
+    const beaten: ClaimStore = {
+      ...f.store,
+      claimOccurrence: async (claim) => {
+        await f.store.claimOccurrence({ ...claim, worker: 'w2' });
+        await f.store.claimOccurrence(claim);
+        throw new Error('Connection terminated unexpectedly');
+      },
+    };
+    const second = f.worker('w1', { store: beaten });
+    await until(f, T0 + 2 * HOUR + 30 * MINUTE);
+    await second.stop();
+    expect(f.launches).toHaveLength(1);
+    expect((await f.store.occurrences('p', { limit: 1 }))[0]).toMatchObject({ outcome: 'claimed', worker: 'w2' });
   });
 
   it('stopping waits for the run at work, which hears the stop; no new run is taken after it', async () => {
