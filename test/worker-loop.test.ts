@@ -13,7 +13,10 @@ import { type ClaimStore, type Launch, type LaunchOutcome, MOST_DUE_AT_ONCE, typ
 import { virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
 import { UNFINISHED } from '../src/state/interfaces.ts';
 import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/state-store.ts';
-import { definePipeline, normalize, searchPages, toSqlite } from '../src/index.ts';
+import { definePipeline, normalize, RunAtWorkError, RunEndedError, searchPages, toPostgres, toSqlite } from '../src/index.ts';
+import { rejection, simulator } from './helpers.ts';
+import { describePostgres, testDatabase } from './pg.ts';
+import { runOn, workdir } from './pipeline-helpers.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -350,5 +353,59 @@ describe('the schedule field', () => {
     expect(() => definePipeline({ ...base, schedule: { cron: '61 * * * *' } })).toThrow(/schedule\.cron: must be a cron pattern/);
     expect(() => definePipeline({ ...base, schedule: { cron: '0 6 * * *', timezone: 'Mars/Olympus' } })).toThrow(/schedule\.timezone: must be an IANA time zone/);
     expect(() => definePipeline({ ...base, schedule: { cron: '0 6 * * *', missed: 'all' as 'once' } })).toThrow(/schedule\.missed/);
+  });
+});
+
+describe('run() as a scheduled occurrence takes it (RunTake)', () => {
+  const pipeline = (path: string) =>
+    definePipeline({ name: 'taken', source: searchPages({ queries: ['a', 'b'], countries: ['us'], maxPages: 2 }), stages: [normalize()], sinks: [toSqlite({ path })] });
+
+  it('continue: the named run resumed while it is the unfinished one; nothing at all once it has ended or is not the latest', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const stop = new AbortController();
+    stop.abort('test');
+    // A run stopped before it began: unfinished.
+    const stopped = await runOn(sim, pipeline(dir.path('out.sqlite')), { signal: stop.signal });
+    expect(stopped.status).toBe('interrupted');
+    const requests = sim.stats().requests;
+    const other = await rejection(runOn(sim, pipeline(dir.path('out.sqlite')), { take: { kind: 'continue', runId: 'run-x' } }));
+    expect(other).toBeInstanceOf(RunEndedError);
+    expect(other.message).toMatch(/run run-x of pipeline "taken" is no longer the pipeline's latest \(\S+ is\): nothing to join or resume/);
+    expect(sim.stats().requests).toBe(requests);
+    const resumed = await runOn(sim, pipeline(dir.path('out.sqlite')), { take: { kind: 'continue', runId: stopped.runId } });
+    expect(resumed).toMatchObject({ runId: stopped.runId, status: 'completed' });
+    const ended = await rejection(runOn(sim, pipeline(dir.path('out.sqlite')), { take: { kind: 'continue', runId: stopped.runId } }));
+    expect(ended).toBeInstanceOf(RunEndedError);
+    expect(ended.message).toMatch(/ended \(completed\): nothing to join or resume/);
+    // start: a new run, as a plain invocation.
+    const started = await runOn(sim, pipeline(dir.path('out.sqlite')), { take: { kind: 'start' } });
+    expect(started.runId).not.toBe(stopped.runId);
+  });
+});
+
+describePostgres('run() as a scheduled occurrence takes a distributed run (RunTake)', () => {
+  it('start: refused while the run has workers at work (the occurrence is skipped, not a second start of it)', async () => {
+    await using sim = await simulator();
+    const db = await testDatabase();
+    try {
+      const pipeline = definePipeline({
+        name: 'shared',
+        source: searchPages({ queries: ['a', 'b', 'c'], countries: ['us'], maxPages: 2 }),
+        stages: [normalize()],
+        sinks: [toPostgres({ url: db.url, table: 'results' })],
+        state: { url: db.url },
+      });
+      const gate = sim.park();
+      const working = runOn(sim, pipeline);
+      await gate.reached(1);
+      const refused = await rejection(runOn(sim, pipeline, { take: { kind: 'start' } }));
+      expect(refused).toBeInstanceOf(RunAtWorkError);
+      expect(refused.message).toMatch(/^run \S+ of pipeline "shared" is at work: a scheduled occurrence does not start another while it is$/);
+      gate.release();
+      expect((await working).status).toBe('completed');
+    } finally {
+      await db.drop();
+    }
   });
 });
