@@ -226,6 +226,9 @@ describePostgres('webdata-etl worker with the state in PostgreSQL', () => {
       const status = JSON.parse((await cli(['status', file, '--json'], { cwd: dir.dir })).stdout);
       expect(status.schedule).toMatchObject({ cron: '*/3 * * * * *', timezone: 'UTC', missed: 'once', next: expect.any(String) });
       expect(status.schedule.occurrences.length).toBeGreaterThanOrEqual(3);
+      const text = (await cli(['status', file], { cwd: dir.dir })).stdout;
+      expect(text).toMatch(/^schedule: "\*\/3 \* \* \* \* \*" in UTC \(missed: once\); next due \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \+00:00$/m);
+      expect(text).toMatch(/^occurrences, latest first:\n {2}\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \+00:00 {2}(started|skipped|resumed) /m);
     } finally {
       await db.drop();
       await alone.drop();

@@ -129,7 +129,10 @@ export class WorkerLoop {
     const current = due.at(-1);
     if (current !== undefined) await this.#due(current, due.slice(0, -1), { now, watchingSince, more, since: latest?.dueAt });
     // Another worker claimed the latest before this one looked: a distributed pipeline's run is joined all the same.
-    else if (latest && this.#options.pipeline.shared && after > this.#followed && after >= watchingSince && now - after <= LATE_AFTER_MS && !this.#current) this.#follow(after);
+    else if (latest && this.#options.pipeline.shared && !this.#current) {
+      const fresh = after > this.#followed && after >= watchingSince && now - after <= LATE_AFTER_MS;
+      if (fresh) this.#follow(after);
+    }
     // A claim of another worker's may lie ahead of this clock (its clock is ahead): the next is after both.
     return this.#occurrences.next(Math.max(now, current ?? after));
   }
