@@ -1,7 +1,7 @@
 // Every error class of webdata-etl, in one home, one to a file, all extending WebDataEtlError: the API's failures
 // (WebDataError and its classes), bad input (ValidationError, UsageError), and a run's own (StageContractError,
-// RunLifecycleError, OutputError, LeaseHeldError, RunAtWorkError, RunEndedError, UnstorablePageError, HeapLimitError; SeriesLostError and
-// WorkerExpiredError in a distributed run).
+// RunLifecycleError, OutputError, LeaseHeldError, UnstorablePageError, HeapLimitError; SeriesLostError and
+// WorkerExpiredError in a distributed run; RunAtWorkError and RunEndedError for a scheduled occurrence's run).
 export { WebDataEtlError } from './web-data-etl-error.ts';
 export { WebDataError, type FailureKind, type WebDataErrorDetails } from './web-data-error.ts';
 // Failures the server answered with a status: each class says how a caller should react to it.

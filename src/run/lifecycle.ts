@@ -19,7 +19,6 @@ export interface LifecycleOptions {
   take?: RunTake | undefined;
 }
 
-
 /**
  * Refuses what a scheduled invocation may not take (`RunTake`), before anything changes: `latest` is the pipeline's
  * latest run, `atWork` whether it has workers at work (a distributed run that this invocation would otherwise join).
