@@ -64,6 +64,8 @@ export {
   RunLifecycleError,
   OutputError,
   LeaseHeldError,
+  RunAtWorkError,
+  RunEndedError,
   UnstorablePageError,
   HeapLimitError,
   SeriesLostError,

@@ -31,6 +31,8 @@ describe('the error classes', () => {
       new errors.UsageError('no file'),
       new errors.OutputError('full', 'the disk is full', undefined),
       new errors.LeaseHeldError('held', { pipeline: 'p', pid: 1, host: 'h', since: 'now' }),
+      new errors.RunAtWorkError('at work', 'run-1'),
+      new errors.RunEndedError('ended', 'run-1'),
       new errors.HeapLimitError('the run used up its heap'),
       new errors.WorkerExpiredError('presumed dead'),
       new errors.SeriesLostError('s1', 'taken over'),

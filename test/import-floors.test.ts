@@ -29,6 +29,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['distributed/'],
   ['analytics/'],
   ['notify/'],
+  ['recurring/'],
   ['config/'],
   ['run/'],
   ['report/'],

@@ -25,7 +25,7 @@ describe('the package root and its subpaths, from the built package', () => {
     expect(names).toEqual(
       [
         'AbortedError', 'AuthenticationError', 'BadRequestError', 'EXIT', 'HeapLimitError', 'LeaseHeldError', 'MalformedResponseError', 'NetworkError',
-        'OutputError', 'PlanError', 'RateLimitError', 'RunLifecycleError', 'SeriesLostError', 'ServerError', 'StageContractError', 'TimeoutError',
+        'OutputError', 'PlanError', 'RateLimitError', 'RunAtWorkError', 'RunEndedError', 'RunLifecycleError', 'SeriesLostError', 'ServerError', 'StageContractError', 'TimeoutError',
         'UnexpectedStatusError', 'UnstorablePageError', 'UsageError', 'VERSION', 'ValidationError', 'WebDataError', 'WebDataEtlError', 'WorkerExpiredError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
         'definePipeline', 'defineSource', 'paginators', 'endpointPages', 'filterItems', 'items', 'mapItems', 'normalize', 'notificationSchema', 'pipe', 'pipelineFromConfig', 'run',
         'runFromCommandLine', 'searchPages', 'stream', 'toCsv', 'toJsonl', 'toPostgres', 'toSqlite', 'verifyWebhookSignature',

@@ -373,6 +373,49 @@ for (const implementation of implementations) {
       expect((await store.pendingNotifications('p', 10)).map((n) => [n.invocation, n.webhook])).toEqual([[2, 'w1']]);
       expect(await opened?.count('notifications')).toBe(3);
     });
+
+    it('claims a scheduled occurrence once, whoever asks and however many at once; settles it; finds it by its run', async () => {
+      const store = await open();
+      const dueAt = '2026-01-01T06:00:00.000Z';
+      // Ten workers claim the same occurrence together: one holds it.
+      const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => store.claimOccurrence({ pipeline: 'p', dueAt, outcome: 'claimed', worker: `w${i}` })));
+      expect(claims.filter(Boolean)).toHaveLength(1);
+      const winner = `w${claims.indexOf(true)}`;
+      // Another pipeline's occurrence at the same time is its own.
+      expect(await store.claimOccurrence({ pipeline: 'q', dueAt, outcome: 'missed', worker: 'w0', note: 'no worker was up' })).toBe(true);
+      await store.settleOccurrence('p', dueAt, { outcome: 'started', runId: 'run-9' });
+      // Settled again without a run or a note: both stay.
+      await store.settleOccurrence('p', dueAt, { outcome: 'resumed' });
+      const [row] = await store.occurrences('p');
+      expect(row).toMatchObject({ pipeline: 'p', dueAt, outcome: 'resumed', runId: 'run-9', worker: winner, note: null });
+      expect(Date.parse(row?.claimedAt ?? '')).not.toBeNaN();
+      expect(await store.occurrences('p', { runId: 'run-9' })).toEqual([row]);
+      expect(await store.occurrences('p', { runId: 'run-0' })).toEqual([]);
+      expect(await store.occurrences('p', { dueAt })).toEqual([row]);
+      expect(await store.occurrences('p', { dueAt: '2026-01-01T07:00:00.000Z' })).toEqual([]);
+      expect(await store.occurrences('q')).toMatchObject([{ outcome: 'missed', note: 'no worker was up', runId: null }]);
+    });
+
+    it('lists occurrences latest first, and prunes the oldest that took no run, keeping those with runs', async () => {
+      const store = await open();
+      const at = (minute: number) => new Date(Date.UTC(2026, 0, 1, 6, minute)).toISOString();
+      for (let minute = 0; minute < 6; minute++) {
+        const ran = minute === 1 || minute === 4;
+        await store.claimOccurrence({ pipeline: 'p', dueAt: at(minute), outcome: ran ? 'started' : 'skipped', worker: 'w' });
+        if (ran) await store.settleOccurrence('p', at(minute), { outcome: 'started', runId: `run-${minute}` });
+      }
+      expect((await store.occurrences('p', { limit: 2 })).map((o) => o.dueAt)).toEqual([at(5), at(4)]);
+      await store.pruneOccurrences('p', 2);
+      expect((await store.occurrences('p')).map((o) => [o.dueAt, o.outcome])).toEqual([
+        [at(5), 'skipped'],
+        [at(4), 'started'],
+        [at(3), 'skipped'],
+        [at(1), 'started'],
+      ]);
+      // Fewer than `keep`: nothing goes.
+      await store.pruneOccurrences('p', 10);
+      expect(await store.occurrences('p')).toHaveLength(4);
+    });
   });
 }
 

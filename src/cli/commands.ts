@@ -5,8 +5,10 @@ import { reportCommand } from './report-command.ts';
 import { EXIT, reportFailure } from '../run/exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
+import { schedulesCommand } from './schedules-command.ts';
 import { statusCommand } from './status-command.ts';
 import { simulate } from './simulate.ts';
+import { workerCommand } from './worker-command.ts';
 import { UsageError } from '../errors/usage-error.ts';
 
 const help = `Usage: webdata-etl <command> [options]
@@ -15,9 +17,11 @@ Harvests the Structured Public Web Data API into SQLite tables and CSV files.
 
 Commands:
   run <pipeline>        run a pipeline (.ts/.js module or .json config); resumes an interrupted run
+  worker <pipelines…>   a long-lived process that runs each pipeline when its schedule says
+  schedules <files…>    the next occurrences of each pipeline's schedule
   estimate <pipeline>   worst-case requests and credits, before anything is spent
-  runs <pipeline|db>    the history of a pipeline's runs
-  status <pipeline>     a distributed run's progress and workers (state in PostgreSQL)
+  runs <pipeline|db>    the history of a pipeline's runs, and its skipped and missed occurrences
+  status <pipeline>     a distributed run's progress and workers, and its schedule's occurrences (state in PostgreSQL)
   export <db>           analytics reports and items as CSV, JSON Lines or Parquet
   report <db>           one self-contained HTML page with charts
   simulate              run the local API simulator
@@ -33,6 +37,8 @@ Exit codes: 0 finished, 1 unexpected, 2 invalid configuration or usage, 3 authen
 
 const commands: Record<string, (args: string[]) => Promise<number>> = {
   run: runCommand,
+  worker: workerCommand,
+  schedules: schedulesCommand,
   estimate: estimateCommand,
   runs: runsCommand,
   status: statusCommand,

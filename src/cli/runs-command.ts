@@ -14,10 +14,13 @@ export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|stat
 
 Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, and why it stopped;
 and webhooks not (yet) told of a run's end (all notifications, delivered too, with --json).
+A scheduled pipeline's occurrences that made no run are listed among them in time order, by their due time and
+fate (skipped: its run was still at work; missed: no worker was up; failed: its run could not start), and a run
+an occurrence started names it (docs/schedules.md).
 Given a pipeline file, reads its state store; given a database, lists every pipeline's runs in it.
 
 Options:
-  --json                 one JSON object per run
+  --json                 one JSON object per run or occurrence
   --state <url>          the pipeline's state is in this PostgreSQL database (as for run; or WEBDATA_STATE_URL)
   --state-schema <name>  PostgreSQL: the schema of the run state (default webdata, or the pipeline's state.schema)
   --database-url <url>   a PostgreSQL state database, in place of the file argument
@@ -39,6 +42,16 @@ interface NotificationRow {
   attempts: number;
   error: string | null;
   updated_at: string;
+}
+
+/** An occurrence's columns as `runs` reads them. */
+interface OccurrenceRow {
+  pipeline: string;
+  due_at: string;
+  outcome: string;
+  run_id: string | null;
+  worker: string | null;
+  note: string | null;
 }
 
 interface RunRow {
@@ -88,12 +101,28 @@ export async function runsCommand(args: string[]): Promise<number> {
     if (!(await reader.exists('runs', 'state'))) return noRuns(values.json);
     const recorded = reader.dialect === POSTGRES ? 'created' : 'rowid';
     const notifications = await notificationsOf(reader, pipeline);
+    // A schedule's occurrences: few (those without a run are pruned to the latest thousand), read whole.
+    const occurrences = (await reader.exists('occurrences', 'state'))
+      ? ((await reader.all(`SELECT pipeline, due_at, outcome, run_id, worker, note FROM ${reader.name('occurrences', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY due_at`, pipeline ? [pipeline] : [])) as unknown as OccurrenceRow[])
+      : [];
+    const startedBy = new Map<string, OccurrenceRow>();
+    for (const occurrence of occurrences) if (occurrence.run_id !== null && !startedBy.has(occurrence.run_id)) startedBy.set(occurrence.run_id, occurrence);
+    const runless = occurrences.filter((occurrence) => occurrence.run_id === null);
+    const emit = (line: ReturnType<typeof describe> | ReturnType<typeof describeOccurrence>) => {
+      if (values.json) process.stdout.write(`${JSON.stringify(line)}\n`);
+      else table.push(cells(line));
+    };
+    // The occurrences that made no run, each before the first run that began after it was due.
+    const emitRunlessUntil = (at: number) => {
+      while (runless.length > 0 && Date.parse((runless[0] as OccurrenceRow).due_at) <= at) emit(describeOccurrence(runless.shift() as OccurrenceRow));
+    };
     const rows = reader.iterate(`SELECT ${SHOWN} FROM ${reader.name('runs', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, ${recorded}`, pipeline ? [pipeline] : []);
     for await (const row of rows) {
-      const run = describe(row as unknown as RunRow, notifications.get((row as unknown as RunRow).run_id) ?? []);
-      if (values.json) process.stdout.write(`${JSON.stringify(run)}\n`);
-      else table.push(cells(run));
+      const run = describe(row as unknown as RunRow, notifications.get((row as unknown as RunRow).run_id) ?? [], startedBy.get((row as unknown as RunRow).run_id));
+      emitRunlessUntil(Date.parse(run.startedAt));
+      emit(run);
     }
+    emitRunlessUntil(Number.POSITIVE_INFINITY);
   } finally {
     await reader.close();
   }
@@ -121,8 +150,18 @@ async function notificationsOf(reader: Reader, pipeline: string | undefined): Pr
   return byRun;
 }
 
-/** A run as `runs --json` gives it. */
-function describe(row: RunRow, notifications: readonly NotificationRow[]) {
+/** An occurrence, as `runs --json` gives it: when it was due and what became of it. */
+function occurrenceOf(row: OccurrenceRow) {
+  return { dueAt: new Date(row.due_at).toISOString(), outcome: row.outcome, note: row.note, worker: row.worker };
+}
+
+/** An occurrence that made no run, as `runs --json` gives it: its status is its fate. */
+function describeOccurrence(row: OccurrenceRow) {
+  return { runId: null, pipeline: row.pipeline, status: row.outcome, occurrence: occurrenceOf(row) };
+}
+
+/** A run as `runs --json` gives it; with the occurrence of its schedule that started it, if one did. */
+function describe(row: RunRow, notifications: readonly NotificationRow[], occurrence?: OccurrenceRow) {
   // Summaries of interrupted invocations may be partial: read every field as optional.
   const summary = row.summary ? (JSON.parse(row.summary) as Partial<RunSummary>) : undefined;
   return {
@@ -148,6 +187,7 @@ function describe(row: RunRow, notifications: readonly NotificationRow[]) {
       error: n.error,
       at: n.updated_at,
     })),
+    ...(occurrence ? { occurrence: occurrenceOf(occurrence) } : {}),
   };
 }
 
@@ -158,17 +198,30 @@ function notificationNote(notification: ReturnType<typeof describe>['notificatio
   return `webhook ${notification.webhook} failed after ${notification.attempts} attempt${notification.attempts === 1 ? '' : 's'}${notification.error ? ` (${notification.error})` : ''}`;
 }
 
-/** A run's line of the table. */
-function cells(run: ReturnType<typeof describe>): string[] {
+/** A run's line of the table, or an occurrence's that made none. */
+function cells(line: ReturnType<typeof describe> | ReturnType<typeof describeOccurrence>): string[] {
+  if (line.runId === null) {
+    const { occurrence } = line;
+    // Its time is when it was due.
+    return ['-', line.pipeline, line.status, shortTime(occurrence.dueAt), '', '', '', '', occurrence.note ?? ''];
+  }
+  const run = line as ReturnType<typeof describe>;
+  const scheduled = run.occurrence ? `scheduled ${shortTime(run.occurrence.dueAt)}${run.occurrence.note ? ` (${run.occurrence.note})` : ''}` : '';
+  const note = run.error ?? (run.invocations > 1 ? `${run.invocations} invocations` : '');
   return [
     run.runId,
     run.pipeline,
     run.reason ? `${run.status} (${run.reason})` : run.status,
-    run.startedAt.replace('T', ' ').slice(0, 19),
+    shortTime(run.startedAt),
     String(run.requests ?? ''),
     run.credits.spent === undefined ? '' : `${run.credits.spent}${run.credits.budget === null ? '' : `/${run.credits.budget}`}`,
     String(run.rows ?? ''),
     run.series ? `${run.series.completed}/${run.series.total}${run.series.failed ? ` (${run.series.failed} failed)` : ''}` : '',
-    [run.error ?? (run.invocations > 1 ? `${run.invocations} invocations` : ''), ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
+    [note, scheduled, ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
   ];
+}
+
+/** A time in the table: `2026-11-21 22:30:05`, UTC. */
+function shortTime(iso: string): string {
+  return iso.replace('T', ' ').slice(0, 19);
 }

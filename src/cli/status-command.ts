@@ -1,5 +1,7 @@
 import { parseArgs } from 'node:util';
-import { runStatus, type RunStatusReport } from '../distributed/status.ts';
+import { latestOccurrences, type OccurrenceStatus, runStatus, type RunStatusReport } from '../distributed/status.ts';
+import { inZone, occurrencesOf } from '../recurring/occurrences.ts';
+import type { Schedule } from '../recurring/schedule-config.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { openPool } from '../postgres/pools.ts';
 import { stateDatabase } from '../run/outputs.ts';
@@ -15,7 +17,9 @@ export const statusHelp = `Usage: webdata-etl status <pipeline.ts|pipeline.json>
 Where the pipeline's latest run stands and who works it: series ended of the plan's, pages, rows, credits
 against the budget, the shared rate, a run-wide stop, and each worker (id, host, pid, leader, the pages it
 committed, the credits it was charged — pages it paid for but never committed included —, seconds since its
-last heartbeat). The workers' pages add up to the run's, and so do their credits. For runs whose state is in PostgreSQL (a distributed run's); watch it with
+last heartbeat). The workers' pages add up to the run's, and so do their credits. A scheduled pipeline's
+schedule, its next occurrence, and what became of its latest ones (started, resumed, skipped, missed, failed:
+docs/schedules.md). For runs whose state is in PostgreSQL (a distributed run's); watch it with
 \`watch webdata-etl status …\`.
 
 Options:
@@ -47,22 +51,44 @@ export async function statusCommand(args: string[]): Promise<number> {
   }
   const pool = openPool(target, 1);
   let report: RunStatusReport | undefined;
+  let occurrences: OccurrenceStatus[] = [];
   try {
     const schema = stateSchema ?? pipeline.state.schema;
     report = await atDatabase(`the state store ${target.label}`, () => runStatus(pool, schema, pipeline.name, pipeline.source.plan().seriesCount));
+    if (pipeline.schedule) occurrences = await atDatabase(`the state store ${target.label}`, () => latestOccurrences(pool, schema, pipeline.name, SHOWN_OCCURRENCES));
   } finally {
     await pool.end();
   }
+  const schedule = pipeline.schedule ? scheduleReport(pipeline.schedule, occurrences) : undefined;
   if (values.json) {
-    process.stdout.write(`${JSON.stringify(report ?? null)}\n`);
+    // The run's report as it was (null before the first run), with the schedule's beside it when there is one.
+    process.stdout.write(`${JSON.stringify(schedule ? { ...(report ?? { runId: null }), schedule } : (report ?? null))}\n`);
     return EXIT.ok;
   }
-  if (!report) {
-    process.stderr.write(`pipeline "${pipeline.name}" has no runs yet\n`);
-    return EXIT.ok;
-  }
-  process.stdout.write(describe(pipeline.name, report));
+  if (!report) process.stderr.write(`pipeline "${pipeline.name}" has no runs yet\n`);
+  else process.stdout.write(describe(pipeline.name, report));
+  if (schedule) process.stdout.write(describeSchedule(schedule));
   return EXIT.ok;
+}
+
+/** How many of a schedule's latest occurrences `status` shows. */
+const SHOWN_OCCURRENCES = 10;
+
+/** The schedule, its next occurrence, and its latest ones. */
+function scheduleReport(schedule: Schedule, occurrences: OccurrenceStatus[]) {
+  const next = occurrencesOf(schedule).next(Date.now());
+  return { ...schedule, next: next === null ? null : new Date(next).toISOString(), occurrences };
+}
+
+function describeSchedule(schedule: ReturnType<typeof scheduleReport>): string {
+  const local = (iso: string) => inZone(Date.parse(iso), schedule.timezone);
+  const lines = [`schedule: "${schedule.cron}" in ${schedule.timezone} (missed: ${schedule.missed}); next due ${schedule.next === null ? 'never' : local(schedule.next)}`];
+  if (schedule.occurrences.length > 0) lines.push('occurrences, latest first:');
+  for (const o of schedule.occurrences) {
+    const what = [o.runId ? `run ${o.runId}` : '', o.note ?? ''].filter(Boolean).join('; ');
+    lines.push(`  ${local(o.dueAt)}  ${o.outcome.padEnd(8)}${what ? `  ${what}` : ''}`);
+  }
+  return `${lines.join('\n')}\n`;
 }
 
 function describe(pipeline: string, report: RunStatusReport): string {

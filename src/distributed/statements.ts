@@ -213,6 +213,10 @@ export function statusStatements(s: string) {
             extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
             ${workerAlive('$2', '$3')} AS alive, ${workerMayBeAlive('$2', '$3')} AS reconnecting
        FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
+    /** Whether the schema has a schedule's occurrences (one before its migration 6 has none): $1 the table's quoted name. */
+    occurrencesExist: `SELECT to_regclass($1) IS NOT NULL AS found`,
+    /** The pipeline's latest occurrences, latest first ($2 how many). */
+    occurrences: `SELECT due_at, outcome, run_id, worker, note FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
   } as const;
 }
 

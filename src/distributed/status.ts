@@ -95,3 +95,22 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
     })),
   };
 }
+
+/** A scheduled occurrence as `status` shows it. */
+export interface OccurrenceStatus {
+  dueAt: string;
+  outcome: string;
+  runId: string | null;
+  worker: string | null;
+  note: string | null;
+}
+
+/** The pipeline's latest `limit` occurrences, latest first (none before the schema had them). */
+export async function latestOccurrences(pool: Pool, schema: string, pipeline: string, limit: number): Promise<OccurrenceStatus[]> {
+  const s = quoteIdentifier(schema);
+  const sql = statusStatements(s);
+  const exists = (await pool.query<{ found: boolean }>(sql.occurrencesExist, [`${s}.occurrences`])).rows[0]?.found === true;
+  if (!exists) return [];
+  const { rows } = await pool.query<{ due_at: Date; outcome: string; run_id: string | null; worker: string | null; note: string | null }>(sql.occurrences, [pipeline, limit]);
+  return rows.map((row) => ({ dueAt: row.due_at.toISOString(), outcome: row.outcome, runId: row.run_id, worker: row.worker, note: row.note }));
+}

@@ -1,7 +1,7 @@
 // Every error class of webdata-etl, in one home, one to a file, all extending WebDataEtlError: the API's failures
 // (WebDataError and its classes), bad input (ValidationError, UsageError), and a run's own (StageContractError,
 // RunLifecycleError, OutputError, LeaseHeldError, UnstorablePageError, HeapLimitError; SeriesLostError and
-// WorkerExpiredError in a distributed run).
+// WorkerExpiredError in a distributed run; RunAtWorkError and RunEndedError for a scheduled occurrence's run).
 export { WebDataEtlError } from './web-data-etl-error.ts';
 export { WebDataError, type FailureKind, type WebDataErrorDetails } from './web-data-error.ts';
 // Failures the server answered with a status: each class says how a caller should react to it.
@@ -24,6 +24,8 @@ export { StageContractError } from './stage-contract-error.ts';
 export { RunLifecycleError } from './run-lifecycle-error.ts';
 export { OutputError, type OutputProblem } from './output-error.ts';
 export { LeaseHeldError, type LeaseHolder } from './lease-held-error.ts';
+export { RunAtWorkError } from './run-at-work-error.ts';
+export { RunEndedError } from './run-ended-error.ts';
 export { UnstorablePageError } from './unstorable-page-error.ts';
 export { HeapLimitError } from './heap-limit-error.ts';
 export { SeriesLostError } from './series-lost-error.ts';

@@ -37,7 +37,7 @@ export function exitCodeFor(outcome: { summary?: RunSummary | undefined; error?:
     const name = (error as { name?: string }).name ?? '';
     // By name, not instanceof: a pipeline file may import the built package while the CLI runs from source.
     if (USAGE_ERRORS.has(name) || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) codes.add(EXIT.usage);
-    else if (name === 'LeaseHeldError') codes.add(EXIT.tryLater);
+    else if (name === 'LeaseHeldError' || name === 'RunAtWorkError') codes.add(EXIT.tryLater);
     else if (name === 'OutputError') codes.add(USAGE_OUTPUT_PROBLEMS.has(String((error as { problem?: unknown }).problem)) ? EXIT.usage : EXIT.tryLater);
     else codes.add(EXIT.unexpected);
   }

@@ -1,7 +1,10 @@
 import { type RunRecord, UNFINISHED } from '../state/interfaces.ts';
+import { RunAtWorkError } from '../errors/run-at-work-error.ts';
+import { RunEndedError } from '../errors/run-ended-error.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { type Budget, budgetSchema } from '../schedule/budget.ts';
+import type { RunTake } from '../recurring/run-take.ts';
 import { describeChange } from './describe-change.ts';
 import { checkResumeTerms, type RunTerms } from './run-terms.ts';
 
@@ -12,6 +15,24 @@ export interface LifecycleOptions {
   resume?: boolean | undefined;
   /** With `resume`: the run's new total credit cap. */
   budget?: Budget | undefined;
+  /** What a scheduled occurrence's invocation may take (`webdata-etl worker`): see `RunTake` (recurring/run-take.ts). */
+  take?: RunTake | undefined;
+}
+
+/**
+ * Refuses what a scheduled invocation may not take (`RunTake`), before anything changes: `latest` is the pipeline's
+ * latest run, `atWork` whether it has workers at work (a distributed run that this invocation would otherwise join).
+ */
+export function checkTake(take: RunTake | undefined, pipeline: string, latest: RunRecord | undefined, atWork: boolean): void {
+  if (take === undefined) return;
+  if (take.kind === 'start') {
+    if (latest && atWork) throw new RunAtWorkError(`run ${latest.runId} of pipeline "${pipeline}" is at work: a scheduled occurrence does not start another while it is`, latest.runId);
+    return;
+  }
+  if (latest?.runId !== take.runId || !UNFINISHED.has(latest.status)) {
+    const now = latest?.runId === take.runId ? `ended (${latest.status})` : latest ? `is no longer the pipeline's latest (${latest.runId} is)` : 'is not on record';
+    throw new RunEndedError(`run ${take.runId} of pipeline "${pipeline}" ${now}: nothing to join or resume`, take.runId);
+  }
 }
 
 export type Decision =

@@ -17,7 +17,7 @@ import type { ChangesTable } from '../notify/digest.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
 import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from '../config/define.ts';
-import { type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
+import { checkTake, type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
 import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
 import { checkJoinTerms, runTerms } from './run-terms.ts';
 
@@ -62,6 +62,8 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   const planPrint = fingerprint(plan.fingerprint);
   const latest = await store.latestRun(pipeline.name);
   const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0;
+  // A scheduled occurrence's invocation starts a run or works a given one, never both (`RunTake`).
+  checkTake(options.take, pipeline.name, latest, joining);
   if (joining && options.fresh) {
     throw new RunLifecycleError(`run ${latest.runId} of pipeline "${pipeline.name}" has workers at work: stop them (Ctrl-C, or SIGTERM) before starting it afresh`);
   }

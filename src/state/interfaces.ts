@@ -250,6 +250,28 @@ export interface NotificationRecord {
 /** Which notification: a run's end, for one webhook. */
 export type NotificationKey = Pick<NotificationRecord, 'runId' | 'invocation' | 'webhook'>;
 
+/**
+ * What became of a scheduled occurrence (docs/schedules.md): `claimed` by a worker that has not said more yet (one
+ * that died before its run began stays so); `started` a run, or `resumed` the pipeline's unfinished one; `skipped`,
+ * due while the pipeline's run was still at work; `missed`, due while no worker was up (and not caught up); `failed`
+ * to start a run (the note says why).
+ */
+export type OccurrenceOutcome = 'claimed' | 'started' | 'resumed' | 'skipped' | 'missed' | 'failed';
+
+/** A scheduled occurrence of a pipeline, as its claim records it: one row per (pipeline, due time), whoever claimed it. */
+export interface OccurrenceRecord {
+  pipeline: string;
+  /** When it was due, as the schedule computes it (ISO 8601, UTC): the claim's key. */
+  dueAt: string;
+  outcome: OccurrenceOutcome;
+  /** The run it started or resumed. */
+  runId: string | null;
+  /** The worker that claimed it. */
+  worker: string | null;
+  claimedAt: string;
+  note: string | null;
+}
+
 /** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
 export interface StateStore {
   /** Where it lives (a file, or a database URL without its password). */
@@ -314,4 +336,18 @@ export interface StateStore {
   settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): Promise<void>;
   /** The pipeline's notifications still pending (a process ended before delivering them), oldest first, at most `limit`. */
   pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]>;
+  /**
+   * Claims a scheduled occurrence (docs/design.md#schedules): true for the one caller whose row it is, false for every
+   * other, whatever the number of workers; a claim is never taken over.
+   */
+  claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<boolean>;
+  /** What became of a claimed occurrence: its outcome, and the run and note when given (else they stay). */
+  settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void>;
+  /** The pipeline's occurrences, the latest first (at most `limit`); or those that took run `runId`; or the one due at `dueAt`. */
+  occurrences(pipeline: string, options?: { limit?: number; runId?: string; dueAt?: string }): Promise<OccurrenceRecord[]>;
+  /**
+   * Forgets the pipeline's oldest occurrences that took no run (skipped, missed, failed), keeping the latest `keep` of
+   * them: a schedule of seconds would otherwise grow the table without end. The ones with runs stay with their runs.
+   */
+  pruneOccurrences(pipeline: string, keep: number): Promise<void>;
 }

@@ -1,4 +1,4 @@
-import type { JournalEntry, NotificationRecord, RunRecord, SeriesIdentity, SeriesProgress } from './interfaces.ts';
+import type { JournalEntry, NotificationRecord, OccurrenceOutcome, OccurrenceRecord, RunRecord, SeriesIdentity, SeriesProgress } from './interfaces.ts';
 import { applyStateChanges } from './state-changes.ts';
 
 /*
@@ -22,6 +22,19 @@ export function runRecordFrom(row: Record<string, unknown>): RunRecord {
     summary: row.summary ? (JSON.parse(row.summary as string) as Record<string, unknown>) : null,
     error: (row.error as string | null) ?? null,
     invocations: row.invocations as number,
+  };
+}
+
+export function occurrenceRecordFrom(row: Record<string, unknown>): OccurrenceRecord {
+  return {
+    pipeline: row.pipeline as string,
+    // SQLite keeps the ISO text it was given; PostgreSQL's timestamptz comes as a Date.
+    dueAt: new Date(iso(row.due_at) as string).toISOString(),
+    outcome: row.outcome as OccurrenceOutcome,
+    runId: (row.run_id as string | null) ?? null,
+    worker: (row.worker as string | null) ?? null,
+    claimedAt: new Date(iso(row.claimed_at) as string).toISOString(),
+    note: (row.note as string | null) ?? null,
   };
 }
 

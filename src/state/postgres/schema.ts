@@ -176,6 +176,21 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
     );
     CREATE INDEX notifications_pending ON ${s}.notifications (pipeline, created_at) WHERE status = 'pending';
   `,
+  // 7: a schedule's occurrences, one row per (pipeline, due time), each claimed once by one worker of the fleet
+  // (docs/design.md#schedules).
+  (s) => `
+    CREATE TABLE ${s}.occurrences (
+      pipeline text NOT NULL,
+      due_at timestamptz NOT NULL,
+      outcome text NOT NULL,
+      run_id text,
+      worker text,
+      claimed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+      note text,
+      PRIMARY KEY (pipeline, due_at)
+    );
+    CREATE INDEX occurrences_run ON ${s}.occurrences (run_id) WHERE run_id IS NOT NULL;
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */

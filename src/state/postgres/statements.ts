@@ -99,5 +99,20 @@ export function stateStatements(s: string) {
     takeLease: `INSERT INTO ${s}.leases (pipeline, holder, pid, host, acquired_at) VALUES ($1, $2, $3, $4, now())
       ON CONFLICT (pipeline) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, host = excluded.host, acquired_at = excluded.acquired_at`,
     giveLease: `DELETE FROM ${s}.leases WHERE pipeline = $1 AND holder = $2`,
+    /** A scheduled occurrence, claimed once: the caller whose insert took gets its row back, every other none. */
+    claimOccurrence: `INSERT INTO ${s}.occurrences (pipeline, due_at, outcome, worker, note) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING due_at`,
+    /** What became of it: the run and the note kept when not given ($4, $6 say whether they are). */
+    settleOccurrence: `UPDATE ${s}.occurrences SET outcome = $3, run_id = CASE WHEN $4 THEN $5 ELSE run_id END, note = CASE WHEN $6 THEN $7 ELSE note END
+      WHERE pipeline = $1 AND due_at = $2`,
+    /** The pipeline's occurrences, the latest first ($2: how many; null, all). */
+    occurrences: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
+    /** The occurrence that started or resumed a run. */
+    occurrenceOfRun: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 AND run_id = $2 ORDER BY due_at DESC`,
+    /** The occurrence due at a time. */
+    occurrenceAt: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 AND due_at = $2`,
+    /** The oldest occurrences that took no run go, but the latest $2 of them. */
+    pruneOccurrences: `DELETE FROM ${s}.occurrences WHERE pipeline = $1 AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
+      AND due_at <= (SELECT due_at FROM ${s}.occurrences WHERE pipeline = $1 AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
+                     ORDER BY due_at DESC LIMIT 1 OFFSET $2)`,
   } as const;
 }

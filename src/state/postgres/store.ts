@@ -9,6 +9,8 @@ import type {
   Lease,
   NotificationKey,
   NotificationRecord,
+  OccurrenceOutcome,
+  OccurrenceRecord,
   PageCommit,
   RunRecord,
   SeenKeyStore,
@@ -22,7 +24,7 @@ import type {
   StateStore,
 } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
-import { failedSeriesFrom, journalEntryFrom, notificationFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { failedSeriesFrom, journalEntryFrom, notificationFrom, occurrenceRecordFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 import { leasePipeline } from './lease.ts';
 import { migrate } from './schema.ts';
 import { insertSpend, pageStatement } from './page-statement.ts';
@@ -306,6 +308,36 @@ class PostgresStore implements PostgresStateStore {
 
   async pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]> {
     return (await this.#query(this.#sql.pendingNotifications, [pipeline, limit])).map(notificationFrom);
+  }
+
+  async claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<boolean> {
+    // Tried again only when the statement never reached the server: a lost answer may hide a claim that took, and
+    // claiming again would then answer false to the claimant itself. A claim left unanswered stays `claimed`.
+    const { rowCount } = await retrying(
+      this.#where,
+      () => this.pool.query(this.#sql.claimOccurrence, [claim.pipeline, claim.dueAt, claim.outcome, claim.worker, claim.note ?? null].map(storable)),
+      { idempotent: false },
+    );
+    return rowCount === 1;
+  }
+
+  async settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void> {
+    await this.#query(this.#sql.settleOccurrence, [pipeline, dueAt, settled.outcome, settled.runId !== undefined, settled.runId ?? null, settled.note !== undefined, settled.note ?? null]);
+  }
+
+  async occurrences(pipeline: string, options: { limit?: number; runId?: string; dueAt?: string } = {}): Promise<OccurrenceRecord[]> {
+    const sql = this.#sql;
+    const rows =
+      options.dueAt !== undefined
+        ? await this.#query(sql.occurrenceAt, [pipeline, options.dueAt])
+        : options.runId !== undefined
+          ? await this.#query(sql.occurrenceOfRun, [pipeline, options.runId])
+          : await this.#query(sql.occurrences, [pipeline, options.limit ?? null]);
+    return rows.map(occurrenceRecordFrom);
+  }
+
+  async pruneOccurrences(pipeline: string, keep: number): Promise<void> {
+    await this.#query(this.#sql.pruneOccurrences, [pipeline, keep]);
   }
 
   /**

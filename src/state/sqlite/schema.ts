@@ -17,14 +17,15 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'output_leases',
   'output_claims',
   'notifications',
+  'occurrences',
 ]);
 
 /**
  * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: spend
  * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`; 4: notifications of
- * runs' ends, `notifications`).
+ * runs' ends, `notifications`; 5: scheduled occurrences and their claims, `occurrences`).
  */
-export const STATE_SCHEMA_VERSION = 4;
+export const STATE_SCHEMA_VERSION = 5;
 
 /**
  * Creates the state tables in a SQLite file, or brings an older file's up to this version and marks it, so that an
@@ -135,6 +136,19 @@ export function migrate(db: Database.Database): void {
       start_bytes INTEGER,
       PRIMARY KEY (run_id, sink_id)
     );
+    -- A schedule's occurrences, one row per (pipeline, due time), each claimed once whatever the number of workers
+    -- (docs/design.md#schedules). due_at is ISO 8601 in UTC to the millisecond, so that text order is time order.
+    CREATE TABLE IF NOT EXISTS occurrences (
+      pipeline TEXT NOT NULL,
+      due_at TEXT NOT NULL,
+      outcome TEXT NOT NULL,
+      run_id TEXT,
+      worker TEXT,
+      claimed_at TEXT NOT NULL,
+      note TEXT,
+      PRIMARY KEY (pipeline, due_at)
+    );
+    CREATE INDEX IF NOT EXISTS occurrences_run ON occurrences (run_id) WHERE run_id IS NOT NULL;
   `);
   const version = db.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get() as string | undefined;
   // Each version so far only added tables or columns: an older file is brought up by the CREATEs above and the columns

@@ -55,5 +55,9 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
     claimNotification: async (notification) => tables.claimNotification(notification),
     settleNotification: async (key, outcome) => tables.settleNotification(key, outcome),
     pendingNotifications: async (pipeline, limit) => tables.pendingNotifications(pipeline, limit),
+    claimOccurrence: async (claim) => tables.claimOccurrence(claim),
+    settleOccurrence: async (pipeline, dueAt, settled) => tables.settleOccurrence(pipeline, dueAt, settled),
+    occurrences: async (pipeline, options) => tables.occurrences(pipeline, options),
+    pruneOccurrences: async (pipeline, keep) => tables.pruneOccurrences(pipeline, keep),
   };
 }

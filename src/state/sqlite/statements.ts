@@ -63,6 +63,19 @@ export function stateStatements(db: Database.Database) {
         body = CASE WHEN @status = 'pending' THEN body ELSE NULL END
       WHERE run_id = @runId AND invocation = @invocation AND webhook = @webhook`),
     pendingNotifications: db.prepare(`SELECT * FROM notifications WHERE pipeline = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?`),
+    // A claim is a row inserted once: the one whose insert took (changes = 1) holds it.
+    claimOccurrence: db.prepare(`INSERT INTO occurrences (pipeline, due_at, outcome, worker, claimed_at, note) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+    settleOccurrence: db.prepare(
+      `UPDATE occurrences SET outcome = @outcome, run_id = CASE WHEN @keepRun THEN run_id ELSE @runId END, note = CASE WHEN @keepNote THEN note ELSE @note END
+        WHERE pipeline = @pipeline AND due_at = @dueAt`,
+    ),
+    occurrences: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? ORDER BY due_at DESC LIMIT ?`),
+    occurrenceOfRun: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND run_id = ? ORDER BY due_at DESC`),
+    occurrenceAt: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND due_at = ?`),
+    pruneOccurrences: db.prepare(`
+      DELETE FROM occurrences WHERE pipeline = @pipeline AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
+        AND due_at <= (SELECT due_at FROM occurrences WHERE pipeline = @pipeline AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
+                       ORDER BY due_at DESC LIMIT 1 OFFSET @keep)`),
   };
   // Named by their keys, typed as statements (a declaration file cannot name better-sqlite3's inferred class).
   return prepared as Record<keyof typeof prepared, Database.Statement>;

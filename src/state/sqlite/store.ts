@@ -1,12 +1,12 @@
 import type Database from 'better-sqlite3';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
-import type { JournalEntry, JournalWrite, NotificationKey, NotificationRecord, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SpendRow } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, NotificationKey, NotificationRecord, OccurrenceOutcome, OccurrenceRecord, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SpendRow } from '../interfaces.ts';
 import { pageTransaction } from './page-transaction.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
 import { dedupeTables } from './seen-keys.ts';
-import { failedSeriesFrom, journalEntryFrom, notificationFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { failedSeriesFrom, journalEntryFrom, notificationFrom, occurrenceRecordFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
 
 /**
  * The run-state tables in SQLite (docs/design.md#the-state-store): one database per pipeline, the SQLite sink's own
@@ -141,6 +141,33 @@ export function openStateStore(db: Database.Database) {
     },
     pendingNotifications(pipeline: string, limit: number): NotificationRecord[] {
       return (statements.pendingNotifications.all(pipeline, limit) as Record<string, unknown>[]).map(notificationFrom);
+    },
+    /** A scheduled occurrence claimed once: true for the caller whose row it is (docs/design.md#schedules). */
+    claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): boolean {
+      return statements.claimOccurrence.run(claim.pipeline, claim.dueAt, claim.outcome, claim.worker, new Date().toISOString(), claim.note ?? null).changes === 1;
+    },
+    settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): void {
+      statements.settleOccurrence.run({
+        pipeline,
+        dueAt,
+        outcome: settled.outcome,
+        keepRun: settled.runId === undefined ? 1 : 0,
+        runId: settled.runId ?? null,
+        keepNote: settled.note === undefined ? 1 : 0,
+        note: settled.note ?? null,
+      });
+    },
+    occurrences(pipeline: string, options: { limit?: number; runId?: string; dueAt?: string } = {}): OccurrenceRecord[] {
+      const rows =
+        options.dueAt !== undefined
+          ? statements.occurrenceAt.all(pipeline, new Date(options.dueAt).toISOString())
+          : options.runId !== undefined
+            ? statements.occurrenceOfRun.all(pipeline, options.runId)
+            : statements.occurrences.all(pipeline, options.limit ?? -1);
+      return (rows as Record<string, unknown>[]).map(occurrenceRecordFrom);
+    },
+    pruneOccurrences(pipeline: string, keep: number): void {
+      statements.pruneOccurrences.run({ pipeline, keep });
     },
   };
 }

@@ -1,0 +1,206 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Pipeline } from '../config/define.ts';
+import { loadPipeline } from '../config/load-pipeline.ts';
+import { distributable } from '../distributed/distributable.ts';
+import { UsageError } from '../errors/usage-error.ts';
+import { atDatabase } from '../postgres/failure.ts';
+import { inZone } from '../recurring/occurrences.ts';
+import type { RunTake } from '../recurring/run-take.ts';
+import { type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop } from '../recurring/worker-loop.ts';
+import { databaseRegistry } from '../run/databases.ts';
+import { EXIT } from '../run/exit-codes.ts';
+import { stateDatabase, statePath } from '../run/outputs.ts';
+import { run } from '../run/run.ts';
+import type { RunOptions } from '../run/run-types.ts';
+import { systemClock } from '../schedule/clock.ts';
+import { startSimulator } from '../simulator/server.ts';
+import type { StateStore } from '../state/interfaces.ts';
+import { postgresStateStore } from '../state/postgres/store.ts';
+import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import { stateUrlFrom } from './database-filters.ts';
+import { type ProgressMode, progressReporter } from './progress.ts';
+import { stopOnSignals } from './signals.ts';
+
+export const workerHelp = `Usage: webdata-etl worker <pipeline files…> [options]
+
+A long-lived process that runs each pipeline when its schedule says (schedule: { cron, timezone, missed } in the
+pipeline; docs/schedules.md). Each run works as \`webdata-etl run\` does, on a thread of its own; one run of a
+pipeline at a time, several pipelines side by side. Start as many workers as you like on the same pipelines: each
+occurrence is claimed once in the pipeline's state store, so it makes one run. With the state in PostgreSQL and
+every sink on that database (a distributed run), every worker joins that run; otherwise the claimant alone runs it.
+
+An occurrence due while the pipeline's run is still at work is skipped; those due while no worker was up are
+missed (missed: once runs the latest of them once, late; missed: skip runs none). \`webdata-etl runs\` and
+\`webdata-etl status\` show each occurrence's fate; \`webdata-etl schedules\` the next ones.
+
+SIGTERM or Ctrl-C: no new runs; the runs at work stop as \`run\` stops (answers in flight are committed; a
+distributed run's series go back to its queue for the other workers), then the worker exits 0. The next start
+takes an unfinished run up again. A second signal aborts the runs at work.
+
+Options:
+  --state <url>          keep the pipelines' state in PostgreSQL, postgres://user@host/db (overrides WEBDATA_STATE_URL
+                         and each pipeline's state); the password from PGPASSWORD or ~/.pgpass, never a flag
+  --base-url <url>       the API's {base_url} (overrides WEBDATA_BASE_URL and the pipelines' api.baseUrl)
+  --simulator            run against a built-in simulator started with the worker (no account, no network)
+  --log-format <format>  text (default: plain lines) or json
+  --quiet                no progress on stderr (occurrences, errors and summaries still)
+  -h, --help             show this help
+
+Each run's summary goes to stdout as one JSON line; progress and the schedule's news go to stderr.
+The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file.
+Exit codes: 0 stopped by a signal, 2 invalid configuration or usage (said before any run), 1 unexpected.
+`;
+
+/** A scheduled pipeline as the worker holds it: its file (each run imports it again) and its claims' store. */
+interface Scheduled {
+  file: string;
+  pipeline: Pipeline & { schedule: NonNullable<Pipeline['schedule']> };
+  store: StateStore;
+  shared: boolean;
+}
+
+/** `webdata-etl worker <files…>`: resolves to the exit code once a signal has stopped it and its runs are over. */
+export async function workerCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: true,
+    options: {
+      state: { type: 'string' },
+      'base-url': { type: 'string' },
+      simulator: { type: 'boolean' },
+      'log-format': { type: 'string' },
+      quiet: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(workerHelp);
+    return EXIT.ok;
+  }
+  if (positionals.length === 0) throw new UsageError('worker needs one or more pipeline files with a schedule: webdata-etl worker pipelines/rank-tracking.ts (see --help)');
+  const format = values['log-format'] ?? 'text';
+  if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
+  if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
+  const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
+  const pipelines = await loadScheduled(positionals);
+
+  const mode: ProgressMode = values.quiet ? 'quiet' : format === 'json' ? 'json' : 'plain';
+  const write = (line: string) => process.stderr.write(line);
+  const say = (news: ScheduleNews) => write(format === 'json' ? `${JSON.stringify({ time: new Date().toISOString(), event: 'schedule', ...news })}\n` : `${newsLine(news, pipelines)}\n`);
+  const signals = stopOnSignals((message) => say({ pipeline: '(worker)', message }));
+  const databases = databaseRegistry();
+  const sim = values.simulator
+    ? await startSimulator({ latencyMs: { min: 20, max: 80 }, keys: [{ key: `sim_${crypto.randomUUID()}`, name: 'worker', ratePerSecond: 10, burst: 5, credits: 1_000_000 }] })
+    : undefined;
+  try {
+    const scheduled: Scheduled[] = [];
+    for (const { file, pipeline } of pipelines) {
+      const store = await claimStore(pipeline, stateUrl, databases);
+      scheduled.push({ file, pipeline, store, shared: distributable(store, pipeline) !== undefined });
+    }
+    if (sim) say({ pipeline: '(worker)', message: `simulator at ${sim.url}` });
+    // Where the key goes is each run's to say (its start line), as for `run`.
+    const target: RunOptions = sim
+      ? { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: { ...process.env, WEBDATA_ALLOWED_HOSTS: undefined } }
+      : values['base-url']
+        ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
+        : {};
+    const worker = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
+    for (const { pipeline } of scheduled) {
+      const { cron, timezone, missed } = pipeline.schedule;
+      say({ pipeline: pipeline.name, message: `scheduled "${cron}" in ${timezone} (missed: ${missed}) as worker ${worker}` });
+    }
+    const loops = scheduled.map(({ file, pipeline, store, shared }) =>
+      new WorkerLoop({
+        pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
+        store,
+        launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode),
+        worker,
+        stop: signals.signal,
+        clock: systemClock,
+        say,
+      }).run(),
+    );
+    await Promise.all(loops);
+    say({ pipeline: '(worker)', message: 'stopped: every run at work has ended' });
+    return EXIT.ok;
+  } finally {
+    signals.dispose();
+    await databases.closeAll();
+    await sim?.close();
+  }
+}
+
+/** The files' pipelines, each with a schedule and a name of its own: refused before anything runs otherwise. */
+async function loadScheduled(files: string[]): Promise<{ file: string; pipeline: Scheduled['pipeline'] }[]> {
+  const loaded: { file: string; pipeline: Scheduled['pipeline'] }[] = [];
+  for (const file of files) {
+    const pipeline = await loadPipeline(file);
+    if (pipeline.schedule === undefined) {
+      throw new UsageError(`${file}: pipeline "${pipeline.name}" has no schedule: add schedule: { cron: '0 6 * * *', timezone: 'UTC' } to run it with worker (or run it with webdata-etl run)`);
+    }
+    const twin = loaded.find((other) => other.pipeline.name === pipeline.name);
+    if (twin) throw new UsageError(`${file} and ${twin.file} are both pipeline "${pipeline.name}": give each pipeline a name of its own`);
+    loaded.push({ file, pipeline: pipeline as Scheduled['pipeline'] });
+  }
+  return loaded;
+}
+
+/**
+ * The store of the pipeline's occurrences: its state store, where its runs will keep their state (`run` decides it
+ * the same way), opened here for the worker's lifetime.
+ */
+async function claimStore(pipeline: Pipeline, stateUrl: string | undefined, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
+  const target = stateDatabase(pipeline, stateUrl);
+  if (!target) return sqliteStateStore(databases.get(statePath(pipeline)));
+  const pool = databases.postgres(target);
+  return atDatabase(`the state store ${target.label}`, () => postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name }));
+}
+
+/**
+ * How the worker runs a pipeline file: `run(url)`, which imports the file again on a thread of its own with a
+ * bounded heap (run/run-module.ts), as `webdata-etl run` does; its progress on stderr, its summary a line on stdout.
+ */
+function launcher(file: string, options: RunOptions, mode: ProgressMode): Launch {
+  const url = pathToFileURL(resolve(file));
+  return async (take: RunTake, hooks): Promise<LaunchOutcome> => {
+    const reporter = progressReporter({ mode });
+    let runId: string | undefined;
+    try {
+      const summary = await run(url, {
+        ...options,
+        pipelineFile: file,
+        take,
+        onEvent: (event) => {
+          reporter.onEvent(event);
+          if (event.type !== 'start') return;
+          runId = event.runId;
+          hooks.onStart({ runId, resumed: event.resumed && event.worker?.joined !== true });
+        },
+      });
+      reporter.finish(summary, undefined);
+      process.stdout.write(`${JSON.stringify(summary)}\n`);
+      return { kind: 'ran', runId: summary.runId, status: summary.status };
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      const name = error instanceof Error ? error.name : '';
+      // Not a failure: the pipeline's run is at work elsewhere, or the one to join has ended.
+      if (name === 'LeaseHeldError' || name === 'RunAtWorkError') return { kind: 'busy', message };
+      if (name === 'RunEndedError') return { kind: 'ended', message };
+      reporter.finish(undefined, error);
+      return { kind: 'failed', message, runId };
+    }
+  };
+}
+
+/** A line of the schedule's news: the pipeline, the occurrence in its time zone when there is one, what became of it. */
+function newsLine(news: ScheduleNews, pipelines: { pipeline: Scheduled['pipeline'] }[]): string {
+  if (news.dueAt === undefined) return `${news.pipeline}: ${news.message}`;
+  const timezone = pipelines.find((p) => p.pipeline.name === news.pipeline)?.pipeline.schedule.timezone ?? 'UTC';
+  return `${news.pipeline}: due ${inZone(Date.parse(news.dueAt), timezone)}${news.outcome ? ` ${news.outcome}` : ''}: ${news.message}`;
+}
