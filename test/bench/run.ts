@@ -158,9 +158,9 @@ goals.push({
 
 goals.push({
   scenario: 'p_instrumentation',
-  goal: 'items/s with the OpenTelemetry SDK (metrics and spans) >= 0.97 × with none; with none, the no-op calls under 0.1 % of a run',
-  value: { sdkOverNoSdk: p_instrumentation.sdkOverNoSdk, noSdkShare: p_instrumentation.noSdk.shareOfRunTime },
-  met: p_instrumentation.sdkOverNoSdk >= 0.97 && p_instrumentation.noSdk.shareOfRunTime < 0.001,
+  goal: 'the OpenTelemetry SDK (metrics and spans) under 3 % of a run, with none under 0.1 %: the CPU of the calls per event against the run\'s time per event',
+  value: { sdkShare: p_instrumentation.sdk.shareOfRunTime, noSdkShare: p_instrumentation.noSdk.shareOfRunTime, sdkOverNoSdkItemsPerSecond: p_instrumentation.sdkOverNoSdk },
+  met: p_instrumentation.sdk.shareOfRunTime < 0.03 && p_instrumentation.noSdk.shareOfRunTime < 0.001,
 });
 
 for (const way of AIMED_WAYS) {
