@@ -28,6 +28,17 @@ interface OtlpMetric {
   gauge?: { dataPoints: NumberPoint[] };
   histogram?: { dataPoints: unknown[] };
 }
+interface OtlpSpan {
+  name: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  kind: number;
+  attributes?: KeyValue[];
+}
+interface TraceRequest {
+  resourceSpans: { resource: { attributes: KeyValue[] }; scopeSpans: { spans: OtlpSpan[] }[] }[];
+}
 interface ExportRequest {
   resourceMetrics: { resource: { attributes: KeyValue[] }; scopeMetrics: { scope: { name: string }; metrics: OtlpMetric[] }[] }[];
 }
@@ -50,7 +61,9 @@ async function otlpReceiver() {
   return {
     url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
     received,
-    exports: () => received.map((one) => JSON.parse(one.body) as ExportRequest),
+    exports: () => received.filter((one) => one.path === '/v1/metrics').map((one) => JSON.parse(one.body) as ExportRequest),
+    spans: () => received.filter((one) => one.path === '/v1/traces').flatMap((one) => (JSON.parse(one.body) as TraceRequest).resourceSpans.flatMap((r) => r.scopeSpans.flatMap((scope) => scope.spans))),
+    traceResources: () => received.filter((one) => one.path === '/v1/traces').flatMap((one) => (JSON.parse(one.body) as TraceRequest).resourceSpans.map((r) => r.resource)),
     async [Symbol.asyncDispose]() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
@@ -88,7 +101,8 @@ describe('webdata-etl run with OTEL_EXPORTER_OTLP_ENDPOINT', () => {
     expect(result.code, result.stderr).toBe(0);
     const summary = JSON.parse(result.stdout) as RunSummary;
 
-    expect(new Set(receiver.received.map((one) => one.path))).toEqual(new Set(['/v1/metrics']));
+    // The metrics, and the run's spans (OTEL_EXPORTER_OTLP_ENDPOINT is for both, as OpenTelemetry's users expect).
+    expect(new Set(receiver.received.map((one) => one.path))).toEqual(new Set(['/v1/metrics', '/v1/traces']));
     expect(receiver.received.every((one) => one.contentType.startsWith('application/json'))).toBe(true);
     // Cumulative sums: the last export, made as the process ended, holds the run's final figures.
     const last = receiver.exports().at(-1) as ExportRequest;
@@ -111,6 +125,20 @@ describe('webdata-etl run with OTEL_EXPORTER_OTLP_ENDPOINT', () => {
     expect(sum('webdata_etl.requests', (point) => attribute(point.attributes, 'webdata_etl.status') === '5xx')).toBe(2);
     expect(sum('webdata_etl.pages.committed')).toBe(summary.pages.fetched);
     expect(sum('webdata_etl.items.written')).toBe(summary.items.written);
+
+    // Spans: one run, a series each (its parent the run), a request span per page fetched (its parent a series).
+    const spans = receiver.spans();
+    const named = (name: string) => spans.filter((span) => span.name === name);
+    const [runSpan] = named('webdata_etl.run');
+    expect(named('webdata_etl.run')).toHaveLength(1);
+    expect(named('webdata_etl.series')).toHaveLength(summary.series.total);
+    expect(named('webdata_etl.series').every((span) => span.parentSpanId === runSpan?.spanId)).toBe(true);
+    const seriesIds = new Set(named('webdata_etl.series').map((span) => span.spanId));
+    expect(named('webdata_etl.request')).toHaveLength(summary.pages.fetched);
+    expect(named('webdata_etl.request').every((span) => seriesIds.has(span.parentSpanId ?? ''))).toBe(true);
+    expect(new Set(spans.map((span) => span.traceId)).size).toBe(1);
+    expect(attribute(runSpan?.attributes, 'webdata_etl.run.status')).toBe('completed');
+    expect(receiver.traceResources().every((resource) => attribute(resource.attributes, 'service.name') === 'rank-tracker')).toBe(true);
 
     const everything = receiver.received.map((one) => one.body).join('\n');
     expect(everything).not.toContain(TEST_KEY);

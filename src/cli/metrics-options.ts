@@ -10,6 +10,8 @@ import { UsageError } from '../errors/usage-error.ts';
 export interface MetricsSetup {
   endpoint: EndpointOptions | undefined;
   otlp: OtlpOptions | undefined;
+  /** The run's spans over OTLP (OTEL_TRACES_EXPORTER, or an OTLP endpoint for them). */
+  traces: TraceOptions | undefined;
   /** Said before the run: settings that were ignored, and why. */
   notes: string[];
 }
@@ -34,6 +36,13 @@ export interface OtlpOptions {
   protocolFrom: string;
   intervalMs: number;
   timeoutMs: number;
+}
+
+/** Where the run's spans go: the OTLP trace exporter of the protocol asked for. */
+export interface TraceOptions {
+  protocol: OtlpProtocol;
+  package: string;
+  protocolFrom: string;
 }
 
 /** The command line's metrics flags, as parseArgs gives them. */
@@ -61,6 +70,13 @@ export const OTLP_PACKAGES: Readonly<Record<OtlpProtocol, string>> = {
   grpc: '@opentelemetry/exporter-metrics-otlp-grpc',
 };
 
+/** The OTLP trace exporter package of each protocol. */
+export const OTLP_TRACE_PACKAGES: Readonly<Record<OtlpProtocol, string>> = {
+  'http/protobuf': '@opentelemetry/exporter-trace-otlp-proto',
+  'http/json': '@opentelemetry/exporter-trace-otlp-http',
+  grpc: '@opentelemetry/exporter-trace-otlp-grpc',
+};
+
 /** The OpenTelemetry SDK's defaults (its environment-variable specification). */
 const DEFAULT_EXPORT_INTERVAL_MS = 60_000;
 const DEFAULT_EXPORT_TIMEOUT_MS = 30_000;
@@ -69,12 +85,34 @@ const DEFAULT_EXPORT_TIMEOUT_MS = 30_000;
 export function metricsSetup(flags: MetricsFlags, env: Env): MetricsSetup {
   const notes: string[] = [];
   const exporters = otelExporters(env, notes);
-  return { endpoint: endpointOptions(flags, env, exporters.has('prometheus')), otlp: otlpOptions(env, exporters), notes };
+  return { endpoint: endpointOptions(flags, env, exporters.has('prometheus')), otlp: otlpOptions(env, exporters), traces: traceOptions(env, notes), notes };
 }
 
 /** Whether anything is asked for: the caller loads the SDK only then. */
-export function wantsMetrics(setup: MetricsSetup): boolean {
-  return setup.endpoint !== undefined || setup.otlp !== undefined;
+export function wantsTelemetry(setup: MetricsSetup): boolean {
+  return setup.endpoint !== undefined || setup.otlp !== undefined || setup.traces !== undefined;
+}
+
+/**
+ * The run's spans go over OTLP when OTEL_TRACES_EXPORTER lists `otlp`, or, unset, when an OTLP endpoint for them is
+ * (OTEL_EXPORTER_OTLP_ENDPOINT or its _TRACES_ form): as for the metrics, the SDK's default of OTLP to localhost
+ * whatever is set would send every run's spans to whatever listens there. OTEL_SDK_DISABLED=true turns it off.
+ */
+function traceOptions(env: Env, notes: string[]): TraceOptions | undefined {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined;
+  const listed = (env.OTEL_TRACES_EXPORTER ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '');
+  for (const name of listed) if (name !== 'otlp' && name !== 'none') notes.push(`OTEL_TRACES_EXPORTER=${name} is ignored: webdata-etl's command line exports spans over otlp`);
+  const wanted = listed.length > 0 ? listed.includes('otlp') && !listed.includes('none') : nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT) || nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+  if (!wanted) return undefined;
+  const chosen = firstOf(['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL], ['OTEL_EXPORTER_OTLP_PROTOCOL', env.OTEL_EXPORTER_OTLP_PROTOCOL]);
+  const protocol = (chosen?.value ?? 'http/protobuf') as OtlpProtocol;
+  if (!Object.hasOwn(OTLP_TRACE_PACKAGES, protocol)) {
+    throw new UsageError(`${chosen?.from} must be one of ${Object.keys(OTLP_TRACE_PACKAGES).join(', ')}; got "${chosen?.value}"`);
+  }
+  return { protocol, package: OTLP_TRACE_PACKAGES[protocol], protocolFrom: chosen ? `${chosen.from}=${protocol}` : 'the default protocol (http/protobuf)' };
 }
 
 /**

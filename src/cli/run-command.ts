@@ -17,7 +17,7 @@ import { UsageError } from '../errors/usage-error.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { runOnThread, type ThreadTask } from './run-on-thread.ts';
 import { handedOver, importHandingOver } from '../threads/hand-over.ts';
-import { metricsSetup, wantsMetrics } from './metrics-options.ts';
+import { metricsSetup, wantsTelemetry } from './metrics-options.ts';
 
 const OPTIONS_HELP = `Options:
   --fresh                abandon an unfinished run (its partial rows go) and start a new one
@@ -175,7 +175,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   for (const note of telemetrySetup.notes) reporter.log(`metrics: ${note}`);
   // The SDK is loaded only when asked for, and started before the run, which takes its meter as it starts: a port in
   // use or a missing exporter is said here, before any credit is spent.
-  const telemetry = wantsMetrics(telemetrySetup) ? await (await import('./run-telemetry.ts')).startTelemetry(telemetrySetup, reporter) : undefined;
+  const telemetry = wantsTelemetry(telemetrySetup) ? await (await import('./run-telemetry.ts')).startTelemetry(telemetrySetup, reporter) : undefined;
   const signals = stopOnSignals((message) => reporter.log(message));
   // An explicit choice, never a fallback: the simulator runs only when asked for.
   const sim = values.simulator

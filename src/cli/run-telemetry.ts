@@ -1,13 +1,14 @@
 import { once } from 'node:events';
 import { format } from 'node:util';
-import { type DiagLogger, DiagLogLevel, diag, metrics } from '@opentelemetry/api';
+import { type DiagLogger, DiagLogLevel, diag, metrics, trace } from '@opentelemetry/api';
 import { defaultResource, detectResources, envDetector, type Resource, resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, type MetricReader } from '@opentelemetry/sdk-metrics';
+import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { UsageError } from '../errors/usage-error.ts';
 import { VERSION } from '../version.ts';
 import { type MetricsEndpoint, serveMetrics } from './metrics-endpoint.ts';
 import type { MetricsSetup } from './metrics-options.ts';
-import { otlpReader } from './otlp-export.ts';
+import { otlpReader, otlpSpanProcessor } from './otlp-export.ts';
 import { nextSignal } from './signals.ts';
 
 /** Where the command line's telemetry speaks: its progress reporter. */
@@ -25,7 +26,7 @@ export interface RunTelemetry {
 /**
  * Registers a MeterProvider on this thread, the run's own, before the run starts: `runMetrics` takes its meter from
  * the global provider when the run starts, and a provider is per thread. Its readers are the /metrics endpoint and
- * an OTLP exporter, each when asked for. This module is loaded with import() only then: a run without them loads no
+ * an OTLP exporter, each when asked for; a TracerProvider batching the run's spans to OTLP, when asked for. This module is loaded with import() only then: a run without them loads no
  * SDK. Throws a UsageError, with nothing left open, when the endpoint cannot listen or an exporter is missing.
  */
 export async function startTelemetry(setup: MetricsSetup, out: TelemetryOutput): Promise<RunTelemetry> {
@@ -33,15 +34,23 @@ export async function startTelemetry(setup: MetricsSetup, out: TelemetryOutput):
   diag.setLogger(diagTo(out.log), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
   // Loaded before anything listens: a missing exporter package is said with nothing to undo.
   const otlp = setup.otlp ? await otlpReader(setup.otlp) : undefined;
+  const spans = setup.traces ? await otlpSpanProcessor(setup.traces) : undefined;
   const endpoint = setup.endpoint ? await serveMetrics(setup.endpoint) : undefined;
   const readers: MetricReader[] = [...(endpoint ? [endpoint.reader] : []), ...(otlp ? [otlp] : [])];
-  const provider = new MeterProvider({ resource: runResource(), readers });
-  if (!metrics.setGlobalMeterProvider(provider)) {
+  const resource = runResource();
+  const provider = new MeterProvider({ resource, readers });
+  const tracers = spans ? new TracerProvider({ resource, spanProcessors: [spans] }) : undefined;
+  // A provider of the pipeline file's own, registered first, wins: ours would then report nothing.
+  const registered = (readers.length === 0 || metrics.setGlobalMeterProvider(provider)) && (!tracers || trace.setGlobalTracerProvider(tracers));
+  if (!registered) {
     await provider.shutdown();
+    await tracers?.shutdown();
     await endpoint?.close();
+    metrics.disable();
+    trace.disable();
     diag.disable();
     throw new UsageError(
-      'the metrics cannot be served or exported: an OpenTelemetry MeterProvider is already registered on the run\'s thread ' +
+      'the metrics or spans cannot be served or exported: an OpenTelemetry provider is already registered on the run\'s thread ' +
         '(by the pipeline file?); register your exporter there, or drop --metrics-port and the OTEL_* variables',
     );
   }
@@ -55,14 +64,17 @@ export async function startTelemetry(setup: MetricsSetup, out: TelemetryOutput):
           if (otlp) await provider.forceFlush();
           await lastScrape(endpoint, lingerMs, out);
         }
-        // Shutting the provider down is the OTLP reader's last export: the process may exit once it resolves.
+        // Shutting the providers down is the OTLP reader's last export and the spans' last batch: the process may
+        // exit once they resolve.
         await provider.shutdown();
+        await tracers?.shutdown();
       } catch (error) {
         // The run is over and its summary written: nothing here may change its exit code.
         out.log(`metrics: ${error instanceof Error ? error.message : String(error)}`);
       } finally {
         await endpoint?.close();
         metrics.disable();
+        trace.disable();
         diag.disable();
       }
     },
