@@ -8,6 +8,7 @@ import type { SourcePlan } from '../sources/source.ts';
 import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import { releaseSink, takeSink } from './sinks-in-use.ts';
 import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
 import { dedupesAcrossSeries, distributable } from '../distributed/distributable.ts';
 import { workersAtWork } from '../distributed/liveness.ts';
@@ -95,7 +96,13 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     resultsTable,
   };
   for (const sink of sinks) {
-    await sink.open(sinkContext);
+    takeSink(sink);
+    try {
+      await sink.open(sinkContext);
+    } catch (error) {
+      releaseSink(sink);
+      throw error;
+    }
     held.sinks.push(sink);
   }
   if (decision.mode === 'new' && decision.abandon) {

@@ -13,6 +13,7 @@ import { clientForRun } from './run-client.ts';
 import { runModule } from './run-module.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import { runMetrics } from './run-metrics.ts';
+import { releaseSink } from './sinks-in-use.ts';
 import { runSpans } from './run-spans.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
@@ -125,7 +126,13 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     await thread?.close();
     await held.host?.leave(left);
     await held.lease?.release();
-    for (const sink of held.sinks) await sink.close();
+    for (const sink of held.sinks) {
+      try {
+        await sink.close();
+      } finally {
+        releaseSink(sink);
+      }
+    }
     await databases.closeAll();
     if (owned) await client.close();
   }
