@@ -33,6 +33,13 @@ export const STATE_SCHEMA_VERSION = 5;
  * tables of our names, are refused before anything changes.
  */
 export function migrate(db: Database.Database): void {
+  // One process at a time: two workers starting together on a new file both found no version and both inserted it
+  // (UNIQUE constraint failed: webdata_meta.key). BEGIN IMMEDIATE takes the write lock first; the other waits for it
+  // (the connection's busy timeout), then finds the file made.
+  db.transaction(() => migrateInTransaction(db)).immediate();
+}
+
+function migrateInTransaction(db: Database.Database): void {
   refuseNewerSchema(db);
   db.exec(`
     CREATE TABLE IF NOT EXISTS webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
