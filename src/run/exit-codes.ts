@@ -1,6 +1,6 @@
 import type { RunSummary } from '../run/summary.ts';
 
-/** Exit codes of `webdata-etl` and of pipeline files run with node (README: "Exit codes"). */
+/** Exit codes of `webdata-etl` and of pipeline files run with node (docs/cli.md: "Exit codes"). */
 export const EXIT = {
   /** Finished: status `completed` or `budget`. */
   ok: 0,
