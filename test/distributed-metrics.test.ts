@@ -1,17 +1,11 @@
 // A distributed run's metrics (issue 31): each worker's points say which worker they come from, and every worker
 // reports the run as a whole — its workers at work and its series by state — from the run's database.
-import { metrics } from '@opentelemetry/api';
-import { type DataPoint, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { expect, it } from 'vitest';
 import { normalize, type NormalizedItem, searchPages, type Stage, toPostgres } from '../src/index.ts';
 import { simulator } from './helpers.ts';
+import { registeredMeters } from './otel-metrics.ts';
 import { describePostgres, testDatabase } from './pg.ts';
 import { runOn } from './pipeline-helpers.ts';
-
-class CollectingReader extends MetricReader {
-  protected async onShutdown(): Promise<void> {}
-  protected async onForceFlush(): Promise<void> {}
-}
 
 /** A stage that holds the page it sees second until `release`; `reached` resolves once it holds it. */
 function gate(): { stage: Stage<NormalizedItem>; reached: Promise<void>; release: () => void } {
@@ -35,9 +29,7 @@ function gate(): { stage: Stage<NormalizedItem>; reached: Promise<void>; release
 
 describePostgres('a distributed run\'s metrics', () => {
   it('two workers in one process: each point names its worker; both report the run\'s workers at work and its series by state', async () => {
-    const reader = new CollectingReader();
-    const provider = new MeterProvider({ readers: [reader] });
-    metrics.setGlobalMeterProvider(provider);
+    const meters = registeredMeters();
     const db = await testDatabase();
     try {
       await using sim = await simulator({ seed: 12 });
@@ -59,9 +51,7 @@ describePostgres('a distributed run\'s metrics', () => {
       const runs = [worker(first), worker(second)];
       await Promise.all([first.reached, second.reached]);
 
-      const { resourceMetrics } = await reader.collect();
-      const all = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
-      const points = (name: string) => (all.find((metric) => metric.descriptor.name === name)?.dataPoints ?? []) as DataPoint<number>[];
+      const { all, points } = await meters.collect();
       // One set of points per worker, each naming it.
       const workers = points('webdata_etl.run.workers');
       expect(workers.map((point) => point.value)).toEqual([2, 2]);
@@ -79,8 +69,7 @@ describePostgres('a distributed run\'s metrics', () => {
       expect(summaries.map((summary) => summary.status)).toEqual(['completed', 'completed']);
       expect(JSON.stringify(all)).not.toContain('secret');
     } finally {
-      metrics.disable();
-      await provider.shutdown();
+      await meters.unregister();
       await db.drop();
     }
   });

@@ -1,23 +1,14 @@
 // A run's OpenTelemetry metrics (issue 31, first step): what an application's SDK receives agrees with the run's
 // summary and with the server's own count, and carries neither the key nor a query's text.
-import { metrics } from '@opentelemetry/api';
-import { type DataPoint, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
 import { dedupe, normalize, type NormalizedItem, searchPages, type Stage, toSqlite } from '../src/index.ts';
 import { simulator, TEST_KEY } from './helpers.ts';
+import { registeredMeters } from './otel-metrics.ts';
 import { runOn, workdir } from './pipeline-helpers.ts';
-
-/** A reader the test collects from when it wants (the SDK's own, with nothing to flush or shut). */
-class CollectingReader extends MetricReader {
-  protected async onShutdown(): Promise<void> {}
-  protected async onForceFlush(): Promise<void> {}
-}
 
 describe('a run\'s OpenTelemetry metrics, with an SDK registered by the application', () => {
   it('requests, credits, pages and items agree with the summary and the server; no key, no query text', async () => {
-    const reader = new CollectingReader();
-    const provider = new MeterProvider({ readers: [reader] });
-    metrics.setGlobalMeterProvider(provider);
+    const meters = registeredMeters();
     try {
       // 5xx answers too, retried: they are requests, and not spent.
       await using sim = await simulator({ seed: 5, faults: { serverErrorRate: 0.2 } });
@@ -31,13 +22,7 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       });
       expect(summary.status).toBe('completed');
 
-      const { resourceMetrics } = await reader.collect();
-      const all = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
-      const points = (name: string) => (all.find((metric) => metric.descriptor.name === name)?.dataPoints ?? []) as DataPoint<number>[];
-      const sum = (name: string, where: (attributes: DataPoint<number>['attributes']) => boolean = () => true) =>
-        points(name)
-          .filter((point) => where(point.attributes))
-          .reduce((total, point) => total + point.value, 0);
+      const { all, points, sum } = await meters.collect();
 
       expect(sum('webdata_etl.requests')).toBe(summary.requests.total);
       expect(sum('webdata_etl.requests', (at) => at['webdata_etl.status'] === '5xx')).toBeGreaterThan(0);
@@ -64,15 +49,12 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       expect(exported).not.toContain(TEST_KEY);
       expect(exported).not.toContain('secret');
     } finally {
-      metrics.disable();
-      await provider.shutdown();
+      await meters.unregister();
     }
   });
 
   it('gauges while it runs: budget, spend, pages waiting on a slow stage (backpressure), series paging; its final figures once it ended', async () => {
-    const reader = new CollectingReader();
-    const provider = new MeterProvider({ readers: [reader] });
-    metrics.setGlobalMeterProvider(provider);
+    const meters = registeredMeters();
     try {
       await using sim = await simulator({ seed: 6 });
       using dir = workdir();
@@ -102,11 +84,7 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
         budget: { maxCredits: 500 },
       });
       await held;
-      const gauges = async () => {
-        const { resourceMetrics } = await reader.collect();
-        const all = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
-        return (name: string) => (all.find((metric) => metric.descriptor.name === name)?.dataPoints as DataPoint<number>[] | undefined)?.map((point) => point.value);
-      };
+      const gauges = async () => (await meters.collect()).values;
       // Requests already sent settle (the server answers them); then nothing moves until the stage lets go.
       let read = await gauges();
       for (let tries = 0; tries < 200 && (read('webdata_etl.requests.in_flight')?.[0] !== 0 || read('webdata_etl.pages.held_back')?.[0] === 0); tries++) {
@@ -134,15 +112,12 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       expect(after('webdata_etl.pages.uncommitted')).toEqual([0]);
       expect(after('webdata_etl.series.active')).toEqual([0]);
     } finally {
-      metrics.disable();
-      await provider.shutdown();
+      await meters.unregister();
     }
   });
 
   it('pauses for the rate limit: their count and seconds equal the run\'s pause events; every 429 counted by its code', async () => {
-    const reader = new CollectingReader();
-    const provider = new MeterProvider({ readers: [reader] });
-    metrics.setGlobalMeterProvider(provider);
+    const meters = registeredMeters();
     try {
       // A plan of 20 requests a second with a burst of 2, and a pipeline asking for 100: 429s with Retry-After.
       await using sim = await simulator({ seed: 7, keys: [{ key: TEST_KEY, name: 'main', ratePerSecond: 20, burst: 2 }] });
@@ -161,19 +136,13 @@ describe('a run\'s OpenTelemetry metrics, with an SDK registered by the applicat
       );
       expect(summary.status).toBe('completed');
       expect(sim.stats().byStatus['429']).toBeGreaterThan(0);
-      const { resourceMetrics } = await reader.collect();
-      const all = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
-      const sum = (name: string, where: (attributes: DataPoint<number>['attributes']) => boolean = () => true) =>
-        ((all.find((metric) => metric.descriptor.name === name)?.dataPoints ?? []) as DataPoint<number>[])
-          .filter((point) => where(point.attributes))
-          .reduce((total, point) => total + point.value, 0);
+      const { sum } = await meters.collect();
       expect(pauses.length).toBeGreaterThan(0);
       expect(sum('webdata_etl.pauses')).toBe(pauses.length);
       expect(sum('webdata_etl.pause.duration')).toBeCloseTo(pauses.reduce((a, b) => a + b, 0) / 1000, 6);
       expect(sum('webdata_etl.requests', (at) => at['webdata_etl.status'] === '429')).toBe(sim.stats().byStatus['429']);
     } finally {
-      metrics.disable();
-      await provider.shutdown();
+      await meters.unregister();
     }
   });
 });
