@@ -1,5 +1,5 @@
 // Distributed runs (issue 17): workers as child processes on one PostgreSQL, against the simulator. (i) throughput
-// with 1, 2 and 4 workers; (j) 4 workers configured together at 3× a server limit they do not know; (k) a budget
+// with 1, 2 and 4 workers; (j) 3 workers configured together at 3× a limit they do not know (nginx in front); (k) a budget
 // over 4 workers; (l) what the shared pacer and budget cost per request.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import { systemClock } from '../../src/schedule/clock.ts';
 import { startSimulator, type SimulatorOptions } from '../../src/simulator/index.ts';
+import { startNginx } from './nginx.ts';
 
 const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
 const KEY = `bench_${Date.now().toString(36)}_distributed`;
@@ -112,41 +113,60 @@ export async function scenarioWorkersThroughput(admin: string, quick: boolean) {
 }
 
 /**
- * (j) 4 workers configured together at 3× a server limit of 20 r/s they are not told: one run's rate, shared. Measured
- * as the one-process scenario (b) is: the pages accepted over a window from the first (start-up included), and its
- * second half apart (once the rate is learned).
+ * (j) 3 workers of one run configured at 30 r/s each, behind nginx's `limit_req` at 10 r/s (burst 2, no Retry-After)
+ * that they are not told: one run's rate, shared, against a leaky bucket the scheduler was not developed alongside.
+ * The reference is one process (concurrency 4) on the same plan and limiter: what the learner alone reaches there, so
+ * that what sharing costs is the difference. Achieved: distinct pages over the span of their fetch times (start-up
+ * excluded, learning and tail included); 429s: nginx's own access log.
  */
 export async function scenarioWorkersAboveLimit(admin: string, quick: boolean) {
-  const windowSeconds = quick ? 8 : 30;
-  const queries = Array.from({ length: 200 }, (_, i) => `limit query ${i}`);
-  const server = { latencyMs: 200, retryAfter: 'none' as const, keys: [{ key: KEY, name: 'main', ratePerSecond: 20, burst: 2 }] };
-  const sum = (list: number[]) => list.reduce((a, b) => a + b, 0);
-  const half = Math.floor(windowSeconds / 2);
-  const measured = (run: Awaited<ReturnType<typeof distributedRun>>) => {
-    const inWindow = run.perSecond.slice(0, windowSeconds);
-    const ok = run.serverByStatus['200'] ?? 0;
-    const limited = run.serverByStatus['429'] ?? 0;
-    return {
-      achievedOverServerLimit: round(sum(inWindow) / windowSeconds / 20),
-      steadyState: { seconds: [half, windowSeconds], achievedOverServerLimit: round(sum(inWindow.slice(half)) / (windowSeconds - half) / 20) },
-      share429: round(limited / Math.max(ok + limited, 1), 4),
-      perSecond: run.perSecond,
-      serverByStatus: run.serverByStatus,
-    };
+  const limit = 10;
+  const latencyMs = 200;
+  // 240 pages (24 s at the limit); 120 with --quick.
+  const queries = Array.from({ length: quick ? 24 : 48 }, (_, i) => `limit query ${i}`);
+  const maxPages = 5;
+  const behindNginx = async (name: string, workers: number, concurrency: number, spec: Record<string, unknown>) => {
+    const upstream = await startSimulator({ latencyMs, keys: [{ key: KEY, name: 'main' }] });
+    const nginx = await startNginx({ upstreamPort: upstream.port, ratePerSecond: limit, burst: 2 });
+    try {
+      const run = await distributedRun(admin, name, workers, {}, { queries, maxPages, concurrency, requestsPerSecond: 30, baseUrl: nginx.url, ...spec });
+      const byStatus = await nginx.statusCounts();
+      const perSecond = await nginx.perSecond();
+      const ok = byStatus['200'] ?? 0;
+      const limited = byStatus['429'] ?? 0;
+      return {
+        workers,
+        concurrency,
+        exitCodes: run.exitCodes,
+        pagesByWorker: run.pagesByWorker,
+        pages: run.pages,
+        seconds: run.seconds,
+        achievedOverServerLimit: round(run.pagesPerSecond / limit),
+        share429: round(limited / Math.max(ok + limited, 1), 4),
+        nginxByStatus: byStatus,
+        // What nginx answered in each second of the run: accepted, and 429s (where sharing loses shows here).
+        nginxPerSecond: { accepted: perSecond.map((s) => s['200'] ?? 0), rejected: perSecond.map((s) => s['429'] ?? 0) },
+        debited: upstream.stats().credits.main?.debited ?? 0,
+      };
+    } finally {
+      await nginx.close();
+      await upstream.close();
+    }
   };
-  log(`(j) distributed: 4 workers configured at 60 r/s, the server allows 20 r/s (burst 2, no Retry-After), a ${windowSeconds} s window`);
-  const run = await distributedRun(admin, 'bench_workers_limit', 4, server, { queries, maxPages: 10, concurrency: 2, requestsPerSecond: 60 }, windowSeconds);
-  // The same plan, limit and concurrency in all (8) as one process (state in SQLite, so not distributed): what the
-  // rate controller alone reaches here, so that what sharing it costs is the difference.
-  log(`(j) reference: one process, concurrency 8, the same plan and limit`);
-  const alone = await distributedRun(admin, 'bench_workers_limit_alone', 1, server, { queries, maxPages: 10, concurrency: 8, requestsPerSecond: 60, sinks: ['postgres', 'sqlite'], stateUrl: undefined }, windowSeconds);
+  log(`(j) distributed: 3 workers at 30 r/s, concurrency 3 each, nginx allows ${limit} r/s (burst 2, no Retry-After), ${queries.length * maxPages} pages`);
+  const shared = await behindNginx('bench_workers_limit', 3, 3, {});
+  // State in SQLite, so not distributed: the rate controller and the local pacer alone.
+  log('(j) reference: one process, concurrency 4, the same plan and limiter');
+  const alone = await behindNginx('bench_workers_limit_alone', 1, 4, { sinks: ['postgres', 'sqlite'], stateUrl: undefined });
   return {
-    serverLimit: 20,
-    configured: 60,
-    windowSeconds,
-    ...run,
-    ...measured(run),
-    oneProcessReference: measured(alone),
+    limiter: 'nginx limit_req (leaky bucket, nodelay)',
+    serverLimit: limit,
+    burst: 2,
+    latencyMs,
+    configuredPerWorker: 30,
+    plannedPages: queries.length * maxPages,
+    ...shared,
+    oneProcessReference: alone,
   };
 }
 

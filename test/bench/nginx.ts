@@ -16,6 +16,8 @@ export interface NginxLimiter {
   readonly url: string;
   /** Statuses nginx sent, from its access log: the server's own count, independent of the scheduler's. */
   statusCounts(): Promise<Record<string, number>>;
+  /** The same by second, from the first request logged: where in a run the 429s came. */
+  perSecond(): Promise<Record<string, number>[]>;
   close(): Promise<void>;
 }
 
@@ -62,7 +64,7 @@ pid ${temp('nginx.pid')};
 error_log ${temp('error.log')} warn;
 events { worker_connections 1024; }
 http {
-  log_format status '$status';
+  log_format status '$msec $status';
   access_log ${temp('access.log')} status;
   client_body_temp_path ${temp('client_body')};
   proxy_temp_path ${temp('proxy')};
@@ -107,6 +109,17 @@ export async function startNginx(options: NginxOptions): Promise<NginxLimiter> {
   void exited.then(() => (running = false));
 
   const base = `http://127.0.0.1:${port}`;
+  // Each line of the access log: when the request ended (seconds, ms precision) and its status.
+  const entries = async () => {
+    const text = await readFile(join(dir, 'access.log'), 'utf8').catch(() => '');
+    return text
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map((line) => {
+        const [at, status] = line.trim().split(' ');
+        return { at: Number(at), status: status ?? '' };
+      });
+  };
   const deadline = performance.now() + 10_000;
   for (;;) {
     if (!running) {
@@ -130,10 +143,19 @@ export async function startNginx(options: NginxOptions): Promise<NginxLimiter> {
   return {
     url: `${base}/api/v1`,
     async statusCounts() {
-      const text = await readFile(join(dir, 'access.log'), 'utf8').catch(() => '');
       const counts: Record<string, number> = {};
-      for (const line of text.split('\n')) if (line.trim() !== '') counts[line.trim()] = (counts[line.trim()] ?? 0) + 1;
+      for (const { status } of await entries()) counts[status] = (counts[status] ?? 0) + 1;
       return counts;
+    },
+    async perSecond() {
+      const logged = await entries();
+      const first = Math.min(...logged.map((entry) => entry.at));
+      const seconds: Record<string, number>[] = [];
+      for (const { at, status } of logged) {
+        const second = (seconds[Math.floor(at - first)] ??= {});
+        second[status] = (second[status] ?? 0) + 1;
+      }
+      return Array.from(seconds, (second) => second ?? {});
     },
     async close() {
       if (running) {

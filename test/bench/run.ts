@@ -78,7 +78,7 @@ const noPostgres = { skipped: true, note: 'no PostgreSQL (install postgresql, or
 let g_postgresSink: Awaited<ReturnType<typeof scenarioPostgresSink>> | typeof noPostgres = noPostgres;
 let h_postgresEndToEnd: Awaited<ReturnType<typeof scenarioPostgresEndToEnd>> | typeof noPostgres = noPostgres;
 let i_workers: Awaited<ReturnType<typeof scenarioWorkersThroughput>> | typeof noPostgres = noPostgres;
-let j_workersAboveLimit: Awaited<ReturnType<typeof scenarioWorkersAboveLimit>> | typeof noPostgres = noPostgres;
+let j_workersAboveLimit: Awaited<ReturnType<typeof scenarioWorkersAboveLimit>> | typeof noPostgres | typeof skipped = noPostgres;
 let k_workersBudget: Awaited<ReturnType<typeof scenarioWorkersBudget>> | typeof noPostgres = noPostgres;
 let l_sharedLimits: Awaited<ReturnType<typeof scenarioSharedLimitsOverhead>> | typeof noPostgres = noPostgres;
 if (postgres) {
@@ -86,7 +86,8 @@ if (postgres) {
     g_postgresSink = await scenarioPostgresSink(postgres.admin, throughputQueries);
     h_postgresEndToEnd = await scenarioPostgresEndToEnd(postgres.admin, throughputQueries);
     i_workers = await scenarioWorkersThroughput(postgres.admin, quick);
-    j_workersAboveLimit = await scenarioWorkersAboveLimit(postgres.admin, quick);
+    // nginx is the limiter here (a leaky bucket of someone else's).
+    j_workersAboveLimit = withNginx ? await scenarioWorkersAboveLimit(postgres.admin, quick) : skipped;
     k_workersBudget = await scenarioWorkersBudget(postgres.admin);
     l_sharedLimits = await scenarioSharedLimitsOverhead(postgres.admin);
   } finally {
@@ -174,8 +175,8 @@ if (!('skipped' in i_workers)) {
 }
 if (!('skipped' in j_workersAboveLimit)) {
   const j = j_workersAboveLimit;
-  goals.push({ scenario: 'j_workersAboveLimit', goal: 'achieved / server limit >= 0.95', value: j.achievedOverServerLimit, met: j.achievedOverServerLimit >= 0.95 });
-  goals.push({ scenario: 'j_workersAboveLimit', goal: '429 share <= 2 %', value: j.share429, met: j.share429 <= 0.02 });
+  goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers: achieved / nginx limit >= 0.95', value: j.achievedOverServerLimit, met: j.achievedOverServerLimit >= 0.95 });
+  goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers: 429 share <= 2 %', value: j.share429, met: j.share429 <= 0.02 });
 }
 if (!('skipped' in k_workersBudget)) {
   goals.push({ scenario: 'k_workersBudget', goal: 'a budget of 150 over 4 workers: debited exactly 150', value: k_workersBudget.debited, met: k_workersBudget.exact });
