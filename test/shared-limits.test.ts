@@ -131,6 +131,60 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(pacer.rate).toBe(25);
   });
 
+  it("counts a 429 against the run's rate only if its request was paced no faster than that rate: one a cut already answers is not counted, by the leader or in the row", async () => {
+    const id = await run({ intervalMs: 20 });
+    let now = 0;
+    const clock: Clock = { now: () => now, sleep: async (ms) => void (now += ms) };
+    const slots: SharedSlot[] = [];
+    const leading = sharedPacer(pool(), S, id, { leads: () => true });
+    const leader = leading(50, clock);
+    const following = sharedPacer(pool(), S, id, { leads: () => false, onSlot: (slot) => slots.push(slot) });
+    const follower = following(50, clock);
+    const rejected = async () => Number((await sql(db.url, `SELECT rejected FROM ${S}.run_limits WHERE run_id = $1`, [id]))[0]?.rejected);
+
+    // The follower paces at 50/s; a request it sent then gets its 429 only after the leader cut the rate to 10/s.
+    await follower.acquire();
+    now += 5;
+    const sentBeforeTheCut = now;
+    now += 5;
+    leader.setRate(10);
+    await leader.acquire();
+    following.report(false, sentBeforeTheCut);
+    await follower.acquire();
+    expect(slots.at(-1)?.intervalMs).toBe(100);
+    // Paced under the old rate: the cut answers it, so the leader hears of no 429 and the row counts none.
+    expect(await rejected()).toBe(0);
+    expect(slots.at(-1)?.outcomes.rejected).toBe(0);
+    expect(slots.at(-1)?.reported.rejected).toBe(0);
+
+    // Sent after the follower paced under the cut: a 429 of the slower rate, counted (the leader cuts again for it).
+    now += 50;
+    following.report(false, now);
+    await follower.acquire();
+    expect(await rejected()).toBe(1);
+    expect(slots.at(-1)?.outcomes.rejected).toBe(1);
+    expect(slots.at(-1)?.reported.rejected).toBe(1);
+
+    // After a raise, a 429 paced under the slower rate before it still counts: the faster rate would fail too.
+    now += 50;
+    const sentBeforeTheRaise = now;
+    now += 5;
+    leader.setRate(20);
+    await leader.acquire();
+    following.report(false, sentBeforeTheRaise);
+    await follower.acquire();
+    expect(slots.at(-1)?.intervalMs).toBe(50);
+    expect(await rejected()).toBe(2);
+    // And every answer reported is counted once, 2xx or counted 429, whichever worker sent it.
+    now += 60;
+    following.report(true, now);
+    leading.report(false, now);
+    await leader.acquire();
+    await follower.acquire();
+    expect(slots.at(-1)?.outcomes).toEqual({ accepted: 1, rejected: 3 });
+    expect(slots.at(-1)?.reported).toEqual({ accepted: 1, rejected: 2 });
+  });
+
   it('takes another slot when this worker hears of a pause while it waits for the one it got', async () => {
     const id = await run({ intervalMs: 1_000 });
     const slots: SharedSlot[] = [];

@@ -24,9 +24,22 @@ export interface SharedPacerOptions {
 export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): SharedPacerFactory {
   const statements = pacerStatements(quoteIdentifier(schema));
   const where = options.where ?? `the shared rate limit (PostgreSQL, schema "${schema}")`;
-  const shared: Shared = { pool, runId, statements, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined, channel: limitsChannel(schema, runId), pacers: new Set() };
+  const shared: Shared = {
+    pool,
+    runId,
+    statements,
+    where,
+    leads: options.leads,
+    onSlot: options.onSlot,
+    unreported: [],
+    reported: { accepted: 0, rejected: 0 },
+    offsetMs: undefined,
+    channel: limitsChannel(schema, runId),
+    pacers: new Set(),
+    intervals: [],
+  };
   return Object.assign((requestsPerSecond: number, clock: Clock) => new SharedPacer(shared, requestsPerSecond, clock), {
-    report: (accepted: boolean, sentAt: number) => void shared.unreported.push({ accepted, sentAt }),
+    report: (accepted: boolean, sentAt: number) => void shared.unreported.push({ accepted, sentAt, pacedMs: pacedAt(shared, sentAt) }),
     renew: () => {
       for (const pacer of shared.pacers) pacer.renew();
     },
@@ -56,8 +69,8 @@ interface Shared {
   where: string;
   leads: () => boolean;
   onSlot: ((slot: SharedSlot) => void) | undefined;
-  /** Answers got since the last slot, to report with the next: accepted (2xx) or rejected (429), and when sent. */
-  unreported: { accepted: boolean; sentAt: number }[];
+  /** Answers got since the last slot, to report with the next: accepted (2xx) or rejected (429), when sent, and the interval it was paced under. */
+  unreported: { accepted: boolean; sentAt: number; pacedMs: number | undefined }[];
   /** The database's clock (epoch ms) minus this worker's, as the last slot showed it. */
   offsetMs: number | undefined;
   /** Answers this worker has reported so far. */
@@ -66,6 +79,32 @@ interface Shared {
   channel: string;
   /** The pacers made here (one per scheduler), to renew when the terms change. */
   pacers: Set<SharedPacer>;
+  /**
+   * The run's interval as this worker paced under it, from when (its clock), latest last and a few kept: a 429 is
+   * reported with the interval its request was sent under, so that one sent before a cut reached this worker is
+   * not taken for a failure of the slower rate (docs/distributed-design.md#one-rate-shared).
+   */
+  intervals: { from: number; intervalMs: number }[];
+}
+
+/** How many changes of the interval a worker keeps: answers come back within seconds, changes are seconds apart. */
+const INTERVALS_KEPT = 16;
+
+/** The interval this worker paced under at `sentAt` (its clock): undefined before its first slot. */
+function pacedAt(shared: Shared, sentAt: number): number | undefined {
+  const { intervals } = shared;
+  for (let i = intervals.length - 1; i >= 0; i--) {
+    const entry = intervals[i] as { from: number; intervalMs: number };
+    if (entry.from <= sentAt) return entry.intervalMs;
+  }
+  return intervals[0]?.intervalMs;
+}
+
+/** The run's interval as this worker paces under it from `from` (its clock): a slot read it, or it set it leading. */
+function pacingUnder(shared: Shared, intervalMs: number, from: number): void {
+  if (shared.intervals.at(-1)?.intervalMs === intervalMs) return;
+  shared.intervals.push({ from, intervalMs });
+  if (shared.intervals.length > INTERVALS_KEPT) shared.intervals.shift();
 }
 
 /** What one acquire's statement answers: the caller's slot, by the database's clock. */
@@ -124,6 +163,7 @@ class SharedPacer implements Pacer {
     if (requestsPerSecond === this.rate || !this.#shared.leads()) return;
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
+    pacingUnder(this.#shared, this.#intervalMs, this.#clock.now());
     this.#write(this.#shared.statements.setInterval, this.#intervalMs);
     this.renew();
   }
@@ -179,18 +219,22 @@ class SharedPacer implements Pacer {
     const report = this.#shared.unreported.splice(0);
     const accepted = report.filter((answer) => answer.accepted).length;
     const offset = this.#shared.offsetMs;
-    const rejectedAt = offset === undefined ? [] : report.filter((answer) => !answer.accepted).map((answer) => answer.sentAt + offset);
-    const latestRejected = rejectedAt.length > 0 ? Math.max(...rejectedAt) : null;
+    // Each 429 with when it was sent (the database's clock, once known) and the interval it was paced under: the
+    // statement counts those paced no faster than the row's interval now, so that one a cut already answers is not
+    // counted (another worker's cut may reach this worker only after its request left).
+    const rejected = report.filter((answer) => !answer.accepted);
+    const rejectedAt = rejected.map((answer) => (offset === undefined ? null : answer.sentAt + offset));
+    const rejectedPaced = rejected.map((answer) => answer.pacedMs ?? null);
     let rows: SlotRow[];
     try {
-      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId, accepted, report.length - accepted, latestRejected])).rows, { idempotent: true });
+      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId, accepted, rejectedAt, rejectedPaced])).rows, { idempotent: true });
     } catch (error) {
       this.#shared.unreported.push(...report);
       throw error;
     }
-    this.#shared.reported.accepted += accepted;
-    this.#shared.reported.rejected += report.length - accepted;
     const row = rows[0];
+    this.#shared.reported.accepted += accepted;
+    this.#shared.reported.rejected += Number(row?.counted_rejected ?? 0);
     if (!row) throw new Error(`${where}: run ${runId} has no row in run_limits: a distributed run's limits are written when it is planned`);
     const taken = {
       intervalMs: Number(row.interval_ms),
@@ -204,6 +248,7 @@ class SharedPacer implements Pacer {
     // The slot by both clocks: how far the database's is from this worker's (one round trip's error at most).
     this.#shared.offsetMs = taken.slotEpochMs - (this.#clock.now() + taken.waitMs);
     this.#intervalMs = taken.intervalMs;
+    pacingUnder(this.#shared, taken.intervalMs, this.#clock.now());
     this.#shared.onSlot?.(taken);
     return taken;
   }
@@ -238,6 +283,8 @@ interface SlotRow {
   accepted: string;
   rejected: string;
   rejected_sent_epoch_ms: number | null;
+  /** How many of the 429s this statement carried it counted (those a cut did not answer already). */
+  counted_rejected: number;
 }
 
 function intervalOf(requestsPerSecond: number): number {

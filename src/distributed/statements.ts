@@ -151,6 +151,15 @@ export function meterStatements(s: string) {
   } as const;
 }
 
+/**
+ * `what` (an aggregate) of the 429s an acquire carries ($3 their send times, $4 the intervals they were paced under)
+ * that were paced no faster than the row's interval: correlated with the row being updated, so that a concurrent
+ * change of the interval is seen as the update sees it.
+ */
+function countedRejected(what: string): string {
+  return `(SELECT ${what} FROM unnest($3::float8[], $4::float8[]) AS r(at, paced) WHERE r.paced IS NULL OR r.paced >= interval_ms - 0.001)`;
+}
+
 /** The shared pacer: $1 the run, $2 an interval or a length of time in ms, $3 the channel the change is told on. */
 export function pacerStatements(s: string) {
   return {
@@ -159,16 +168,20 @@ export function pacerStatements(s: string) {
     // statement's end, so that time spent queueing for the row's lock is not waited again.
     // It also carries the answers this worker got since its last slot (2xx, 429), and returns the run's totals: the
     // leader learns the rate from every worker's answers at no round trip of its own.
+    // A 429 ($3 when each was sent, epoch ms by the database's clock or null; $4 the interval each was paced under)
+    // counts only if it was paced no faster than the row's interval now: one sent before a cut reached its worker
+    // was paced under the faster rate the cut already answers, and must neither cut again nor mark that rate as the
+    // lowest that failed. One paced under an unknown interval (its worker's first slot) counts.
     acquire: `UPDATE ${s}.run_limits
                  SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
-                     accepted = accepted + $2, rejected = rejected + $3,
-                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp($4::float8 / 1000))
+                     accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
+                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))
                WHERE run_id = $1
            RETURNING interval_ms,
                      extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
                      extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
                      stop_reason, stop_message, accepted, rejected,
-                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms`,
+                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms, ${countedRejected('count(*)')}::int AS counted_rejected`,
     // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
     seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
     // A new rate or a pause is told to every worker (`limitsChannel`): slots they were granted under the old terms and
