@@ -90,8 +90,9 @@ class AdaptiveThrottle implements Throttle {
     // However many 429s come in a row, the rate never falls below a twentieth of the plan's (or 1/s without one):
     // past that, waiting is the pauses' job, and a storm that is not about our rate must not leave a crawl behind.
     const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
-    // Sharing a pacer, the learner also hears other processes' answers, late: it learns the limit from a full window.
-    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, ...(config.learns ? { learnAfterMs: 3000 } : {}) }, clock);
+    // Sharing a pacer, the learner also hears other processes' answers, late: it learns the limit from 2 s of them at least
+    // (the window being 3 s, 3 s never came: the span is measured from its first answer to now, so it stayed unlearned).
+    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
     this.#pacer = (config.pacer ?? createPacer)(paced(maxRate), clock);
   }
 
