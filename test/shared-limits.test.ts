@@ -102,6 +102,18 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(slots[0]?.slotEpochMs).toBeLessThan(paused_ms + 100);
   });
 
+  it('after a cut, the next slot is a whole new interval after the latest one handed out, not an old interval', async () => {
+    const id = await run({ intervalMs: 20 });
+    const slots: SharedSlot[] = [];
+    const leader = sharedPacer(pool(), S, id, { leads: () => true, onSlot: (slot) => slots.push(slot) })(50, virtualClock(0));
+    await leader.acquire();
+    // 20/s to 5/s: the request that slot let go may have left just now; the next one comes 200 ms after it.
+    leader.setRate(5);
+    await leader.acquire();
+    const [before, after] = slots.map((slot) => slot.slotEpochMs) as [number, number];
+    expect(after - before).toBeGreaterThanOrEqual(200 - 0.002);
+  });
+
   it('takes its rate from the leader only: a follower’s rate changes nothing', async () => {
     const id = await run({ intervalMs: 20 });
     let leads = false;

@@ -188,8 +188,13 @@ export function pacerStatements(s: string) {
     // still wait for are taken again, as the local pacer's reservations are, so that a cut is not followed by a burst.
     // The slots reserved under the old terms are given back too (`next_at` no later than one new interval from now):
     // every worker takes its waiting slots again, and those far ahead would otherwise be skipped, a gap after every
-    // change. A slot already begun was at or before now, so the next one is still a whole new interval after it.
-    setInterval: `WITH changed AS (UPDATE ${s}.run_limits SET interval_ms = $2, next_at = LEAST(next_at, clock_timestamp() + $2 * interval '1 millisecond') WHERE run_id = $1 RETURNING run_id)
+    // change.
+    // Not before a whole new interval after the latest slot that may have begun (the latest handed out, or now): the
+    // next_at left by the old interval may be only an old interval after it, a slot too early after a cut.
+    setInterval: `WITH changed AS (UPDATE ${s}.run_limits SET interval_ms = $2,
+                                     next_at = GREATEST(LEAST(next_at, clock_timestamp() + $2 * interval '1 millisecond'),
+                                                        LEAST(next_at - interval_ms * interval '1 millisecond', clock_timestamp()) + $2 * interval '1 millisecond')
+                                   WHERE run_id = $1 RETURNING run_id)
                   SELECT pg_notify($3, 'rate') FROM changed`,
     pause: `WITH changed AS (UPDATE ${s}.run_limits SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'),
                                                     next_at = LEAST(next_at, GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'))
