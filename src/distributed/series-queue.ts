@@ -6,6 +6,7 @@ import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
 import { queueStatements } from './statements.ts';
+import { firstPhase } from '../phase-marks.ts';
 
 /** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
 const REFUSALS = 20;
@@ -162,6 +163,7 @@ export class SeriesQueue {
         owner.feed.push(owner.series);
         continue;
       }
+      firstPhase('queue-empty');
       if (await this.#ended()) return { done: true, value: undefined };
       try {
         await systemClock.sleep(POLL_MS, this.#options.signal);

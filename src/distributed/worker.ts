@@ -13,6 +13,7 @@ import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { SeriesQueue } from './series-queue.ts';
 import { workerStatements } from './statements.ts';
 import { WorkerSession } from './worker-session.ts';
+import { firstPhase, phase } from '../phase-marks.ts';
 
 /** How often a worker says it is alive (its row, and the jobs it holds: pg-boss's bound is `JOB_HEARTBEAT_SECONDS`). */
 const BEAT_MS = 3000;
@@ -111,7 +112,9 @@ export class RunWorker {
   watch(scheduler: Scheduler): void {
     this.#scheduler = scheduler;
     scheduler.on((event) => {
+      if (event.type === 'request') firstPhase('first-request');
       if (event.type === 'response') {
+        firstPhase('first-answer');
         this.#share.credits += event.credits;
         // What the server said of this worker's requests, for the leader's learning (the others' go via the row).
         const status = String(event.status);
@@ -155,8 +158,10 @@ export class RunWorker {
     } catch {
       // As above.
     } finally {
+      phase('handed-back');
       await this.#session.release();
       await this.#boss.stop({ graceful: false, close: false }).catch(() => undefined);
+      phase('boss-stopped');
     }
   }
 
