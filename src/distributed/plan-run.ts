@@ -4,7 +4,7 @@ import type { HeldLock } from '../postgres/advisory-lock.ts';
 import { pgDriver } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
-import { queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
+import { loadBoss, queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
 import { workersAtWork } from './liveness.ts';
 import { expireGoneWorkers } from './shared-meter.ts';
 import { planStatements, serverStatements } from './statements.ts';
@@ -42,6 +42,8 @@ const PLAN_BATCH = 1000;
  * dies lets go of it with its connection.
  */
 export async function planningLock(store: PostgresStateStore, pipeline: string): Promise<HeldLock> {
+  // The job queue's module loads while this process waits its turn (a failure to load is openBoss's to report).
+  loadBoss().catch(() => undefined);
   const client = new (pgDriver().Client)(store.pool.options);
   client.on('error', () => undefined);
   const end = () => client.end().catch(() => undefined);
