@@ -224,6 +224,10 @@ export function statusStatements(s: string) {
 export const serverStatements = {
   /** Waits for a session lock (the planning lock). */
   advisoryLock: `SELECT pg_advisory_lock(hashtextextended($1, 0))`,
+  /** Waits for a session lock in shared mode (the joining lock, `planningLock`). */
+  advisoryLockShared: `SELECT pg_advisory_lock_shared(hashtextextended($1, 0))`,
+  /** Lets go of a session lock this session holds exclusively (the deciding lock, once a joiner decided). */
+  advisoryUnlock: `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
   /** Takes a session lock if it is free (the leader's lock). */
   tryAdvisoryLock: `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`,
   /** Whether a schema ($1 its name) exists. */

@@ -61,11 +61,24 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   // is a worker. The planning lock stands in for the lease while this process decides and plans
   // (docs/design.md#past-one-machine).
   const shared = distributable(store, pipeline);
-  held.lease = shared ? await planningLock(shared, pipeline.name) : await store.lease(pipeline.name);
+  // Whether this process joins workers at work on the latest run, or decides what the run is.
+  const look = async () => {
+    const latest = await store.latestRun(pipeline.name);
+    return { latest, joining: shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0 };
+  };
+  let looked: Awaited<ReturnType<typeof look>>;
+  if (shared) {
+    const planning = await planningLock(shared, pipeline.name, look);
+    held.lease = planning.lock;
+    looked = planning.decided;
+  } else {
+    held.lease = await store.lease(pipeline.name);
+    looked = await look();
+  }
   phase('planning-lock');
   const planPrint = fingerprint(plan.fingerprint);
-  const latest = await store.latestRun(pipeline.name);
-  const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0;
+  const { latest } = looked;
+  const joining = latest !== undefined && looked.joining;
   // A scheduled occurrence's invocation starts a run or works a given one, never both (`RunTake`).
   checkTake(options.take, pipeline.name, latest, joining);
   if (joining && options.fresh) {
