@@ -30,7 +30,9 @@ interface Spawned {
 /** One worker process of the test fixture's pipeline, with phase marks on; times are ms since `t0` (the parent's clock). */
 function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned {
   const spawnedAt = performance.now();
-  const child = spawn(process.execPath, [FIXTURE], {
+  // BENCH_CPU_PROF=<dir>: each worker writes a CPU profile there (node --cpu-prof), to see where its start goes.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, FIXTURE], {
     env: { ...process.env, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec), WEBDATA_PHASES: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
