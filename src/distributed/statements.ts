@@ -103,6 +103,8 @@ export function queueStatements(s: string) {
   return {
     /** How many of the run's series have ended: the run is done for a worker once they all have. */
     seriesEnded: `SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`,
+    /** Tells the run's workers that a series ended, at the commit of the transaction it is in ($1 the channel). */
+    notify: `SELECT pg_notify($1, '')`,
     /** The run's series that have ended, and those a worker is paging (a page committed, not ended). */
     seriesByState: `SELECT COUNT(*) FILTER (WHERE status = 'ended')::int AS ended, COUNT(*) FILTER (WHERE status = 'active')::int AS active
                       FROM ${s}.series WHERE run_id = $1`,

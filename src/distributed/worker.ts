@@ -85,7 +85,7 @@ export class RunWorker {
         this.#hear(slot);
       },
     });
-    this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: () => this.#pacer.renew() });
+    this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: () => this.#pacer.renew(), onSeriesEnded: () => this.queue.wake() });
     this.#meter = sharedMeter(store.pool, store.schema, runId, this.id, { weights: options.weights });
     this.limits = { meter: this.#meter, pacer: this.#pacer, learns: () => this.#session.leader };
     this.queue = new SeriesQueue({
@@ -93,6 +93,7 @@ export class RunWorker {
       queue: options.queue,
       pool: store.pool,
       s: quoteIdentifier(store.schema),
+      schema: store.schema,
       runId,
       planningNumber: options.planningNumber,
       seriesTotal: options.seriesTotal,
