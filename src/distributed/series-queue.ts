@@ -61,6 +61,8 @@ export class SeriesQueue {
   #starved = false;
   // Ends the wait between two asks at once (`wake`).
   #wake: (() => void) | undefined;
+  // Woken while not waiting (between its ask and its count of ended series): the next wait is skipped.
+  #woken = false;
 
   constructor(options: SeriesQueueOptions) {
     this.#options = options;
@@ -75,7 +77,8 @@ export class SeriesQueue {
 
   /** Asks the queue again now, if this worker waits for it (a series ended, or came back: told on the run's channel). */
   wake(): void {
-    this.#wake?.();
+    if (this.#wake) this.#wake();
+    else this.#woken = true;
   }
 
   /**
@@ -178,6 +181,7 @@ export class SeriesQueue {
       const waiting = mine.shift();
       if (waiting) return { done: false, value: waiting };
       if (this.#options.stopped()) return { done: true, value: undefined };
+      this.#woken = false;
       const [job] = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
       this.#starved = job === undefined;
       if (job) {
@@ -205,11 +209,12 @@ export class SeriesQueue {
     }
   }
 
-  /** Waits `POLL_MS`, or until woken (`wake`); rejects once the worker leaves (its signal). */
+  /** Waits `POLL_MS`, or until woken (`wake`, or since this ask); rejects once the worker leaves (its signal). */
   #pause(): Promise<void> {
     const { signal } = this.#options;
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(signal.reason as Error);
+      if (this.#woken) return resolve();
       const settle = (then: () => void) => () => {
         clearTimeout(timer);
         signal.removeEventListener('abort', aborted);
