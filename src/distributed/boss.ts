@@ -14,9 +14,7 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
   // Looked up first, as for the state schema: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS,
   // and a role given a schema an administrator made needs no more.
   const exists = (await pool.query(serverStatements.schemaExists, [schema])).rowCount === 1;
-  // Loaded here, not at import: only a distributed run needs it, and it weighs on any process that loads it
-  // (docs/benchmarks.md#figures-the-code-cites).
-  const { PgBoss: Boss } = await import('pg-boss');
+  const { PgBoss: Boss } = await loadBoss();
   const boss = new Boss({
     db: adapter(pool),
     schema,
@@ -33,6 +31,18 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
   boss.on('error', () => undefined);
   await boss.start();
   return boss;
+}
+
+let loading: Promise<typeof import('pg-boss')> | undefined;
+
+/**
+ * pg-boss, loaded once. Not at import: only a distributed run needs it, and it weighs on any process that loads it
+ * (docs/benchmarks.md#figures-the-code-cites). A distributed run starts loading it as it waits for the planning lock
+ * (`planningLock`), so that a worker's 150–300 ms of module loading overlaps its wait (docs/benchmarks.md#joining-a-run).
+ */
+export function loadBoss(): Promise<typeof import('pg-boss')> {
+  loading ??= import('pg-boss');
+  return loading;
 }
 
 /** How often a worker's pg-boss looks for jobs whose holder stopped beating (the 30 s pick-up bound: beat + this). */

@@ -7,6 +7,7 @@ import { openBoss, queueName } from './boss.ts';
 import { planRun } from './plan-run.ts';
 import { postgresHost } from './postgres-host.ts';
 import { RunWorker } from './worker.ts';
+import { phase } from '../phase-marks.ts';
 
 export interface Joining {
   pipeline: string;
@@ -39,6 +40,7 @@ export function joinRun(joining: Joining): Promise<RunHost> {
 async function join(joining: Joining): Promise<RunHost> {
   const { store, planningNumber } = joining.distributed;
   const boss = await openBoss(store.pool, store.schema);
+  phase('boss-started');
   try {
     const queue = joining.distributed.joining
       ? queueName(joining.pipeline, joining.runId, planningNumber)
@@ -51,7 +53,9 @@ async function join(joining: Joining): Promise<RunHost> {
           retryFailed: joining.retryFailed,
           spentBefore: joining.spentBefore,
         });
+    phase(joining.distributed.joining ? 'joined-queue' : 'planned');
     const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planningNumber, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
+    phase('worker-registered');
     await joining.planningLock.release();
     return postgresHost(worker, { store, runId: joining.runId, joined: joining.distributed.joining, claimsKeys: joining.claimsKeys });
   } catch (error) {

@@ -4,7 +4,7 @@ import type { HeldLock } from '../postgres/advisory-lock.ts';
 import { pgDriver } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
-import { queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
+import { loadBoss, queueName, queueOptions, queuePrefix, seriesJobId } from './boss.ts';
 import { workersAtWork } from './liveness.ts';
 import { expireGoneWorkers } from './shared-meter.ts';
 import { planStatements, serverStatements } from './statements.ts';
@@ -38,21 +38,44 @@ const PLAN_BATCH = 1000;
 
 /**
  * The planning lock of a pipeline: one process at a time decides what the run is (new, resumed, joined) and plans
- * it; the others wait, then join what it planned. A session lock on a connection of its own, so that a planner that
- * dies lets go of it with its connection.
+ * it; the others wait, then join what it planned. Session locks on a connection of its own, so that a planner that
+ * dies lets go of them with its connection. Two locks, so that workers started together join side by side rather than
+ * one after another (each holds it through its sinks, pg-boss and registration: docs/benchmarks.md#joining-a-run):
+ *
+ * - the deciding lock (exclusive), held while `decide` looks at the runs: by a joiner only for that look, by a
+ *   planner until it is a worker of the run it planned;
+ * - the joining lock: shared by joiners until each is a worker (registered, `workersAtWork` counts it), exclusive for a
+ *   planner. A planner so never plans while a process that saw a worker at work is still on its way in: should the
+ *   workers it saw have gone meanwhile, the planner waits for it to register, and then looks again (and joins).
+ *
+ * `decide` says whether this process joins a run at work (its own reading of the runs: `joining`); what it returns is
+ * what was decided under the locks it needed, for the caller to act on as it is.
  */
-export async function planningLock(store: PostgresStateStore, pipeline: string): Promise<HeldLock> {
+export async function planningLock<T extends { joining: boolean }>(store: PostgresStateStore, pipeline: string, decide: () => Promise<T>): Promise<{ lock: HeldLock; decided: T }> {
+  // The job queue's module loads while this process waits its turn (a failure to load is openBoss's to report).
+  loadBoss().catch(() => undefined);
   const client = new (pgDriver().Client)(store.pool.options);
   client.on('error', () => undefined);
   const end = () => client.end().catch(() => undefined);
+  const deciding = `webdata-etl:plan:${store.schema}:${pipeline}`;
+  const joiningLock = `webdata-etl:join:${store.schema}:${pipeline}`;
   try {
     await client.connect();
-    await client.query(serverStatements.advisoryLock, [`webdata-etl:plan:${store.schema}:${pipeline}`]);
+    await client.query(serverStatements.advisoryLock, [deciding]);
+    let decided = await decide();
+    if (decided.joining) {
+      // Granted at once: only a holder of the deciding lock ever asks for the joining lock exclusively, and that is us.
+      await client.query(serverStatements.advisoryLockShared, [joiningLock]);
+      await client.query(serverStatements.advisoryUnlock, [deciding]);
+    } else {
+      await client.query(serverStatements.advisoryLock, [joiningLock]);
+      decided = await decide();
+    }
+    return { lock: { client, release: end }, decided };
   } catch (error) {
     await end();
     throw error;
   }
-  return { client, release: end };
 }
 
 export interface RunPlan {

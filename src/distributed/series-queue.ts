@@ -1,17 +1,27 @@
+import { createHash } from 'node:crypto';
 import type { JobAttempt, PgBoss } from 'pg-boss';
 import type { Series } from '../pipeline/page.ts';
 import type { Pool, PoolClient } from '../postgres/pools.ts';
 import { retrying } from '../postgres/failure.ts';
-import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
 import { queueStatements } from './statements.ts';
+import { firstPhase } from '../phase-marks.ts';
 
 /** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
 const REFUSALS = 20;
 
-/** How long a worker with nothing to take waits before asking the queue again (another worker's series may come back). */
+/**
+ * How long a worker with nothing to take waits before asking the queue again (another worker's series may come back),
+ * unless woken first: a series that ends while a worker had nothing to take says so on the run's channel
+ * (`seriesEndedChannel`), so that the workers waiting for the run's last series leave as soon as it ends.
+ */
 const POLL_MS = 250;
+
+/** The channel on which a series that ended near the run's end is told (`SeriesQueue.finish`): short and safe. */
+export function seriesEndedChannel(schema: string, runId: string): string {
+  return `webdata_ended_${createHash('sha256').update(`${schema}\n${runId}`).digest('hex').slice(0, 24)}`;
+}
 
 export interface SeriesQueueOptions {
   boss: PgBoss;
@@ -19,6 +29,8 @@ export interface SeriesQueueOptions {
   pool: Pool;
   /** The state schema, quoted. */
   s: string;
+  /** The state schema, as it is named (the channel's name carries it). */
+  schema: string;
   runId: string;
   /** Which planning of the run the queue is: its jobs' ids are derived from it (`seriesJobId`). */
   planningNumber: number;
@@ -44,10 +56,29 @@ export class SeriesQueue {
   readonly #lapsed = new Set<string>();
   // Every series of the plan, with the feed of the source it belongs to (a combined source has one feed per source).
   readonly #owners = new Map<string, { series: Series; feed: Series[] }>();
+  readonly #channel: string;
+  // The queue had nothing for this worker at its last ask: the run is near its end (or its series are all held).
+  #starved = false;
+  // Ends the wait between two asks at once (`wake`).
+  #wake: (() => void) | undefined;
+  // Woken while not waiting (between its ask and its count of ended series): the next wait is skipped.
+  #woken = false;
 
   constructor(options: SeriesQueueOptions) {
     this.#options = options;
     this.#sql = queueStatements(options.s);
+    this.#channel = seriesEndedChannel(options.schema, options.runId);
+  }
+
+  /** Whether the queue had nothing for this worker at its last ask (it waits for series to come back, or the run to end). */
+  get waiting(): boolean {
+    return this.#starved;
+  }
+
+  /** Asks the queue again now, if this worker waits for it (a series ended, or came back: told on the run's channel). */
+  wake(): void {
+    if (this.#wake) this.#wake();
+    else this.#woken = true;
   }
 
   /**
@@ -70,7 +101,11 @@ export class SeriesQueue {
   async finish(seriesId: string, client: PoolClient): Promise<boolean> {
     const job = this.#take(seriesId);
     if (!job) return false;
-    return affected(await this.#options.boss.complete(this.#options.queue, job, null, { db: adapter(client) })) > 0;
+    const completed = affected(await this.#options.boss.complete(this.#options.queue, job, null, { db: adapter(client) })) > 0;
+    // Near the run's end, the workers waiting for its last series hear of this one at its commit, not at their next
+    // ask. Only then: a NOTIFY in every series' transaction would serialize their commits on the server's queue lock.
+    if (completed && this.#starved) await client.query(this.#sql.notify, [this.#channel]);
+    return completed;
   }
 
   /** A series that was over before this worker took it (ended in an earlier invocation): its job is done. */
@@ -146,7 +181,9 @@ export class SeriesQueue {
       const waiting = mine.shift();
       if (waiting) return { done: false, value: waiting };
       if (this.#options.stopped()) return { done: true, value: undefined };
+      this.#woken = false;
       const [job] = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
+      this.#starved = job === undefined;
       if (job) {
         const owner = this.#ownerOf(job);
         if (!owner) {
@@ -162,13 +199,33 @@ export class SeriesQueue {
         owner.feed.push(owner.series);
         continue;
       }
+      firstPhase('queue-empty');
       if (await this.#ended()) return { done: true, value: undefined };
       try {
-        await systemClock.sleep(POLL_MS, this.#options.signal);
+        await this.#pause();
       } catch {
         return { done: true, value: undefined };
       }
     }
+  }
+
+  /** Waits `POLL_MS`, or until woken (`wake`, or since this ask); rejects once the worker leaves (its signal). */
+  #pause(): Promise<void> {
+    const { signal } = this.#options;
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason as Error);
+      if (this.#woken) return resolve();
+      const settle = (then: () => void) => () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', aborted);
+        this.#wake = undefined;
+        then();
+      };
+      const timer = setTimeout(settle(resolve), POLL_MS);
+      const aborted = settle(() => reject(signal.reason as Error));
+      signal.addEventListener('abort', aborted, { once: true });
+      this.#wake = settle(resolve);
+    });
   }
 
   // Outside a page's transaction, every call here is safe to repeat (a job settled twice is fenced by its attempt; a

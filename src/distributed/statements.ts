@@ -103,6 +103,8 @@ export function queueStatements(s: string) {
   return {
     /** How many of the run's series have ended: the run is done for a worker once they all have. */
     seriesEnded: `SELECT COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`,
+    /** Tells the run's workers that a series ended, at the commit of the transaction it is in ($1 the channel). */
+    notify: `SELECT pg_notify($1, '')`,
     /** The run's series that have ended, and those a worker is paging (a page committed, not ended). */
     seriesByState: `SELECT COUNT(*) FILTER (WHERE status = 'ended')::int AS ended, COUNT(*) FILTER (WHERE status = 'active')::int AS active
                       FROM ${s}.series WHERE run_id = $1`,
@@ -242,6 +244,10 @@ export function statusStatements(s: string) {
 export const serverStatements = {
   /** Waits for a session lock (the planning lock). */
   advisoryLock: `SELECT pg_advisory_lock(hashtextextended($1, 0))`,
+  /** Waits for a session lock in shared mode (the joining lock, `planningLock`). */
+  advisoryLockShared: `SELECT pg_advisory_lock_shared(hashtextextended($1, 0))`,
+  /** Lets go of a session lock this session holds exclusively (the deciding lock, once a joiner decided). */
+  advisoryUnlock: `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
   /** Takes a session lock if it is free (the leader's lock). */
   tryAdvisoryLock: `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`,
   /** Whether a schema ($1 its name) exists. */

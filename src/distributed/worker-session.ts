@@ -1,6 +1,7 @@
 import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
 import type { Pool } from '../postgres/pools.ts';
 import { workerLockPrefix } from './liveness.ts';
+import { seriesEndedChannel } from './series-queue.ts';
 import { limitsChannel } from './shared-pacer.ts';
 import { serverStatements } from './statements.ts';
 
@@ -12,11 +13,14 @@ export interface WorkerSessionOptions {
   workerId: string;
   /** The run's rate or pause changed (a notification on the run's channel). */
   onTermsChanged: () => void;
+  /** A series of the run ended near its end (`seriesEndedChannel`): a worker waiting for the queue asks again. */
+  onSeriesEnded: () => void;
 }
 
 /**
  * The worker's own session, held while this process lives: its liveness lock (others tell a dead worker from a live
- * one by it, `workersAtWork`), the leader's lock when it has it, and the LISTEN for the run's terms. A connection lost
+ * one by it, `workersAtWork`), the leader's lock when it has it, and the LISTENs for the run's terms and for its
+ * series ending near its end. A connection lost
  * (a server restart) takes the locks with it: the next beat opens a new session and takes them again (`hold`).
  */
 export class WorkerSession {
@@ -26,6 +30,8 @@ export class WorkerSession {
   readonly #leaderLock: string;
   readonly #channel: string;
   readonly #onTermsChanged: () => void;
+  readonly #endedChannel: string;
+  readonly #onSeriesEnded: () => void;
   #held: HeldLock | undefined;
   // Whether this worker learns the run's rate now (see `#lead`).
   #leader = false;
@@ -37,6 +43,8 @@ export class WorkerSession {
     this.#leaderLock = `webdata-etl:leader:${options.schema}:${options.runId}`;
     this.#channel = limitsChannel(options.schema, options.runId);
     this.#onTermsChanged = options.onTermsChanged;
+    this.#endedChannel = seriesEndedChannel(options.schema, options.runId);
+    this.#onSeriesEnded = options.onSeriesEnded;
   }
 
   /** Whether this worker holds the leader's lock, and so learns the run's rate now. */
@@ -95,9 +103,11 @@ export class WorkerSession {
     held.client.on('end', lost);
     held.client.on('notification', (message) => {
       if (message.channel === this.#channel) this.#onTermsChanged();
+      if (message.channel === this.#endedChannel) this.#onSeriesEnded();
     });
     try {
       await held.client.query(serverStatements.listen(this.#channel));
+      await held.client.query(serverStatements.listen(this.#endedChannel));
     } catch (error) {
       await held.release();
       throw error;

@@ -13,6 +13,7 @@ import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { SeriesQueue } from './series-queue.ts';
 import { workerStatements } from './statements.ts';
 import { WorkerSession } from './worker-session.ts';
+import { firstPhase, phase } from '../phase-marks.ts';
 
 /** How often a worker says it is alive (its row, and the jobs it holds: pg-boss's bound is `JOB_HEARTBEAT_SECONDS`). */
 const BEAT_MS = 3000;
@@ -84,7 +85,7 @@ export class RunWorker {
         this.#hear(slot);
       },
     });
-    this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: () => this.#pacer.renew() });
+    this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: () => this.#pacer.renew(), onSeriesEnded: () => this.queue.wake() });
     this.#meter = sharedMeter(store.pool, store.schema, runId, this.id, { weights: options.weights });
     this.limits = { meter: this.#meter, pacer: this.#pacer, learns: () => this.#session.leader };
     this.queue = new SeriesQueue({
@@ -92,6 +93,7 @@ export class RunWorker {
       queue: options.queue,
       pool: store.pool,
       s: quoteIdentifier(store.schema),
+      schema: store.schema,
       runId,
       planningNumber: options.planningNumber,
       seriesTotal: options.seriesTotal,
@@ -111,7 +113,9 @@ export class RunWorker {
   watch(scheduler: Scheduler): void {
     this.#scheduler = scheduler;
     scheduler.on((event) => {
+      if (event.type === 'request') firstPhase('first-request');
       if (event.type === 'response') {
+        firstPhase('first-answer');
         this.#share.credits += event.credits;
         // What the server said of this worker's requests, for the leader's learning (the others' go via the row).
         const status = String(event.status);
@@ -155,8 +159,10 @@ export class RunWorker {
     } catch {
       // As above.
     } finally {
+      phase('handed-back');
       await this.#session.release();
       await this.#boss.stop({ graceful: false, close: false }).catch(() => undefined);
+      phase('boss-stopped');
     }
   }
 

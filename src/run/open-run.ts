@@ -21,6 +21,7 @@ import type { Pipeline } from '../config/define.ts';
 import { checkTake, type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
 import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
 import { checkJoinTerms, runTerms } from './run-terms.ts';
+import { phase } from '../phase-marks.ts';
 
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
@@ -55,14 +56,29 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   checkOutputs(sinks, statePath(pipeline));
   checkTagColumns(plan.tagColumns);
   const store = await openStore(pipeline, options, databases);
+  phase('store-open');
   // A run whose state and outputs are all in one PostgreSQL database is a distributed run: every process started on it
   // is a worker. The planning lock stands in for the lease while this process decides and plans
   // (docs/design.md#past-one-machine).
   const shared = distributable(store, pipeline);
-  held.lease = shared ? await planningLock(shared, pipeline.name) : await store.lease(pipeline.name);
+  // Whether this process joins workers at work on the latest run, or decides what the run is.
+  const look = async () => {
+    const latest = await store.latestRun(pipeline.name);
+    return { latest, joining: shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0 };
+  };
+  let looked: Awaited<ReturnType<typeof look>>;
+  if (shared) {
+    const planning = await planningLock(shared, pipeline.name, look);
+    held.lease = planning.lock;
+    looked = planning.decided;
+  } else {
+    held.lease = await store.lease(pipeline.name);
+    looked = await look();
+  }
+  phase('planning-lock');
   const planPrint = fingerprint(plan.fingerprint);
-  const latest = await store.latestRun(pipeline.name);
-  const joining = shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0;
+  const { latest } = looked;
+  const joining = latest !== undefined && looked.joining;
   // A scheduled occurrence's invocation starts a run or works a given one, never both (`RunTake`).
   checkTake(options.take, pipeline.name, latest, joining);
   if (joining && options.fresh) {
@@ -105,6 +121,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     }
     held.sinks.push(sink);
   }
+  phase('sinks-open');
   if (decision.mode === 'new' && decision.abandon) {
     // fresh: the unfinished run's partial rows go; its spend stays on record (it was paid).
     const starts = await store.sinkStarts(decision.abandon.runId);

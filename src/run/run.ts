@@ -20,6 +20,7 @@ import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.
 import { notifyRunEnd } from './notify-end.ts';
 import { readyWebhooks } from '../notify/ready-webhooks.ts';
 import { redactor } from '../redact.ts';
+import { phase } from '../phase-marks.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
@@ -34,6 +35,7 @@ export { statePath } from './outputs.ts';
 export async function run(definition: PipelineDefinition | Pipeline | URL, options: RunOptions = {}): Promise<RunSummary> {
   // A module's URL: the pipeline runs on a thread of its own, with a bounded heap (run-module.ts).
   if (definition instanceof URL) return runModule(definition, options);
+  phase('run');
   const pipeline = definePipeline(definition);
   const plan = pipeline.source.plan();
   // Every event reaches the run's metrics (a no-op until an application registers an OpenTelemetry SDK) and the caller.
@@ -55,11 +57,13 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   let freezeGauges: (() => void) | undefined;
   try {
     const opened = await openRun(pipeline, plan, options, databases, held);
+    phase('opened');
     const { store, runId, decision, previous } = opened;
     // The budget caps the run across all its invocations (and, distributed, all its workers).
     const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
     // Where the run runs: this process alone, or one of its workers (docs/design.md#the-run-host).
     const host = await hostFor(pipeline, plan, opened, decision, spentBefore, held);
+    phase('hosted');
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
@@ -98,6 +102,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     if (host.numbersPages) await committer.start();
     let failure = await commitPages(pipeline, source, committer, scheduler, emit, host.commitWindow);
     unsubscribe();
+    phase('pages-done');
     await scheduler.onIdle();
     failure ??= ledgerFailure();
     // Every answered 2xx is spend, its page committed or not, and is recorded however the run ends: a run that fails
@@ -110,6 +115,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     await thread?.close();
     thread = undefined;
 
+    phase('closing');
     const closed = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
     if (closed.ok) left = closed.summary.status;
     // The end is recorded and the exit code decided: the webhooks are told (bounded; never a failure of the run).
@@ -124,7 +130,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   } finally {
     freezeGauges?.();
     await thread?.close();
+    phase('leaving');
     await held.host?.leave(left);
+    phase('left');
     await held.lease?.release();
     for (const sink of held.sinks) {
       try {
@@ -135,5 +143,6 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     }
     await databases.closeAll();
     if (owned) await client.close();
+    phase('run-end');
   }
 }

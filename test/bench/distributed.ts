@@ -1,6 +1,7 @@
-// Distributed runs (issue 17): workers as child processes on one PostgreSQL, against the simulator. (i) throughput
-// with 1, 2 and 4 workers; (j) 3 workers configured together at 3× a limit they do not know (nginx in front); (k) a budget
-// over 4 workers; (l) what the shared pacer and budget cost per request.
+// Distributed runs (issue 17): workers as child processes on one PostgreSQL, against the simulator. (i) workers that
+// join at once: 1, 3 and 4 on one run, spawn to exit (issue 33, test/bench/joining.ts); (j) 3 workers configured
+// together at 3× a limit they do not know (nginx in front); (k) a budget over 4 workers; (l) what the shared pacer and
+// budget cost per request.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import pg from 'pg';
 import { migrate } from '../../src/state/postgres/schema.ts';
 import { freshDatabase } from './postgres.ts';
 import { log } from './throughput.ts';
+import { scenarioJoining } from './joining.ts';
 import { sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import { systemClock } from '../../src/schedule/clock.ts';
@@ -95,21 +97,13 @@ async function stopAfter(url: string, seconds: number, stop: () => void, over: P
   }
 }
 
-/** (i) Throughput with 1, 2 and 4 workers: 200 ms latency, concurrency 2 per worker, no limit near it. */
+/**
+ * (i) Workers that join at once (issue 33): the issue's 360 latency-bound pages (150 ms answers, concurrency 2 per
+ * worker, no limit near) by 1, 3 and 4 workers started together, timed from spawn to the last exit (start-up and tail
+ * included); speedups by that wall time, each worker's phases, and a worker joining a run at work (test/bench/joining.ts).
+ */
 export async function scenarioWorkersThroughput(admin: string, quick: boolean) {
-  const queries = Array.from({ length: quick ? 24 : 48 }, (_, i) => `bench query ${i}`);
-  log(`(i) distributed: ${queries.length} series × 5 pages, 200 ms latency, concurrency 2 per worker, with 1, 2 and 4 workers`);
-  const runs = [];
-  for (const workers of [1, 2, 4]) {
-    runs.push(await distributedRun(admin, `bench_workers_${workers}`, workers, { latencyMs: 200 }, { queries, maxPages: 5, concurrency: 2 }));
-  }
-  const one = runs[0]?.pagesPerSecond ?? 1;
-  return {
-    latencyMs: 200,
-    concurrencyPerWorker: 2,
-    runs,
-    speedup: { twoWorkers: round((runs[1]?.pagesPerSecond ?? 0) / one, 2), fourWorkers: round((runs[2]?.pagesPerSecond ?? 0) / one, 2) },
-  };
+  return scenarioJoining(admin, quick ? [1, 3] : [1, 3, 4]);
 }
 
 /**

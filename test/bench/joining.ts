@@ -1,0 +1,153 @@
+// Workers that join at once (issue 33, aim 2): the same latency-bound run by 1, 3 and 4 worker processes started
+// together, timed from their spawn to the last one's exit (start-up and tail included, as a user waits), with each
+// worker's phase marks (WEBDATA_PHASES=1, src/phase-marks.ts); and a worker joining a run already planned and at
+// work, timed from its spawn to its registration and its first request.
+// Alone: `node scripts/with-node.mjs test/bench/joining.ts [workers,…] [repeats] [nolate]` (a throwaway cluster).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { benchPostgres, freshDatabase } from './postgres.ts';
+import { log } from './throughput.ts';
+import { startSimulator } from '../../src/simulator/index.ts';
+
+const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
+const KEY = `bench_${Date.now().toString(36)}_joining`;
+const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits;
+
+/** The issue's run: 360 pages (72 series of 5), 150 ms answers, concurrency 2 per worker, no limit near it. */
+export const JOIN_RUN = { series: 72, pagesPerSeries: 5, latencyMs: 150, concurrency: 2 } as const;
+
+interface Spawned {
+  /** Phase name → ms since this worker was spawned (the parent's clock, when the line arrived). */
+  phases: Promise<Record<string, number>>;
+  done: Promise<{ code: number | null; atMs: number; summary: { status: string; worker?: { pages: number } } | undefined }>;
+  /** Resolves when the worker reaches `name` (or never). */
+  reached(name: string): Promise<number>;
+}
+
+/** One worker process of the test fixture's pipeline, with phase marks on; times are ms since `t0` (the parent's clock). */
+function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned {
+  const spawnedAt = performance.now();
+  // BENCH_CPU_PROF=<dir>: each worker writes a CPU profile there (node --cpu-prof), to see where its start goes.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, FIXTURE], {
+    env: { ...process.env, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec), WEBDATA_PHASES: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const marks: Record<string, number> = { spawn: round(spawnedAt - t0) };
+  const waiting = new Map<string, (ms: number) => void>();
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+    const lines = stderr.split('\n');
+    stderr = lines.pop() ?? '';
+    for (const line of lines) {
+      const match = /^webdata-etl phase (\S+) /.exec(line);
+      if (match?.[1]) {
+        marks[match[1]] = round(performance.now() - spawnedAt);
+        waiting.get(match[1])?.(performance.now() - spawnedAt);
+      } else if (process.env.BENCH_DEBUG) process.stderr.write(`${line}\n`);
+    }
+  });
+  const done = new Promise<{ code: number | null; atMs: number; summary: { status: string; worker?: { pages: number } } | undefined }>((resolve, reject) => {
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      marks.exit = round(performance.now() - spawnedAt);
+      const line = stdout.trim().split('\n').at(-1);
+      resolve({ code, atMs: performance.now() - t0, summary: line ? (JSON.parse(line) as { status: string }) : undefined });
+    });
+  });
+  return {
+    phases: done.then(() => marks),
+    done,
+    reached: (name) => new Promise((resolve) => waiting.set(name, resolve)),
+  };
+}
+
+async function rows<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** `workers` processes started together on one run: wall time from the first spawn to the last exit, and each one's phases. */
+export async function joinedRun(admin: string, workers: number, lateJoiner = false) {
+  const simulator = await startSimulator({ latencyMs: JOIN_RUN.latencyMs, keys: [{ key: KEY, name: 'main' }] });
+  const name = `bench_join_${workers}${lateJoiner ? '_late' : ''}`;
+  const url = await freshDatabase(admin, name);
+  const dir = mkdtempSync(join(tmpdir(), 'webdata-bench-'));
+  try {
+    const queries = Array.from({ length: JOIN_RUN.series }, (_, i) => `join query ${i}`);
+    const spec = { baseUrl: simulator.url, dir, name: 'bench-join', sinks: ['postgres'], postgresUrl: url, stateUrl: url, countries: ['us'], queries, maxPages: JOIN_RUN.pagesPerSeries, concurrency: JOIN_RUN.concurrency };
+    const t0 = performance.now();
+    const started = Array.from({ length: workers }, () => spawnWorker(spec, t0));
+    // A late joiner: spawned once the first worker has answers (the run is planned and at work), timed on its own.
+    let late: Spawned | undefined;
+    if (lateJoiner) {
+      await started[0]?.reached('first-answer');
+      late = spawnWorker(spec, t0);
+      started.push(late);
+    }
+    const results = await Promise.all(started.map((w) => w.done));
+    const seconds = Math.max(...results.map((r) => r.atMs)) / 1000;
+    const phases = await Promise.all(started.map((w) => w.phases));
+    const [count] = await rows<{ pages: number; rows: number }>(url, `SELECT COUNT(DISTINCT (query, country, page))::int AS pages, COUNT(*)::int AS rows FROM results`);
+    const stats = simulator.stats();
+    return {
+      workers: started.length,
+      seconds: round(seconds),
+      exitCodes: results.map((r) => r.code),
+      statuses: results.map((r) => r.summary?.status),
+      pagesByWorker: results.map((r) => r.summary?.worker?.pages ?? 0),
+      pages: count?.pages ?? 0,
+      // Every page once: 2xx answers the server gave (paid) against distinct pages stored.
+      answered: stats.byStatus['200'] ?? 0,
+      debited: stats.credits.main?.debited ?? 0,
+      phasesMs: phases,
+      ...(late ? { lateJoinerMs: phases.at(-1) } : {}),
+    };
+  } finally {
+    await simulator.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** (i) as the issue measures it: 1, 3 and 4 workers on the same run, speedups by wall time; and a late joiner's join time. */
+export async function scenarioJoining(admin: string, counts: number[] = [1, 3, 4], lateJoiner = true) {
+  log(`(i) distributed: ${JOIN_RUN.series * JOIN_RUN.pagesPerSeries} pages, ${JOIN_RUN.latencyMs} ms answers, concurrency ${JOIN_RUN.concurrency} per worker, with ${counts.join(', ')} workers (wall time, spawn to exit)`);
+  const runs = [];
+  for (const workers of counts) runs.push(await joinedRun(admin, workers));
+  log('(i) a worker joining a run already at work (spawned at the first worker\'s first answer)');
+  const joined = lateJoiner ? await joinedRun(admin, 1, true) : undefined;
+  const one = runs.find((r) => r.workers === 1)?.seconds;
+  const speedup = Object.fromEntries(runs.filter((r) => r.workers > 1 && one).map((r) => [`workers${r.workers}`, round((one ?? 0) / r.seconds)]));
+  const late: Record<string, number> = joined?.lateJoinerMs ?? {};
+  return {
+    ...JOIN_RUN,
+    pages: JOIN_RUN.series * JOIN_RUN.pagesPerSeries,
+    runs,
+    speedup,
+    // Spawn to registered (a worker of the run, its series queue open) and to its first request, for the late joiner.
+    joinMs: { registered: late['worker-registered'] ?? null, firstRequest: late['first-request'] ?? null, phases: late },
+  };
+}
+
+if (import.meta.main) {
+  const counts = (process.argv[2] ?? '1,3,4').split(',').map(Number);
+  const repeats = Number(process.argv[3] ?? 1);
+  const postgres = await benchPostgres();
+  if (!postgres) throw new Error('no PostgreSQL binaries and no WEBDATA_BENCH_DATABASE_URL');
+  try {
+    for (let i = 0; i < repeats; i++) process.stdout.write(`${JSON.stringify(await scenarioJoining(postgres.admin, counts, process.argv[4] !== 'nolate'))}\n`);
+  } finally {
+    postgres.close();
+  }
+}
