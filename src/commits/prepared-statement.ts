@@ -19,7 +19,7 @@ export interface PreparedQuery {
 /**
  * A page's statement as a named (prepared) statement: PostgreSQL parses and plans an unnamed statement anew each
  * time, which for a page statement of data-modifying CTEs was about a third of its time on the server (parse 0.4 ms,
- * bind with planning 1.3 ms, execute 1.7 ms: docs/benchmarks-history.md#postgresql-sink-2026-11-26). Named, each
+ * bind with planning 1.3 ms, execute 1.7 ms: docs/benchmarks-history.md#postgresql-sink-2026-11-26-issue-33). Named, each
  * connection of the pool prepares it on first use and runs it from then on with the page's values. The name is the
  * text's digest: the same text is the same statement on every connection, and two texts never share a name (which
  * node-postgres refuses). This is session state, like the advisory locks: a pooler in transaction mode could not
