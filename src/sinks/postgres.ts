@@ -8,6 +8,7 @@ import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import { addRows } from '../commits/postgres-rows.ts';
+import { preparedQuery } from '../commits/prepared-statement.ts';
 import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import type { OwnColumns } from './columns.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
@@ -248,7 +249,7 @@ async function ownStatement(pool: Pool, rows: PostgresRows, seq: number): Promis
   addRows({ guard: 'true', p: (value) => `$${values.push(storable(value))}`, add: (sql) => void parts.push(sql) }, rows, seq);
   // The last part is the statement; the others go before it as CTEs (a page with no rows has none: no WITH).
   const before = parts.slice(0, -1).map((sql, i) => `w_${i} AS (${sql})`);
-  await pool.query(`${before.length > 0 ? `WITH ${before.join(', ')} ` : ''}${parts.at(-1)}`, values);
+  await pool.query(preparedQuery(`${before.length > 0 ? `WITH ${before.join(', ')} ` : ''}${parts.at(-1)}`, values));
 }
 
 function lastPerKey(items: readonly Record<string, unknown>[]): Record<string, unknown>[] {

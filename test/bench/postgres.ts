@@ -10,7 +10,7 @@ import { pipeline as pipe } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { dedupe, definePipeline, normalize, run, type RunSummary, searchPages, toPostgres, toSqlite } from '../../src/index.ts';
+import { dedupe, definePipeline, normalize, run, type RunSummary, searchPages, type Source, toPostgres, toSqlite } from '../../src/index.ts';
 import { postgresBin, startCluster, type Cluster } from '../pg-cluster.ts';
 import { bareFetch, CONCURRENCY, log, PAGES_PER_QUERY, PER_PAGE, perSecond, queryList, ratio, replay, setUp, timed } from './throughput.ts';
 
@@ -35,72 +35,127 @@ export async function freshDatabase(admin: string, name: string): Promise<string
   return url.toString();
 }
 
-/** (g) Items per second into PostgreSQL: the pipeline's sink against raw node-postgres loops on the same rows. */
-export async function scenarioPostgresSink(admin: string, queries: number) {
-  log(`(g) PostgreSQL sink: ${queries * PAGES_PER_QUERY * PER_PAGE} items through normalize → dedupe → PostgreSQL, against raw pg loops`);
+/**
+ * (g) Items per second into PostgreSQL: the pipeline's sink against raw node-postgres loops on the same rows, in
+ * `rounds` interleaved rounds (the pipeline into a fresh database, then each raw loop into a fresh table), each
+ * method's median and range, and the ratio's median over the rounds (each round's pipeline against that round's
+ * faster raw method, so that the machine's drift between rounds weighs on both): one run of each varied by a third.
+ */
+export async function scenarioPostgresSink(admin: string, queries: number, rounds = 5) {
+  log(`(g) PostgreSQL sink: ${queries * PAGES_PER_QUERY * PER_PAGE} items through normalize → dedupe → PostgreSQL, against raw pg loops, ${rounds} rounds`);
   const env = await setUp();
-  const url = await freshDatabase(admin, 'bench_sink');
-  const client = new pg.Client({ connectionString: url });
   try {
     const { pages } = await bareFetch(env.url, env.apiKey, queryList(queries), true);
-    const piped = await timed(() =>
-      run(
-        definePipeline({ name: 'bench-pg', source: replay(pages), stages: [normalize(), dedupe()], sinks: [toPostgres({ url, table: 'results' })], rate: { concurrency: CONCURRENCY } }),
-        { baseUrl: env.url, apiKey: env.apiKey, env: {} },
-      ),
-    );
-    const written = (piped.value as RunSummary).items.written;
-    await client.connect();
-    // The rows as the sink wrote them, as text (each type's input form), in the order written.
-    const columns = (await client.query<{ name: string; type: string }>(`SELECT column_name AS name, udt_name AS type FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'results' ORDER BY ordinal_position`)).rows;
-    const names = columns.map((c) => `"${c.name}"`).join(', ');
-    const rows = (await client.query({ text: `SELECT ${columns.map((c) => `"${c.name}"::text`).join(', ')} FROM results`, rowMode: 'array' })).rows as (string | null)[][];
-    const pagesOf = (all: (string | null)[][]) => Array.from({ length: Math.ceil(all.length / PER_PAGE) }, (_, i) => all.slice(i * PER_PAGE, (i + 1) * PER_PAGE));
-    const table = async (name: string) => {
-      await client.query(`DROP TABLE IF EXISTS ${name}; CREATE TABLE ${name} (LIKE results INCLUDING ALL)`);
-      return name;
+    const measured: { pipeline: number; values: number; unnest: number; copy: number; written: number; rows: number }[] = [];
+    for (let round = 1; round <= rounds; round++) {
+      const url = await freshDatabase(admin, 'bench_sink');
+      const piped = await timed(() =>
+        run(
+          definePipeline({ name: 'bench-pg', source: fedReplay(pages), stages: [normalize(), dedupe()], sinks: [toPostgres({ url, table: 'results' })], rate: { concurrency: CONCURRENCY } }),
+          { baseUrl: env.url, apiKey: env.apiKey, env: {} },
+        ),
+      );
+      const written = (piped.value as RunSummary).items.written;
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      const raw = await rawLoops(client).finally(() => client.end());
+      measured.push({ pipeline: piped.ms, ...raw, written });
+      log(`    round ${round}: pipeline ${piped.ms} ms, multi-row INSERT ${raw.values} ms, unnest ${raw.unnest} ms, COPY ${raw.copy} ms`);
+    }
+    const { written, rows } = measured[0] as (typeof measured)[number];
+    const rate = (count: number, ms: number) => perSecond(count, ms);
+    const per = (pick: (m: (typeof measured)[number]) => number) => spread(measured.map(pick));
+    const ratios = spread(measured.map((m) => ratio(rate(written, m.pipeline), Math.max(rate(rows, m.values), rate(rows, m.copy)))));
+    const rates = {
+      pipelineToPostgres: per((m) => rate(written, m.pipeline)),
+      rawMultiRowInsert: per((m) => rate(rows, m.values)),
+      rawUnnestInsert: per((m) => rate(rows, m.unnest)),
+      rawCopy: per((m) => rate(rows, m.copy)),
     };
-    const perPage = async (name: string, write: (page: (string | null)[][]) => Promise<void>) => {
-      await table(name);
-      return timed(async () => {
+    return {
+      items: { written, rows, pages: Math.ceil(rows / PER_PAGE) },
+      rounds,
+      // Medians and ranges over the rounds.
+      itemsPerSecond: Object.fromEntries(Object.entries(rates).map(([k, v]) => [k, v.median])) as Record<keyof typeof rates, number>,
+      itemsPerSecondRange: Object.fromEntries(Object.entries(rates).map(([k, v]) => [k, [v.min, v.max]])) as Record<keyof typeof rates, [number, number]>,
+      pipelineOverFastestRaw: ratios.median,
+      pipelineOverFastestRawRange: [ratios.min, ratios.max],
+      copyOverMultiRowInsert: ratio(rates.rawCopy.median, rates.rawMultiRowInsert.median),
+      ms: measured,
+    };
+  } finally {
+    await env.close();
+  }
+}
+
+/**
+ * The bench's replay as a distributed run's worker pages it: the series the run's queue hands it (`ctx.feed`), each
+ * page after page; else all of them, as `replay` does. A pipeline whose state and sink are one PostgreSQL database is
+ * a one-worker distributed run, where a series' last page completes the series' job in its transaction: pages of
+ * series never taken from the queue are refused there, as another worker's would be. Until 2026-11-26 (g) replayed
+ * without the feed, so the last page of every series (200 of 1,000) was rolled back and its items went unwritten.
+ */
+function fedReplay(pages: Parameters<typeof replay>[0]): Source {
+  const all = replay(pages);
+  const bySeries = Map.groupBy([...pages].sort((a, b) => a.page - b.page), (page) => `search|${page.q}||`);
+  return {
+    plan: all.plan,
+    async *pages(ctx) {
+      const feed = ctx.feed?.(all.plan().series()[Symbol.iterator]());
+      if (!feed) return yield* all.pages(ctx);
+      for (let next = await feed.next(); !next.done; next = await feed.next()) {
+        const series = next.value;
+        yield* replay(bySeries.get(series.id) ?? []).pages(ctx);
+      }
+    },
+  };
+}
+
+/** The median and range of a few figures. */
+function spread(values: number[]): { median: number; min: number; max: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  const median = sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+  return { median: Math.round(median * 1000) / 1000, min: sorted[0] as number, max: sorted.at(-1) as number };
+}
+
+/**
+ * The rows the pipeline wrote at `url`, inserted again by raw node-postgres loops into tables of the same DDL and
+ * indexes in the same database (`LIKE results INCLUDING ALL`), one transaction per page of 100: multi-row
+ * INSERT … VALUES, INSERT … SELECT FROM unnest (the sink's statement), COPY FROM STDIN. Milliseconds each.
+ */
+async function rawLoops(client: pg.Client) {
+  // The rows as the sink wrote them, as text (each type's input form), in the order written.
+  const columns = (await client.query<{ name: string; type: string }>(`SELECT column_name AS name, udt_name AS type FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'results' ORDER BY ordinal_position`)).rows;
+  const rows = (await client.query({ text: `SELECT ${columns.map((c) => `"${c.name}"::text`).join(', ')} FROM results`, rowMode: 'array' })).rows as (string | null)[][];
+  const names = columns.map((c) => `"${c.name}"`).join(', ');
+  const pagesOf = (all: (string | null)[][]) => Array.from({ length: Math.ceil(all.length / PER_PAGE) }, (_, i) => all.slice(i * PER_PAGE, (i + 1) * PER_PAGE));
+  const perPage = async (name: string, write: (page: (string | null)[][]) => Promise<void>) => {
+    await client.query(`DROP TABLE IF EXISTS ${name}; CREATE TABLE ${name} (LIKE results INCLUDING ALL)`);
+    return (
+      await timed(async () => {
         for (const page of pagesOf(rows)) {
           await client.query('BEGIN');
           await write(page);
           await client.query('COMMIT');
         }
-      });
-    };
-    const width = columns.length;
-    const values = await perPage('raw_values', async (page) => {
-      const placeholders = page.map((_, r) => `(${columns.map((c, i) => `$${r * width + i + 1}::${c.type}`).join(', ')})`).join(', ');
-      await client.query(`INSERT INTO raw_values (${names}) VALUES ${placeholders}`, page.flat());
-    });
-    const unnest = await perPage('raw_unnest', async (page) => {
-      const arrays = columns.map((_, i) => page.map((row) => row[i] ?? null));
-      await client.query(`INSERT INTO raw_unnest (${names}) SELECT * FROM unnest(${columns.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})`, arrays);
-    });
-    const copy = await perPage('raw_copy', async (page) => {
-      const text = page.map((row) => row.map(copyText).join('\t')).join('\n') + '\n';
-      await pipe(Readable.from([text]), client.query(copyFrom(`COPY raw_copy (${names}) FROM STDIN`)));
-    });
-    const rates = {
-      pipelineToPostgres: perSecond(written, piped.ms),
-      rawMultiRowInsert: perSecond(rows.length, values.ms),
-      rawUnnestInsert: perSecond(rows.length, unnest.ms),
-      rawCopy: perSecond(rows.length, copy.ms),
-    };
-    const fastestRaw = Math.max(rates.rawMultiRowInsert, rates.rawCopy);
-    return {
-      items: { written, rows: rows.length, pages: Math.ceil(rows.length / PER_PAGE) },
-      itemsPerSecond: rates,
-      pipelineOverFastestRaw: ratio(rates.pipelineToPostgres, fastestRaw),
-      copyOverMultiRowInsert: ratio(rates.rawCopy, rates.rawMultiRowInsert),
-      ms: { pipeline: piped.ms, rawMultiRowInsert: values.ms, rawUnnestInsert: unnest.ms, rawCopy: copy.ms },
-    };
-  } finally {
-    await client.end().catch(() => undefined);
-    await env.close();
-  }
+      })
+    ).ms;
+  };
+  const width = columns.length;
+  const values = await perPage('raw_values', async (page) => {
+    const placeholders = page.map((_, r) => `(${columns.map((c, i) => `$${r * width + i + 1}::${c.type}`).join(', ')})`).join(', ');
+    await client.query(`INSERT INTO raw_values (${names}) VALUES ${placeholders}`, page.flat());
+  });
+  const unnest = await perPage('raw_unnest', async (page) => {
+    const arrays = columns.map((_, i) => page.map((row) => row[i] ?? null));
+    await client.query(`INSERT INTO raw_unnest (${names}) SELECT * FROM unnest(${columns.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})`, arrays);
+  });
+  const copy = await perPage('raw_copy', async (page) => {
+    const text = page.map((row) => row.map(copyText).join('\t')).join('\n') + '\n';
+    await pipe(Readable.from([text]), client.query(copyFrom(`COPY raw_copy (${names}) FROM STDIN`)));
+  });
+  return { values, unnest, copy, rows: rows.length };
 }
 
 /** COPY's text format: tabs, newlines and backslashes escaped, NULL as \N. */

@@ -28,6 +28,7 @@ import { failedSeriesFrom, journalEntryFrom, notificationFrom, occurrenceRecordF
 import { leasePipeline } from './lease.ts';
 import { migrate } from './schema.ts';
 import { insertSpend, pageStatement } from './page-statement.ts';
+import { preparedQuery } from '../../commits/prepared-statement.ts';
 import { stateStatements } from './statements.ts';
 import { storable } from '../../postgres/storable.ts';
 import { crashPoint } from '../../crash-points.ts';
@@ -355,11 +356,11 @@ class PostgresStore implements PostgresStateStore {
     const taken =
       fence && commit.progress.status === 'ended'
         ? await transaction(this.pool, async (client) => {
-            const { rows } = await client.query<{ seq: string; claimed?: number }>(statement, page.values);
+            const { rows } = await client.query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values));
             if (rows.length > 0 && !(await fence.finish(commit.series.seriesId, client))) throw lost(commit.series.seriesId);
             return rows;
           })
-        : (await this.pool.query<{ seq: string; claimed?: number }>(statement, page.values)).rows;
+        : (await this.pool.query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values))).rows;
     const refused = claiming && taken[0] ? (dedupe?.keys.length ?? 0) - (taken[0].claimed ?? 0) : 0;
     // Rows dropped for keys another worker took first were counted as written by the stages: the series' counts
     // are put right (a row of the series cannot be changed twice in the page's own statement).
