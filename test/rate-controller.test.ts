@@ -40,3 +40,65 @@ describe('probing past a learned limit', () => {
     expect(controller.rate).toBeLessThanOrEqual(10);
   });
 });
+
+/**
+ * The same controller against a token bucket of `burst` refilled at `limit` per second (the simulator's and, near
+ * enough, nginx's `limit_req`): its burst lets a rate a little over the limit hold for seconds before a 429 says so.
+ * Answers come at once; the 429's pause is left out (it only delays). Returns the 429s' times, the rate set by each
+ * cut, and what was accepted.
+ */
+function againstBucket(limit: number, burst: number, seconds: number, maxRate = 30) {
+  let now = 0;
+  const controller = createRateController({ maxRate, maxConcurrency: 8 }, { now: () => now });
+  let tokens = burst;
+  let refilledAt = 0;
+  const refused: number[] = [];
+  const cuts: number[] = [];
+  let accepted = 0;
+  let highest = 0;
+  while (now < seconds * 1000) {
+    tokens = Math.min(burst, tokens + ((now - refilledAt) / 1000) * limit);
+    refilledAt = now;
+    if (tokens >= 1) {
+      tokens -= 1;
+      accepted += 1;
+      controller.onSuccess(now, 0);
+    } else {
+      refused.push(now);
+      if (controller.onRateLimited(now)) cuts.push(controller.rate);
+    }
+    if (refused.length >= 3) highest = Math.max(highest, controller.rate);
+    now += 1000 / controller.rate;
+  }
+  return { refused, cuts, accepted, highest };
+}
+
+describe('the first seconds at an unknown limit, behind a burst', () => {
+  it('at three times a limit of 10/s with a burst of 2: two 429s at the opening and one crossing, then none for 30 s', () => {
+    const { refused, cuts, accepted, highest } = againstBucket(10, 2, 30);
+    // Before: the bisection's midpoint held 1–2 s on the burst, counted as held, and the fall back just under it failed
+    // again (five 429s, 93 % of the limit here).
+    expect(refused.length).toBe(3);
+    // The fall back after the crossing is under the limit, and nothing after it goes above.
+    expect(cuts[2]).toBeLessThanOrEqual(10);
+    expect(highest).toBeLessThanOrEqual(10.5);
+    expect(accepted / 300).toBeGreaterThan(0.97);
+  });
+
+  it('a raise that held only while the burst hid its excess is not what the rate falls back to', () => {
+    for (const limit of [5, 10, 20, 25]) {
+      const { refused, cuts } = againstBucket(limit, 3, 60);
+      // Every fall back after the opening's two cuts lands at the limit or under (before: just under the raise that
+      // had "held", over the limit, and a second 429 followed).
+      for (const rate of cuts.slice(2)) expect(rate).toBeLessThanOrEqual(limit * 1.005);
+      expect(refused.length).toBeLessThanOrEqual(5);
+    }
+  });
+
+  it('a known limit, configured, is never exceeded nor cut', () => {
+    const { refused, cuts, accepted } = againstBucket(20, 2, 60, 20);
+    expect(refused).toEqual([]);
+    expect(cuts).toEqual([]);
+    expect(accepted).toBeGreaterThanOrEqual(1200);
+  });
+});
