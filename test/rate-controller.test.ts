@@ -102,3 +102,36 @@ describe('the first seconds at an unknown limit, behind a burst', () => {
     expect(accepted).toBeGreaterThanOrEqual(1200);
   });
 });
+
+describe('a 429 at a rate the server was known to allow', () => {
+  it('steps down a little instead of to the accepted rate, which the opening and the pauses make read low', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    // The opening and the crossing: 30/s into a limit of 10 with a burst of 2, answered at once.
+    let tokens = 2;
+    let refilledAt = 0;
+    let refused = 0;
+    while (refused < 3) {
+      tokens = Math.min(2, tokens + ((now - refilledAt) / 1000) * 10);
+      refilledAt = now;
+      if (tokens >= 1) {
+        tokens -= 1;
+        controller.onSuccess(now, 0);
+      } else {
+        refused += 1;
+        controller.onRateLimited(now);
+      }
+      now += 1000 / controller.rate;
+    }
+    const settled = controller.rate;
+    expect(settled).toBeLessThanOrEqual(10.05);
+    // The 429's pause, then two sends bunched by a late timer into a bucket not yet refilled: a 429 at the rate the
+    // server is known to allow, a second after the crossing.
+    now += 250;
+    controller.onSuccess(now, 0);
+    now += 50;
+    controller.onRateLimited(now);
+    // Before: cut to the accepted rate of the last 3 s (the opening's cuts and the pause in it), 7.1/s here.
+    expect(controller.rate).toBeGreaterThanOrEqual(settled * 0.9 - 1e-9);
+  });
+});

@@ -198,6 +198,9 @@ class BracketingController implements RateController {
         // sides. Over that time the burst hid at most its size and at least LEAST_HIDDEN of the raise's excess.
         const heldMs = sentAt - unproven.at;
         rate = Math.min(failedRate * 0.98, Math.max(this.#floor ?? rate, this.#shown(unproven, sentAt)));
+        // What it falls back to is known to be allowed, as far as anything is: it held, or the failed raise shows it.
+        this.#floor = Math.max(this.#floor ?? 0, rate);
+        this.#good = Math.max(this.#good, this.#floor);
         const hidden = Math.min(LEAST_HIDDEN, Math.max(0, this.#burstSize(unproven.from) - 1));
         this.#bad = Math.max(rate * 1.02, Math.min(this.#bad, unproven.rate - (hidden * 1000) / heldMs));
       }
@@ -206,9 +209,13 @@ class BracketingController implements RateController {
     } else {
       // At a rate that used to hold, or with nothing known yet: the limit is lower than we thought. Trust what the
       // server accepted while saturated; else step down a little if a rate ever held, or halve at the start.
+      // A rate the server was known to allow (it held long enough that no burst hid an excess): more likely a burst of
+      // our own sends into a bucket not yet refilled after a cut than a limit that fell, and the accepted rate, pauses
+      // and all, reads low. Step down a little; if the limit did fall, the next 429 says so.
       const held = this.#good !== undefined;
+      const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
-      rate = learned !== undefined ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
+      rate = learned !== undefined && !allowed ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
     }
     if (!Number.isFinite(rate)) rate = 1;
     this.#rate = Math.max(this.#minRate, Math.min(this.#maxRate, rate));
