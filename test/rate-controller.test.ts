@@ -47,7 +47,7 @@ describe('probing past a learned limit', () => {
  * Answers come at once; the 429's pause is left out (it only delays). Returns the 429s' times, the rate set by each
  * cut, and what was accepted.
  */
-function againstBucket(limit: number, burst: number, seconds: number, maxRate = 30) {
+function againstBucket(limit: number, burst: number, seconds: number, maxRate = 30, startGapMs = 0) {
   let now = 0;
   const controller = createRateController({ maxRate, maxConcurrency: 8 }, { now: () => now });
   let tokens = burst;
@@ -68,7 +68,8 @@ function againstBucket(limit: number, burst: number, seconds: number, maxRate = 
       if (controller.onRateLimited(now)) cuts.push(controller.rate);
     }
     if (refused.length >= 3) highest = Math.max(highest, controller.rate);
-    now += 1000 / controller.rate;
+    // A run slow to start: its first request, then nothing for a while (the bucket stays full meanwhile).
+    now += now === 0 && startGapMs > 0 ? startGapMs : 1000 / controller.rate;
   }
   return { refused, cuts, accepted, highest };
 }
@@ -93,6 +94,15 @@ describe('the first seconds at an unknown limit, behind a burst', () => {
       for (const rate of cuts.slice(2)) expect(rate).toBeLessThanOrEqual(limit * 1.005);
       expect(refused.length).toBeLessThanOrEqual(5);
     }
+  });
+
+  it('an opening slow to start still shows the whole burst: the crossing lands at the limit or under', () => {
+    // One request, 600 ms of nothing, then 30/s: over the whole opening, fewer were accepted than the limit's share
+    // of its time and the burst together, and the burst read as 1 (before) let the raise after the crossing come
+    // too soon, the fall back sit over the limit.
+    const { refused, cuts } = againstBucket(10, 2, 30, 30, 600);
+    expect(refused.length).toBe(3);
+    for (const rate of cuts.slice(2)) expect(rate).toBeLessThanOrEqual(10 * 1.005);
   });
 
   it('a known limit, configured, is never exceeded nor cut', () => {

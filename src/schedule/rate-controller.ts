@@ -101,10 +101,10 @@ class BracketingController implements RateController {
   #floor: number | undefined;
   #firstSentAt = Number.POSITIVE_INFINITY;
   /**
-   * The run's opening: when its first 429 was sent, and how many sent before it were accepted (answers still on
-   * their way count when they come): the server's burst and its limit's share of that time, an upper bound of the burst.
+   * The run's opening: when its first 429 was sent, and when those sent before it that were accepted were sent
+   * (answers still on their way count when they come): the server's burst and its limit's share of that time.
    */
-  #opening: { at: number; accepted: number } | undefined;
+  #opening: { at: number; accepted: number[] } | undefined;
   #lastCutAt = Number.NEGATIVE_INFINITY;
   #latency: number | undefined;
   #cap: { rate: number; until: number } | undefined;
@@ -144,7 +144,7 @@ class BracketingController implements RateController {
   onSuccess(sentAt: number, latencyMs: number): boolean {
     const now = this.#clock.now();
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
-    if (this.#opening && sentAt < this.#opening.at) this.#opening.accepted += 1;
+    if (this.#opening && sentAt < this.#opening.at && this.#opening.accepted.length < SAMPLE_LIMIT) this.#opening.accepted.push(sentAt);
     push(this.#accepted, sentAt);
     this.#latency = this.#latency === undefined ? latencyMs : this.#latency * 0.8 + latencyMs * 0.2;
     const rate = this.#rate;
@@ -177,7 +177,7 @@ class BracketingController implements RateController {
     // The run's first 429 at the configured rate, soon after the start: what was accepted before it is the burst
     // and the limit's share of that time, at most.
     if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
-      this.#opening = { at: sentAt, accepted: this.#accepted.filter((at) => at < sentAt).length };
+      this.#opening = { at: sentAt, accepted: this.#accepted.filter((at) => at < sentAt) };
     }
     push(this.#rejected, sentAt);
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered.
@@ -254,7 +254,13 @@ class BracketingController implements RateController {
    */
   #burstSize(limit: number): number {
     const opening = this.#opening;
-    return opening === undefined ? DEFAULT_BURST : Math.max(1, opening.accepted - (limit * (opening.at - this.#firstSentAt)) / 1000);
+    if (opening === undefined) return DEFAULT_BURST;
+    // Over every stretch that ends at the first 429: one that began when sending outran the limit started with the
+    // bucket full (an opening slow to start sends under the limit at first, and the whole of it reads low).
+    const sent = opening.accepted.toSorted((a, b) => a - b);
+    let burst = 1;
+    for (const [i, from] of sent.entries()) burst = Math.max(burst, sent.length - i - (limit * (opening.at - from)) / 1000);
+    return burst;
   }
 
   /**
