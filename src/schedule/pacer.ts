@@ -15,16 +15,12 @@ export interface Pacer {
  * Spaces requests evenly at a rate that can change at run time. A fixed window that releases a whole second's
  * quota at once earns mostly 429s from a leaky-bucket server; even spacing earns none. Each caller reserves a slot
  * `1/rate` after the previous one; a rate change or a pause invalidates reservations not yet reached, and their
- * holders reserve again under the new terms. Spacing holds for when requests leave, not only for when they were due:
- * timers that fire late together (a busy event loop) would send their slots at once, and a leaky bucket counts
- * arrivals (a 429 at a known limit, seen at the start of runs on a loaded machine).
+ * holders reserve again under the new terms.
  */
 export function createPacer(requestsPerSecond: number, clock: Clock): Pacer {
   let rate = requestsPerSecond;
   let interval = intervalOf(rate);
   let lastGranted = Number.NEGATIVE_INFINITY;
-  // When the last slot was actually taken (later than its due time when its timer fired late).
-  let lastTaken = Number.NEGATIVE_INFINITY;
   let nextFree = Number.NEGATIVE_INFINITY;
   let pausedUntil = Number.NEGATIVE_INFINITY;
   let generation = 0;
@@ -60,23 +56,14 @@ export function createPacer(requestsPerSecond: number, clock: Clock): Pacer {
         nextFree = slot + interval;
         const reservedIn = generation;
         if (slot > now) await clock.sleep(slot - now, signal);
-        if (reservedIn !== generation) continue;
-        const at = clock.now();
-        if (at - lastTaken < interval * LATE_SPACING) {
-          // Woken late, right behind the last one taken: reserve again, an interval after it.
-          nextFree = Math.max(nextFree, lastTaken + interval);
-          continue;
+        if (reservedIn === generation) {
+          lastGranted = Math.max(lastGranted, slot);
+          return slot;
         }
-        lastGranted = Math.max(lastGranted, slot);
-        lastTaken = Math.max(lastTaken, at);
-        return slot;
       }
     },
   };
 }
-
-/** How close behind the last slot taken a late one may leave: timers fire a little early or late, 10 % is jitter. */
-const LATE_SPACING = 0.9;
 
 function intervalOf(requestsPerSecond: number): number {
   return Number.isFinite(requestsPerSecond) && requestsPerSecond > 0 ? 1000 / requestsPerSecond : 0;
