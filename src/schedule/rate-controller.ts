@@ -42,11 +42,12 @@ export interface RateControllerOptions {
 
 const SAMPLE_LIMIT = 256;
 /**
- * Probes past the learned limit: 15 s after reaching it, then half as often after each that failed (a limit rarely
- * rises; each failed probe is a 429), at most every 2 minutes. Probing more often cost 429s for good
+ * Probes past the learned limit: 30 s after reaching it, then half as often after each that failed (a limit rarely
+ * rises; each failed probe is a 429), at most every 2 minutes. Probing more often cost 429s for good; at 15 s, the
+ * first probe from a rate at the limit failed inside the first 30 s of a run in 4 of 7 runs on nginx
  * (docs/benchmarks.md#figures-the-code-cites).
  */
-const PROBE_EVERY_MS = { first: 15_000, max: 120_000 };
+const PROBE_EVERY_MS = { first: 30_000, max: 120_000 };
 /**
  * A raise into rates that never held counts as held only after this many times the time its step takes to drain the
  * server's burst (were the limit at the rate before the step), and at most after HOLD_MAX_MS
@@ -194,8 +195,8 @@ class BracketingController implements RateController {
       rate = this.#good * 0.98;
       const unproven = this.#unproven;
       if (unproven && sentAt > unproven.at) {
-        // A raise into rates that never held, failed before its hold time: what it held shows the limit from both
-        // sides. Over that time the burst hid at most its size and at least LEAST_HIDDEN of the raise's excess.
+        // A raise into rates that never held, failed: what it held until the 429 shows the limit from both sides.
+        // Over that time the burst hid at most its size, and at least LEAST_HIDDEN, of the raise's excess.
         const heldMs = sentAt - unproven.at;
         rate = Math.min(failedRate * 0.98, Math.max(this.#floor ?? rate, this.#shown(unproven, sentAt)));
         // What it falls back to is known to be allowed, as far as anything is: it held, or the failed raise shows it.
@@ -208,10 +209,10 @@ class BracketingController implements RateController {
       if (this.#probing) this.#probeEveryMs = Math.min(PROBE_EVERY_MS.max, this.#probeEveryMs * 2);
     } else {
       // At a rate that used to hold, or with nothing known yet: the limit is lower than we thought. Trust what the
-      // server accepted while saturated; else step down a little if a rate ever held, or halve at the start.
-      // A rate the server was known to allow (it held long enough that no burst hid an excess): more likely a burst of
-      // our own sends into a bucket not yet refilled after a cut than a limit that fell, and the accepted rate, pauses
-      // and all, reads low. Step down a little; if the limit did fall, the next 429 says so.
+      // server accepted while saturated; else step down a little if a rate ever held, or halve at the start. At a
+      // rate the server was known to allow (the floor), the 429 is more likely our own sends bunched into a bucket
+      // not yet refilled after a cut than a limit that fell, and the accepted rate, pauses and all, reads low: step
+      // down a little; if the limit did fall, the next 429 says so.
       const held = this.#good !== undefined;
       const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
