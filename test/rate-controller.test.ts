@@ -145,3 +145,24 @@ describe('a 429 at a rate the server was known to allow', () => {
     expect(controller.rate).toBeGreaterThanOrEqual(settled * 0.9 - 1e-9);
   });
 });
+
+describe('a 429 right after a cut', () => {
+  it('is the old rate’s: the bucket it emptied has not refilled one request at the new rate yet', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 100; now += 33) controller.onSuccess(now, 0);
+    controller.onRateLimited(now);
+    now += 200;
+    controller.onRateLimited(now);
+    const cut = controller.rate;
+    expect(cut).toBe(7.5);
+    // The pause was short: the next request leaves 20 ms after the cut, into the empty bucket.
+    now += 20;
+    expect(controller.onRateLimited(now)).toBe(false);
+    expect(controller.rate).toBe(cut);
+    // One sent a full interval after the cut is the new rate's own.
+    now += 1000 / cut;
+    expect(controller.onRateLimited(now)).toBe(true);
+    expect(controller.rate).toBeLessThan(cut);
+  });
+});

@@ -181,8 +181,10 @@ class BracketingController implements RateController {
       this.#opening = { at: sentAt, accepted: this.#accepted.filter((at) => at < sentAt) };
     }
     push(this.#rejected, sentAt);
-    // Requests sent before the last cut were paced under the old rate: their 429s are already answered.
-    if (sentAt < this.#lastCutAt) return false;
+    // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
+    // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
+    // machine: a 429 right after the second cut halved 7.5 r/s against a limit of 10, and the run ended at 0.64).
+    if (sentAt < this.#lastCutAt + (Number.isFinite(this.#rate) ? 1000 / this.#rate : 0)) return false;
     // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
     const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#sendingRate(now) ?? 10);
     this.#bad = Math.min(this.#bad ?? failedRate, failedRate);
