@@ -166,3 +166,22 @@ describe('a 429 right after a cut', () => {
     expect(controller.rate).toBeLessThan(cut);
   });
 });
+
+describe('the run’s first 429 after seconds at the configured rate', () => {
+  it('steps down 10 %, not by half: the rate held that long, a burst cannot hide 3x over a limit', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 20, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 17_000; now += 50) controller.onSuccess(now, 200);
+    controller.onRateLimited(now);
+    // Before: 10/s, half of a limit the run had held for 17 s (a 429 of jitter at a known limit cost (a) 0.89).
+    expect(controller.rate).toBeCloseTo(18, 5);
+  });
+
+  it('in the first seconds it still halves: at three times a limit, the burst is what held', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 130; now += 33) controller.onSuccess(now, 200);
+    controller.onRateLimited(now);
+    expect(controller.rate).toBe(15);
+  });
+});

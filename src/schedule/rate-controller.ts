@@ -55,6 +55,8 @@ const PROBE_EVERY_MS = { first: 30_000, max: 120_000 };
  */
 const HOLD_PER_STEP = 3;
 const HOLD_MAX_MS = 15_000;
+/** The configured rate held this long before a run's first 429 counts as a rate that held. */
+const HELD_AT_START_MS = 5000;
 /** The burst assumed when the run's opening did not show one (its first 429 came late, or never). */
 const DEFAULT_BURST = 3;
 /**
@@ -187,6 +189,7 @@ class BracketingController implements RateController {
     if (sentAt < this.#lastCutAt + (Number.isFinite(this.#rate) ? 1000 / this.#rate : 0)) return false;
     // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
     const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#sendingRate(now) ?? 10);
+    const first = this.#bad === undefined;
     this.#bad = Math.min(this.#bad ?? failedRate, failedRate);
     const learned = this.#saturatedRate(now);
     if (learned !== undefined) this.#ceiling = learned;
@@ -215,7 +218,9 @@ class BracketingController implements RateController {
       // rate the server was known to allow (the floor), the 429 is more likely our own sends bunched into a bucket
       // not yet refilled after a cut than a limit that fell, and the accepted rate, pauses and all, reads low: step
       // down a little; if the limit did fall, the next 429 says so.
-      const held = this.#good !== undefined;
+      // The configured rate held for seconds before the run's first 429 held as much as a raise that held: a burst
+      // cannot hide 3x over a limit that long, so this 429 is a slight excess, or jitter, not a third of the limit.
+      const held = this.#good !== undefined || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
       const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
       rate = learned !== undefined && !allowed ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
