@@ -112,6 +112,24 @@ describe('429: pause, slow down, retry', () => {
     expect(last?.rate).toBeLessThan(6);
   });
 
+  it('at three times a limit it is not told, behind a burst: two 429s at the opening, one crossing, then none', async () => {
+    await using t = await setup(
+      { retryAfter: 'none', keys: [{ key: TEST_KEY, name: 'main', ratePerSecond: 10, burst: 2 }] },
+      { rate: { requestsPerSecond: 30 }, concurrency: 8 },
+    );
+    const started = t.clock.now();
+    const outcomes = await Promise.all(Array.from({ length: 300 }, (_, i) => t.search(`q ${i}`, `s${i % 8}`)));
+    expect(outcomes.every((o) => o.ok)).toBe(true);
+    // Before: the bisection's step back up held 1–2 s on the burst, counted as held, and the fall back just under it
+    // failed too (five 429s). Every page still arrives, once.
+    expect(statuses(t.sim).filter((status) => status === 429)).toHaveLength(3);
+    expect(statuses(t.sim).filter((status) => status === 200)).toHaveLength(300);
+    const cuts = t.events.filter((e): e is Extract<SchedulerEvent, { type: 'adapt' }> => e.type === 'adapt' && e.reason === 'rate_limited');
+    expect(cuts.at(-1)?.rate).toBeLessThanOrEqual(10 / 0.99);
+    // 300 pages at 10/s take 30 s; what the opening and the crossing cost is under 1.5 s of them.
+    expect(t.clock.now() - started).toBeLessThan(31_500);
+  });
+
   it('resumes after a pause even when timers fire a little before the clock reaches their end', async () => {
     // Real timers can wake up to a millisecond early against performance.now(); a queue restarted only when
     // now() >= pausedUntil stayed paused for good.

@@ -4,9 +4,11 @@
  * Plain AIMD halves on a 429 and creeps back, so it spends much of a run below the server's limit. This
  * controller brackets the limit instead: the highest rate that held without a 429 ("good") and the lowest that
  * earned one ("bad"). A 429 right after a raise sends it back to the good rate; sustained success bisects towards
- * the bad one, then probes slowly past it, in case the limit rose. While a server rejects a fair share of what is
- * sent, the requests it accepts arrive at its own rate, so their rate estimates the limit directly (the
- * "ceiling"). It never goes above the configured rate or concurrency.
+ * the bad one, then probes slowly past it, in case the limit rose. A server's burst hides a rate a little over its
+ * limit for seconds, so a raise into rates that never held must hold a while (longer for a smaller step) before the
+ * next, and what held counts for its rate less what the burst (as the run's opening showed it) could have hidden.
+ * While a server rejects a fair share of what is sent, the requests it accepts arrive at its own rate, so their rate
+ * estimates the limit directly (the "ceiling"). It never goes above the configured rate or concurrency.
  */
 export interface RateController {
   readonly rate: number;
@@ -40,11 +42,30 @@ export interface RateControllerOptions {
 
 const SAMPLE_LIMIT = 256;
 /**
- * Probes past the learned limit: 15 s after reaching it, then half as often after each that failed (a limit rarely
- * rises; each failed probe is a 429), at most every 2 minutes. Probing more often cost 429s for good
+ * Probes past the learned limit: 30 s after reaching it, then half as often after each that failed (a limit rarely
+ * rises; each failed probe is a 429), at most every 2 minutes. Probing more often cost 429s for good; at 15 s, the
+ * first probe from a rate at the limit failed inside the first 30 s of a run in 4 of 7 runs on nginx
  * (docs/benchmarks.md#figures-the-code-cites).
  */
-const PROBE_EVERY_MS = { first: 15_000, max: 120_000 };
+const PROBE_EVERY_MS = { first: 30_000, max: 120_000 };
+/**
+ * A raise into rates that never held counts as held only after this many times the time its step takes to drain the
+ * server's burst (were the limit at the rate before the step), and at most after HOLD_MAX_MS
+ * (docs/benchmarks-history.md, "The first seconds at an unknown limit", issue 33).
+ */
+const HOLD_PER_STEP = 3;
+const HOLD_MAX_MS = 15_000;
+/** The configured rate held this long before a run's first 429 counts as a rate that held. */
+const HELD_AT_START_MS = 5000;
+/** The burst assumed when the run's opening did not show one (its first 429 came late, or never). */
+const DEFAULT_BURST = 3;
+/**
+ * A raise that failed after holding t seconds was over the limit by at least this many requests over t, when the
+ * opening showed a burst: the bucket held more than the one request it needs when the rate went up, by half a request
+ * at least (the rest is the slack of pacing and timers, measured against nginx and the simulator). Without a burst,
+ * nothing was hidden.
+ */
+const LEAST_HIDDEN = 0.5;
 
 export function createRateController(options: RateControllerOptions, clock: { now(): number }): RateController {
   return new BracketingController(options, clock);
@@ -62,12 +83,31 @@ class BracketingController implements RateController {
   /** The learned rate, before an outside cap (`rate` applies the cap). */
   #rate: number;
   #concurrency: number;
-  /** The highest rate that held for a sustained period without a 429. */
+  /**
+   * The highest rate that held for a sustained period without a 429; once a limit was seen, the highest the server is
+   * known to allow (what held, less what its burst could have hidden: #floor).
+   */
   #good: number | undefined;
-  /** The lowest rate that earned a 429 (the limit is below it). */
+  /** The lowest rate that earned a 429 (the limit is below it), or what a raise that failed showed of the limit. */
   #bad: number | undefined;
   #ceiling: number | undefined;
   #lastChangeAt: number;
+  /**
+   * The last raise into rates that never held: when, and from what rate. Until a 429 or the hold time, the server's
+   * burst may be hiding that the new rate is over its limit.
+   */
+  #unproven: { at: number; from: number; rate: number } | undefined;
+  /**
+   * The highest rate the server is known to allow: a rate held for t seconds, less the opening's burst over t (what the
+   * burst could have hidden of an excess meanwhile).
+   */
+  #floor: number | undefined;
+  #firstSentAt = Number.POSITIVE_INFINITY;
+  /**
+   * The run's opening: when its first 429 was sent, and when those sent before it that were accepted were sent
+   * (answers still on their way count when they come): the server's burst and its limit's share of that time.
+   */
+  #opening: { at: number; accepted: number[] } | undefined;
   #lastCutAt = Number.NEGATIVE_INFINITY;
   #latency: number | undefined;
   #cap: { rate: number; until: number } | undefined;
@@ -106,42 +146,50 @@ class BracketingController implements RateController {
 
   onSuccess(sentAt: number, latencyMs: number): boolean {
     const now = this.#clock.now();
+    this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
+    if (this.#opening && sentAt < this.#opening.at && this.#opening.accepted.length < SAMPLE_LIMIT) this.#opening.accepted.push(sentAt);
     push(this.#accepted, sentAt);
     this.#latency = this.#latency === undefined ? latencyMs : this.#latency * 0.8 + latencyMs * 0.2;
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst allowance
-    // hides a rate slightly above its limit for a few seconds.
-    // The first raise after a cut waits a little longer too, for the same reason: the rate we fell back to may
-    // itself be a little too high, and only a few seconds tell.
+    // hides a rate slightly above its limit for a few seconds. A raise into rates that never held waits for its hold
+    // time (#holdMs) before the next.
     const near = bad !== undefined && rate >= bad * 0.95;
     // Near it and at the highest rate that held, the next raise is a probe past the limit: it waits its turn.
     const probe = near && rate >= (this.#good ?? 0);
     const increaseEveryMs = this.#increaseEveryMs;
-    const settle = probe
-      ? Math.max(increaseEveryMs * 5, this.#probeEveryMs)
-      : near
-        ? increaseEveryMs * 5
-        : this.#lastChangeAt === this.#lastCutAt
-          ? increaseEveryMs * 3
-          : increaseEveryMs;
-    if (now - this.#lastChangeAt < settle || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
+    const settle = probe ? Math.max(increaseEveryMs * 5, this.#probeEveryMs) : near ? increaseEveryMs * 5 : increaseEveryMs;
+    if (now - this.#lastChangeAt < Math.max(settle, this.#holdMs()) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
+    // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
+    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate }, now)));
     this.#lastChangeAt = now;
     const highest = this.#good;
-    this.#good = Math.max(this.#good ?? 0, rate);
+    // Once a limit was seen, what held is what the server is known to allow, not the rate: a burst hides excess.
+    this.#good = Math.max(this.#good ?? 0, this.#floor ?? rate);
     this.#probing = false;
     this.#rate = Math.min(this.#maxRate, this.#raised(rate, probe, highest));
+    this.#unproven = this.#bad !== undefined && this.#rate > this.#good ? { at: now, from: rate, rate: this.#rate } : undefined;
     this.#concurrency = Math.min(this.#maxConcurrency, this.#concurrency + 1);
     return true;
   }
 
   onRateLimited(sentAt: number): boolean {
     const now = this.#clock.now();
+    this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
+    // The run's first 429 at the configured rate, soon after the start: what was accepted before it is the burst
+    // and the limit's share of that time, at most.
+    if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
+      this.#opening = { at: sentAt, accepted: this.#accepted.filter((at) => at < sentAt) };
+    }
     push(this.#rejected, sentAt);
-    // Requests sent before the last cut were paced under the old rate: their 429s are already answered.
-    if (sentAt < this.#lastCutAt) return false;
+    // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
+    // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
+    // machine: a 429 right after the second cut halved 7.5 r/s against a limit of 10, and the run ended at 0.64).
+    if (sentAt < this.#lastCutAt + (Number.isFinite(this.#rate) ? 1000 / this.#rate : 0)) return false;
     // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
     const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#sendingRate(now) ?? 10);
+    const first = this.#bad === undefined;
     this.#bad = Math.min(this.#bad ?? failedRate, failedRate);
     const learned = this.#saturatedRate(now);
     if (learned !== undefined) this.#ceiling = learned;
@@ -150,14 +198,32 @@ class BracketingController implements RateController {
       // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
       // former (the accepted rate is no guide here: it still includes the server's burst allowance).
       rate = this.#good * 0.98;
+      const unproven = this.#unproven;
+      if (unproven && sentAt > unproven.at) {
+        // A raise into rates that never held, failed: what it held until the 429 shows the limit from both sides.
+        // Over that time the burst hid at most its size, and at least LEAST_HIDDEN, of the raise's excess.
+        const heldMs = sentAt - unproven.at;
+        rate = Math.min(failedRate * 0.98, Math.max(this.#floor ?? rate, this.#shown(unproven, sentAt)));
+        // What it falls back to is known to be allowed, as far as anything is: it held, or the failed raise shows it.
+        this.#floor = Math.max(this.#floor ?? 0, rate);
+        this.#good = Math.max(this.#good, this.#floor);
+        const hidden = Math.min(LEAST_HIDDEN, Math.max(0, this.#burstSize(unproven.from) - 1));
+        this.#bad = Math.max(rate * 1.02, Math.min(this.#bad, unproven.rate - (hidden * 1000) / heldMs));
+      }
       // A probe that failed: the limit has not risen; the next probe waits twice as long.
       if (this.#probing) this.#probeEveryMs = Math.min(PROBE_EVERY_MS.max, this.#probeEveryMs * 2);
     } else {
       // At a rate that used to hold, or with nothing known yet: the limit is lower than we thought. Trust what the
-      // server accepted while saturated; else step down a little if a rate ever held, or halve at the start.
-      const held = this.#good !== undefined;
+      // server accepted while saturated; else step down a little if a rate ever held, or halve at the start. At a
+      // rate the server was known to allow (the floor), the 429 is more likely our own sends bunched into a bucket
+      // not yet refilled after a cut than a limit that fell, and the accepted rate, pauses and all, reads low: step
+      // down a little; if the limit did fall, the next 429 says so.
+      // The configured rate held for seconds before the run's first 429 held as much as a raise that held: a burst
+      // cannot hide 3x over a limit that long, so this 429 is a slight excess, or jitter, not a third of the limit.
+      const held = this.#good !== undefined || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
+      const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
-      rate = learned !== undefined ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
+      rate = learned !== undefined && !allowed ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
     }
     if (!Number.isFinite(rate)) rate = 1;
     this.#rate = Math.max(this.#minRate, Math.min(this.#maxRate, rate));
@@ -166,6 +232,9 @@ class BracketingController implements RateController {
     this.#lastCutAt = now;
     this.#lastChangeAt = now;
     this.#probing = false;
+    this.#unproven = undefined;
+    // A 429 at a rate once known to be allowed: the limit fell.
+    if (this.#floor !== undefined && failedRate <= this.#floor) this.#floor = undefined;
     return true;
   }
 
@@ -173,6 +242,42 @@ class BracketingController implements RateController {
     const before = this.#cap?.rate;
     this.#cap = { rate: Math.max(this.#minRate, next), until };
     return before !== this.#cap.rate;
+  }
+
+  /**
+   * How long the current rate must hold before the next raise: a raise into rates that never held must outlast what
+   * the server's burst could hide — a step of s over a limit at the rate before it drains a burst of b in b / s — a few
+   * times over (a burst lets a rate a few per cent over the limit hold for seconds).
+   */
+  #holdMs(): number {
+    const unproven = this.#unproven;
+    if (!unproven) return 0;
+    const step = Math.max(unproven.rate - unproven.from, unproven.rate * 0.01);
+    return Math.min(HOLD_MAX_MS, (HOLD_PER_STEP * this.#burstSize(unproven.from) * 1000) / step);
+  }
+
+  /**
+   * The server's burst: what the run's opening showed of it (accepted before its first 429, less what a limit of at
+   * least `limit` let through meanwhile), or a guess.
+   */
+  #burstSize(limit: number): number {
+    const opening = this.#opening;
+    if (opening === undefined) return DEFAULT_BURST;
+    // Over every stretch that ends at the first 429: one that began when sending outran the limit started with the
+    // bucket full (an opening slow to start sends under the limit at first, and the whole of it reads low).
+    const sent = opening.accepted.toSorted((a, b) => a - b);
+    let burst = 1;
+    for (const [i, from] of sent.entries()) burst = Math.max(burst, sent.length - i - (limit * (opening.at - from)) / 1000);
+    return burst;
+  }
+
+  /**
+   * What holding an unproven raise until `at` shows of the limit: its rate less the burst spread over that time (the
+   * bucket was full when the rate went up; one less full hid less, and the limit shown is lower than the true one).
+   */
+  #shown(unproven: { at: number; from: number; rate: number }, at: number): number {
+    const heldMs = at - unproven.at;
+    return heldMs <= 0 ? 0 : unproven.rate - (this.#burstSize(unproven.from) * 1000) / heldMs;
   }
 
   /** The next rate after sustained success at `rate`; `highest` is the highest rate that held before this one. */
@@ -202,9 +307,12 @@ class BracketingController implements RateController {
    * share of what was sent (saturated): otherwise the accepted rate is merely our own rate.
    */
   #saturatedRate(now: number): number | undefined {
+    // Up to a latency ago only: a 429 comes at once, but the requests accepted since are still on their way (counted
+    // up to now, the limit reads low by a latency's worth of them).
+    now -= Math.min(this.#latency ?? 0, this.#windowMs / 2);
     const from = now - this.#windowMs;
-    const ok = since(this.#accepted, from);
-    const refused = since(this.#rejected, from);
+    const ok = between(this.#accepted, from, now);
+    const refused = between(this.#rejected, from, now);
     const first = Math.min(this.#accepted.find((sentAt) => sentAt >= from) ?? now, this.#rejected.find((sentAt) => sentAt >= from) ?? now);
     const span = now - first;
     if (ok < 5 || span < this.#learnAfterMs || refused / (ok + refused) < 0.05) return undefined;
@@ -230,6 +338,6 @@ function push(list: number[], at: number): void {
   if (list.length > SAMPLE_LIMIT) list.splice(0, list.length - SAMPLE_LIMIT);
 }
 
-function since(list: number[], from: number): number {
-  return list.filter((sentAt) => sentAt >= from).length;
+function between(list: number[], from: number, to: number): number {
+  return list.filter((sentAt) => sentAt >= from && sentAt <= to).length;
 }
