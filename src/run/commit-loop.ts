@@ -34,6 +34,7 @@ export async function commitPages(
   };
   try {
     for await (const page of throughStages<unknown>(pipeline.source.pages(source.ctx), pipeline.stages, source.ctx)) {
+      source.checkPage(page);
       // From handing the page over to its commit being durable (behind the pages before it in the window).
       const handedOver = performance.now();
       const committed = committer.commit(page).then((result) => {

@@ -8,6 +8,7 @@ import { COMPLETE_REASONS, type SeriesEndReason, type SeriesResume, type SourceC
 import type { Series } from '../pipeline/page.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
+import { StageContractError } from '../errors/stage-contract-error.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { createCommitter } from './commit.ts';
 import type { Pipeline } from '../config/define.ts';
@@ -82,6 +83,8 @@ export interface SourceWiring {
   processed(key: string, result: { new: number; end?: SeriesEndReason }): void;
   /** Pages paid for and not yet committed, and requests held back until one is (the run's metrics). */
   backlog(): { uncommitted: number; heldBack: number };
+  /** Throws when a worker's source pages a series the run's queue did not hand it (see `fedOnly` below). */
+  checkPage(page: { series: Series }): void;
 }
 
 /** What sources see of the run: its client and scheduler, series progress to resume from, permits, and commits. */
@@ -105,6 +108,32 @@ export function sourceContext(parts: {
   const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
   // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
   const permits = createPermits(parts.scheduler.stats().concurrency);
+  // A worker pages only the series the run's queue hands it (`ctx.feed`). A source of the user's own that ignores the
+  // feed would page every series: the pages of those this worker never took are refused at their commit as another
+  // worker's, and the run would end "completed" without them. So such a page fails the run, naming the contract,
+  // and is checked before the series' first request where the source asks where it stands (`progress`).
+  const handed = new Set<string>();
+  const fedOnly = (series: Series) => {
+    if (host.feed && !handed.has(series.id)) {
+      throw new StageContractError(
+        `the source paged series "${series.id}", which the run's queue did not hand this worker: in a distributed run a source must page the series ctx.feed hands it (defineSource's sources do)`,
+      );
+    }
+  };
+  const feed = host.feed;
+  const tracked: SourceContext['feed'] = feed
+    ? (all) => {
+        const inner = feed(all);
+        return {
+          async next() {
+            const next = await inner.next();
+            if (!next.done) handed.add(next.value.id);
+            return next;
+          },
+          unused: (series) => inner.unused(series),
+        };
+      }
+    : undefined;
   // Where a series stands when a source is about to page it: from its start, from where an earlier invocation (or
   // another process) left it, or done.
   const standing = async (series: Series): Promise<SeriesResume | undefined> => {
@@ -136,6 +165,7 @@ export function sourceContext(parts: {
     client: parts.client,
     scheduler: parts.scheduler,
     async progress(series) {
+      fedOnly(series);
       const resume = await standing(series);
       // Sources ask just before paging a series: its start, for the run's spans (run-spans.ts) and listeners.
       if (!resume?.done) {
@@ -152,7 +182,7 @@ export function sourceContext(parts: {
     lost: (series) => committer.lost(series.id) || host.lapsed(series.id),
     refused: (series) => committer.refused(series.id),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
-    ...(host.feed ? { feed: host.feed } : {}),
+    ...(tracked ? { feed: tracked } : {}),
     async seriesEnded(series, end) {
       try {
         await committer.seriesEnded(series, end);
@@ -174,5 +204,6 @@ export function sourceContext(parts: {
       waiting.delete(key);
     },
     backlog: () => ({ uncommitted: permits.held, heldBack: permits.waiting }),
+    checkPage: (page) => fedOnly(page.series),
   };
 }
