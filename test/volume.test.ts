@@ -15,6 +15,9 @@ const LONG = process.env.WEBDATA_LONG === '1';
 const QUERIES = LONG ? 10_000 : 200; // × 5 pages × 100 items: 5 million, or 100 thousand
 const KEYS = LONG ? 10_000_000 : 200_000;
 const RSS_LIMIT_MB = 300;
+// The command line's own aim (docs/benchmarks.md#memory): it runs with one malloc arena however node starts it
+// (src/threads/one-malloc-arena.ts); 198 MB measured at the reduced size, 218 MB at the full one.
+const CLI_RSS_LIMIT_MB = 250;
 const ROOT = join(import.meta.dirname, '..');
 
 /** No file of the run, no byte of what it printed, holds the key. */
@@ -24,7 +27,7 @@ function expectNoKey(dir: string, printed: string) {
 }
 
 describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the full ones'})`, () => {
-  it(`${QUERIES * 500} items: search → normalize → dedupe → SQLite and CSV through the command line, under ${RSS_LIMIT_MB} MB`, async () => {
+  it(`${QUERIES * 500} items: search → normalize → dedupe → SQLite and CSV through the command line, under ${CLI_RSS_LIMIT_MB} MB`, async () => {
     await using sim = await simulator({ resultsPerQuery: 500, latencyMs: 0, logLimit: 0 });
     using dir = workdir();
     writeFileSync(
@@ -52,7 +55,7 @@ describe(`volume (${LONG ? 'full sizes' : 'reduced sizes; WEBDATA_LONG=1 for the
     expect(summary.items.written).toBeGreaterThan(QUERIES * 490);
     // The figures, for docs/testing.md (measured, not asserted: timing depends on the machine and its load).
     console.log(`[volume] ${summary.items.served} items served, ${summary.items.written} written: peak RSS ${result.peakRssMb} MB, ${(summary.durationMs / 1000).toFixed(1)} s`);
-    expect(result.peakRssMb).toBeLessThan(RSS_LIMIT_MB);
+    expect(result.peakRssMb).toBeLessThan(CLI_RSS_LIMIT_MB);
     expectNoKey(dir.dir, result.stdout + result.stderr);
   }, 1_800_000);
 

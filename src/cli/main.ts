@@ -23,7 +23,10 @@ if (tooOld) {
   process.exitCode = 1;
 } else if (process.argv[2] === 'run') {
   // A run works on a thread of its own with a bounded heap (src/threads/bounded-thread.ts); this one loads only what
-  // starts it, so that the process holds one copy of the library, not two.
+  // starts it, so that the process holds one copy of the library, not two. First, the process becomes one with a
+  // single malloc arena, as the bin's shebang makes it (src/threads/one-malloc-arena.ts says why).
+  const { restartWithOneMallocArena } = await import('../threads/one-malloc-arena.ts');
+  restartWithOneMallocArena();
   const { runOnThread } = await import('./run-on-thread.ts');
   process.exitCode = await runOnThread({ kind: 'command', args: process.argv.slice(3) });
 } else {

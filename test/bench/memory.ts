@@ -15,10 +15,10 @@ import { log } from './throughput.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 /**
- * The command line with a JSON config and with a pipeline file, a pipeline file run by node, a program calling
+ * The command line with a JSON config (built, and from the sources) and with a pipeline file, a pipeline file run by node, a program calling
  * run(url), and one calling run(pipeline).
  */
-const WAYS = ['cli', 'cliPipelineFile', 'pipelineFile', 'runCall', 'runObject'] as const;
+const WAYS = ['cli', 'cliSource', 'cliPipelineFile', 'pipelineFile', 'runCall', 'runObject'] as const;
 type Way = (typeof WAYS)[number];
 /** The ways the aim (< 250 MB) is for: run(pipeline) works in the host's heap, sized by the host's flags. */
 export const AIMED_WAYS = WAYS.filter((way) => way !== 'runObject');
@@ -41,6 +41,8 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS)
         const runProgram = join(ROOT, 'test/fixtures/memory-run.ts');
         const args = {
           cli: [join(ROOT, 'dist/cli/main.js'), 'run', 'config.json'],
+          // The same from the sources (`node src/cli/main.ts run config.json`): Node strips the types as it loads.
+          cliSource: [join(ROOT, 'src/cli/main.ts'), 'run', 'config.json'],
           cliPipelineFile: [join(ROOT, 'dist/cli/main.js'), 'run', pipelineFile],
           pipelineFile: [pipelineFile],
           runCall: [runProgram],
