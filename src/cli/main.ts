@@ -27,9 +27,11 @@ if (tooOld) {
   // single malloc arena, as the bin's shebang makes it (src/threads/one-malloc-arena.ts says why).
   const { restartWithOneMallocArena } = await import('../threads/one-malloc-arena.ts');
   restartWithOneMallocArena();
+  (await import('./compile-cache.ts')).useCompileCache();
   const { runOnThread } = await import('./run-on-thread.ts');
   process.exitCode = await runOnThread({ kind: 'command', args: process.argv.slice(3) });
 } else {
+  (await import('./compile-cache.ts')).useCompileCache();
   const { runCli } = await import('./commands.ts');
   await runCli(process.argv.slice(2));
 }

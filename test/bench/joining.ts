@@ -11,8 +11,11 @@ import pg from 'pg';
 import { benchPostgres, freshDatabase } from './postgres.ts';
 import { log } from './throughput.ts';
 import { startSimulator } from '../../src/simulator/index.ts';
+import { compileCacheDirectory } from '../../src/cli/compile-cache.ts';
 
 const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
+const cacheDirectory = compileCacheDirectory(process.env);
+const cached = cacheDirectory ? { NODE_COMPILE_CACHE: cacheDirectory } : {};
 const KEY = `bench_${Date.now().toString(36)}_joining`;
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits;
 
@@ -33,7 +36,9 @@ function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned {
   // BENCH_CPU_PROF=<dir>: each worker writes a CPU profile there (node --cpu-prof), to see where its start goes.
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const child = spawn(process.execPath, [...profile, FIXTURE], {
-    env: { ...process.env, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec), WEBDATA_PHASES: '1' },
+    // The fixture is a program calling run(); `webdata-etl run` turns Node's compile cache on by itself
+    // (src/cli/compile-cache.ts), so the workers get it here as the command line's would, in the same directory.
+    env: { ...process.env, ...cached, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec), WEBDATA_PHASES: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const marks: Record<string, number> = { spawn: round(spawnedAt - t0) };
