@@ -103,8 +103,9 @@ const goals: { scenario: string; goal: string; value: unknown; met: boolean }[] 
 for (const [name, scenario, minRatio, max429] of [
   ['a_simulator', a_simulator, 0.98, 0.01],
   ['a_nginx', a_nginx, 0.98, 0.01],
-  ['b_simulator', b_simulator, 0.95, 0.02],
-  ['b_nginx', b_nginx, 0.95, 0.02],
+  // (b): issue 33's aim for the first seconds at an unknown limit (issue 18's was 0.95 and 2 %).
+  ['b_simulator', b_simulator, 0.97, 0.01],
+  ['b_nginx', b_nginx, 0.97, 0.01],
 ] as const) {
   if (!measured(scenario)) continue;
   const achieved = scenario.achievedOverServerLimit ?? 0;
