@@ -185,3 +185,26 @@ describe('the run’s first 429 after seconds at the configured rate', () => {
     expect(controller.rate).toBe(15);
   });
 });
+
+describe('a 429 before any answer could be timed', () => {
+  it('keeps the concurrency, so that the rate it falls back to is tried and not hidden under a halved concurrency', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 4 }, { now: () => now });
+    // nginx's limit_req answers a 429 at once: the first answer of the run is one, before any 200 came back.
+    now = 40;
+    controller.onRateLimited(10);
+    expect(controller.rate).toBe(15);
+    // Before: 2, which at 200 ms answers sends 10/s at most, whatever the rate: 15/s then seemed to hold.
+    expect(controller.concurrency).toBe(4);
+  });
+
+  it('still cuts the concurrency to what the new rate needs once answers are timed', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 130; now += 33) controller.onSuccess(now, 200);
+    controller.onRateLimited(now);
+    // 15/s at 200 ms answers needs 7 in flight (twice the latency's worth, and one more): 8 becomes 7.
+    expect(controller.rate).toBe(15);
+    expect(controller.concurrency).toBe(7);
+  });
+});

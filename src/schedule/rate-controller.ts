@@ -329,7 +329,13 @@ class BracketingController implements RateController {
 
   #neededConcurrency(): number {
     const latency = this.#latency;
-    return latency === undefined || !Number.isFinite(this.#rate) ? 1 : Math.ceil((this.#rate * latency * 2) / 1000) + 1;
+    if (!Number.isFinite(this.#rate)) return 1;
+    // No answer yet to time (a limiter's 429s come back at once, before any 200): what the new rate needs is unknown,
+    // so the concurrency stays. Halved blind, it could hold the requests under the limit whatever the rate, so that a
+    // rate over the limit seemed to hold, and the next raise, sized from it, cost 429s (3 more in the one-process run
+    // of bench (j): docs/benchmarks-history.md, "Issue 33, the lead's quiet run").
+    if (latency === undefined) return this.#concurrency;
+    return Math.ceil((this.#rate * latency * 2) / 1000) + 1;
   }
 }
 
