@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { migrate } from '../../src/state/postgres/schema.ts';
-import { freshDatabase } from './postgres.ts';
+import { freshDatabase, query } from './postgres.ts';
 import { log } from './throughput.ts';
 import { scenarioJoining } from './joining.ts';
 import { sharedMeter } from '../../src/distributed/shared-meter.ts';
@@ -21,15 +21,6 @@ const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
 const KEY = `bench_${Date.now().toString(36)}_distributed`;
 const round = (value: number, digits = 3) => Math.round(value * 10 ** digits) / 10 ** digits;
 
-async function query<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<R>(text)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 /** One worker process (the test fixture's pipeline: search → normalize → dedupe → PostgreSQL, state beside it). */
 function worker(spec: Record<string, unknown>): { stop(): void; done: Promise<{ code: number | null; summary: { status: string; worker?: { pages: number } } | undefined }> } {

@@ -7,8 +7,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import pg from 'pg';
-import { benchPostgres, freshDatabase } from './postgres.ts';
+import { benchPostgres, freshDatabase, query } from './postgres.ts';
 import { log } from './throughput.ts';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { compileCacheDirectory } from '../../src/cli/compile-cache.ts';
@@ -73,15 +72,6 @@ function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned {
   };
 }
 
-async function rows<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<R>(text)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 /** `workers` processes started together on one run: wall time from the first spawn to the last exit, and each one's phases. */
 export async function joinedRun(admin: string, workers: number, lateJoiner = false) {
@@ -104,7 +94,7 @@ export async function joinedRun(admin: string, workers: number, lateJoiner = fal
     const results = await Promise.all(started.map((w) => w.done));
     const seconds = Math.max(...results.map((r) => r.atMs)) / 1000;
     const phases = await Promise.all(started.map((w) => w.phases));
-    const [count] = await rows<{ pages: number; rows: number }>(url, `SELECT COUNT(DISTINCT (query, country, page))::int AS pages, COUNT(*)::int AS rows FROM results`);
+    const [count] = await query<{ pages: number; rows: number }>(url, `SELECT COUNT(DISTINCT (query, country, page))::int AS pages, COUNT(*)::int AS rows FROM results`);
     const stats = simulator.stats();
     return {
       workers: started.length,

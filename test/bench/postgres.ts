@@ -24,6 +24,17 @@ export async function benchPostgres(): Promise<{ admin: string; close(): void } 
 }
 
 /** A new, empty database on the bench's cluster (dropped first if a previous bench left it). */
+/** The rows of one statement, on a connection of its own to `url`. */
+export async function query<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
 export async function freshDatabase(admin: string, name: string): Promise<string> {
   const client = new pg.Client({ connectionString: admin });
   await client.connect();
