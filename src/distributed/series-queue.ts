@@ -3,6 +3,7 @@ import type { JobAttempt, PgBoss } from 'pg-boss';
 import type { Series } from '../pipeline/page.ts';
 import type { Pool, PoolClient } from '../postgres/pools.ts';
 import { retrying } from '../postgres/failure.ts';
+import { systemClock } from '../schedule/clock.ts';
 import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
 import { queueStatements } from './statements.ts';
@@ -210,22 +211,20 @@ export class SeriesQueue {
   }
 
   /** Waits `POLL_MS`, or until woken (`wake`, or since this ask); rejects once the worker leaves (its signal). */
-  #pause(): Promise<void> {
+  async #pause(): Promise<void> {
     const { signal } = this.#options;
-    return new Promise((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason as Error);
-      if (this.#woken) return resolve();
-      const settle = (then: () => void) => () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', aborted);
-        this.#wake = undefined;
-        then();
-      };
-      const timer = setTimeout(settle(resolve), POLL_MS);
-      const aborted = settle(() => reject(signal.reason as Error));
-      signal.addEventListener('abort', aborted, { once: true });
-      this.#wake = settle(resolve);
-    });
+    signal.throwIfAborted();
+    if (this.#woken) return;
+    const woken = new AbortController();
+    this.#wake = () => woken.abort();
+    try {
+      await systemClock.sleep(POLL_MS, AbortSignal.any([signal, woken.signal]));
+    } catch (error) {
+      // Woken: ask again now. Left: the caller's to end.
+      if (signal.aborted) throw error;
+    } finally {
+      this.#wake = undefined;
+    }
   }
 
   // Outside a page's transaction, every call here is safe to repeat (a job settled twice is fenced by its attempt; a
