@@ -93,11 +93,7 @@ const INTERVALS_KEPT = 16;
 /** The interval this worker paced under at `sentAt` (its clock): undefined before its first slot. */
 function pacedAt(shared: Shared, sentAt: number): number | undefined {
   const { intervals } = shared;
-  for (let i = intervals.length - 1; i >= 0; i--) {
-    const entry = intervals[i] as { from: number; intervalMs: number };
-    if (entry.from <= sentAt) return entry.intervalMs;
-  }
-  return intervals[0]?.intervalMs;
+  return (intervals.findLast((entry) => entry.from <= sentAt) ?? intervals[0])?.intervalMs;
 }
 
 /** The run's interval as this worker paces under it from `from` (its clock): a slot read it, or it set it leading. */
