@@ -17,7 +17,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { constants, homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const PROVISIONED_MAJOR = 24;
@@ -101,7 +101,9 @@ function removeAbandoned(home) {
  */
 function provisionedNode(floor) {
   const name = packageName();
-  const home = process.env.WEBDATA_NODE_HOME || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'webdata-etl', `node${PROVISIONED_MAJOR}`);
+  // A relative XDG_CACHE_HOME is ignored, as the XDG rules say (it would install Node under the working directory).
+  const xdg = process.env.XDG_CACHE_HOME;
+  const home = process.env.WEBDATA_NODE_HOME || join(xdg && isAbsolute(xdg) ? xdg : join(homedir(), '.cache'), 'webdata-etl', `node${PROVISIONED_MAJOR}`);
   const binary = binaryIn(home, name);
   if (existsSync(binary)) return binary;
 

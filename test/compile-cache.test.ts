@@ -1,4 +1,4 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cli, config, envFor } from './cli-helpers.ts';
@@ -39,5 +39,43 @@ describe('the compile cache', () => {
     expect(named.code).toBe(0);
     expect(entries(cache)).toBe(0);
     expect(entries(elsewhere)).toBeGreaterThan(200);
+  });
+
+  it('ignores a relative XDG_CACHE_HOME, as the XDG rules say, instead of filling the working directory', async () => {
+    await using sim = await simulator({ seed: 3 });
+    using dir = workdir();
+    const home = join(dir.dir, 'home');
+    mkdirSync(home);
+    const result = await cli(['run', config(dir.dir)], { cwd: dir.dir, env: { ...envFor(sim.url), HOME: home, XDG_CACHE_HOME: 'relative-cache' } });
+    expect(result.code).toBe(0);
+    expect(existsSync(join(dir.dir, 'relative-cache'))).toBe(false);
+    expect(entries(join(home, '.cache', 'webdata-etl', 'node-compile-cache'))).toBeGreaterThan(200);
+  });
+
+  // Root can own a file as anyone, which is how a directory of another user is made here (CI runs as root).
+  const asRoot = process.getuid?.() === 0;
+  it.runIf(asRoot)('is not used, and says so in one line, where the directory is another user’s, writable by others or a symlink', async () => {
+    await using sim = await simulator({ seed: 3 });
+    using dir = workdir();
+    const cases: Array<[string, (cache: string) => void, RegExp]> = [
+      ['another user', (cache) => chownSync(join(cache, 'webdata-etl'), 65534, 65534), /webdata-etl belongs to another user \(uid 65534\)/],
+      ['writable by others', (cache) => chmodSync(join(cache, 'webdata-etl', 'node-compile-cache'), 0o777), /node-compile-cache is writable by other users \(mode 777\)/],
+      ['a symlink', (cache) => symlinkSync(join(dir.dir, 'elsewhere'), join(cache, 'webdata-etl', 'node-compile-cache')), /node-compile-cache is a symbolic link/],
+      ['a cache home writable by others', (cache) => chmodSync(cache, 0o777), /xdg-[a-z ]+ is writable by other users/],
+    ];
+    for (const [name, spoil, said] of cases) {
+      const cache = join(dir.dir, `xdg-${name}`);
+      mkdirSync(join(cache, 'webdata-etl', name === 'a symlink' ? '' : 'node-compile-cache'), { recursive: true, mode: 0o700 });
+      mkdirSync(join(dir.dir, 'elsewhere'), { recursive: true, mode: 0o700 });
+      chmodSync(cache, 0o700);
+      spoil(cache);
+      const result = await cli(['run', config(dir.dir)], { cwd: dir.dir, env: { ...envFor(sim.url), XDG_CACHE_HOME: cache } });
+      expect(result.code, name).toBe(0);
+      const lines = result.stderr.split('\n').filter((line) => line.includes('compile cache off'));
+      expect(lines, name).toHaveLength(1);
+      expect(lines[0], name).toMatch(said);
+      expect(entries(join(cache, 'webdata-etl', 'node-compile-cache')), name).toBe(0);
+      expect(entries(join(dir.dir, 'elsewhere')), name).toBe(0);
+    }
   });
 });

@@ -170,6 +170,18 @@ test('probe', () => {
     expect(readdirSync(home)).toEqual([]);
   });
 
+  it('ignores a relative XDG_CACHE_HOME (the XDG rules), installing into ~/.cache rather than under the working directory', async () => {
+    using dir = workdir();
+    const home = dir.path('home');
+    const result = await run(oldNode().node, [LAUNCHER, '-e', '0'], {
+      cwd: dir.dir,
+      env: oldShellEnv({ HOME: home, XDG_CACHE_HOME: 'relative-cache', npm_config_offline: 'true', npm_config_cache: dir.path('npm-cache') }),
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr.split('\n')[0]).toContain(`into ${join(home, '.cache', 'webdata-etl', 'node24')}, once`);
+    expect(existsSync(dir.path('relative-cache'))).toBe(false);
+  });
+
   it('the installed webdata-etl bin on an old Node says in one line what it needs (was a TypeError from inside undici), exit 1', async () => {
     // The package as npm installs it (dist/ and package.json, no .ci/): Node is the user's to install.
     using installed = workdir();
