@@ -1,9 +1,8 @@
 import { allowedHosts, hostRefused } from '../client/allowed-hosts.ts';
 import { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';
+import { SECRET_VARIABLE } from './webhook-secret.ts';
 import { type Notify, type Webhook, webhookLabel } from './webhook-config.ts';
 
-/** Where the signing secret comes from: the environment only, never a file. */
-export const SECRET_VARIABLE = 'WEBDATA_WEBHOOK_SECRET';
 
 /** A shorter key would make one signed body enough to guess it offline. */
 const MIN_SECRET_LENGTH = 16;
