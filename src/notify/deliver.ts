@@ -4,7 +4,7 @@ import { defaultDispatcher } from '../client/dispatcher.ts';
 import { parseRetryAfter } from '../client/retry-after.ts';
 import { undici } from '../client/undici.ts';
 import { USER_AGENT } from '../version.ts';
-import { SIGNATURE_HEADER, signBody } from './sign.ts';
+import { signatureHeaders } from './sign.ts';
 import { backoffCeilingMs, type Webhook } from './webhook-config.ts';
 
 /** The answer's body is read (so that the connection can be reused) up to this much, then dropped: nobody reads it. */
@@ -13,18 +13,20 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 /** One notification for one webhook: the exact bytes to send, and who they are from. */
 export interface Delivery {
   hook: Pick<Webhook, 'url' | 'timeoutMs' | 'retry'>;
-  /** The body as sent, byte for byte: what the signature is of. */
+  /** The body as sent, byte for byte: what the signature is of, with the id and the attempt's time. */
   body: string;
-  secret: string;
-  /** Sent as `idempotency-key`: a receiver drops a notification it has had. */
-  idempotencyKey: string;
+  /** The HMAC key: WEBDATA_WEBHOOK_SECRET's base64 part, decoded. */
+  key: Uint8Array;
+  /** Sent as `webhook-id`, the same for every attempt and every later delivery of it: a receiver drops one it has had. */
+  id: string;
   /** Aborts at once: no further attempt, the notification stays pending (sent again by the next invocation). */
   signal?: AbortSignal | undefined;
   /** Told after each attempt that did not deliver, with what went wrong and the wait before the next. */
   onRetry?: ((attempt: number, error: string, waitMs: number) => void) | undefined;
-  /** Tests: a dispatcher of their own; a random source for the jitter. */
+  /** Tests: a dispatcher of their own; a random source for the jitter; the clock each attempt is signed at. */
   dispatcher?: Dispatcher | undefined;
   random?: (() => number) | undefined;
+  now?: (() => number) | undefined;
 }
 
 export type DeliveryOutcome =
@@ -46,16 +48,13 @@ export async function deliver(delivery: Delivery): Promise<DeliveryOutcome> {
   const { hook, signal } = delivery;
   const random = delivery.random ?? Math.random;
   const dispatcher = delivery.dispatcher ?? defaultDispatcher(hook.url);
-  const headers = {
-    'content-type': 'application/json',
-    'user-agent': USER_AGENT,
-    'idempotency-key': delivery.idempotencyKey,
-    [SIGNATURE_HEADER]: signBody(delivery.body, delivery.secret),
-  };
+  const now = delivery.now ?? Date.now;
   let last = '';
   try {
     for (let attempt = 1; attempt <= hook.retry.attempts; attempt++) {
       if (signal?.aborted) return { status: 'aborted', attempts: attempt - 1, error: last || 'aborted before the first attempt' };
+      // Signed at each attempt: a receiver refuses a delivery whose time is not within minutes of its clock.
+      const headers = { 'content-type': 'application/json', 'user-agent': USER_AGENT, ...signatureHeaders(delivery.key, delivery.id, delivery.body, now()) };
       const outcome = await post(hook, headers, delivery.body, dispatcher, signal);
       if (outcome.ok) return { status: 'delivered', attempts: attempt, httpStatus: outcome.httpStatus };
       last = outcome.error;

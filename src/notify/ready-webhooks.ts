@@ -1,16 +1,13 @@
 import { allowedHosts, hostRefused } from '../client/allowed-hosts.ts';
 import { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';
-import { SECRET_VARIABLE } from './webhook-secret.ts';
 import { type Notify, type Webhook, webhookLabel } from './webhook-config.ts';
-
-
-/** A shorter key would make one signed body enough to guess it offline. */
-const MIN_SECRET_LENGTH = 16;
+import { SECRET_VARIABLE, signingKey } from './webhook-secret.ts';
 
 /** A run's webhooks, checked, and the secret that signs what they are sent. */
 export interface ReadyWebhooks {
   webhooks: readonly Webhook[];
-  secret: string;
+  /** The HMAC key WEBDATA_WEBHOOK_SECRET stands for (never shown: the run redacts every form of the secret). */
+  key: Buffer;
 }
 
 /**
@@ -21,12 +18,8 @@ export interface ReadyWebhooks {
 export function readyWebhooks(notify: Notify | undefined, env: Readonly<Record<string, string | undefined>>): ReadyWebhooks | undefined {
   if (notify === undefined) return undefined;
   const issues: ValidationIssue[] = [];
-  const secret = env[SECRET_VARIABLE];
-  if (secret === undefined || secret.trim() === '') {
-    issues.push({ path: 'notify.webhooks', message: `set ${SECRET_VARIABLE} in the environment: every notification is signed with it (e.g. the output of \`openssl rand -hex 32\`)` });
-  } else if (secret.trim().length < MIN_SECRET_LENGTH) {
-    issues.push({ path: 'notify.webhooks', message: `${SECRET_VARIABLE} must be at least ${MIN_SECRET_LENGTH} characters (e.g. the output of \`openssl rand -hex 32\`)` });
-  }
+  const secret = signingKey(env[SECRET_VARIABLE]);
+  if ('problem' in secret) issues.push({ path: 'notify.webhooks', message: secret.problem });
   const allowed = allowedHosts(env.WEBDATA_ALLOWED_HOSTS);
   notify.webhooks.forEach((hook, index) => {
     if (allowed === undefined || hostRefused(hook.url, allowed) === undefined) return;
@@ -36,5 +29,5 @@ export function readyWebhooks(notify: Notify | undefined, env: Readonly<Record<s
     });
   });
   if (issues.length > 0) throw new ValidationError('The pipeline’s webhooks cannot be used', issues);
-  return { webhooks: notify.webhooks, secret: secret as string };
+  return { webhooks: notify.webhooks, key: (secret as { key: Buffer }).key };
 }
