@@ -66,7 +66,8 @@ const libraryVerifies = (received: Received) => new StandardWebhook(SECRET).veri
 /** A run with webhooks: the secret in its environment, its events kept. */
 async function notifying(sim: Simulator, pipeline: PipelineDefinition, options: RunOptions = {}) {
   const events: RunEvent[] = [];
-  const summary = await runOn(sim, pipeline, { env: { WEBDATA_WEBHOOK_SECRET: SECRET }, onEvent: (event) => events.push(event), ...options });
+  // The receivers are on loopback: listed, as a user testing a receiver of theirs would list it.
+  const summary = await runOn(sim, pipeline, { env: { WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' }, onEvent: (event) => events.push(event), ...options });
   return { summary, events, notifications: events.filter((event): event is Extract<RunEvent, { type: 'notification' }> => event.type === 'notification') };
 }
 
@@ -257,7 +258,7 @@ describe('webhooks when a run ends', () => {
       [`whsec_${Buffer.alloc(16, 1).toString('base64')}`]: 'WEBDATA_WEBHOOK_SECRET must stand for 24 to 64 bytes; it stands for 16',
     };
     for (const [secret, message] of Object.entries(refused)) {
-      const error = await runOn(sim, pipeline, { env: secret === '' ? {} : { WEBDATA_WEBHOOK_SECRET: secret } }).catch((e: unknown) => e);
+      const error = await runOn(sim, pipeline, { env: { WEBDATA_ALLOWED_HOSTS: '127.0.0.1', ...(secret === '' ? {} : { WEBDATA_WEBHOOK_SECRET: secret }) } }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ValidationError);
       expect((error as ValidationError).issues).toEqual([{ path: 'notify.webhooks', message: expect.stringContaining(message) }]);
       // How to make one, and never the secret given.
@@ -268,11 +269,11 @@ describe('webhooks when a run ends', () => {
     expect(hook.received).toHaveLength(0);
 
     const file = config(dir.dir, { notify: { webhooks: [{ url: hook.url }] } });
-    const unset = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    const unset = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_ALLOWED_HOSTS: '127.0.0.1' } });
     expect(unset.code).toBe(2);
     expect(unset.stderr).toContain('notify.webhooks: set WEBDATA_WEBHOOK_SECRET in the environment');
     expect(unset.stderr).not.toContain(URL_TOKEN);
-    const old = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: 'an-old-secret-of-32-characters!!' } });
+    const old = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_ALLOWED_HOSTS: '127.0.0.1', WEBDATA_WEBHOOK_SECRET: 'an-old-secret-of-32-characters!!' } });
     expect(old.code).toBe(2);
     expect(old.stderr).toContain('notify.webhooks: WEBDATA_WEBHOOK_SECRET must be a Standard Webhooks secret');
     expect(old.stderr).not.toContain('an-old-secret-of-32-characters!!');
@@ -385,12 +386,13 @@ describe('Standard Webhooks: what a replay meets', () => {
     expect(await replay({ ...sent.headers, 'webhook-timestamp': String(Number(sent.headers['webhook-timestamp']) + 1) })).toBe(401);
     // Signed 6 minutes ago (a request kept and replayed later): refused for its time.
     const hookOptions = { url: docs.url, timeoutMs: 5_000, retry: { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 } };
+    const allowed = ['127.0.0.1'];
     const body = sent.body.toString('utf8');
-    expect(await deliver({ hook: hookOptions, body, key: KEY, id, now: () => Date.now() - 6 * 60_000 })).toEqual({ status: 'failed', attempts: 1, error: 'HTTP 401' });
+    expect(await deliver({ hook: hookOptions, body, key: KEY, id, allowed, now: () => Date.now() - 6 * 60_000 })).toEqual({ status: 'failed', attempts: 1, error: 'HTTP 401' });
     // At least once: the same end sent again by a later invocation, freshly signed under its id, is dropped.
-    expect(await deliver({ hook: hookOptions, body, key: KEY, id })).toMatchObject({ status: 'delivered' });
+    expect(await deliver({ hook: hookOptions, body, key: KEY, id, allowed })).toMatchObject({ status: 'delivered' });
     // Another end is processed; the repeats before it were not (the receiver prints in the order it takes requests).
-    expect(await deliver({ hook: hookOptions, body, key: KEY, id: `${summary.runId}#9` })).toMatchObject({ status: 'delivered' });
+    expect(await deliver({ hook: hookOptions, body, key: KEY, id: `${summary.runId}#9`, allowed })).toMatchObject({ status: 'delivered' });
     await until(() => docs.processed().length === 2);
     expect(docs.processed()).toEqual([id, `${summary.runId}#9`]);
   });
@@ -398,7 +400,7 @@ describe('Standard Webhooks: what a replay meets', () => {
 
 describe('delivery', () => {
   const delivery = (url: string, onRetry?: (attempt: number, error: string, waitMs: number) => void) =>
-    deliver({ hook: { url, timeoutMs: 2_000, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 20 } }, body: '{"a":1}', key: KEY, id: 'run#1', onRetry });
+    deliver({ hook: { url, timeoutMs: 2_000, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 20 } }, body: '{"a":1}', key: KEY, id: 'run#1', allowed: ['127.0.0.1'], onRetry });
 
   it('a 429 or 408 is tried again, its Retry-After honoured up to maxDelayMs; a redirect or another 4xx is not', async () => {
     await using limited = await receiver((n) => (n === 1 ? { status: 429, headers: { 'retry-after': '3600' } } : n === 2 ? 408 : 200));
@@ -530,7 +532,7 @@ describe('at least once', () => {
     await using hook = await receiver();
     using dir = workdir();
     const file = config(dir.dir, { notify: { webhooks: [{ url: hook.url }] } }, { queries: ['x'], countries: ['us'], maxPages: 1 });
-    const env = { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET };
+    const env = { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' };
     const killed = await cli(['run', file], { cwd: dir.dir, env: { ...env, WEBDATA_CRASH_AT: 'notification-claimed' } });
     expect(killed.code).toBeNull();
     expect(hook.received).toHaveLength(0);
@@ -589,7 +591,7 @@ describe('at least once', () => {
     await using hook = await receiver(() => 404);
     using dir = workdir();
     const file = config(dir.dir, { notify: { webhooks: [{ url: hook.url }] } }, { queries: ['x'], countries: ['us'], maxPages: 1 });
-    const result = await cli(['run', file, '--quiet'], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET } });
+    const result = await cli(['run', file, '--quiet'], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' } });
     expect(result.code).toBe(0);
     // A 404 is not tried again.
     expect(hook.received).toHaveLength(1);

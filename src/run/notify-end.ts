@@ -117,6 +117,7 @@ async function send(end: RunEnd, hook: Webhook, key: NotificationKey, event: str
     hook,
     body,
     key: end.ready.key,
+    allowed: end.ready.allowed,
     // The end's idempotency key, as the body has it: the same for every attempt, every webhook and every later
     // delivery of this end (at least once: the receiver drops repeats). Run ids hold no '.', which the signed text
     // uses as its separator.
