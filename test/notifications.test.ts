@@ -1,112 +1,15 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { describe, expect, it, vi } from 'vitest';
-import { definePipeline, normalize, type PipelineDefinition, type RunEvent, type RunOptions, searchPages, toCsv, toPostgres, toSqlite, ValidationError } from '../src/index.ts';
-import { notificationSchema, type Notification } from '../src/run/notification.ts';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { definePipeline, normalize, searchPages, toCsv, toPostgres, toSqlite, ValidationError } from '../src/index.ts';
+import type { Notification } from '../src/run/notification.ts';
 import { verifyWebhookSignature } from '../src/notify/sign.ts';
 import { DIGEST_LIST_LIMIT } from '../src/notify/digest.ts';
 import { deliver } from '../src/notify/deliver.ts';
-import type { Simulator } from '../src/simulator/index.ts';
-import { cli, config, envFor, ROOT } from './cli-helpers.ts';
+import { cli, config, envFor } from './cli-helpers.ts';
 import { simulator, TEST_KEY, until } from './helpers.ts';
 import { filesHolding, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
-
-/** A Standard Webhooks secret: whsec_ and the base64 of 32 bytes. */
-const SECRET = `whsec_${Buffer.from('webdata-etl notifications: tests').toString('base64')}`;
-const KEY = Buffer.from('webdata-etl notifications: tests');
-/** A token in the webhook's query string: never shown, never stored. */
-const URL_TOKEN = 'tok_in_query_4c1d7a';
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-/**
- * A webhook receiver on loopback, a real HTTP server: `answer(n)` says how to answer its n-th request (1-based), a
- * status or `hang` (never answer). Closed, hanging connections and all, at dispose.
- */
-async function receiver(answer: (n: number) => number | 'hang' | { status: number; headers: Record<string, string> } = () => 200) {
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body: Buffer.concat(chunks) });
-      const answered = answer(received.length);
-      if (answered === 'hang') return;
-      const { status, headers } = typeof answered === 'number' ? { status: answered, headers: {} } : answered;
-      res.writeHead(status, { 'content-type': 'text/plain', ...headers }).end(status < 300 ? 'ok' : 'no');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/hooks/webdata?token=${URL_TOKEN}`,
-    /** The webhook as webdata-etl shows it. */
-    shown: `http://127.0.0.1:${port}/hooks/webdata`,
-    received,
-    bodies: () => received.map((r) => notificationSchema.parse(JSON.parse(r.body.toString('utf8')))),
-    async [Symbol.asyncDispose]() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
-/** Whether Standard Webhooks' own npm library takes a delivery as it was received (it throws if not). */
-const libraryVerifies = (received: Received) => new StandardWebhook(SECRET).verify(received.body.toString('utf8'), received.headers as Record<string, string>);
-
-/** A run with webhooks: the secret in its environment, its events kept. */
-async function notifying(sim: Simulator, pipeline: PipelineDefinition, options: RunOptions = {}) {
-  const events: RunEvent[] = [];
-  // The receivers are on loopback: listed, as a user testing a receiver of theirs would list it.
-  const summary = await runOn(sim, pipeline, { env: { WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' }, onEvent: (event) => events.push(event), ...options });
-  return { summary, events, notifications: events.filter((event): event is Extract<RunEvent, { type: 'notification' }> => event.type === 'notification') };
-}
-
-const fast = { baseDelayMs: 1, maxDelayMs: 5 };
-
-/** Some of a request's headers, as strings. */
-function pick(headers: IncomingHttpHeaders, ...names: string[]): Record<string, string> {
-  return Object.fromEntries(names.map((name) => [name, String(headers[name])]));
-}
-
-/**
- * The receiver docs/notifications.md shows ("Checking the signature"), run as it is by node, on a port of its own:
- * `processed()` is the ids it printed as processed, in order. Killed at dispose.
- */
-async function documentedReceiver() {
-  const doc = readFileSync(join(ROOT, 'docs/notifications.md'), 'utf8');
-  const section = doc.slice(doc.indexOf('## Checking the signature')).split('\n## ')[0] ?? '';
-  const code = [...section.matchAll(/```js\n([\s\S]*?)\n```/g)].map((match) => match[1] ?? '').find((block) => block.includes('createServer('));
-  if (code === undefined) throw new Error('docs/notifications.md, "Checking the signature": no receiver');
-  const dir = mkdtempSync(join(tmpdir(), 'webdata-etl-receiver-'));
-  writeFileSync(join(dir, 'receiver.mjs'), code);
-  const child = spawn(process.execPath, [join(dir, 'receiver.mjs')], { env: { PATH: process.env.PATH, WEBDATA_WEBHOOK_SECRET: SECRET, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
-  let stdout = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  await Promise.race([until(() => /listening on \d+\n/.test(stdout)), exited.then(() => Promise.reject(new Error(`the docs' receiver exited: ${stdout}`)))]);
-  const port = /listening on (\d+)\n/.exec(stdout)?.[1];
-  return {
-    url: `http://127.0.0.1:${port}/webdata`,
-    processed: () => stdout.split('\n').filter((line) => line !== '' && !line.startsWith('listening on')).map((line) => line.split(' ')[0]),
-    async [Symbol.asyncDispose]() {
-      child.kill();
-      await exited;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+import { fast, KEY, libraryVerifies, notifying, type Received, receiver, SECRET, URL_TOKEN } from './webhook-helpers.ts';
 
 describe('webhooks when a run ends', () => {
   it('POSTs the run summary and a digest, signed as Standard Webhooks (id, time, HMAC of both and the body) so that the standardwebhooks library verifies it; records the delivery', async () => {
@@ -319,82 +222,6 @@ describe('webhooks when a run ends', () => {
     const simulated = await cli(['run', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: 'api.example.com' } });
     expect(simulated.code).toBe(2);
     expect(simulated.stderr).toContain('notify.webhooks.0.url: https://hooks.example.org is not among WEBDATA_ALLOWED_HOSTS (api.example.com, 127.0.0.1)');
-  });
-});
-
-describe('Standard Webhooks: what a replay meets', () => {
-  /** One run's end delivered to `urls` (the first a recording receiver's): the run's summary. */
-  async function oneEnd(sim: Simulator, dir: { path: (name: string) => string }, urls: string[]) {
-    const { summary } = await notifying(sim, {
-      name: 'replayed',
-      source: searchPages({ queries: ['a'], countries: ['us'], maxPages: 1 }),
-      stages: [normalize()],
-      sinks: [toSqlite({ path: dir.path('r.sqlite') })],
-      notify: { webhooks: urls.map((url) => ({ url, retry: fast })) },
-    });
-    return summary;
-  }
-
-  it('a delivery replayed 6 minutes later is refused for its time, by verifyWebhookSignature and by the standardwebhooks library; under another id or time, for its signature', async () => {
-    await using sim = await simulator();
-    await using hook = await receiver();
-    using dir = workdir();
-    const summary = await oneEnd(sim, dir, [hook.url]);
-    const sent = hook.received[0] as Received;
-    const sentAt = Number(sent.headers['webhook-timestamp']);
-    // Within the tolerance, both take it (the id then tells a repeat).
-    expect(verifyWebhookSignature(sent.body, sent.headers, SECRET, { now: (sentAt + 240) * 1000 })).toEqual({ ok: true, id: `${summary.runId}#1`, timestamp: sentAt });
-    // Six minutes later: too old.
-    expect(verifyWebhookSignature(sent.body, sent.headers, SECRET, { now: (sentAt + 360) * 1000 })).toEqual({ ok: false, reason: 'too old: sent 360 s ago (at most 300 s)' });
-    vi.useFakeTimers({ toFake: ['Date'], now: (sentAt + 360) * 1000 });
-    try {
-      expect(() => libraryVerifies(sent)).toThrow('Message timestamp too old');
-    } finally {
-      vi.useRealTimers();
-    }
-    // The replay the issue found: the same signed body under a new key. The id is signed: refused by both.
-    const renamed = { ...sent, headers: { ...sent.headers, 'webhook-id': `${summary.runId}#2` } };
-    expect(verifyWebhookSignature(renamed.body, renamed.headers, SECRET)).toEqual({ ok: false, reason: 'no signature matches' });
-    expect(() => libraryVerifies(renamed)).toThrow('No matching signature found');
-    // An old delivery given a new time, to pass the tolerance: refused by both.
-    const retimed = { ...sent, headers: { ...sent.headers, 'webhook-timestamp': String(sentAt + 1) } };
-    expect(verifyWebhookSignature(retimed.body, retimed.headers, SECRET)).toEqual({ ok: false, reason: 'no signature matches' });
-    expect(() => libraryVerifies(retimed)).toThrow('No matching signature found');
-    // Headers missing, or a fetch Headers object: read alike.
-    expect(verifyWebhookSignature(sent.body, { 'webhook-id': `${summary.runId}#1` }, SECRET)).toMatchObject({ ok: false, reason: expect.stringContaining('missing') });
-    expect(verifyWebhookSignature(sent.body, new Headers(sent.headers as Record<string, string>), SECRET)).toMatchObject({ ok: true });
-    expect(() => verifyWebhookSignature(sent.body, sent.headers, 'not-a-whsec-secret')).toThrow('must be a Standard Webhooks secret');
-  });
-
-  it('the docs’ receiver processes a notification once: the same request replayed is answered and dropped, one under another id or 6 minutes old is refused', async () => {
-    await using sim = await simulator();
-    await using hook = await receiver();
-    await using docs = await documentedReceiver();
-    using dir = workdir();
-    const summary = await oneEnd(sim, dir, [hook.url, docs.url]);
-    const id = `${summary.runId}#1`;
-    await until(() => docs.processed().length === 1);
-    expect(docs.processed()).toEqual([id]);
-
-    const sent = hook.received[0] as Received;
-    const replay = (headers: IncomingHttpHeaders) =>
-      fetch(docs.url, { method: 'POST', headers: { 'content-type': 'application/json', ...pick(headers, 'webhook-id', 'webhook-timestamp', 'webhook-signature') }, body: sent.body }).then((res) => res.status);
-    // The very request again, within the 5 minutes: answered as delivered, not processed again.
-    expect(await replay(sent.headers)).toBe(204);
-    // Under another id, or with another time: not ours.
-    expect(await replay({ ...sent.headers, 'webhook-id': `${summary.runId}#2` })).toBe(401);
-    expect(await replay({ ...sent.headers, 'webhook-timestamp': String(Number(sent.headers['webhook-timestamp']) + 1) })).toBe(401);
-    // Signed 6 minutes ago (a request kept and replayed later): refused for its time.
-    const hookOptions = { url: docs.url, timeoutMs: 5_000, retry: { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 } };
-    const allowed = ['127.0.0.1'];
-    const body = sent.body.toString('utf8');
-    expect(await deliver({ hook: hookOptions, body, key: KEY, id, allowed, now: () => Date.now() - 6 * 60_000 })).toEqual({ status: 'failed', attempts: 1, error: 'HTTP 401' });
-    // At least once: the same end sent again by a later invocation, freshly signed under its id, is dropped.
-    expect(await deliver({ hook: hookOptions, body, key: KEY, id, allowed })).toMatchObject({ status: 'delivered' });
-    // Another end is processed; the repeats before it were not (the receiver prints in the order it takes requests).
-    expect(await deliver({ hook: hookOptions, body, key: KEY, id: `${summary.runId}#9`, allowed })).toMatchObject({ status: 'delivered' });
-    await until(() => docs.processed().length === 2);
-    expect(docs.processed()).toEqual([id, `${summary.runId}#9`]);
   });
 });
 

@@ -6,9 +6,7 @@ import { deliver } from '../src/notify/deliver.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { simulator } from './helpers.ts';
 import { runOn, workdir } from './pipeline-helpers.ts';
-
-const SECRET = `whsec_${Buffer.from('webdata-etl webhook addresses: 32').toString('base64')}`;
-const KEY = Buffer.from('webdata-etl webhook addresses: 32');
+import { KEY, SECRET } from './webhook-helpers.ts';
 
 /**
  * A TCP server on loopback that counts the connections made to it and closes each at once: whether a delivery got as
