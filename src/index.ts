@@ -13,6 +13,7 @@ export { pipelineFromConfig, type JsonConfig } from './config/json-config.ts';
 // Notifications of a run's end: what a webhook is sent, and how its receiver checks the signature
 export { notificationSchema, type Notification } from './run/notification.ts';
 export { verifyWebhookSignature } from './notify/sign.ts';
+export type { DeliveryHeaders, VerifiedDelivery } from './notify/sign.ts';
 export { type NotifyOptions } from './notify/webhook-config.ts';
 
 // Sources

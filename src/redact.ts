@@ -47,6 +47,38 @@ export function redactor(secrets: ReadonlyArray<string | undefined>): Redactor {
   });
 }
 
+/** Causes followed this deep at most: a chain that loops back on itself ends there. */
+const MAX_CAUSES = 8;
+
+/**
+ * An error with every secret redacted from what is printed or stored of it — its message and stack, and those of its
+ * causes (an AggregateError's errors too) — in place, so that its class, and the exit code it stands for, are kept.
+ * A stage of the user's may put anything in its error (the key it was given, the environment). A string is
+ * redacted; anything else is returned as it is (only its String() is ever shown, and says nothing).
+ */
+export function redactError(error: unknown, redact: (text: string) => string, depth = 0): unknown {
+  if (typeof error === 'string') return redact(error);
+  if (!(error instanceof Error) || depth > MAX_CAUSES) return error;
+  let redacted: Error = error;
+  for (const field of ['message', 'stack'] as const) {
+    const text = error[field];
+    if (typeof text !== 'string' || redact(text) === text) continue;
+    try {
+      Object.defineProperty(error, field, { value: redact(text), writable: true, configurable: true, enumerable: false });
+    } catch {
+      // A frozen error cannot be changed: an error of its own, with the redacted message, is shown instead.
+      redacted = new Error(redact(error.message));
+    }
+  }
+  if (redacted !== error) return redacted;
+  if (error.cause !== undefined) {
+    const cause = redactError(error.cause, redact, depth + 1);
+    if (cause !== error.cause) error.cause = cause;
+  }
+  if (error instanceof AggregateError && Array.isArray(error.errors)) error.errors = error.errors.map((each: unknown) => redactError(each, redact, depth + 1));
+  return error;
+}
+
 /** A form's first MIN_PREFIX characters or more, at the end of a text. */
 function prefixPattern(form: readonly string[]): string {
   let rest = '';

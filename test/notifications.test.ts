@@ -1,73 +1,18 @@
-import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { definePipeline, normalize, type PipelineDefinition, type RunEvent, type RunOptions, searchPages, toCsv, toPostgres, toSqlite, ValidationError } from '../src/index.ts';
-import { notificationSchema, type Notification } from '../src/run/notification.ts';
+import { definePipeline, normalize, searchPages, toCsv, toPostgres, toSqlite, ValidationError } from '../src/index.ts';
+import type { Notification } from '../src/run/notification.ts';
 import { verifyWebhookSignature } from '../src/notify/sign.ts';
 import { DIGEST_LIST_LIMIT } from '../src/notify/digest.ts';
 import { deliver } from '../src/notify/deliver.ts';
-import type { Simulator } from '../src/simulator/index.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { simulator, TEST_KEY, until } from './helpers.ts';
 import { filesHolding, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
-
-const SECRET = 'whsec_test_9f8e7d6c5b4a39281706';
-/** A token in the webhook's query string: never shown, never stored. */
-const URL_TOKEN = 'tok_in_query_4c1d7a';
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-/**
- * A webhook receiver on loopback, a real HTTP server: `answer(n)` says how to answer its n-th request (1-based), a
- * status or `hang` (never answer). Closed, hanging connections and all, at dispose.
- */
-async function receiver(answer: (n: number) => number | 'hang' | { status: number; headers: Record<string, string> } = () => 200) {
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body: Buffer.concat(chunks) });
-      const answered = answer(received.length);
-      if (answered === 'hang') return;
-      const { status, headers } = typeof answered === 'number' ? { status: answered, headers: {} } : answered;
-      res.writeHead(status, { 'content-type': 'text/plain', ...headers }).end(status < 300 ? 'ok' : 'no');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/hooks/webdata?token=${URL_TOKEN}`,
-    /** The webhook as webdata-etl shows it. */
-    shown: `http://127.0.0.1:${port}/hooks/webdata`,
-    received,
-    bodies: () => received.map((r) => notificationSchema.parse(JSON.parse(r.body.toString('utf8')))),
-    async [Symbol.asyncDispose]() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
-const hmac = (body: Buffer) => `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`;
-
-/** A run with webhooks: the secret in its environment, its events kept. */
-async function notifying(sim: Simulator, pipeline: PipelineDefinition, options: RunOptions = {}) {
-  const events: RunEvent[] = [];
-  const summary = await runOn(sim, pipeline, { env: { WEBDATA_WEBHOOK_SECRET: SECRET }, onEvent: (event) => events.push(event), ...options });
-  return { summary, events, notifications: events.filter((event): event is Extract<RunEvent, { type: 'notification' }> => event.type === 'notification') };
-}
-
-const fast = { baseDelayMs: 1, maxDelayMs: 5 };
+import { fast, KEY, libraryVerifies, notifying, type Received, receiver, SECRET, URL_TOKEN } from './webhook-helpers.ts';
 
 describe('webhooks when a run ends', () => {
-  it('POSTs the run summary and a digest, signed (HMAC of the exact body), with the idempotency key; records the delivery', async () => {
+  it('POSTs the run summary and a digest, signed as Standard Webhooks (id, time, HMAC of both and the body) so that the standardwebhooks library verifies it; records the delivery', async () => {
     await using sim = await simulator();
     await using hook = await receiver();
     using dir = workdir();
@@ -83,11 +28,16 @@ describe('webhooks when a run ends', () => {
     const [{ headers, body }] = hook.received as [Received];
     expect(headers['content-type']).toBe('application/json');
     expect(headers['user-agent']).toMatch(/^webdata-etl\/\d+\.\d+\.\d+/);
-    expect(headers['idempotency-key']).toBe(`${summary.runId}#1`);
-    expect(headers['webdata-signature']).toBe(hmac(body));
-    expect(verifyWebhookSignature(body, headers['webdata-signature'] as string, SECRET)).toBe(true);
-    expect(verifyWebhookSignature(body, headers['webdata-signature'] as string, `${SECRET}x`)).toBe(false);
-    expect(verifyWebhookSignature(Buffer.concat([body, Buffer.from(' ')]), headers['webdata-signature'] as string, SECRET)).toBe(false);
+    // Standard Webhooks: the id (the end's idempotency key), the attempt's time, v1 and the HMAC of id.time.body.
+    expect(headers['webhook-id']).toBe(`${summary.runId}#1`);
+    expect(Math.abs(Number(headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(120);
+    expect(headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+    expect(headers).not.toHaveProperty('idempotency-key');
+    expect(libraryVerifies(hook.received[0] as Received)).toMatchObject({ runId: summary.runId });
+    expect(verifyWebhookSignature(body, headers, SECRET)).toEqual({ ok: true, id: `${summary.runId}#1`, timestamp: Number(headers['webhook-timestamp']) });
+    const otherSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+    expect(verifyWebhookSignature(body, headers, otherSecret)).toEqual({ ok: false, reason: 'no signature matches' });
+    expect(verifyWebhookSignature(Buffer.concat([body, Buffer.from(' ')]), headers, SECRET)).toEqual({ ok: false, reason: 'no signature matches' });
 
     const [sent] = hook.bodies() as [Notification];
     expect(sent).toMatchObject({ type: 'run.ended', idempotencyKey: `${summary.runId}#1`, runId: summary.runId, invocation: 1, pipeline: 'told', event: 'completed', status: 'completed' });
@@ -125,8 +75,9 @@ describe('webhooks when a run ends', () => {
     const [first, ...again] = hook.received as [Received, Received, Received];
     for (const attempt of again) {
       expect(attempt.body.equals(first.body)).toBe(true);
-      expect(attempt.headers['webdata-signature']).toBe(first.headers['webdata-signature']);
-      expect(attempt.headers['idempotency-key']).toBe(`${summary.runId}#1`);
+      // The same id at every attempt; each signed at its own time.
+      expect(attempt.headers['webhook-id']).toBe(`${summary.runId}#1`);
+      expect(libraryVerifies(attempt)).toMatchObject({ runId: summary.runId });
     }
     expect(notifications.map((event) => [event.status, event.attempts, event.error])).toEqual([
       ['retrying', 1, 'HTTP 500'],
@@ -190,7 +141,7 @@ describe('webhooks when a run ends', () => {
     expect(sent.digest.omitted.failedSeries).toBe(0);
   });
 
-  it('without WEBDATA_WEBHOOK_SECRET (or with a short one) the run is refused before any request', async () => {
+  it('without a whsec_ WEBDATA_WEBHOOK_SECRET (unset, blank, an old hex secret, not base64, too short a key) the run is refused before any request', async () => {
     await using sim = await simulator();
     await using hook = await receiver();
     using dir = workdir();
@@ -201,19 +152,34 @@ describe('webhooks when a run ends', () => {
       sinks: [toCsv({ path: dir.path('r.csv') })],
       notify: { webhooks: [{ url: hook.url }] },
     };
-    for (const env of [{}, { WEBDATA_WEBHOOK_SECRET: '  ' }, { WEBDATA_WEBHOOK_SECRET: 'short' }]) {
-      const error = await runOn(sim, pipeline, { env }).catch((e: unknown) => e);
+    const refused = {
+      '': 'set WEBDATA_WEBHOOK_SECRET in the environment',
+      '  ': 'set WEBDATA_WEBHOOK_SECRET in the environment',
+      // What the docs said to make before (`openssl rand -hex 32`): receivers decode the secret, so it is refused.
+      '9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0': 'WEBDATA_WEBHOOK_SECRET must be a Standard Webhooks secret, "whsec_" followed by the base64',
+      'whsec_not*base64!': 'WEBDATA_WEBHOOK_SECRET: what follows "whsec_" must be base64',
+      [`whsec_${Buffer.alloc(16, 1).toString('base64')}`]: 'WEBDATA_WEBHOOK_SECRET must stand for 24 to 64 bytes; it stands for 16',
+    };
+    for (const [secret, message] of Object.entries(refused)) {
+      const error = await runOn(sim, pipeline, { env: { WEBDATA_ALLOWED_HOSTS: '127.0.0.1', ...(secret === '' ? {} : { WEBDATA_WEBHOOK_SECRET: secret }) } }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ValidationError);
-      expect((error as ValidationError).issues).toEqual([{ path: 'notify.webhooks', message: expect.stringContaining('WEBDATA_WEBHOOK_SECRET') }]);
+      expect((error as ValidationError).issues).toEqual([{ path: 'notify.webhooks', message: expect.stringContaining(message) }]);
+      // How to make one, and never the secret given.
+      expect((error as ValidationError).message).toContain(`make one with node -e "console.log('whsec_' + require('node:crypto').randomBytes(32).toString('base64'))"`);
+      if (secret.trim() !== '') expect((error as ValidationError).message).not.toContain(secret.replace(/^whsec_/, ''));
     }
     expect(sim.stats().requests).toBe(0);
     expect(hook.received).toHaveLength(0);
 
     const file = config(dir.dir, { notify: { webhooks: [{ url: hook.url }] } });
-    const refused = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
-    expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('notify.webhooks: set WEBDATA_WEBHOOK_SECRET in the environment');
-    expect(refused.stderr).not.toContain(URL_TOKEN);
+    const unset = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_ALLOWED_HOSTS: '127.0.0.1' } });
+    expect(unset.code).toBe(2);
+    expect(unset.stderr).toContain('notify.webhooks: set WEBDATA_WEBHOOK_SECRET in the environment');
+    expect(unset.stderr).not.toContain(URL_TOKEN);
+    const old = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_ALLOWED_HOSTS: '127.0.0.1', WEBDATA_WEBHOOK_SECRET: 'an-old-secret-of-32-characters!!' } });
+    expect(old.code).toBe(2);
+    expect(old.stderr).toContain('notify.webhooks: WEBDATA_WEBHOOK_SECRET must be a Standard Webhooks secret');
+    expect(old.stderr).not.toContain('an-old-secret-of-32-characters!!');
     expect(sim.stats().requests).toBe(0);
   });
 
@@ -261,7 +227,7 @@ describe('webhooks when a run ends', () => {
 
 describe('delivery', () => {
   const delivery = (url: string, onRetry?: (attempt: number, error: string, waitMs: number) => void) =>
-    deliver({ hook: { url, timeoutMs: 2_000, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 20 } }, body: '{"a":1}', secret: SECRET, idempotencyKey: 'run#1', onRetry });
+    deliver({ hook: { url, timeoutMs: 2_000, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 20 } }, body: '{"a":1}', key: KEY, id: 'run#1', allowed: ['127.0.0.1'], onRetry });
 
   it('a 429 or 408 is tried again, its Retry-After honoured up to maxDelayMs; a redirect or another 4xx is not', async () => {
     await using limited = await receiver((n) => (n === 1 ? { status: 429, headers: { 'retry-after': '3600' } } : n === 2 ? 408 : 200));
@@ -393,7 +359,7 @@ describe('at least once', () => {
     await using hook = await receiver();
     using dir = workdir();
     const file = config(dir.dir, { notify: { webhooks: [{ url: hook.url }] } }, { queries: ['x'], countries: ['us'], maxPages: 1 });
-    const env = { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET };
+    const env = { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' };
     const killed = await cli(['run', file], { cwd: dir.dir, env: { ...env, WEBDATA_CRASH_AT: 'notification-claimed' } });
     expect(killed.code).toBeNull();
     expect(hook.received).toHaveLength(0);
@@ -407,11 +373,12 @@ describe('at least once', () => {
     // Quiet: the deliveries went well, so nothing was said.
     expect(next.stderr).toBe('');
     expect(hook.received).toHaveLength(2);
-    const earlier = hook.received.find((r) => r.headers['idempotency-key'] === `${owed?.run_id}#1`);
+    const earlier = hook.received.find((r) => r.headers['webhook-id'] === `${owed?.run_id}#1`);
     expect(earlier?.body.toString('utf8')).toBe(owed?.body);
-    expect(earlier?.headers['webdata-signature']).toBe(hmac(earlier?.body as Buffer));
+    // Signed when it was sent, not when it was recorded: a receiver's 5 minutes run from the delivery.
+    expect(libraryVerifies(earlier as Received)).toMatchObject({ runId: owed?.run_id });
     const current = JSON.parse(next.stdout) as { runId: string };
-    expect(hook.received.map((r) => r.headers['idempotency-key']).sort()).toEqual([`${owed?.run_id}#1`, `${current.runId}#1`].sort());
+    expect(hook.received.map((r) => r.headers['webhook-id']).sort()).toEqual([`${owed?.run_id}#1`, `${current.runId}#1`].sort());
     expect(sqliteRows(dir.path('out/results.sqlite'), 'SELECT status, body FROM notifications ORDER BY created_at')).toEqual([
       { status: 'delivered', body: null },
       { status: 'delivered', body: null },
@@ -438,7 +405,7 @@ describe('at least once', () => {
     expect(sqliteRows(dir.path('r.sqlite'), 'SELECT status, attempts FROM notifications')).toEqual([{ status: 'pending', attempts: 1 }]);
 
     const second = await notifying(sim, pipeline);
-    expect(hook.received.map((r) => r.headers['idempotency-key']).sort()).toEqual([`${first.summary.runId}#1`, `${first.summary.runId}#1`, `${second.summary.runId}#1`].sort());
+    expect(hook.received.map((r) => r.headers['webhook-id']).sort()).toEqual([`${first.summary.runId}#1`, `${first.summary.runId}#1`, `${second.summary.runId}#1`].sort());
     expect(hook.received[1]?.body.equals(hook.received[0]?.body as Buffer)).toBe(true);
     expect(sqliteRows(dir.path('r.sqlite'), 'SELECT run_id, status, attempts FROM notifications ORDER BY created_at')).toEqual([
       { run_id: first.summary.runId, status: 'delivered', attempts: 2 },
@@ -451,7 +418,7 @@ describe('at least once', () => {
     await using hook = await receiver(() => 404);
     using dir = workdir();
     const file = config(dir.dir, { notify: { webhooks: [{ url: hook.url }] } }, { queries: ['x'], countries: ['us'], maxPages: 1 });
-    const result = await cli(['run', file, '--quiet'], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET } });
+    const result = await cli(['run', file, '--quiet'], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' } });
     expect(result.code).toBe(0);
     // A 404 is not tried again.
     expect(hook.received).toHaveLength(1);
@@ -489,7 +456,7 @@ describePostgres('notifications of a run in PostgreSQL', () => {
       const [, sent] = hook.bodies() as [Notification, Notification];
       const runId = second[0]?.summary.runId;
       expect(sent).toMatchObject({ runId, event: 'completed', digest: { table: 'results', since: first[0]?.summary.runId, notes: [] } });
-      expect(hook.received[1]?.headers['webdata-signature']).toBe(hmac(hook.received[1]?.body as Buffer));
+      expect(libraryVerifies(hook.received[1] as Received)).toMatchObject({ runId });
 
       const rows = await sql(db.url, 'SELECT previous_rank, current_rank, rank_delta, change FROM public.report_changes');
       const count = (test: (prev: number | null, cur: number | null, delta: number | null, change: string) => boolean) =>

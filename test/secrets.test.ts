@@ -1,9 +1,12 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, normalize, type RunEvent, searchPages, toCsv, toJsonl, toSqlite, ValidationError } from '../src/index.ts';
 import { type Simulator } from '../src/simulator/index.ts';
 import { resolveClientOptions } from '../src/client/options.ts';
 import { redactor } from '../src/redact.ts';
+import { cli, envFor, ROOT } from './cli-helpers.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 import { filesHolding, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 
@@ -270,5 +273,51 @@ describe('a secret cut or encoded by the server is still redacted', () => {
     const errors = sqliteRows(dir.path('echo.sqlite'), 'SELECT error FROM series WHERE error IS NOT NULL ORDER BY query').map((row) => String(row.error));
     expect(errors).toEqual([expect.stringContaining('[redacted]…'), expect.stringContaining('[redacted]')]);
     expect(sqliteRows(dir.path('echo.sqlite')).map((row) => row.title)).toEqual(['echo [redacted] 1', '[redacted]', 'echo [redacted] 2', '[redacted]']);
+  });
+});
+
+describe('a run’s own error is redacted before it is printed or stored', () => {
+  // A signing secret as WEBDATA_WEBHOOK_SECRET holds it: whsec_ and the key's base64 (with '+' and '/' in it).
+  const WEBHOOK_SECRET = `whsec_${Buffer.from('a stage error must never show ~~~ this key ???').toString('base64')}`;
+  /** The webhook secret as a stage might show it: whole, its base64 part alone, the key it decodes to in hex or base64url. */
+  const secretForms = (secret: string) => {
+    const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+    return [secret, secret.slice('whsec_'.length), key.toString('hex'), key.toString('base64url')];
+  };
+
+  it('a stage that throws the API key (in several encodings) and the webhook secret: stderr, runs.error, runs and runs --json hold neither', async () => {
+    using dir = workdir();
+    const leak = [
+      'key=${key}', 'url=${encodeURIComponent(key)}', 'json=${JSON.stringify(key)}', "basic=${Buffer.from('u:' + key).toString('base64')}",
+      'secret=${secret}', "raw=${secret.slice(6)}", "hex=${Buffer.from(secret.slice(6), 'base64').toString('hex')}", "b64url=${Buffer.from(secret.slice(6), 'base64').toString('base64url')}",
+    ].join(' ');
+    writeFileSync(
+      dir.path('leaky.ts'),
+      `import * as etl from ${JSON.stringify(join(ROOT, 'src/index.ts'))};
+const key = process.env.WEBDATA_API_KEY ?? '';
+const secret = process.env.WEBDATA_WEBHOOK_SECRET ?? '';
+export default etl.definePipeline({
+  name: 'leaky',
+  source: etl.searchPages({ queries: ['a'], countries: ['us'], maxPages: 1 }),
+  stages: [etl.normalize(), etl.mapItems(() => { throw new Error(\`the stage failed: ${leak}\`); })],
+  sinks: [etl.toSqlite({ path: 'r.sqlite' })],
+});
+`,
+    );
+    const env = { ...envFor(sim.url, ECHO_KEY), WEBDATA_WEBHOOK_SECRET: WEBHOOK_SECRET };
+    const failed = await cli(['run', 'leaky.ts'], { cwd: dir.dir, env });
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('the stage failed: key=[redacted] url=[redacted]');
+    const stored = sqliteRows(dir.path('r.sqlite'), 'SELECT status, error FROM runs');
+    expect(stored).toEqual([{ status: 'interrupted', error: expect.stringContaining('the stage failed: key=[redacted]') }]);
+    const listed = await cli(['runs', dir.path('r.sqlite')], { cwd: dir.dir });
+    const json = await cli(['runs', dir.path('r.sqlite'), '--json'], { cwd: dir.dir });
+    expect(listed.stdout).toContain('the stage failed');
+    expect(json.stdout).toContain('the stage failed');
+    for (const text of [failed.stderr + failed.stdout, String(stored[0]?.error), listed.stdout + listed.stderr, json.stdout + json.stderr]) {
+      expectNoForm(text, ECHO_KEY);
+      for (const form of secretForms(WEBHOOK_SECRET)) expect(text, `holds ${form}`).not.toContain(form);
+    }
+    for (const form of [ECHO_KEY, ...secretForms(WEBHOOK_SECRET)]) expect(filesHolding(dir.dir, form)).toEqual([]);
   });
 });

@@ -15,7 +15,7 @@ export function defaultDispatcher(url: string): Dispatcher {
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | { address: string; family: number }[], family?: number) => void;
 
-function loopbackLookup(_hostname: string, options: { family?: number | string; all?: boolean }, callback: LookupCallback): void {
+export function loopbackLookup(_hostname: string, options: { family?: number | string; all?: boolean }, callback: LookupCallback): void {
   const family = options.family === 6 || options.family === 'IPv6' ? 6 : 4;
   const address = family === 6 ? '::1' : '127.0.0.1';
   if (options.all) callback(null, [{ address, family }]);

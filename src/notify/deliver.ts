@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { LookupFunction } from 'node:net';
 import type { Dispatcher } from 'undici';
-import { defaultDispatcher } from '../client/dispatcher.ts';
 import { parseRetryAfter } from '../client/retry-after.ts';
 import { undici } from '../client/undici.ts';
 import { USER_AGENT } from '../version.ts';
-import { SIGNATURE_HEADER, signBody } from './sign.ts';
+import { signatureHeaders } from './sign.ts';
 import { backoffCeilingMs, type Webhook } from './webhook-config.ts';
+import { ADDRESS_REFUSED, webhookDispatcher } from './webhook-dispatcher.ts';
 
 /** The answer's body is read (so that the connection can be reused) up to this much, then dropped: nobody reads it. */
 const MAX_ANSWER_BYTES = 64 * 1024;
@@ -13,18 +14,23 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 /** One notification for one webhook: the exact bytes to send, and who they are from. */
 export interface Delivery {
   hook: Pick<Webhook, 'url' | 'timeoutMs' | 'retry'>;
-  /** The body as sent, byte for byte: what the signature is of. */
+  /** The body as sent, byte for byte: what the signature is of, with the id and the attempt's time. */
   body: string;
-  secret: string;
-  /** Sent as `idempotency-key`: a receiver drops a notification it has had. */
-  idempotencyKey: string;
+  /** The HMAC key: WEBDATA_WEBHOOK_SECRET's base64 part, decoded. */
+  key: Uint8Array;
+  /** Sent as `webhook-id`, the same for every attempt and every later delivery of it: a receiver drops one it has had. */
+  id: string;
+  /** WEBDATA_ALLOWED_HOSTS: the hosts and addresses that may be private, loopback or link-local (webhook-dispatcher.ts). */
+  allowed?: readonly string[] | undefined;
   /** Aborts at once: no further attempt, the notification stays pending (sent again by the next invocation). */
   signal?: AbortSignal | undefined;
   /** Told after each attempt that did not deliver, with what went wrong and the wait before the next. */
   onRetry?: ((attempt: number, error: string, waitMs: number) => void) | undefined;
-  /** Tests: a dispatcher of their own; a random source for the jitter. */
+  /** Tests: a dispatcher of their own, or the resolver names are looked up with; a random source for the jitter; the clock each attempt is signed at. */
   dispatcher?: Dispatcher | undefined;
+  lookup?: LookupFunction | undefined;
   random?: (() => number) | undefined;
+  now?: (() => number) | undefined;
 }
 
 export type DeliveryOutcome =
@@ -45,17 +51,14 @@ type Attempt = { ok: true; httpStatus: number } | { ok: false; error: string; re
 export async function deliver(delivery: Delivery): Promise<DeliveryOutcome> {
   const { hook, signal } = delivery;
   const random = delivery.random ?? Math.random;
-  const dispatcher = delivery.dispatcher ?? defaultDispatcher(hook.url);
-  const headers = {
-    'content-type': 'application/json',
-    'user-agent': USER_AGENT,
-    'idempotency-key': delivery.idempotencyKey,
-    [SIGNATURE_HEADER]: signBody(delivery.body, delivery.secret),
-  };
+  const dispatcher = delivery.dispatcher ?? webhookDispatcher(hook.url, delivery.allowed, delivery.lookup);
+  const now = delivery.now ?? Date.now;
   let last = '';
   try {
     for (let attempt = 1; attempt <= hook.retry.attempts; attempt++) {
       if (signal?.aborted) return { status: 'aborted', attempts: attempt - 1, error: last || 'aborted before the first attempt' };
+      // Signed at each attempt: a receiver refuses a delivery whose time is not within minutes of its clock.
+      const headers = { 'content-type': 'application/json', 'user-agent': USER_AGENT, ...signatureHeaders(delivery.key, delivery.id, delivery.body, now()) };
       const outcome = await post(hook, headers, delivery.body, dispatcher, signal);
       if (outcome.ok) return { status: 'delivered', attempts: attempt, httpStatus: outcome.httpStatus };
       last = outcome.error;
@@ -96,6 +99,10 @@ async function post(hook: Delivery['hook'], headers: Record<string, string>, bod
   } catch (error) {
     if (timeout.aborted) return { ok: false, error: `no answer within ${hook.timeoutMs} ms`, retry: true };
     if (abort?.aborted) return { ok: false, error: 'aborted', retry: false };
+    // An address refused (a name resolved to a private one): said as it is, and not tried again, which could only
+    // be a bet on another answer from the resolver.
+    const refused = [error, (error as { cause?: unknown }).cause].find((each) => (each as { code?: unknown } | undefined)?.code === ADDRESS_REFUSED);
+    if (refused instanceof Error) return { ok: false, error: refused.message, retry: false };
     return { ok: false, error: networkError(error), retry: true };
   }
 }

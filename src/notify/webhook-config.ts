@@ -32,7 +32,7 @@ function refuseSecrets(value: unknown, ctx: z.core.$RefinementCtx): unknown {
       code: 'custom',
       input: '',
       path: [field],
-      message: 'the webhook secret is never read from a pipeline: set WEBDATA_WEBHOOK_SECRET in the environment (the body is signed with it; the receiver checks the webdata-signature header)',
+      message: 'the webhook secret is never read from a pipeline: set WEBDATA_WEBHOOK_SECRET in the environment (every delivery is signed with it; the receiver checks the webhook-signature header)',
     });
   }
   return value;
@@ -56,7 +56,7 @@ const webhookUrlSchema = z
     const scheme = schemeProblem(url);
     if (scheme) ctx.issues.push({ code: 'custom', input: '', message: scheme });
     if (url.username || url.password) {
-      ctx.issues.push({ code: 'custom', input: '', message: 'must not carry credentials (user:password@): the receiver authenticates the run by the webdata-signature header' });
+      ctx.issues.push({ code: 'custom', input: '', message: 'must not carry credentials (user:password@): the receiver authenticates the run by the webhook-signature header' });
     }
     if (url.hash) ctx.issues.push({ code: 'custom', input: '', message: 'must not have a fragment (#…): it is never sent' });
     return url.href;

@@ -10,7 +10,7 @@ import { RUN_STATUSES, runSummarySchema } from './summary.ts';
 export const notificationSchema = z.object({
   type: z.literal('run.ended'),
   /**
-   * `<runId>#<invocation>`, also sent as the `idempotency-key` header: the same for every delivery of this end, so
+   * `<runId>#<invocation>`, also sent as the `webhook-id` header (signed): the same for every delivery of this end, so
    * that a receiver drops repeats. A run stopped (a quota, a budget) and resumed ends again, under a new key.
    */
   idempotencyKey: z.string(),

@@ -116,8 +116,12 @@ async function send(end: RunEnd, hook: Webhook, key: NotificationKey, event: str
   const outcome: DeliveryOutcome = await deliver({
     hook,
     body,
-    secret: end.ready.secret,
-    idempotencyKey: `${key.runId}#${key.invocation}`,
+    key: end.ready.key,
+    allowed: end.ready.allowed,
+    // The end's idempotency key, as the body has it: the same for every attempt, every webhook and every later
+    // delivery of this end (at least once: the receiver drops repeats). Run ids hold no '.', which the signed text
+    // uses as its separator.
+    id: `${key.runId}#${key.invocation}`,
     signal: end.abortSignal,
     onRetry: (attempt, error, waitMs) =>
       end.emit({ type: 'notification', runId: key.runId, webhook: target, event, status: 'retrying', attempts: attempt, error: end.redact(error), waitMs }),

@@ -19,7 +19,8 @@ import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
 import { notifyRunEnd } from './notify-end.ts';
 import { readyWebhooks } from '../notify/ready-webhooks.ts';
-import { redactor } from '../redact.ts';
+import { secretForms, SECRET_VARIABLE } from '../notify/webhook-secret.ts';
+import { redactError, redactor } from '../redact.ts';
 import { phase } from '../phase-marks.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
@@ -47,8 +48,12 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     options.onEvent?.(event);
   };
   // Webhooks are checked before anything is opened or spent (the client included): a secret to sign with, allowed hosts.
-  const webhooks = readyWebhooks(pipeline.notify, options.env ?? process.env);
+  const env = options.env ?? process.env;
+  const webhooks = readyWebhooks(pipeline.notify, env);
   const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
+  // The run's secrets, out of everything it sends, prints or stores (docs/security.md#what-is-redacted): the key or
+  // token, and the webhook secret (set, webhooks or not: a stage may read the environment).
+  const redact = redactor([...secrets, ...secretForms(env[SECRET_VARIABLE])]);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
@@ -116,17 +121,19 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     thread = undefined;
 
     phase('closing');
+    // A stage's error may hold anything it was given: redacted before it is stored in the runs table, or thrown.
+    if (failure !== undefined) failure = redactError(failure, redact);
     const closed = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
     if (closed.ok) left = closed.summary.status;
     // The end is recorded and the exit code decided: the webhooks are told (bounded; never a failure of the run).
     if (webhooks && closed.recorded) {
-      const redact = redactor([...secrets, webhooks.secret]);
       await notifyRunEnd({ opened, pipeline: pipeline.name, summary: closed.recorded, ...(closed.ok ? {} : { failure: closed.failure }), ready: webhooks, redact, emit, abortSignal: options.abortSignal });
     }
     if (!closed.ok) throw closed.failure;
     return spans.ended(closed.summary);
   } catch (error) {
-    throw spans.failed(explainOutputFailure(error, outputSuspects(error, pipeline)));
+    const failure = redactError(error, redact);
+    throw spans.failed(explainOutputFailure(failure, outputSuspects(failure, pipeline)));
   } finally {
     freezeGauges?.();
     await thread?.close();
