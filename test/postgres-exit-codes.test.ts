@@ -6,7 +6,7 @@ import { simulator } from './helpers.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { freePort } from './pg-cluster.ts';
-import { describePostgres, testDatabase } from './pg.ts';
+import { describePostgres, sql, testDatabase } from './pg.ts';
 
 /** No database chosen anywhere in the environment: the user's own variables blanked (node-postgres reads '' as unset). */
 const NOTHING_SET = { DATABASE_URL: '', WEBDATA_STATE_URL: '', PGHOST: '', PGHOSTADDR: '', PGPORT: '', PGUSER: '', PGDATABASE: '', PGPASSWORD: '', PGSSLMODE: '' };
@@ -76,6 +76,27 @@ describe('PostgreSQL settings that are missing or wrong: exit 2 saying what to s
 });
 
 describePostgres('PostgreSQL settings the server cannot meet', () => {
+  it('38.1: ?port= decides the server as node-postgres connects: a sink on another port of the state\'s host and database is a database of its own (its rows went to the state\'s server)', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const { port } = new URL(db.url);
+      const refused = await freePort();
+      const stateUrl = `postgres://postgres@127.0.0.1/${db.name}?port=${port}`;
+      const sinkUrl = `postgres://postgres@127.0.0.1/${db.name}?port=${refused}`;
+      const file = config(dir.dir, { name: 'two-ports', state: { url: stateUrl }, ...postgresSink(sinkUrl) });
+      const result = await cli(['run', file], { cwd: dir.dir, env: { ...envFor(sim.url), ...NOTHING_SET } });
+      const [landed] = await sql(db.url, `SELECT to_regclass('public.results')::text AS results`);
+      expect(landed?.results ?? null, 'a results table in the state\'s database, which the sink does not name').toBeNull();
+      expect(result.code, result.stderr).toBe(75);
+      expect(result.stderr).toContain(`the PostgreSQL sink ${sinkUrl}, table public.results cannot be reached (connect ECONNREFUSED 127.0.0.1:${refused})`);
+      expect(sim.stats().requests).toBe(0);
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('12: status --state-schema that is not a PostgreSQL name: exit 2 naming the flag (it was exit 1)', async () => {
     using dir = workdir();
     const db = await testDatabase();
