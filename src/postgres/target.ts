@@ -24,6 +24,18 @@ export interface PostgresTarget {
   readonly namedBy: string | undefined;
   /** Nothing names a database: no URL, no DATABASE_URL, and none of libpq's variables that say where. */
   readonly unnamed: boolean;
+  /** What named this connection, for messages that say what to check: `postgres.url`, `--state`, `DATABASE_URL`, `PGHOST, PGPORT`, … */
+  readonly from: string;
+  /**
+   * The PostgreSQL sink (`schema.table`) whose database keeps the run state too, when the pipeline names no state
+   * store of its own (`stateDatabase`): messages about the state store name the sink, which is what the user wrote.
+   */
+  readonly sink?: string;
+}
+
+/** How messages name the state store in `target`: a sink's database, when that is where it is kept, by the sink. */
+export function stateStoreWhere(target: PostgresTarget): string {
+  return target.sink === undefined ? `the state store ${target.label}` : `the PostgreSQL sink's database ${target.label} (table ${target.sink}; the run state is kept there too)`;
 }
 
 const POSTGRES_URL = /^postgres(ql)?:\/\//i;
@@ -99,9 +111,13 @@ export function redactPostgresUrl(url: string): string {
  * Resolves a connection target: `url` (from a file or the command line), else DATABASE_URL, else libpq's variables,
  * the host and port as node-postgres takes them (its own parse, `driver-parse.ts`: the last `?host=` and `?port=`
  * before the URL's own, then PGHOST and PGPORT). `env` is where those are read (the process's, by default);
- * `namedBy` says what in the pipeline `url` comes from, when a file wrote it.
+ * `namedBy` says what in the pipeline `url` comes from, when a file wrote it; `from`, what else gave it (`--state`).
  */
-export function postgresTarget(url: string | undefined, env: Readonly<Record<string, string | undefined>> = process.env, options: { namedBy?: string } = {}): PostgresTarget {
+export function postgresTarget(
+  url: string | undefined,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  options: { namedBy?: string; from?: string } = {},
+): PostgresTarget {
   const connectionString = url ?? (env.DATABASE_URL || undefined);
   const parsed = connectionString && URL.canParse(connectionString) ? new URL(connectionString) : undefined;
   const driver = connectionString === undefined ? { host: '', port: '' } : viewOf(connectionString, options.namedBy ?? (url === undefined ? 'DATABASE_URL' : 'url'));
@@ -125,6 +141,7 @@ export function postgresTarget(url: string | undefined, env: Readonly<Record<str
     port,
     namedBy: url !== undefined && driver.host !== '' ? options.namedBy : undefined,
     unnamed: connectionString === undefined && set.length === 0,
+    from: url !== undefined ? (options.namedBy ?? options.from ?? 'the URL') : connectionString !== undefined ? 'DATABASE_URL' : set.join(', ') || 'PGHOST and PGPORT',
   };
 }
 
