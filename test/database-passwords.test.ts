@@ -1,5 +1,7 @@
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { networkInterfaces } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { simulator } from './helpers.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
@@ -21,39 +23,45 @@ const withPassword = (simUrl: string, more: Record<string, string> = {}) => ({
 /**
  * A server that asks for a password as PostgreSQL does (cleartext) and keeps what it is sent, then refuses it: where
  * a password would go. It listens on every interface and is reached by an address that is not loopback (this
- * machine's own, or 0.0.0.0, which Linux connects to this machine): a host as a pipeline file might name.
+ * machine's own, or 0.0.0.0, which Linux connects to this machine): a host as a pipeline file might name. Given
+ * `socket`, it listens there instead: a socket directory's `.s.PGSQL.<port>`, as a local user could place one.
  */
-async function passwordCatcher() {
+async function passwordCatcher(socket?: string) {
   const received: string[] = [];
+  /** The address each password was sent to (the server's end of the connection): which host it went to. */
+  const receivedAt: string[] = [];
   let connections = 0;
-  const server = createServer((socket) => {
+  const server = createServer((connection) => {
     connections++;
     let asked = false;
-    socket.on('error', () => undefined);
-    socket.on('data', (chunk: Buffer) => {
+    connection.on('error', () => undefined);
+    connection.on('data', (chunk: Buffer) => {
       if (!asked) {
         asked = true; // the startup message: ask for the password in clear text (AuthenticationCleartextPassword)
-        socket.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 3]));
+        connection.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 3]));
         return;
       }
       if (chunk[0] !== 0x70) return; // 'p': a PasswordMessage, the password NUL-terminated after the length
       received.push(chunk.subarray(5, chunk.indexOf(0, 5)).toString());
+      receivedAt.push(connection.localAddress ?? socket ?? '');
       const fields = Buffer.from('SFATAL\0C28P01\0Mpassword authentication failed\0\0');
       const header = Buffer.from([0x45, 0, 0, 0, 0]);
       header.writeInt32BE(fields.length + 4, 1);
-      socket.end(Buffer.concat([header, fields]));
+      connection.end(Buffer.concat([header, fields]));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', resolve));
+  await new Promise<void>((resolve) => (socket === undefined ? server.listen(0, '0.0.0.0', resolve) : server.listen(socket, resolve)));
   const own = Object.values(networkInterfaces())
     .flat()
     .find((address) => address !== undefined && address.family === 'IPv4' && !address.internal);
   const host = own?.address ?? '0.0.0.0';
-  const port = (server.address() as { port: number }).port;
+  const port = socket === undefined ? (server.address() as { port: number }).port : 5432;
   return {
     host,
+    port,
     url: `postgres://etl@${host}:${port}/x`,
     received,
+    receivedAt,
     connections: () => connections,
     [Symbol.asyncDispose]: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
@@ -108,6 +116,118 @@ describe('database passwords: where PGPASSWORD may go', () => {
     }
     expect(catcher.connections()).toBe(2);
     expect(sim.stats().requests).toBe(0);
+  });
+});
+
+describe('database passwords: the host node-postgres connects to is the one checked', () => {
+  const scheduled = (url: string) => ({ ...postgresSink(url), schedule: { cron: '0 6 * * *', timezone: 'UTC' } });
+
+  it('38.1: a second ?host= (or an empty first) in a pipeline file\'s url: run, worker, runs, status exit 2 naming ?host=, the password sent nowhere, with or without WEBDATA_ALLOWED_DB_HOSTS', async () => {
+    await using sim = await simulator();
+    await using catcher = await passwordCatcher();
+    using dir = workdir();
+    // The check read the first ?host= (loopback, allowed), node-postgres connected to the last: the catcher.
+    const outcomes: { command: string; code: number | null; passwordTo: string[]; named: boolean; leaked: boolean }[] = [];
+    for (const url of [`postgres://etl@127.0.0.1:${catcher.port}/x?host=127.0.0.1&host=${catcher.host}`, `postgres://etl@127.0.0.1:${catcher.port}/x?host=&host=${catcher.host}`]) {
+      for (const list of ['', 'db.example.com']) {
+        const env = withPassword(sim.url, { WEBDATA_ALLOWED_DB_HOSTS: list });
+        const cases: [string[], RegExp][] = [
+          [['run', config(dir.dir, postgresSink(url))], /sinks\.0\.url: .*\?host= /],
+          [['worker', config(dir.dir, { name: 'scheduled', ...scheduled(url) })], /sinks\.0\.url: .*\?host= /],
+          [['runs', config(dir.dir, postgresSink(url))], /sinks\.0\.url: .*\?host= /],
+          [['status', config(dir.dir, { name: 'state-remote', state: { url } })], /state\.url: .*\?host= /],
+        ];
+        for (const [args, message] of cases) {
+          const before = catcher.receivedAt.length;
+          const result = await cli(args, { cwd: dir.dir, env });
+          const command = `${args[0]} ${url.slice(url.indexOf('?'))}${list ? ` (WEBDATA_ALLOWED_DB_HOSTS=${list})` : ''}`;
+          outcomes.push({ command, code: result.code, passwordTo: catcher.receivedAt.slice(before), named: message.test(result.stderr), leaked: (result.stdout + result.stderr).includes(PASSWORD) });
+        }
+      }
+    }
+    // Every case at once, so that a failure shows each command that sent the password, and where.
+    expect(outcomes).toEqual(outcomes.map(({ command }) => ({ command, code: 2, passwordTo: [], named: true, leaked: false })));
+    expect(catcher.connections()).toBe(0);
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('38.1: a second or empty ?port= in a pipeline file\'s url: exit 2 naming ?port=', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const env = withPassword(sim.url);
+    for (const query of ['?port=5432&port=5433', '?port=', '?port=&port=5433']) {
+      const url = `postgres://etl@127.0.0.1/x${query}`;
+      for (const [args, message] of [
+        [['run', config(dir.dir, postgresSink(url))], /sinks\.0\.url: .*\?port= /],
+        [['status', config(dir.dir, { name: 'state-port', state: { url } })], /state\.url: .*\?port= /],
+      ] as const) {
+        const result = await cli([...args], { cwd: dir.dir, env });
+        expect(result.code, `${args[0]} ${url}: ${result.stderr}`).toBe(2);
+        expect(result.stderr).toMatch(message);
+      }
+    }
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('38.1: a url the user names (DATABASE_URL) with two ?host= is held to WEBDATA_ALLOWED_DB_HOSTS by the host node-postgres takes, the last', async () => {
+    await using sim = await simulator();
+    await using catcher = await passwordCatcher();
+    using dir = workdir();
+    const url = `postgres://etl@127.0.0.1:${catcher.port}/x?host=127.0.0.1&host=${catcher.host}`;
+    const result = await cli(['run', config(dir.dir, postgresSink())], { cwd: dir.dir, env: withPassword(sim.url, { DATABASE_URL: url, WEBDATA_ALLOWED_DB_HOSTS: 'db.example.com' }) });
+    expect(catcher.receivedAt, 'where run sent the password').toEqual([]);
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(`${catcher.host} is not among WEBDATA_ALLOWED_DB_HOSTS (db.example.com)`);
+    expect(sim.stats().requests).toBe(0);
+
+    // Nothing set: the user's url goes where node-postgres takes it, as they wrote it.
+    await cli(['run', config(dir.dir, postgresSink())], { cwd: dir.dir, env: withPassword(sim.url, { DATABASE_URL: url }) });
+    expect(catcher.receivedAt).toEqual([catcher.host === '0.0.0.0' ? '127.0.0.1' : catcher.host]);
+  });
+
+  it('38.1: a socket directory a pipeline file names (?host=/dir) is used only when owned by the user or root and not writable by others, or listed', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const open = mkdtempSync(join(tmpdir(), 'webdata-open-sockets-'));
+    const theirs = mkdtempSync(join(tmpdir(), 'webdata-their-sockets-'));
+    const own = mkdtempSync(join(tmpdir(), 'webdata-own-sockets-'));
+    try {
+      chmodSync(open, 0o1777); // like /tmp: anyone may place a socket in it (the sticky bit stops only renames)
+      // Another user's directory: only root can make one here (chown); as another user, the world-writable case stands.
+      const asRoot = process.getuid?.() === 0;
+      if (asRoot) chownSync(theirs, 65534, 65534);
+      await using planted = await passwordCatcher(join(open, '.s.PGSQL.5432'));
+      const env = withPassword(sim.url);
+      const refused = [open, ...(asRoot ? [theirs] : [])];
+      for (const sockets of refused) {
+        for (const url of [`postgres://etl@localhost:5432/x?host=${encodeURIComponent(sockets)}`, `postgres://etl@${encodeURIComponent(sockets)}:5432/x`]) {
+          for (const [args, path] of [
+            [['run', config(dir.dir, postgresSink(url))], 'postgres.url'],
+            [['status', config(dir.dir, { name: 'state-socket', state: { url } })], 'state.url'],
+          ] as const) {
+            const result = await cli([...args], { cwd: dir.dir, env });
+            expect(planted.received, `what ${args[0]} sent to the socket planted in ${sockets}`).toEqual([]);
+            expect(result.code, `${args[0]} ${url}: ${result.stderr}`).toBe(2);
+            expect(result.stderr).toContain(`${path}: the socket directory ${sockets} `);
+            expect(result.stdout + result.stderr).not.toContain(PASSWORD);
+          }
+        }
+      }
+      expect(sim.stats().requests).toBe(0);
+
+      // The user's own private directory is taken (no server in it: cannot be reached), and a listed one too.
+      const ownUrl = `postgres://etl@localhost:5432/x?host=${encodeURIComponent(own)}`;
+      const mine = await cli(['status', config(dir.dir, { name: 'state-own', state: { url: ownUrl } })], { cwd: dir.dir, env });
+      expect(mine.code, mine.stderr).toBe(75);
+      const listed = await cli(['status', config(dir.dir, { name: 'state-listed', state: { url: `postgres://etl@localhost:5432/x?host=${encodeURIComponent(open)}` } })], {
+        cwd: dir.dir,
+        env: { ...env, WEBDATA_ALLOWED_DB_HOSTS: open },
+      });
+      expect(listed.stderr).toMatch(/password authentication failed/);
+      expect(planted.received).toEqual([PASSWORD]);
+    } finally {
+      for (const made of [open, theirs, own]) rmSync(made, { recursive: true, force: true });
+    }
   });
 });
 

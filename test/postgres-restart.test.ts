@@ -79,7 +79,7 @@ describePrivateCluster('PostgreSQL going away mid-run', () => {
       gate.release();
       const stopped = await child.done;
       expect(stopped.code).toBe(1);
-      expect(stopped.stderr).toMatch(/OutputError: .*cannot be reached.*run the same command again/);
+      expect(stopped.stderr).toMatch(/OutputError: .*cannot be reached.*: committed data is intact; run the same command again/);
       cluster.start();
       const resumed = await runChild(spec).done;
       expect(resumed.code, resumed.stderr).toBe(0);

@@ -3,7 +3,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { openPool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { postgresNameSchema, type PostgresTarget, postgresTarget } from '../postgres/target.ts';
+import { postgresNameSchema, type PostgresTarget, postgresTarget, stateStoreWhere } from '../postgres/target.ts';
 import { openForReading } from '../read-database.ts';
 import { postgresReaderStatements, sqliteReaderStatements } from './statements.ts';
 import { type Dialect, POSTGRES, SQLITE } from './views.ts';
@@ -74,8 +74,8 @@ async function postgresReader(target: PostgresTarget, options: ReaderOptions, fi
   const stateSchema = ValidationError.parse(postgresNameSchema.default('webdata'), options.stateSchema, 'Invalid database', 'stateSchema');
   // Two connections: one reads rows behind a cursor while the other looks things up.
   const pool = openPool(target, 2, { cursors: true });
-  const where = target.label;
-  const explained = <T>(work: () => Promise<T>): Promise<T> => atDatabase(where, work);
+  const where = target.sink === undefined ? target.label : stateStoreWhere(target);
+  const explained = <T>(work: () => Promise<T>): Promise<T> => atDatabase(where, work, pool);
   const schemaOf = (at: 'results' | 'state' = 'results') => (at === 'results' ? schemas : stateSchema);
   const qualified = (relation: string, at?: 'results' | 'state') => `${quoteIdentifier(schemaOf(at))}.${quoteIdentifier(relation)}`;
   try {
@@ -86,7 +86,7 @@ async function postgresReader(target: PostgresTarget, options: ReaderOptions, fi
     throw error;
   }
   return {
-    label: where,
+    label: target.label,
     dialect: POSTGRES,
     name: qualified,
     // The name as a value (to_regclass parses it as a name, never runs it).

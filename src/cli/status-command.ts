@@ -7,7 +7,7 @@ import { openPool } from '../postgres/pools.ts';
 import { stateDatabase } from '../run/outputs.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
-import { postgresNameSchema } from '../postgres/target.ts';
+import { postgresNameSchema, stateStoreWhere } from '../postgres/target.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { EXIT } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
@@ -54,8 +54,9 @@ export async function statusCommand(args: string[]): Promise<number> {
   let occurrences: OccurrenceStatus[] = [];
   try {
     const schema = stateSchema ?? pipeline.state.schema;
-    report = await atDatabase(`the state store ${target.label}`, () => runStatus(pool, schema, pipeline.name, pipeline.source.plan().seriesCount));
-    if (pipeline.schedule) occurrences = await atDatabase(`the state store ${target.label}`, () => latestOccurrences(pool, schema, pipeline.name, SHOWN_OCCURRENCES));
+    const where = stateStoreWhere(target);
+    report = await atDatabase(where, () => runStatus(pool, schema, pipeline.name, pipeline.source.plan().seriesCount), pool);
+    if (pipeline.schedule) occurrences = await atDatabase(where, () => latestOccurrences(pool, schema, pipeline.name, SHOWN_OCCURRENCES), pool);
   } finally {
     await pool.end();
   }

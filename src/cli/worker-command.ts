@@ -8,6 +8,7 @@ import { loadPipeline } from '../config/load-pipeline.ts';
 import { distributable } from '../distributed/distributable.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { atDatabase } from '../postgres/failure.ts';
+import { stateStoreWhere } from '../postgres/target.ts';
 import { inZone } from '../recurring/occurrences.ts';
 import type { RunTake } from '../recurring/run-take.ts';
 import { type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop } from '../recurring/worker-loop.ts';
@@ -52,7 +53,8 @@ Options:
 
 Each run's summary goes to stdout as one JSON line; progress and the schedule's news go to stderr.
 The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file.
-Exit codes: 0 stopped by a signal, 2 invalid configuration or usage (said before any run), 1 unexpected.
+Exit codes: 0 stopped by a signal, 2 invalid configuration or usage (said before any run), 75 a pipeline's state
+store cannot be reached at the start (the message says what to check), 1 unexpected.
 `;
 
 /** A scheduled pipeline as the worker holds it: its file (each run imports it again) and its claims' store. */
@@ -159,7 +161,7 @@ async function claimStore(pipeline: Pipeline, stateUrl: string | undefined, data
   const target = stateDatabase(pipeline, stateUrl);
   if (!target) return sqliteStateStore(databases.get(statePath(pipeline)));
   const pool = databases.postgres(target);
-  return atDatabase(`the state store ${target.label}`, () => postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name }));
+  return atDatabase(stateStoreWhere(target), () => postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name }), pool);
 }
 
 /**

@@ -1,12 +1,9 @@
 import { ValidationError } from '../errors/validation-error.ts';
+import { socketDirectoryRisk } from './socket-directory.ts';
 import type { PostgresTarget } from './target.ts';
 
-/** Loopback, reached without leaving the machine: `localhost`, 127.0.0.0/8, ::1. A socket directory (a path) is local too. */
+/** Loopback, reached without leaving the machine: `localhost`, 127.0.0.0/8, ::1. */
 const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1)$/i;
-
-function isLocal(host: string): boolean {
-  return host.startsWith('/') || LOOPBACK.test(host);
-}
 
 /**
  * What is refused before a connection is opened, exit 2, each naming what to set: no database named at all (guessing
@@ -15,8 +12,9 @@ function isLocal(host: string): boolean {
  *
  * The password — PGPASSWORD, or a wildcard line of ~/.pgpass — goes to whatever host is connected to, and a pipeline
  * file (shared, committed, written by someone else) can name any host. So a host named by the pipeline (a sink's url,
- * state.url) must be loopback, a socket directory, or listed in WEBDATA_ALLOWED_DB_HOSTS (comma-separated). A host the
- * user names (DATABASE_URL, WEBDATA_STATE_URL, PGHOST, the command line) is theirs to choose — unless
+ * state.url) must be loopback, a socket directory of the user's own (`checkSocketDirectory`), or listed in
+ * WEBDATA_ALLOWED_DB_HOSTS (comma-separated). The host is the one node-postgres connects to (`target.ts` asks its own
+ * parse), never a reading of our own. A host the user names (DATABASE_URL, WEBDATA_STATE_URL, PGHOST, the command line) is theirs to choose — unless
  * WEBDATA_ALLOWED_DB_HOSTS is set: then it is the list of every host a connection may go to, loopback aside.
  */
 export function checkConnection(target: PostgresTarget, env: Readonly<Record<string, string | undefined>> = process.env): void {
@@ -38,20 +36,22 @@ export function checkConnection(target: PostgresTarget, env: Readonly<Record<str
     ]);
   }
   const host = target.host.toLowerCase();
-  if (isLocal(host)) return;
   const listed = (env.WEBDATA_ALLOWED_DB_HOSTS ?? '')
     .split(',')
-    .map((name) => name.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1'))
+    .map((name) => name.trim().replace(/^\[(.*)\]$/, '$1'))
     .filter(Boolean);
-  if (listed.length > 0 && !listed.includes(host)) {
+  if (host.startsWith('/')) return checkSocketDirectory(target, listed);
+  if (LOOPBACK.test(host)) return;
+  const names = listed.map((name) => name.toLowerCase());
+  if (names.length > 0 && !names.includes(host)) {
     throw new ValidationError('The database host is not allowed', [
       {
         path: target.namedBy ?? 'WEBDATA_ALLOWED_DB_HOSTS',
-        message: `${target.host} is not among WEBDATA_ALLOWED_DB_HOSTS (${listed.join(', ')}): a connection, and the password with it, goes only to those hosts and loopback; check where ${target.label} comes from, or add the host`,
+        message: `${target.host} is not among WEBDATA_ALLOWED_DB_HOSTS (${names.join(', ')}): a connection, and the password with it, goes only to those hosts and loopback; check where ${target.label} comes from, or add the host`,
       },
     ]);
   }
-  if (listed.length === 0 && target.namedBy !== undefined) {
+  if (names.length === 0 && target.namedBy !== undefined) {
     throw new ValidationError('The database host is not allowed', [
       {
         path: target.namedBy,
@@ -61,4 +61,25 @@ export function checkConnection(target: PostgresTarget, env: Readonly<Record<str
       },
     ]);
   }
+}
+
+/**
+ * A socket directory is local, but whoever can write to it can listen there in the server's place: one a pipeline
+ * file names is taken only when it is the user's own or root's and private (`socketDirectoryRisk`), or listed in
+ * WEBDATA_ALLOWED_DB_HOSTS (Debian's /var/run/postgresql belongs to the postgres user). One the user names is theirs.
+ */
+function checkSocketDirectory(target: PostgresTarget, listed: readonly string[]): void {
+  if (target.namedBy === undefined) return;
+  const dir = target.host.replace(/(.)\/+$/, '$1');
+  if (listed.some((name) => name.replace(/(.)\/+$/, '$1') === dir)) return;
+  const risk = socketDirectoryRisk(target.host);
+  if (risk === undefined) return;
+  throw new ValidationError('The database socket directory is not allowed', [
+    {
+      path: target.namedBy,
+      message:
+        `the socket directory ${target.host} (the host of ${target.label}) ${risk}: whoever can write to it can listen there in the server's place and take the password. ` +
+        `Use a directory of your own that only you can write to, list it in WEBDATA_ALLOWED_DB_HOSTS if you trust it, or leave the url out of the pipeline and set PGHOST or DATABASE_URL`,
+    },
+  ]);
 }

@@ -1,7 +1,9 @@
 import { OutputError } from '../errors/output-error.ts';
+import { contactOf } from './reached.ts';
+import { unreachableHint } from './unreachable.ts';
 
 /** Failures of the connection or the server that go away by themselves: try again, then stop with exit 75. */
-const TRANSIENT_CODES = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|08\w{3}|57P0[1-3]|53300|53200|40001|40P01)$/;
+const TRANSIENT_CODES = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ENOTFOUND|08\w{3}|57P0[1-3]|53300|53200|40001|40P01)$/;
 const TRANSIENT_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection ended/i;
 
 /**
@@ -22,9 +24,10 @@ export function isTransient(error: unknown): boolean {
 
 /**
  * Turns a PostgreSQL failure into an OutputError that says what happened and what to do (its exit code follows:
- * 75 to wait out, 2 to fix); anything else as it is. `where` is the database's label, without its password.
+ * 75 to wait out, 2 to fix); anything else as it is. `where` is the database's label, without its password; `pool`,
+ * the pool the work ran on, says whether this process ever reached the database (`reached.ts`).
  */
-export function explainPostgresFailure(error: unknown, where: string): unknown {
+export function explainPostgresFailure(error: unknown, where: string, pool?: object): unknown {
   if (error instanceof OutputError || !(error instanceof Error)) return error;
   const code = (error as { code?: unknown }).code;
   const detail = error.message;
@@ -50,14 +53,25 @@ export function explainPostgresFailure(error: unknown, where: string): unknown {
   if (code === '57014') {
     return new OutputError('unavailable', `${where}: a statement ran past its time limit (${detail}): committed data is intact; run the same command again to resume`, error);
   }
-  if (isTransient(error)) {
-    return new OutputError('unavailable', `${where} cannot be reached (${detail}): committed data is intact; run the same command again once the server is back`, error);
-  }
+  if (isTransient(error)) return unavailable(error, where, pool);
   return error;
 }
 
+/**
+ * A server that cannot be reached, exit 75. Never reached by this process (a first contact: a wrong host or port, a
+ * server not started), it says what to check, and nothing of committed data: this process wrote none there and cannot
+ * see what is there. Reached before (a restart, an outage), it says that what was committed is intact. Work given no
+ * pool (`retrying`, the statements after a store or sink is open) is taken as after a first contact: it is.
+ */
+function unavailable(error: Error, where: string, pool: object | undefined): OutputError {
+  const contact = contactOf(pool);
+  const hint = contact === undefined || contact.reached ? undefined : unreachableHint(error, contact.target);
+  if (hint !== undefined) return new OutputError('unavailable', `${where} cannot be reached (${error.message}): ${hint}; then run the same command again`, error);
+  return new OutputError('unavailable', `${where} cannot be reached (${error.message}): committed data is intact; run the same command again once the server is back`, error);
+}
+
 /** Failures before a statement reached the server: retrying them can never apply a write twice. */
-const NOT_SENT = /^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|57P03|53300)$/;
+const NOT_SENT = /^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ENOTFOUND|57P03|53300)$/;
 const NOT_SENT_MESSAGES = /timeout exceeded when trying to connect/i;
 
 /** How long a run waits out a database that went away (a restart, a failover) before it stops with exit 75. */
@@ -91,11 +105,11 @@ export async function retrying<T>(where: string, work: (attempt: number) => Prom
   }
 }
 
-/** Runs `work` against a database once, its failures explained as the database's. */
-export async function atDatabase<T>(where: string, work: () => Promise<T>): Promise<T> {
+/** Runs `work` against a database once, on `pool` where it may be the first contact, its failures explained as the database's. */
+export async function atDatabase<T>(where: string, work: () => Promise<T>, pool?: object): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    throw explainPostgresFailure(error, where);
+    throw explainPostgresFailure(error, where, pool);
   }
 }

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type pg from 'pg';
 import { checkConnection } from './before-connect.ts';
+import { watchContact } from './reached.ts';
 import type { PostgresTarget } from './target.ts';
 
 /** Connections per database within a run: pages commit one at a time, so a few cover commits, reads and the lease. */
@@ -51,6 +52,7 @@ export function openPool(target: PostgresTarget, max: number, options: { cursors
     keepAlive: true,
   });
   pool.on('error', () => undefined);
+  watchContact(pool, target);
   return pool;
 }
 

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createPostgresResultsViews, createPostgresSpendView } from '../analytics/postgres-views.ts';
 import { applicableViews, createResultsViews, createSpendView } from '../analytics/views.ts';
 import { atDatabase } from '../postgres/failure.ts';
+import { stateStoreWhere } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
@@ -152,7 +153,7 @@ async function openStore(pipeline: Pipeline, options: { stateUrl?: string | unde
   if (target) {
     const pool = databases.postgres(target);
     const store = await postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name });
-    await atDatabase(`the state store ${target.label}`, () => createPostgresSpendView(pool, pipeline.state.schema));
+    await atDatabase(stateStoreWhere(target), () => createPostgresSpendView(pool, pipeline.state.schema), pool);
     return store;
   }
   const db = databases.get(statePath(pipeline));

@@ -10,11 +10,13 @@ import { type PostgresTarget, postgresTarget } from '../postgres/target.ts';
  * its rows and the state commit together, as with the first SQLite sink's file.
  */
 export function stateDatabase(pipeline: Pipeline, stateUrl?: string): PostgresTarget | undefined {
-  if (stateUrl !== undefined) return postgresTarget(stateUrl);
+  if (stateUrl !== undefined) return postgresTarget(stateUrl, process.env, { from: '--state (or WEBDATA_STATE_URL)' });
   if (pipeline.state.url !== undefined) return postgresTarget(pipeline.state.url, process.env, { namedBy: 'state.url' });
   const sinks = pipeline.sinks as Sink<unknown>[];
   if (pipeline.state.path !== undefined || sinks.some((sink) => sink.kind === 'sqlite')) return undefined;
-  return (sinks.find((sink) => sink.kind === 'postgres') as { target?: PostgresTarget } | undefined)?.target;
+  const sink = sinks.find((sink) => sink.kind === 'postgres') as { target?: PostgresTarget; schema?: string; table?: string } | undefined;
+  // Named by the sink in messages: the user wrote a sink, not a state store (the same database, the same pool).
+  return sink?.target && { ...sink.target, sink: `${sink.schema}.${sink.table}` };
 }
 
 /**

@@ -131,7 +131,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
         if (lacking.length > 0) throw new ValidationError('Invalid PostgreSQL sink', [{ path: 'postgres.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
       }
       const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
-      const lease = ctx.shared ? { release: async () => undefined } : await atDatabase(where, () => leaseTable(pool, `${target.database}#${schema}.${table}`, where, ctx.pipeline));
+      const lease = ctx.shared ? { release: async () => undefined } : await atDatabase(where, () => leaseTable(pool, `${target.database}#${schema}.${table}`, where, ctx.pipeline), pool);
       try {
         held = await atDatabase(where, () =>
           transaction(pool, async (client) => {
@@ -144,6 +144,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
             await client.query(`INSERT INTO ${checkpointTable} (pipeline, sink_id, seq) VALUES ($1, $2, $3)`, [pipeline, id, ctx.currentSeq]);
             return ctx.currentSeq;
           }),
+          pool,
         );
         if (!config.columns) await atDatabase(where, async () => ctx.resultsTable?.({ kind: 'postgres', pool, schema }, table, mode));
       } catch (error) {

@@ -3,7 +3,7 @@ import { atDatabase, retrying } from '../../postgres/failure.ts';
 import { type Pool, type PoolClient, transaction } from '../../postgres/pools.ts';
 import { quoteIdentifier } from '../../sql-identifier.ts';
 import { SeriesLostError } from '../../errors/series-lost-error.ts';
-import type { PostgresTarget } from '../../postgres/target.ts';
+import { type PostgresTarget, stateStoreWhere } from '../../postgres/target.ts';
 import type {
   JournalEntry,
   Lease,
@@ -99,7 +99,7 @@ class PostgresStore implements PostgresStateStore {
     this.schema = schema;
     this.path = `${target.label} (schema ${schema})`;
     this.database = target.database;
-    this.#where = `the state store ${target.label}`;
+    this.#where = stateStoreWhere(target);
     this.#s = quoteIdentifier(schema);
     this.#sql = stateStatements(this.#s);
     this.checkpoints = {
@@ -116,7 +116,7 @@ class PostgresStore implements PostgresStateStore {
 
   /** Creates or migrates the schema, and the pipeline's row. */
   async open(): Promise<void> {
-    await atDatabase(this.#where, () => migrate(this.pool, this.schema, this.#parts.target.label));
+    await atDatabase(this.#where, () => migrate(this.pool, this.schema, this.#parts.target.label), this.pool);
     await this.#query(this.#sql.addPipeline, [this.#pipeline]);
   }
 
