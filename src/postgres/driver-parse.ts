@@ -8,7 +8,7 @@ export interface DriverView {
   readonly port: string;
 }
 
-type Parse = (connectionString: string) => { host?: unknown; port?: unknown };
+type Parse = (connectionString: string) => Record<string, unknown> & { host?: unknown; port?: unknown };
 let parse: Parse | undefined;
 
 /**
@@ -26,6 +26,15 @@ export function driverView(connectionString: string): DriverView {
   parse ??= loadParse();
   const config = parse(connectionString);
   return { host: typeof config.host === 'string' ? config.host : '', port: typeof config.port === 'string' ? config.port : '' };
+}
+
+/**
+ * The whole of node-postgres' parse of `connectionString`: what its Pool would read from the URL (host, port, user,
+ * database, ssl, `options`, and any other parameter as given), for a pool built from it with our own settings on top.
+ */
+export function driverConfig(connectionString: string): Record<string, unknown> {
+  parse ??= loadParse();
+  return parse(connectionString);
 }
 
 function loadParse(): Parse {

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type pg from 'pg';
 import { checkConnection } from './before-connect.ts';
+import { driverConfig } from './driver-parse.ts';
 import { watchContact } from './reached.ts';
 import type { PostgresTarget } from './target.ts';
 
@@ -41,10 +42,13 @@ export type PoolClient = pg.PoolClient;
 export function openPool(target: PostgresTarget, max: number, options: { cursors?: boolean } = {}): pg.Pool {
   checkConnection(target);
   const timeouts = postgresTimeouts();
+  // The URL's parameters as node-postgres reads them, under our bounds rather than over them: given a connection
+  // string, node-postgres lets its parameters override the options beside it, so a file's
+  // `?statement_timeout=0&query_timeout=0&idle_in_transaction_session_timeout=0` unbounded every wait.
   const pool = new (pgDriver().Pool)({
-    ...(target.connectionString === undefined ? {} : { connectionString: target.connectionString }),
-    max,
     application_name: 'webdata-etl',
+    ...(target.connectionString === undefined ? {} : driverConfig(target.connectionString)),
+    max,
     connectionTimeoutMillis: timeouts.connect,
     statement_timeout: timeouts.statement,
     ...(options.cursors ? {} : { idle_in_transaction_session_timeout: timeouts.idleInTransaction }),
