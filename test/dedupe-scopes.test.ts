@@ -39,7 +39,7 @@ describe('dedupe scopes wider than a series', () => {
     using dir = workdir();
     sim.inject({ fault: 'status', status: 200, body: { data: [{ title: 'everywhere', url: 'https://same.example/' }] } });
     const summary = await runOn(sim, pipeline(dir.path('g.sqlite'), 'global'));
-    expect(summary.items).toEqual({ served: 6, written: 1, duplicates: 5 });
+    expect(summary.items).toEqual({ served: 6, written: 1, duplicates: 5, dropped: 0 });
     expect(sqliteRows(dir.path('g.sqlite'), 'SELECT COUNT(*) AS n, SUM(first) AS firsts FROM sightings')).toEqual([{ n: 6, firsts: 1 }]);
   });
 

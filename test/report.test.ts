@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { renderReport, writeReport } from '../src/report/index.ts';
-import { columns } from '../src/report/svg.ts';
+import { columns, rankLines } from '../src/report/svg.ts';
 import { createSpendView } from '../src/analytics/index.ts';
 import { openStateStore } from '../src/state/sqlite/store.ts';
 import { handMadeDatabase, R2 } from './analytics-fixture.ts';
@@ -32,6 +32,28 @@ function legends(html: string): string[] {
 }
 
 const NOW = new Date('2026-11-22T00:00:00Z');
+
+/** Run ids a minute apart, as a pipeline names its runs. */
+const runIds = (n: number) => Array.from({ length: n }, (_, i) => `2026-11-${String(1 + Math.floor(i / 24)).padStart(2, '0')}T${String(i % 24).padStart(2, '0')}-30-00-000Z-${String(i).padStart(6, '0')}`);
+
+/** The labels of a chart's bottom axis (centred text on its lowest row of text), with their centres. */
+function bottomLabels(svg: string): { text: string; x: number }[] {
+  const texts = [...svg.matchAll(/<text x="([\d.]+)" y="([\d.]+)" class="axis" text-anchor="middle">([^<]*)</g)].map((m) => ({ x: Number(m[1]), y: Number(m[2]), text: m[3] as string }));
+  const lowest = Math.max(...texts.map((t) => t.y));
+  return texts.filter((t) => t.y === lowest).sort((a, b) => a.x - b.x);
+}
+
+/**
+ * Neighbouring labels that overlap, by a width of the test's own: 0.6em a character at the axis's 11 px (digits are
+ * 0.55–0.64em wide in the common sans-serif fonts).
+ */
+function overlapping(labels: readonly { text: string; x: number }[]): string[] {
+  const width = (text: string) => text.length * 11 * 0.6;
+  return labels.slice(1).flatMap((label, i) => {
+    const before = labels[i] as { text: string; x: number };
+    return label.x - before.x < (width(label.text) + width(before.text)) / 2 ? [`"${before.text}" at ${before.x} and "${label.text}" at ${label.x}`] : [];
+  });
+}
 
 describe('the HTML report', () => {
   it('draws the expected marks for a database computed by hand', async () => {
@@ -97,6 +119,32 @@ describe('the HTML report', () => {
     // Counts of 27 (and of 0.5-credit requests) on the charts themselves.
     expect(axisTicks(columns({ chart: 'c', title: 't' }, [{ label: 'a', value: 27 }]), 'c')).toEqual(['0', '10', '20', '30']);
     expect(axisTicks(columns({ chart: 'c', title: 't' }, [{ label: 'a', value: 1.5 }]), 'c')).toEqual(['0', '0.5', '1', '1.5']);
+  });
+
+  it("the credits chart's run labels do not overlap at 7, 30 or 50 runs (seven were drawn 83 px apart, each about 90 px wide), and the newest is labelled", async () => {
+    using dir = workdir();
+    for (const count of [2, 7, 30, 50]) {
+      const runs = runIds(count);
+      handMadeDatabase(dir.path(`runs-${count}.sqlite`), runs);
+      const html = await renderReport({ database: dir.path(`runs-${count}.sqlite`), now: NOW });
+      const svg = html.split('<svg data-chart="credits"')[1]?.split('</svg>')[0] ?? '';
+      const labels = bottomLabels(svg);
+      expect([count, overlapping(labels)]).toEqual([count, []]);
+      // As many as fit, not fewer: more than one when there are several runs, and the newest among them.
+      expect(labels.length).toBeGreaterThanOrEqual(Math.min(count, 3));
+      expect(labels.at(-1)?.text).toBe('11-' + runs.at(-1)?.slice(8, 10) + ' ' + runs.at(-1)?.slice(11, 19).replaceAll('-', ':'));
+    }
+  });
+
+  it("the rank history's run labels do not overlap (eight runs drew the last two 66 px apart)", () => {
+    for (const count of [2, 7, 8, 13, 30]) {
+      const runs = runIds(count).map((run) => `11-${run.slice(8, 10)} ${run.slice(11, 19).replaceAll('-', ':')}`);
+      const svg = rankLines({ chart: 'history', title: 't' }, runs, [{ label: 'a', ranks: runs.map((_, i) => 1 + (i % 3)) }]);
+      const labels = bottomLabels(svg);
+      expect([count, overlapping(labels)]).toEqual([count, []]);
+      expect(labels.at(-1)?.text).toBe(runs.at(-1));
+      expect(labels.length).toBeGreaterThanOrEqual(Math.min(count, 3));
+    }
   });
 
   it('a result without a title is labelled by its domain and path, shortened (was its bare URL); a title wins over a row without one', async () => {
@@ -197,6 +245,37 @@ describe('the HTML report', () => {
       const shot = join('data', 'screenshots', 'report-smoke.png');
       await page.screenshot({ path: shot, fullPage: true });
       expect(readFileSync(shot).subarray(1, 4).toString()).toBe('PNG');
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
+
+  it("seven runs' credit labels, as Chromium draws them in the report's font, stand apart", async () => {
+    using dir = workdir();
+    handMadeDatabase(dir.path('seven.sqlite'), runIds(7));
+    const file = dir.path('seven.html');
+    await writeReport({ database: dir.path('seven.sqlite'), out: file, now: NOW });
+    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update'] });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      await page.goto(`file://${file}`);
+      // The drawn boxes of the labels under the bars (centred, on the chart's lowest row of text), left to right.
+      const boxes = await page.$$eval('svg[data-chart="credits"] text[text-anchor="middle"]', (texts) => {
+        const all = texts.map((text) => {
+          const box = (text as unknown as { getBBox(): { x: number; width: number } }).getBBox();
+          return { text: text.textContent, y: Number(text.getAttribute('y')), x: box.x, width: box.width };
+        });
+        const lowest = Math.max(...all.map((t) => t.y));
+        return all.filter((t) => t.y === lowest).sort((a, b) => a.x - b.x);
+      });
+      expect(boxes.length).toBeGreaterThan(1);
+      for (const box of boxes) expect(box.width).toBeGreaterThan(40);
+      // Apart by more than a space, to be read as two (before, each was drawn 0–1 px from the next: one long line).
+      const crowded = boxes.slice(1).filter((box, i) => box.x - 6 < (boxes[i] as (typeof boxes)[number]).x + (boxes[i] as (typeof boxes)[number]).width);
+      expect(crowded.map((box) => box.text)).toEqual([]);
+      // For a look (data/ is not committed).
+      mkdirSync(join('data', 'screenshots'), { recursive: true });
+      await page.locator('svg[data-chart="credits"]').screenshot({ path: join('data', 'screenshots', 'report-credits-seven-runs.png') });
     } finally {
       await browser.close();
     }

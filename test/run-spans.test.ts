@@ -77,6 +77,7 @@ describe("a run's spans, with an SDK registered by the application", () => {
       'webdata_etl.pages.fetched': summary.pages.fetched,
       'webdata_etl.items.written': summary.items.written,
       'webdata_etl.items.duplicates': summary.items.duplicates,
+      'webdata_etl.items.dropped': summary.items.dropped,
     });
 
     // One span per series, each under the run, with how it ended.
@@ -281,7 +282,7 @@ function summaryOf(runId: string): RunSummary {
     rateLimitedWaitMs: 0,
     credits: { spent: 0, uncertain: 0, uncommitted: 0, budget: 50, byEndpoint: {} },
     pages: { fetched: 0 },
-    items: { served: 0, written: 0, duplicates: 0 },
+    items: { served: 0, written: 0, duplicates: 0, dropped: 0 },
     series: { total: 10, completed: 0, failed: 0, failedBy: {}, stopped: {}, byReason: {} },
     destination: { origin: 'https://api.example.com', from: 'WEBDATA_BASE_URL', credentials: 'key from WEBDATA_API_KEY' },
     outputs: [],

@@ -94,7 +94,7 @@ describe('a search fan-out into SQLite and CSV', () => {
       { new: 3, duplicates: 1 },
       { new: 1, duplicates: 1 },
     ]);
-    expect(summary.items).toEqual({ served: 6, written: 4, duplicates: 2 });
+    expect(summary.items).toEqual({ served: 6, written: 4, duplicates: 2, dropped: 0 });
     const rows = sqliteRows(dir.path('d.sqlite'));
     expect(rows.map((r) => [r.title, r.rank, r.position, r.dedupe_key])).toEqual([
       ['A', 1, 1, 'https://example.com/a?a=1&b=2'],

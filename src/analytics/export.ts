@@ -97,9 +97,9 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
   if (typeof config.out === 'string') checkOutputPath(config.out, { databases: isPostgresDatabase(config.database) ? [] : [config.database] });
   const reader = await openReader(config.database, config);
   try {
-    const report = config.report === 'items' ? await itemsReport(reader, config.table) : REPORTS[config.report];
+    const known = config.report === 'items' ? await itemsReport(reader, config.table) : REPORTS[config.report];
     const at = config.report === 'spend' ? 'state' : 'results';
-    const source = report.from(config.table);
+    const source = known.from(config.table);
     if (!(await reader.exists(source, at))) {
       throw new ValidationError(`No ${config.report} report in ${reader.label}`, [
         {
@@ -110,12 +110,14 @@ export async function exportReport(options: ExportOptions): Promise<{ rows: numb
         },
       ]);
     }
+    // A view an older webdata-etl made (a database no run has opened since) may lack the newer columns: NULL there.
+    const present = at === 'results' ? (await reader.columns(source)).map((c) => c.name) : [];
+    // The view's columns beyond the report's own are a query file's tag columns (rankings, changes), after them as text.
+    const report = { ...known, columns: { ...known.columns, ...text(...present.filter((c) => !Object.hasOwn(known.columns, c))) } };
     const where = filterClause(config, report.countryColumns);
     const columns = Object.keys(report.columns);
     const order = report.order === INSERTION_ORDER ? reader.insertionOrder : orderByBytes(report.order, (column) => report.columns[column] === 'STRING', reader.dialect.bytes);
-    // A view an older webdata-etl made (a database no run has opened since) may lack the newer columns: NULL there.
-    const present = at === 'results' ? new Set((await reader.columns(source)).map((c) => c.name)) : undefined;
-    const absent = new Set(present === undefined || present.size === 0 ? [] : columns.filter((c) => !present.has(c)));
+    const absent = new Set(present.length === 0 ? [] : columns.filter((c) => !present.includes(c)));
     const rows = reader.iterate(reportSelect(columns, reader.name(source, at), where.sql, order, absent), where.params);
     const { out, format, batchRows } = config;
     if (typeof out !== 'string') return { rows: await writeText(rows, columns, format as 'csv' | 'jsonl', toStream(out), batchRows) };

@@ -1,7 +1,8 @@
 import type { Pool } from '../postgres/pools.ts';
 import { transaction } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { viewStatements } from './statements.ts';
+import { postgresReaderStatements, viewStatements } from './statements.ts';
+import { tagColumnsOf } from './view-tags.ts';
 import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, runsRead, spendViewSql, viewName } from './views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { preparePostgresOutcomes } from '../sinks/postgres-outcomes.ts';
@@ -14,10 +15,12 @@ import { preparePostgresOutcomes } from '../sinks/postgres-outcomes.ts';
 export async function createPostgresResultsViews(pool: Pool, schema: string, table: string, views: readonly ResultsView[], mode: 'append' | 'replace' | 'upsert' = 'append'): Promise<void> {
   const s = quoteIdentifier(schema);
   const name = (view: ResultsView) => `${s}.${quoteIdentifier(viewName(table, view))}`;
-  const sql = resultsViewsSql(`${s}.${quoteIdentifier(table)}`, `${s}.${quoteIdentifier(outcomesTable(table))}`, name, POSTGRES, runsRead(mode));
   await transaction(pool, async (client) => {
     // Two runs opening at once would race to re-create them: one at a time.
     await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.${table}`]);
+    const columns = await client.query<{ name: string }>(postgresReaderStatements.tableColumns, [schema, table]);
+    const tags = tagColumnsOf(columns.rows.map((column) => column.name));
+    const sql = resultsViewsSql(`${s}.${quoteIdentifier(table)}`, `${s}.${quoteIdentifier(outcomesTable(table))}`, name, POSTGRES, runsRead(mode), tags);
     if (views.length > 0) await preparePostgresOutcomes(client, schema, table, `schema ${schema}`);
     for (const view of DROP_ORDER) await client.query(viewStatements.drop(name(view)));
     for (const view of CREATE_ORDER) if (views.includes(view)) await client.query(viewStatements.create(name(view), sql[view]));

@@ -1,8 +1,9 @@
 import type Database from 'better-sqlite3';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { viewStatements } from './statements.ts';
+import { sqliteReaderStatements, viewStatements } from './statements.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { prepareSqliteOutcomes } from '../sinks/sqlite-outcomes.ts';
+import { changesTags, tagColumnsOf } from './view-tags.ts';
 
 /** The analytics views over a results table, by report name. */
 export type ResultsView = 'rankings' | 'domains' | 'overlap' | 'changes';
@@ -52,16 +53,30 @@ export type RunsRead = 'complete' | 'latest';
 /**
  * The views over a results table `t` and its outcomes table `o` (both quoted, qualified if need be), named by `name`,
  * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
- * lack). Run ids sort by time, so the latest run is the greatest.
+ * lack). Run ids sort by time, so the latest run is the greatest. `tags`: the table's tag columns (`tagColumnsOf`),
+ * which `rankings` and `changes` carry after their own.
  */
-export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) => string, d: Dialect, runs: RunsRead = 'complete'): Record<ResultsView, string> {
+export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) => string, d: Dialect, runs: RunsRead = 'complete', tags: readonly string[] = []): Record<ResultsView, string> {
   const seen = `SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${t} GROUP BY query, country, lang`;
   const series = (a: string, b: string) => `${a}.query = ${b}.query AND ${a}.country = ${b}.country AND ${a}.lang = ${b}.lang`;
+  const q = quoteIdentifier;
+  // A series' tags are its query's (one value in a run): taken whole with its rows, as the greatest of them.
+  const tagged = changesTags(tags);
+  const tagsOf = (rows: string) => tagged.map((tag) => `, MAX(${d.bytes(`${rows}.${q(tag.column)}`)}) AS ${q(tag.column)}`).join('');
   // A series' rows in a run, one per dedupe key: its best rank there, and a URL and title to show.
   const rowsOf = (run: 'run_id' | 'previous_run_id') => `
-        SELECT r.query, r.country, r.lang, r.dedupe_key, MIN(r.rank) AS rank, MAX(${d.bytes('r.url')}) AS url, MAX(${d.bytes('r.title')}) AS title
+        SELECT r.query, r.country, r.lang, r.dedupe_key, MIN(r.rank) AS rank, MAX(${d.bytes('r.url')}) AS url, MAX(${d.bytes('r.title')}) AS title${tagsOf('r')}
         FROM ${t} r JOIN compared x ON ${series('x', 'r')} AND x.${run} = r.run_id
         WHERE r.dedupe_key IS NOT NULL GROUP BY r.query, r.country, r.lang, r.dedupe_key`;
+  // A failed series' tags: those of its rows in the run that failed, else in its last complete run.
+  const failedTags = tagged.length
+    ? `,
+      failed_tags AS (
+        SELECT r.query, r.country, r.lang, r.run_id${tagsOf('r')}
+        FROM ${t} r JOIN failed f ON ${series('f', 'r')} LEFT JOIN last_done c ON ${series('c', 'f')}
+        WHERE r.run_id = f.run_id OR r.run_id = c.run_id GROUP BY r.query, r.country, r.lang, r.run_id)`
+    : '';
+  const tagCells = (from: (column: string) => string) => tagged.map((tag) => `, ${from(q(tag.column))} AS ${q(tag.as)}`).join('');
   return {
     // The rows of the run each (query, country, lang) is read at (`RunsRead`), best rank first.
     rankings: `
@@ -72,7 +87,7 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
       complete AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE complete = 1 GROUP BY query, country, lang),
       latest AS (SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id FROM seen s LEFT JOIN complete c ON ${series('c', 's')})`
       }
-      SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at
+      SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at${tags.map((tag) => `, r.${q(tag)}`).join('')}
       FROM ${t} r JOIN latest ON ${series('latest', 'r')} AND latest.run_id = r.run_id`,
     // Who dominates a query in a country: results, best and average rank, share of the latest results.
     domains: `
@@ -107,21 +122,24 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
         LEFT JOIN done p ON ${series('p', 'c')} AND p.run_id < c.run_id
         GROUP BY c.query, c.country, c.lang, c.run_id),
       cur AS (${rowsOf('run_id')}),
-      prev AS (${rowsOf('previous_run_id')})
+      prev AS (${rowsOf('previous_run_id')})${failedTags}
       SELECT c.query, c.country, c.lang, c.dedupe_key, c.url, c.title, p.rank AS previous_rank, c.rank AS current_rank,
         p.rank - c.rank AS rank_delta,
         CASE WHEN p.rank IS NULL THEN 'new' WHEN c.rank < p.rank THEN 'up' WHEN c.rank > p.rank THEN 'down' ELSE 'same' END AS change,
-        x.run_id, x.previous_run_id, NULL AS reason
+        x.run_id, x.previous_run_id, NULL AS reason${tagCells((column) => `c.${column}`)}
       FROM cur c JOIN compared x ON ${series('x', 'c')}
       LEFT JOIN prev p ON ${series('p', 'c')} AND p.dedupe_key = c.dedupe_key
       UNION ALL
-      SELECT p.query, p.country, p.lang, p.dedupe_key, p.url, p.title, p.rank, NULL, NULL, 'lost', x.run_id, x.previous_run_id, NULL
+      SELECT p.query, p.country, p.lang, p.dedupe_key, p.url, p.title, p.rank, NULL, NULL, 'lost', x.run_id, x.previous_run_id, NULL${tagCells((column) => `p.${column}`)}
       FROM prev p JOIN compared x ON ${series('x', 'p')}
       LEFT JOIN cur c ON ${series('c', 'p')} AND c.dedupe_key = p.dedupe_key
       WHERE c.dedupe_key IS NULL
       UNION ALL
-      SELECT f.query, f.country, f.lang, NULL, NULL, NULL, NULL, NULL, NULL, 'failed', f.run_id, c.run_id, f.reason
-      FROM failed f LEFT JOIN last_done c ON ${series('c', 'f')}`,
+      SELECT f.query, f.country, f.lang, NULL, NULL, NULL, NULL, NULL, NULL, 'failed', f.run_id, c.run_id, f.reason${tagCells((column) => `COALESCE(ft.${column}, ct.${column})`)}
+      FROM failed f LEFT JOIN last_done c ON ${series('c', 'f')}${
+        tagged.length ? `
+      LEFT JOIN failed_tags ft ON ${series('ft', 'f')} AND ft.run_id = f.run_id LEFT JOIN failed_tags ct ON ${series('ct', 'f')} AND ct.run_id = c.run_id` : ''
+      }`,
   };
 }
 
@@ -141,8 +159,9 @@ export function runsRead(mode: 'append' | 'replace' | 'upsert'): RunsRead {
  */
 export function createResultsViews(db: Database.Database, table: string, views: readonly ResultsView[], mode: 'append' | 'replace' | 'upsert' = 'append'): void {
   const name = (view: ResultsView) => quoteIdentifier(viewName(table, view));
-  const sql = resultsViewsSql(quoteIdentifier(table), quoteIdentifier(outcomesTable(table)), name, SQLITE, runsRead(mode));
   db.transaction(() => {
+    const tags = tagColumnsOf((db.prepare(sqliteReaderStatements.tableColumns).all(table) as { name: string }[]).map((column) => column.name));
+    const sql = resultsViewsSql(quoteIdentifier(table), quoteIdentifier(outcomesTable(table)), name, SQLITE, runsRead(mode), tags);
     if (views.length > 0) prepareSqliteOutcomes(db, table);
     for (const view of DROP_ORDER) db.exec(viewStatements.drop(name(view)));
     for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(viewStatements.create(name(view), sql[view]));

@@ -33,6 +33,8 @@ type Numbers = {
   pages: number;
   items: number;
   duplicates: number;
+  /** Items a stage removed that dedupe did not count (served − written − duplicates, page by page). */
+  dropped: number;
   credits: string;
   requestsPerSecond: number;
   rateLimited: number;
@@ -50,6 +52,7 @@ class Tally {
   #pages = 0;
   #items = 0;
   #duplicates = 0;
+  #dropped = 0;
   #credits = 0;
   #budget: number | null = null;
   #rateLimited = 0;
@@ -74,6 +77,7 @@ class Tally {
     this.#pages += 1;
     this.#items += event.items;
     this.#duplicates += event.duplicates;
+    this.#dropped += Math.max(0, event.served - event.items - event.duplicates);
   }
 
   seriesDone(): void {
@@ -92,6 +96,7 @@ class Tally {
       pages: this.#pages,
       items: this.#items,
       duplicates: this.#duplicates,
+      dropped: this.#dropped,
       credits: this.#budget === null ? `${this.#credits}` : `${this.#credits}/${this.#budget}`,
       requestsPerSecond: Math.round(this.#rate() * 10) / 10,
       rateLimited: this.#rateLimited,
@@ -265,13 +270,19 @@ function progressLine(n: Numbers, paint: Paint): string {
   const parts = [
     `${n.series} series`,
     `${n.pages} pages`,
-    `${n.items} items${n.duplicates ? ` (${n.duplicates} dup)` : ''}`,
+    `${n.items} items${itemNotes([n.duplicates ? `${n.duplicates} dup` : '', n.dropped ? `${n.dropped} dropped` : ''])}`,
     `${n.credits} credits`,
     `${n.requestsPerSecond} req/s`,
     ...(n.rateLimited ? [paint(33, `${n.rateLimited}×429`)] : []),
     ...(n.etaMs === undefined ? [] : [`ETA ${duration(n.etaMs)}`]),
   ];
   return parts.join(' · ');
+}
+
+/** " (4 dup, 25 dropped)": the notes that apply, or nothing. */
+function itemNotes(notes: readonly string[]): string {
+  const said = notes.filter(Boolean);
+  return said.length ? ` (${said.join(', ')})` : '';
 }
 
 /** The run's first line. The destination first: a pipeline file can name any address, and this is where the key goes. */
@@ -289,7 +300,7 @@ function summaryLines(summary: RunSummary, paint: Paint): string[] {
   const status = summary.status === 'completed' || summary.status === 'budget' ? paint(32, summary.status) : paint(31, summary.status);
   lines.push(
     `${summary.pipeline}: ${status}${summary.reason ? ` (${summary.reason})` : ''} in ${duration(summary.durationMs)} — ` +
-      `${summary.pages.fetched} pages, ${summary.items.written} rows (${summary.items.duplicates} duplicates), ` +
+      `${summary.pages.fetched} pages, ${summary.items.written} rows (${summary.items.duplicates} duplicates${summary.items.dropped ? `, ${summary.items.dropped} dropped by stages` : ''}), ` +
       `${summary.credits.spent} credits${summary.credits.budget === null ? '' : ` of ${summary.credits.budget}`}` +
       `${creditNotes(summary.credits)}, ${summary.requests.total} requests, ${summary.retries} retries\n`,
   );

@@ -176,6 +176,8 @@ function describe(row: RunRow, notifications: readonly NotificationRow[], occurr
     requests: summary?.requests?.total,
     credits: { spent: summary?.credits?.spent, uncertain: summary?.credits?.uncertain, budget: row.budget },
     rows: summary?.items?.written,
+    /** Served, written, duplicates, dropped by stages (a summary older than `dropped` lacks it). */
+    items: summary?.items,
     series: summary?.series,
     error: row.error,
     notifications: notifications.map((n) => ({
@@ -215,7 +217,7 @@ function cells(line: ReturnType<typeof describe> | ReturnType<typeof describeOcc
     shortTime(run.startedAt),
     String(run.requests ?? ''),
     run.credits.spent === undefined ? '' : `${run.credits.spent}${run.credits.budget === null ? '' : `/${run.credits.budget}`}`,
-    String(run.rows ?? ''),
+    `${run.rows ?? ''}${run.items?.dropped ? ` (${run.items.dropped} dropped)` : ''}`,
     run.series ? `${run.series.completed}/${run.series.total}${run.series.failed ? ` (${run.series.failed} failed)` : ''}` : '',
     [note, scheduled, ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
   ];

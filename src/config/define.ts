@@ -109,12 +109,14 @@ export type PipelineDefinition<I = any, S extends readonly AnyStage[] = readonly
 
 /**
  * What `definePipeline` and `stream` take: a definition whose stages each take what the one before yields (else a
- * compile error at the first that does not, naming both item types) and whose sinks take what the last yields.
+ * compile error at the first that does not, naming both item types) and whose sinks take what the last yields (else
+ * "Sink<X> is not assignable to Sink<Y>"). The source alone decides `I`: the sinks' items are a conditional type over
+ * the stages, which the compiler does not infer from, so no `NoInfer` is needed (it printed in every such message).
  */
 export type TypedDefinition<I, S extends readonly AnyStage[]> = Settings & {
   source: Source<I>;
   stages?: S & CheckedStages<I, S>;
-  sinks: readonly Sink<NoInfer<ItemsAfter<I, S>>>[];
+  sinks: readonly Sink<ItemsAfter<I, S>>[];
 };
 
 /** Marks the item type a defined pipeline's sinks take. */

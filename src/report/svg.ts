@@ -46,18 +46,39 @@ export function columns(frame: Frame, data: readonly { label: string; value: num
     const y = round(16 + plotH - (v / max) * plotH);
     return `<line x1="${left}" x2="${width - 8}" y1="${y}" y2="${y}" class="grid"/><text x="${left - 6}" y="${y + 4}" class="axis" text-anchor="end">${formatNumber(v)}</text>`;
   });
-  // With many bars, label every n-th so that labels never overlap.
-  const every = Math.ceil(data.length / Math.max(1, Math.floor((width - left) / 56)));
+  const labelled = labelledSlots(data.map((d) => d.label), slot);
   const bars = data.map((d, i) => {
     const h = (d.value / max) * plotH;
     const x = round(left + i * slot + (slot - bar) / 2);
-    const label = i % every === 0 ? `<text x="${round(x + bar / 2)}" y="${height - bottom + 16}" class="axis" text-anchor="middle">${escapeXml(d.label)}</text>` : '';
+    const label = labelled(i) ? `<text x="${round(x + bar / 2)}" y="${height - bottom + 16}" class="axis" text-anchor="middle">${escapeXml(d.label)}</text>` : '';
     return (
       `<rect data-mark="bar" x="${x}" y="${round(16 + plotH - h)}" width="${round(bar)}" height="${round(h)}" fill="${colour(0)}">` +
       `<title>${escapeXml(`${d.label}: ${formatNumber(d.value)}${d.note ? ` (${d.note})` : ''}`)}</title></rect>${label}`
     );
   });
   return svg(frame, ticks.join('') + bars.join(''), width, height);
+}
+
+/** The axis labels' font size (`svg .axis` in the report's style). */
+const AXIS_FONT_PX = 11;
+
+/**
+ * How wide an axis label is drawn, over-estimated: 0.65em a character, where digits, the widest characters of a run's
+ * label (`11-22 09:30:00`), are 0.55–0.64em in the common sans-serif fonts.
+ */
+export function axisLabelWidth(text: string): number {
+  return text.length * AXIS_FONT_PX * 0.65;
+}
+
+/**
+ * Which of evenly spaced labels (centred `spacing` apart) are drawn: the last (the newest run) and every n-th before
+ * it, n the fewest slots that hold the widest label and a gap, so that no two drawn labels overlap (seven runs' labels
+ * were drawn 83 px apart, each about 90 px wide).
+ */
+export function labelledSlots(labels: readonly string[], spacing: number): (index: number) => boolean {
+  const widest = Math.max(0, ...labels.map(axisLabelWidth));
+  const every = Math.max(1, Math.ceil((widest + 8) / Math.max(1, spacing)));
+  return (index) => (labels.length - 1 - index) % every === 0;
 }
 
 /**
@@ -117,8 +138,8 @@ export function rankLines(
   const grid = [1, Math.ceil(maxRank / 2), maxRank]
     .filter((v, i, a) => a.indexOf(v) === i)
     .map((r) => `<line x1="${left}" x2="${width - right}" y1="${y(r)}" y2="${y(r)}" class="grid"/><text x="${left - 6}" y="${y(r) + 4}" class="axis" text-anchor="end">#${r}</text>`);
-  const every = Math.ceil(runs.length / 6);
-  const xLabels = runs.map((run, i) => (i % every === 0 || i === runs.length - 1 ? `<text x="${x(i)}" y="${height - 12}" class="axis" text-anchor="middle">${escapeXml(run)}</text>` : ''));
+  const labelled = labelledSlots(runs, runs.length > 1 ? (width - left - right) / (runs.length - 1) : width);
+  const xLabels = runs.map((run, i) => (labelled(i) ? `<text x="${x(i)}" y="${height - 12}" class="axis" text-anchor="middle">${escapeXml(run)}</text>` : ''));
   // As wide as a run's share of the axis (at most 24 px), so that neighbouring runs' bands do not overlap.
   const band = Math.min(24, runs.length > 1 ? (width - left - right) / (runs.length - 1) : 24);
   const shaded = incomplete.map((reason, i) =>

@@ -175,6 +175,7 @@ class RecordedRun implements RunSpans {
       'webdata_etl.pages.fetched': summary.pages.fetched,
       'webdata_etl.items.written': summary.items.written,
       'webdata_etl.items.duplicates': summary.items.duplicates,
+      'webdata_etl.items.dropped': summary.items.dropped,
       'webdata_etl.series.completed': summary.series.completed,
       'webdata_etl.series.failed': summary.series.failed,
       ...(summary.worker ? { 'webdata_etl.worker.pages': summary.worker.pages, 'webdata_etl.worker.credits': summary.worker.credits } : {}),

@@ -88,7 +88,7 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
     rateLimitedWaitMs: Math.round(facts.rateLimitedWaitMs),
     credits: { spent: spend.spent, uncertain: spend.uncertain, uncommitted: spend.uncommitted, budget: facts.budget, byEndpoint: spend.byEndpoint },
     pages: { fetched: totals.pages },
-    items: { served: totals.served, written: totals.written, duplicates: totals.duplicates },
+    items: { served: totals.served, written: totals.written, duplicates: totals.duplicates, dropped: totals.dropped },
     series: { total: facts.seriesTotal, completed, failed, failedBy, stopped, byReason },
     destination: facts.destination,
     outputs: facts.outputs,

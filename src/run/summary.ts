@@ -29,7 +29,19 @@ export const runSummarySchema = z.object({
     byEndpoint: z.record(z.string(), z.number()),
   }),
   pages: z.object({ fetched: z.int() }),
-  items: z.object({ served: z.int(), written: z.int(), duplicates: z.int() }),
+  items: z.object({
+    /** Items the API served on the pages fetched. */
+    served: z.int(),
+    /** Items that reached the sinks. */
+    written: z.int(),
+    /** Items dedupe removed as already seen. */
+    duplicates: z.int(),
+    /**
+     * Items a stage removed that dedupe did not count (a filter of the user's): served = written + duplicates + dropped,
+     * counted by series (none where a stage added items).
+     */
+    dropped: z.int(),
+  }),
   series: z.object({
     total: z.int(),
     /** Ended by their own stop rules. */

@@ -64,9 +64,9 @@ interface Opened {
  * the state store's own page statement, when it lives in the same database, else a statement of the sink's own. Typed columns
  * (`timestamptz`, `integer`, `text`, `jsonb` for `raw`), one multi-row statement per page, the same modes as SQLite.
  */
-export function toPostgres(options: PostgresSinkOptions & OwnColumns): Sink<object> & PostgresSinkTable;
-export function toPostgres(options: PostgresSinkOptions): Sink<NormalizedItem> & PostgresSinkTable;
-export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> & PostgresSinkTable {
+export function toPostgres(options: PostgresSinkOptions & OwnColumns): Sink<object>;
+export function toPostgres(options: PostgresSinkOptions): Sink<NormalizedItem>;
+export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(postgresSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid PostgreSQL sink', 'postgres');
   const { table, schema, mode } = config;
   const target = postgresTarget(config.url, process.env, { namedBy: 'postgres.url' });
@@ -90,7 +90,9 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     return opened;
   };
 
-  return {
+  // What it says of its table is for the run (run/outputs.ts), not in the declared type: an intersection there made a
+  // sink of the wrong items a wall of its members, where `Sink<A>` against `Sink<B>` says it.
+  const sink: Sink<Record<string, unknown>> & PostgresSinkTable = {
     kind: 'postgres',
     path: `${target.label}#${schema}.${table}`,
     id,
@@ -202,6 +204,7 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
       await lease?.release();
     },
   };
+  return sink;
 }
 
 /**

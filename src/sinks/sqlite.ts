@@ -44,9 +44,9 @@ export type SqliteSinkOptions = z.input<typeof sqliteSinkOptionsSchema>;
  * Rows into a SQLite table: WAL, one prepared insert, one transaction per page (with the sink's checkpoint),
  * explicit columns, indexes on (query, country, lang, run_id) and dedupe_key. Modes: see `mode`.
  */
-export function toSqlite(options: SqliteSinkOptions & OwnColumns): Sink<object> & { readonly table: string };
-export function toSqlite(options: SqliteSinkOptions): Sink<NormalizedItem> & { readonly table: string };
-export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> & { readonly table: string } {
+export function toSqlite(options: SqliteSinkOptions & OwnColumns): Sink<object>;
+export function toSqlite(options: SqliteSinkOptions): Sink<NormalizedItem>;
+export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(sqliteSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid SQLite sink', 'sqlite');
   const { table, mode } = config;
   let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
@@ -70,7 +70,9 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     return opened;
   };
 
-  return {
+  // The table is for the run's check that no two outputs are one (run/outputs.ts), not in the declared type: an
+  // intersection there made a sink of the wrong items a wall of its members, where `Sink<A>` against `Sink<B>` says it.
+  const sink: Sink<Record<string, unknown>> & { readonly table: string } = {
     kind: 'sqlite',
     path,
     id,
@@ -164,6 +166,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
       lease = undefined;
     },
   };
+  return sink;
 }
 
 function prepareTable(db: Database.Database, table: string, columns: readonly string[], addable: readonly string[]): void {

@@ -35,7 +35,15 @@ export const normalizedItemSchema = z.object({
   raw: z.custom<Item>((value) => typeof value === 'object' && value !== null),
 });
 
-export type NormalizedItem = z.infer<typeof normalizedItemSchema>;
+type Inferred = z.infer<typeof normalizedItemSchema>;
+
+/**
+ * The row, inferred from the schema. Mapped here rather than aliased: the mapped type is made by this declaration and
+ * keeps its name, so the compiler's messages say `NormalizedItem` where an alias of the inferred type printed all 14
+ * fields (`Sink<NormalizedItem>` is not assignable to `Sink<Item>`). Unlike an interface, it is still a record of
+ * fields to a stage or key function that takes any (`{ [field: string]: unknown }`, as `dedupe()` does).
+ */
+export type NormalizedItem = { [Column in keyof Inferred]: Inferred[Column] };
 
 /** Column names in order. */
 export const NORMALIZED_COLUMNS = Object.keys(normalizedItemSchema.shape) as (keyof NormalizedItem)[];

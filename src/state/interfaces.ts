@@ -272,6 +272,19 @@ export interface OccurrenceRecord {
   note: string | null;
 }
 
+/** A run's counts across its series, every invocation and worker's (the summary's `pages` and `items`). */
+export interface SeriesTotals {
+  pages: number;
+  served: number;
+  written: number;
+  duplicates: number;
+  /**
+   * Items a stage removed that dedupe did not count (a filter of the user's): served − written − duplicates, by series,
+   * none where a stage added items.
+   */
+  dropped: number;
+}
+
 /** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
 export interface StateStore {
   /** Where it lives (a file, or a database URL without its password). */
@@ -300,7 +313,7 @@ export interface StateStore {
   /** Commits a page: everything in `commit`, its sinks' rows included, in one transaction. */
   commitPage(commit: PageCommit): Promise<void>;
   endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): Promise<void>;
-  seriesTotals(runId: string): Promise<{ pages: number; served: number; written: number; duplicates: number }>;
+  seriesTotals(runId: string): Promise<SeriesTotals>;
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]>;
   /**
    * Where each of `seriesIds` stands in the run (a series the run never reached has no row): asked a slice of the plan

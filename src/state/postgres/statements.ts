@@ -61,7 +61,8 @@ export function stateStatements(s: string) {
     endWorkerSeries: `${END_SERIES} WHERE series.status <> 'ended'`,
     /** A run's summary: its series' totals, how they ended, why they failed. */
     seriesTotals: `SELECT COALESCE(SUM(pages), 0)::float8 AS pages, COALESCE(SUM(items_served), 0)::float8 AS served, COALESCE(SUM(items_written), 0)::float8 AS written,
-      COALESCE(SUM(duplicates), 0)::float8 AS duplicates FROM ${s}.series WHERE run_id = $1`,
+      COALESCE(SUM(duplicates), 0)::float8 AS duplicates, COALESCE(SUM(GREATEST(items_served - items_written - duplicates, 0)), 0)::float8 AS dropped
+      FROM ${s}.series WHERE run_id = $1`,
     seriesEnds: `SELECT status, reason, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 GROUP BY status, reason`,
     /** Where each of a slice of the plan's series stands (`$2`: their ids), when the run closes. */
     seriesStatuses: `SELECT series_id AS "seriesId", status, reason FROM ${s}.series WHERE run_id = $1 AND series_id = ANY($2::text[])`,

@@ -18,6 +18,7 @@ import type {
   SeriesIdentity,
   SeriesProgress,
   SeriesStatus,
+  SeriesTotals,
   SinkCheckpoints,
   SpendRow,
   SpendTotals,
@@ -230,9 +231,8 @@ class PostgresStore implements PostgresStateStore {
     );
   }
 
-  async seriesTotals(runId: string): Promise<{ pages: number; served: number; written: number; duplicates: number }> {
-    const rows = await this.#query<{ pages: number; served: number; written: number; duplicates: number }>(this.#sql.seriesTotals, [runId]);
-    return rows[0] as { pages: number; served: number; written: number; duplicates: number };
+  async seriesTotals(runId: string): Promise<SeriesTotals> {
+    return (await this.#query<SeriesTotals>(this.#sql.seriesTotals, [runId]))[0] as SeriesTotals;
   }
 
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]> {

@@ -35,7 +35,8 @@ export function stateStatements(db: Database.Database) {
         next_page = COALESCE(excluded.next_page, series.next_page)`),
     seriesTotals: db.prepare(`
       SELECT COALESCE(SUM(pages), 0) AS pages, COALESCE(SUM(items_served), 0) AS served, COALESCE(SUM(items_written), 0) AS written,
-             COALESCE(SUM(duplicates), 0) AS duplicates FROM series WHERE run_id = ?`),
+             COALESCE(SUM(duplicates), 0) AS duplicates, COALESCE(SUM(MAX(items_served - items_written - duplicates, 0)), 0) AS dropped
+        FROM series WHERE run_id = ?`),
     seriesEnds: db.prepare(`SELECT status, reason, COUNT(*) AS n FROM series WHERE run_id = ? GROUP BY status, reason`),
     // The ids as one JSON array: one statement whatever their number.
     seriesStatuses: db.prepare(`SELECT series_id AS seriesId, status, reason FROM series WHERE run_id = ? AND series_id IN (SELECT value FROM json_each(?))`),

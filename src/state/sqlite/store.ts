@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
-import type { JournalEntry, JournalWrite, NotificationKey, NotificationRecord, OccurrenceOutcome, OccurrenceRecord, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SpendRow } from '../interfaces.ts';
+import type { JournalEntry, JournalWrite, NotificationKey, NotificationRecord, OccurrenceOutcome, OccurrenceRecord, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SeriesTotals, SpendRow } from '../interfaces.ts';
 import { pageTransaction } from './page-transaction.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
@@ -79,8 +79,8 @@ export function openStateStore(db: Database.Database) {
     endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): void {
       statements.endSeries.run({ runId, ...series, ...end });
     },
-    seriesTotals(runId: string): { pages: number; served: number; written: number; duplicates: number } {
-      return statements.seriesTotals.get(runId) as { pages: number; served: number; written: number; duplicates: number };
+    seriesTotals(runId: string): SeriesTotals {
+      return statements.seriesTotals.get(runId) as SeriesTotals;
     },
     seriesEnds(runId: string): { status: string; reason: string | null; n: number }[] {
       return statements.seriesEnds.all(runId) as { status: string; reason: string | null; n: number }[];
