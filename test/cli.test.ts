@@ -101,6 +101,23 @@ describe('webdata-etl run', () => {
     expect(JSON.parse(result.stdout)).toMatchObject({ status: 'stopped', reason: 'unauthorized' });
   });
 
+  it('3: a refused key or token: the advice is to fix that variable (the run then resumes), not to run it again as it is', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir);
+    const key = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url, 'wrong_key_1234567') });
+    expect(key.code).toBe(3);
+    expect(key.stderr).toContain('fix the key in WEBDATA_API_KEY, then run the same command: the run resumes where it stopped');
+    const token = await cli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, WEBDATA_TOKEN: 'wrong.token.value' } });
+    expect(token.code).toBe(3);
+    expect(token.stderr).toContain('fix the token in WEBDATA_TOKEN (a JWT may have expired), then run the same command');
+    for (const { stderr } of [key, token]) expect(stderr).not.toContain('run the same command again to resume');
+    // Fixed, the same command resumes the run the refusals stopped.
+    const fixed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(fixed.code).toBe(0);
+    expect(fixed.stderr).toMatch(/resuming run/);
+  });
+
   it('4: credits, a forbidden endpoint, a quota', async () => {
     using dir = workdir();
     for (const plan of [{ credits: 0 }, { endpoints: ['/video/search'] }, { quota: { requests: 1, windowMs: 86_400_000 } }]) {
