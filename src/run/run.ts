@@ -21,6 +21,7 @@ import { notifyRunEnd } from './notify-end.ts';
 import { readyWebhooks } from '../notify/ready-webhooks.ts';
 import { redactor } from '../redact.ts';
 import { phase } from '../phase-marks.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
@@ -46,9 +47,12 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     spans.observe(event);
     options.onEvent?.(event);
   };
-  // Webhooks are checked before anything is opened or spent (the client included): a secret to sign with, allowed hosts.
-  const webhooks = readyWebhooks(pipeline.notify, options.env ?? process.env);
-  const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
+  // Webhooks (a secret to sign with, allowed hosts) and the API (an address, a key) are checked before anything is
+  // opened or spent, all of them at once: three variables missing are said together, not in three runs.
+  const [webhooks, { client, destination, owned, secrets }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
+    () => readyWebhooks(pipeline.notify, options.env ?? process.env),
+    () => clientForRun(pipeline, options, emit),
+  ]);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
