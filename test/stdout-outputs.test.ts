@@ -124,6 +124,7 @@ describe('stdout as an output', () => {
     second.release();
     const result = await running.done;
     expect(result.code).toBe(130);
+    expect(result.stderr).toContain('stop: stdout closed (EPIPE): nothing new is sent');
     expect(result.stderr).not.toMatch(/Unhandled|node:events|\n\s+at /);
     // Resumable: the same command, its stdout read this time, takes the run up and ends it.
     const resumed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
