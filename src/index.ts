@@ -17,11 +17,12 @@ export type { DeliveryHeaders, VerifiedDelivery } from './notify/sign.ts';
 export { type NotifyOptions } from './notify/webhook-config.ts';
 
 // Sources
-export { searchPages, type SearchPagesOptions } from './sources/search-pages.ts';
-export { endpointPages, type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';
-export { combineSources } from './sources/combine.ts';
+// (the builders that check their options, from config/builders.ts: while a file loads, they say every problem at once)
+export { searchPages, endpointPages, combineSources, defineSource, dedupe, toSqlite, toPostgres, toCsv, toJsonl } from './config/builders.ts';
+export { type SearchPagesOptions } from './sources/search-pages.ts';
+export { type EndpointPagesOptions, type NextPage } from './sources/endpoint-pages.ts';
 export { type Source } from './sources/source.ts';
-export { defineSource, type Fetched, type SeriesInput, type SourceSpec } from './sources/define-source.ts';
+export { type Fetched, type SeriesInput, type SourceSpec } from './sources/define-source.ts';
 export { paginators, type Paginator, type PageRequest, type PageAnswer } from './sources/paginators/index.ts';
 
 // Stages
@@ -30,14 +31,14 @@ export { type RunContext } from './pipeline/context.ts';
 export { type Page, type Series } from './pipeline/page.ts';
 export { normalize } from './stages/normalize.ts';
 export { type NormalizedItem } from './stages/normalized-item.ts';
-export { dedupe, type DedupeOptions } from './stages/dedupe.ts';
+export { type DedupeOptions } from './stages/dedupe.ts';
 export { mapItems, filterItems, items } from './stages/items.ts';
 
 // Sinks
-export { toSqlite, type SqliteSinkOptions } from './sinks/sqlite.ts';
-export { toPostgres, type PostgresSinkOptions } from './sinks/postgres.ts';
-export { toCsv, type CsvSinkOptions } from './sinks/csv.ts';
-export { toJsonl, type JsonlSinkOptions } from './sinks/jsonl.ts';
+export { type SqliteSinkOptions } from './sinks/sqlite.ts';
+export { type PostgresSinkOptions } from './sinks/postgres.ts';
+export { type CsvSinkOptions } from './sinks/csv.ts';
+export { type JsonlSinkOptions } from './sinks/jsonl.ts';
 export { type Sink, type SinkContext } from './sinks/sink.ts';
 export { defineSink, type SinkSpec } from './sinks/define-sink.ts';
 

@@ -113,6 +113,10 @@ export function checkOutputPath(out: string, options: { field?: string; database
 
 /** Where to write, and how: replaced through a temporary file (keeping an existing file's mode), or written in place. */
 function destination(path: string): { path: string; replace: boolean; mode: number | undefined } {
+  // A device or a pipe by the name given: /dev/stdout is a link to what fd 1 is, and stat follows it to the pipe,
+  // whose real path is a name no file has (/proc/<pid>/fd/pipe:[…]), where a temporary file cannot be made.
+  const given = statOf(path);
+  if (given && !given.isFile() && !given.isDirectory()) return { path: resolve(path), replace: false, mode: undefined };
   const real = realTarget(path);
   const stat = statOf(real);
   if (stat?.isDirectory()) throw new ValidationError('Invalid output', [{ path: 'out', message: `${path} is a directory: give a file name` }]);

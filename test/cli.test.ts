@@ -65,6 +65,60 @@ describe('webdata-etl run', () => {
     expect(sim.stats().requests).toBe(0);
   });
 
+  it('2: every variable a run lacks, at once: no address, no key, webhooks without a secret (were three runs)', async () => {
+    using dir = workdir();
+    const notifying = config(dir.dir, { notify: { webhooks: [{ url: 'https://hooks.example.com/webdata' }] } });
+    const unset = await cli(['run', notifying], { cwd: dir.dir });
+    expect(unset.code).toBe(2);
+    for (const variable of ['api.baseUrl: set WEBDATA_BASE_URL', 'apiKey: no credentials: set WEBDATA_API_KEY', 'notify.webhooks: set WEBDATA_WEBHOOK_SECRET']) {
+      expect(unset.stderr).toContain(variable);
+    }
+  });
+
+  it('2: every bad field of a .ts file at once, with "did you mean" for an unknown field, as a JSON config says them', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    // A .ts file whose source, sinks and definition each have a mistake: all of them (was the source's alone, the
+    // first call to throw), as a JSON config says them.
+    const bad = (sinks: string) =>
+      `import { definePipeline, normalize, searchPages, toCsv, toSqlite } from ${JSON.stringify(join(ROOT, 'src/index.ts'))};\n` +
+      `export default definePipeline({ name: 'bad', source: searchPages({ queries: ['x'], countries: ['uk'], maxPage: 3 } as never), stages: [normalize()], ${sinks}, rate: { requestsPerSecond: -1 } } as never);\n`;
+    writeFileSync(dir.path('bad.ts'), bad("sinks: [toSqlite({ path: 'out/a.sqlite', table: 'drop table;' }), toCsv({ path: '' })], sink: []"));
+    const module = await cli(['run', 'bad.ts'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(module.code).toBe(2);
+    for (const problem of [
+      'search.maxPage: unknown field; did you mean "maxPages"?',
+      'search.countries.0: "uk" is not an ISO 3166-1 alpha-2 country code; did you mean "gb"?',
+      'sqlite.table: must be a column name',
+      'csv.path: must be a file path',
+      'rate.requestsPerSecond: ',
+      'sink: unknown field; did you mean "sinks"?',
+    ]) {
+      expect(module.stderr).toContain(problem);
+    }
+    // A bad builder whose result the pipeline does not use is refused still (as when it threw).
+    writeFileSync(
+      dir.path('unused.ts'),
+      `import { definePipeline, searchPages, toCsv, toSqlite } from ${JSON.stringify(join(ROOT, 'src/index.ts'))};\n` +
+        `toSqlite({ path: 'out/b.sqlite', table: '1x' });\n` +
+        `export default definePipeline({ name: 'unused', source: searchPages({ queries: ['x'] }), sinks: [toCsv({ path: 'out/a.csv' })] });\n`,
+    );
+    const unused = await cli(['run', 'unused.ts'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(unused.code).toBe(2);
+    expect(unused.stderr).toContain('sqlite.table: must be a column name');
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('2: an unknown field of a JSON config is named with the field it is likely a slip of', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const json = await cli(['run', config(dir.dir, { sink: [] }, { maxPage: 3 })], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(json.code).toBe(2);
+    expect(json.stderr).toContain('search.maxPage: unknown field; did you mean "maxPages"?');
+    expect(json.stderr).toContain('sink: unknown field; did you mean "sinks"?');
+    expect(sim.stats().requests).toBe(0);
+  });
+
   it('2: a key in the pipeline file is refused; a missing base URL is an error, never a fallback', async () => {
     await using sim = await simulator();
     using dir = workdir();
@@ -99,6 +153,23 @@ describe('webdata-etl run', () => {
     const result = await cli(['run', config(dir.dir)], { cwd: dir.dir, env: envFor(sim.url, 'wrong_key_1234567') });
     expect(result.code).toBe(3);
     expect(JSON.parse(result.stdout)).toMatchObject({ status: 'stopped', reason: 'unauthorized' });
+  });
+
+  it('3: a refused key or token: the advice is to fix that variable (the run then resumes), not to run it again as it is', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir);
+    const key = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url, 'wrong_key_1234567') });
+    expect(key.code).toBe(3);
+    expect(key.stderr).toContain('fix the key in WEBDATA_API_KEY, then run the same command: the run resumes where it stopped');
+    const token = await cli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, WEBDATA_TOKEN: 'wrong.token.value' } });
+    expect(token.code).toBe(3);
+    expect(token.stderr).toContain('fix the token in WEBDATA_TOKEN (a JWT may have expired), then run the same command');
+    for (const { stderr } of [key, token]) expect(stderr).not.toContain('run the same command again to resume');
+    // Fixed, the same command resumes the run the refusals stopped.
+    const fixed = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(fixed.code).toBe(0);
+    expect(fixed.stderr).toMatch(/resuming run/);
   });
 
   it('4: credits, a forbidden endpoint, a quota', async () => {

@@ -82,7 +82,8 @@ const INVALID: [string, unknown, string][] = [
   ['sinks.1.delimiter', ';;', 'sinks.1.delimiter'],
   ['sinks.1.bom', 'yes', 'sinks.1.bom'],
   ['sinks.2.rawAsString', 1, 'sinks.2.rawAsString'],
-  ['unexpected', true, '(root)'],
+  // An unknown field is named by its own path (was its object's: "(root)").
+  ['unexpected', true, 'unexpected'],
 ];
 
 describe('bad input', () => {

@@ -98,6 +98,25 @@ describe.skipIf(!promtoolAvailable && process.env.CI !== 'true')('webdata-etl ru
     for (const name of families) expect(doc, `docs/observability.md names ${name}`).toContain(`\`${name}`);
   });
 
+
+  it('the paced rate is there from the first scrape, at the configured rate, before any 429 made the run adapt', async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const file = config(dir.dir, { ...RETRY, rate: { requestsPerSecond: 7 } }, QUERIES);
+    // The first requests are held unanswered: the scrape is of a run at its start, whatever the machine's speed.
+    const gate = sim.park();
+    const running = startCli(['run', file, '--metrics-port', '0', '--metrics-linger', '0'], { cwd: dir.dir, env: envFor(sim.url) });
+    await running.printed('metrics: http://');
+    const url = servedAt(running.output().stderr);
+    await running.whileRunning(gate.reached());
+    const first = samples(await running.whileRunning(scrape(url)));
+    gate.release();
+    expect(first.filter((sample) => sample.name === 'webdata_etl_rate_paced').map((sample) => sample.value)).toEqual([7]);
+    expect(total(first, 'webdata_etl_requests_total', { webdata_etl_status: '429' })).toBe(0);
+    const result = await running.done;
+    expect(result.code).toBe(0);
+    expect((JSON.parse(result.stdout) as RunSummary).requests.byStatus['429']).toBeUndefined();
+  });
   it('the wait for a last scrape: Ctrl-C ends it, its time ends it, 0 skips it; the exit code and the summary are the run\'s; OTEL_METRICS_EXPORTER=prometheus serves too', async () => {
     await using sim = await simulator();
     using dir = workdir();

@@ -142,10 +142,26 @@ async function itemsReport(reader: Reader, table: string): Promise<Report> {
   };
 }
 
-/** Writes to a stream, resolving when it can take more: a slow reader holds the export back instead of rows piling up. */
+/**
+ * Writes to a stream, resolving when it can take more: a slow reader holds the export back instead of rows piling up.
+ * A stream that failed (stdout whose reader went away: EPIPE) or was closed ends the export with its error, at the
+ * write that finds it so or while waiting for it to drain, never a wait for a 'drain' that cannot come.
+ */
 function toStream(stream: Writable): (text: string) => Promise<void> {
   return async (text) => {
-    if (!stream.write(text)) await once(stream, 'drain');
+    if (stream.errored) throw stream.errored;
+    if (stream.destroyed) throw new Error('the output stream was closed');
+    if (stream.write(text)) return;
+    const ac = new AbortController();
+    const closed = once(stream, 'close', { signal: ac.signal }).then(() => {
+      throw stream.errored ?? new Error('the output stream was closed');
+    });
+    try {
+      await Promise.race([once(stream, 'drain', { signal: ac.signal }), closed]);
+    } finally {
+      ac.abort();
+      closed.catch(() => undefined);
+    }
   };
 }
 

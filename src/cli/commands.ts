@@ -10,6 +10,7 @@ import { statusCommand } from './status-command.ts';
 import { simulate } from './simulate.ts';
 import { workerCommand } from './worker-command.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { watchStdout } from './stdout.ts';
 
 const help = `Usage: webdata-etl <command> [options]
 
@@ -67,6 +68,8 @@ async function main(argv: string[]): Promise<number> {
 
 /** The command line: runs the command `argv` names and sets `process.exitCode`. */
 export async function runCli(argv: string[]): Promise<void> {
+  // A reader that goes away (`| head`) ends what a command writes to stdout, quietly: no unhandled EPIPE.
+  watchStdout();
   try {
     process.exitCode = await main(argv);
   } catch (error) {

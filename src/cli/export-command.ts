@@ -5,6 +5,7 @@ import { isPostgresDatabase } from '../analytics/reader.ts';
 import { DATABASE_HELP, FILTER_OPTIONS, filtersFrom, oneDatabase } from './database-filters.ts';
 import { EXIT } from '../run/exit-codes.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { isStdout, outputName, readerWentAway } from './stdout.ts';
 
 export const exportHelp = `Usage: webdata-etl export <db> --report <report> [options]
 
@@ -22,8 +23,9 @@ Reports:
 Options:
   --report <report>    one of ${REPORT_NAMES.join(', ')} (required)
   --format <format>    csv (default), jsonl or parquet
-  --out <file>         where to write (default: stdout; Parquet needs a file): written whole or not at all,
-                       created 0600; the database being read is refused
+  --out <file>         where to write (default, or - or /dev/stdout: stdout; Parquet needs a file): a file is
+                       written whole or not at all, created 0600; a pipe or device as it comes; the database
+                       being read is refused
   --query <q>          only this query
   --country <cc>       only this country
   --table <name>       the results table (default results)
@@ -51,15 +53,25 @@ export async function exportCommand(args: string[]): Promise<number> {
   }
   const database = oneDatabase(positionals, 'export', 'webdata-etl export data/rank.sqlite --report rankings', values['database-url']);
   if (!values.report) throw new UsageError(`export needs --report (${REPORT_NAMES.join(', ')})`);
+  // Parquet is written through a file descriptor: to a pipe only by a name that opens (a FIFO), never as stdout.
+  const out = values.format === 'parquet' ? values.out : outputName(values.out);
+  const toStdout = out === undefined || isStdout(out);
   // exportReport checks it too, as "out"; here the message names the flag the user typed.
-  if (values.out !== undefined) checkOutputPath(values.out, { field: '--out', databases: isPostgresDatabase(database) ? [] : [database] });
-  const { rows } = await exportReport({
-    database,
-    report: values.report as (typeof REPORT_NAMES)[number],
-    ...(values.format ? { format: values.format as 'csv' } : {}),
-    out: values.out ?? process.stdout,
-    ...filtersFrom(values),
-  });
-  process.stderr.write(`${rows} rows${values.out ? ` → ${values.out}` : ''}\n`);
+  if (!toStdout) checkOutputPath(out as string, { field: '--out', databases: isPostgresDatabase(database) ? [] : [database] });
+  let rows: number;
+  try {
+    ({ rows } = await exportReport({
+      database,
+      report: values.report as (typeof REPORT_NAMES)[number],
+      ...(values.format ? { format: values.format as 'csv' } : {}),
+      out: toStdout ? process.stdout : (out as string),
+      ...filtersFrom(values),
+    }));
+  } catch (error) {
+    // `| head` read what it wanted and went: the export is done with, which is no failure.
+    if (readerWentAway(error, out)) return EXIT.ok;
+    throw error;
+  }
+  process.stderr.write(`${rows} rows${toStdout ? '' : ` → ${values.out}`}\n`);
   return EXIT.ok;
 }

@@ -1,6 +1,7 @@
 import { describeDestination } from '../run/destination.ts';
 import type { RunEvent } from '../run/run.ts';
 import type { RunSummary } from '../run/summary.ts';
+import { nextStep } from './next-step.ts';
 
 export type ProgressMode = 'tty' | 'plain' | 'json' | 'quiet';
 
@@ -310,8 +311,8 @@ function summaryLines(summary: RunSummary, paint: Paint): string[] {
   if (atLeastOnce.length > 0) lines.push(`at least once (a page may repeat after a crash): ${atLeastOnce.join(', ')}\n`);
   if (summary.worker) lines.push(`this worker (${summary.worker.id}): ${summary.worker.pages} pages, ${summary.worker.credits} credits\n`);
   if (summary.message) lines.push(`${summary.message}\n`);
-  if (summary.resumeAt) lines.push(`resume after ${summary.resumeAt} with the same command\n`);
-  else if (summary.status === 'interrupted' || summary.status === 'stopped') lines.push('run the same command again to resume (or join the workers still at it)\n');
+  const next = nextStep(summary);
+  if (next) lines.push(`${next}\n`);
   return lines;
 }
 

@@ -14,6 +14,7 @@ import { loadPipeline } from '../config/load-pipeline.ts';
 import { exitOnUncaughtInputErrors } from '../run/input-errors.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { isStdout, outputName, readerWentAway } from './stdout.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { runOnThread, type ThreadTask } from './run-on-thread.ts';
 import { handedOver, importHandingOver } from '../threads/hand-over.ts';
@@ -27,7 +28,7 @@ const OPTIONS_HELP = `Options:
   --state <url>          keep the run state in PostgreSQL, postgres://user@host/db (overrides WEBDATA_STATE_URL and
                          the pipeline's state); the password comes from PGPASSWORD or ~/.pgpass, never a flag
   --simulator            run against a built-in simulator started for this run (no account, no network)
-  --summary-json <file>  also write the run's summary to this file
+  --summary-json <file>  also write the run's summary to this file (- or /dev/stdout: stdout, where it goes anyway)
   --quiet                no progress or summary on stderr (errors still)
   --log-format <format>  text (default: a live line on a terminal, plain lines otherwise) or json
   --metrics-port <port>  serve the run's metrics at http://<host>:<port>/metrics in Prometheus' text format while
@@ -163,11 +164,19 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
   const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
   const telemetrySetup = metricsSetup(values, process.env);
-  if (values['summary-json'] !== undefined) {
+  // `-`, or a name of this process's stdout (/dev/stdout): stdout, where the summary goes anyway.
+  const summaryFile = outputName(values['summary-json']);
+  // stdout is the data when a sink writes there (JSONL to "-"): the summary then goes to stderr.
+  const sinks: unknown = pipeline.sinks;
+  const stdoutTaken = Array.isArray(sinks) && sinks.some((sink: { path?: unknown } | null) => sink?.path === '-');
+  if (isStdout(summaryFile) && stdoutTaken) {
+    throw new UsageError(`--summary-json ${values['summary-json']}: stdout carries the rows of a sink writing to "-" (the summary goes to stderr): give --summary-json a file`);
+  }
+  if (summaryFile !== undefined && !isStdout(summaryFile)) {
     // Refused before any credit is spent: the summary written over the state store or an output would destroy it.
     const defined = definePipeline(pipeline);
     const outputs = [statePath(defined), ...(defined.sinks as Sink<unknown>[]).flatMap((sink) => fileOf(sink) ?? [])];
-    checkOutputPath(values['summary-json'], { field: '--summary-json', databases: outputs, role: 'a file this run writes' });
+    checkOutputPath(summaryFile, { field: '--summary-json', databases: outputs, role: 'a file this run writes' });
   }
 
   const mode: ProgressMode = values.quiet ? 'quiet' : format === 'json' ? 'json' : process.stderr.isTTY ? 'tty' : 'plain';
@@ -217,16 +226,23 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
       return exitCodeFor({ error: failure });
     }
     const text = `${JSON.stringify(summary, null, 2)}\n`;
-    // stdout is the data when a sink writes there (JSONL to "-"): the summary then goes to stderr.
-    const stdoutTaken = (pipeline.sinks as { path?: string }[]).some((sink) => sink.path === '-');
     if (stdoutTaken) process.stderr.write(text);
     else process.stdout.write(text);
-    if (values['summary-json']) writeOutputFile(values['summary-json'], text);
+    if (summaryFile !== undefined && !isStdout(summaryFile)) writeSummaryFile(summaryFile, text);
     linger = !signals.signal.aborted;
     return exitCodeFor({ summary });
   } finally {
     // Never throws: the exit code and the summary are the run's, whatever the metrics' end.
     await telemetry?.finish({ linger });
+  }
+}
+
+/** The summary to `--summary-json`'s file; to a pipe or device (/dev/stdout) whose reader went away, nothing (no failure). */
+function writeSummaryFile(path: string, text: string): void {
+  try {
+    writeOutputFile(path, text);
+  } catch (error) {
+    if (!readerWentAway(error, path)) throw error;
   }
 }
 

@@ -14,7 +14,9 @@ export function stopOnSignals(log: (message: string) => void = (m) => process.st
   const stop = new AbortController();
   const abort = new AbortController();
   const stopFor = (signal: string) => {
-    log(`${signal}: stopping — nothing new is sent, answers in flight are committed; the run can be resumed. ${signal} again aborts.`);
+    // A stop for another cause than a signal (stdout closed) has no second of its own: a signal aborts.
+    const again = /^SIG/.test(signal) ? `${signal} again aborts.` : 'Ctrl-C aborts.';
+    log(`${signal}: stopping — nothing new is sent, answers in flight are committed; the run can be resumed. ${again}`);
     stop.abort(signal);
   };
   const abortFor = (signal: string) => {

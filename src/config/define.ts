@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
+import { deferredProblems } from './deferred-problems.ts';
 import type { AnyStage } from '../pipeline/compose.ts';
 import type { CheckedStages, ItemsAfter } from '../pipeline/chain.ts';
 import type { Sink } from '../sinks/sink.ts';
@@ -127,5 +128,15 @@ export type Pipeline<O = any> = z.output<typeof pipelineSchema> & { readonly [pi
 
 /** Validates a pipeline definition (every problem named by its field) and returns it ready to run. */
 export function definePipeline<I, const S extends readonly AnyStage[] = readonly []>(definition: TypedDefinition<I, S>): Pipeline<ItemsAfter<I, S>> {
-  return ValidationError.parse(pipelineSchema, definition, `Invalid pipeline${typeof definition?.name === 'string' ? ` "${definition.name}"` : ''}`);
+  const subject = `Invalid pipeline${typeof definition?.name === 'string' ? ` "${definition.name}"` : ''}`;
+  // What its source, stages and sinks met when the file built them (while the command line loads it), said with its own.
+  const deferred = deferredProblems(definition);
+  if (deferred.length === 0) return ValidationError.parse(pipelineSchema, definition, subject);
+  try {
+    ValidationError.parse(pipelineSchema, definition, subject);
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    throw ValidationError.combine(subject, [...deferred, error]);
+  }
+  throw ValidationError.combine(subject, deferred);
 }

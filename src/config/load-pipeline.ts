@@ -5,6 +5,7 @@ import { ValidationError } from '../errors/validation-error.ts';
 import { pipelineFromConfig } from './json-config.ts';
 import { readInputFile } from '../input-file.ts';
 import { definePipeline, type Pipeline } from './define.ts';
+import { collectingProblems } from './deferred-problems.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { isInputError } from '../errors/is-input-error.ts';
 
@@ -17,6 +18,12 @@ export async function loadPipeline(file: string): Promise<Pipeline> {
   if (!existsSync(path)) throw new UsageError(`no such file: ${file}`);
   if (/\.json$/i.test(path)) return definePipeline(pipelineFromConfig(readConfig(path, file)));
   if (!/\.(ts|mts|js|mjs)$/i.test(path)) throw new UsageError(`${file}: expected a pipeline module (.ts, .js) or a JSON config (.json)`);
+  // Every problem of the file at once: its builders' and its definition's (deferred-problems.ts says how).
+  return collectingProblems(`Invalid pipeline file ${file}`, async () => definePipeline((await importPipelineModule(file, path)) as Pipeline));
+}
+
+/** The default export of the module at `path`, or a UsageError saying what is wrong with the file. */
+async function importPipelineModule(file: string, path: string): Promise<object> {
   let module: { default?: unknown };
   try {
     module = (await import(pathToFileURL(path).href)) as { default?: unknown };
@@ -31,7 +38,7 @@ export async function loadPipeline(file: string): Promise<Pipeline> {
   if (typeof module.default !== 'object' || module.default === null) {
     throw new UsageError(`${file}: the default export is ${kind(module.default)}, not a pipeline: end the file with \`export default definePipeline({ … })\``);
   }
-  return definePipeline(module.default as Pipeline);
+  return module.default;
 }
 
 function readConfig(path: string, file: string): unknown {

@@ -1,6 +1,7 @@
-import { ValidationError } from '../errors/validation-error.ts';
+import { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';
 import type { Pipeline } from '../config/define.ts';
 import { allowedHosts, hostRefused } from '../client/allowed-hosts.ts';
+import { baseUrlSchema } from '../client/options.ts';
 
 /** Where the key goes, and who decided: shown before the first request and kept in the summary. */
 export interface Destination {
@@ -34,21 +35,25 @@ export function resolveDestination(pipeline: Pipeline, input: DestinationInput, 
       : env.WEBDATA_BASE_URL
         ? [env.WEBDATA_BASE_URL, 'WEBDATA_BASE_URL']
         : [pipeline.api.baseUrl, input.pipelineFile ?? `pipeline "${pipeline.name}" (api.baseUrl)`];
-  if (!baseUrl) {
-    throw new ValidationError(`Pipeline "${pipeline.name}" has no API address`, [
-      { path: 'api.baseUrl', message: 'set WEBDATA_BASE_URL (or --base-url, or api.baseUrl), e.g. "https://api.example.com/api/v1"' },
-    ]);
-  }
   const token = input.token ?? (input.apiKey ? undefined : env.WEBDATA_TOKEN);
   const apiKey = input.apiKey ?? (input.token ? undefined : env.WEBDATA_API_KEY);
+  // Every problem at once: a missing address and a missing key are two variables to set, not two runs to find them.
+  const issues: ValidationIssue[] = [];
+  if (!baseUrl) issues.push({ path: 'api.baseUrl', message: 'set WEBDATA_BASE_URL (or --base-url, or api.baseUrl), e.g. "https://api.example.com/api/v1"' });
+  if (!apiKey && !token) issues.push({ path: 'apiKey', message: 'no credentials: set WEBDATA_API_KEY (or WEBDATA_TOKEN for a JWT)' });
+  // Its form too (the client checks it again): a wrong address is said with the missing key, not after it.
+  const form = baseUrl ? baseUrlSchema.safeParse(baseUrl) : undefined;
+  if (form && !form.success) issues.push(...form.error.issues.map((issue) => ({ path: 'api.baseUrl', message: issue.message })));
+  const origin = baseUrl ? originOf(baseUrl) : undefined;
+  const refused = baseUrl && origin ? refusedHost(origin, baseUrl, env.WEBDATA_ALLOWED_HOSTS) : undefined;
+  if (refused) issues.push(refused);
+  if (!baseUrl || !origin || issues.length > 0) {
+    throw new ValidationError(baseUrl ? `Pipeline "${pipeline.name}" cannot reach the API` : `Pipeline "${pipeline.name}" has no API address`, issues);
+  }
   const given = input.apiKey !== undefined || input.token !== undefined;
   const credentials = apiKey
     ? `key from ${given ? (input.sources?.credentials ?? 'run() options') : 'WEBDATA_API_KEY'}`
-    : token
-      ? `token from ${given ? (input.sources?.credentials ?? 'run() options') : 'WEBDATA_TOKEN'}`
-      : 'no credentials';
-  const origin = originOf(baseUrl);
-  checkAllowed(origin, baseUrl, env.WEBDATA_ALLOWED_HOSTS);
+    : `token from ${given ? (input.sources?.credentials ?? 'run() options') : 'WEBDATA_TOKEN'}`;
   return { baseUrl, apiKey, token, destination: { origin, from, credentials } satisfies Destination };
 }
 
@@ -66,13 +71,12 @@ function originOf(baseUrl: string): string {
   }
 }
 
-function checkAllowed(origin: string, baseUrl: string, list: string | undefined): void {
+/** The allow-list's refusal of the API's host, when WEBDATA_ALLOWED_HOSTS is set and does not list it. */
+function refusedHost(origin: string, baseUrl: string, list: string | undefined): ValidationIssue | undefined {
   const allowed = allowedHosts(list);
-  if (allowed === undefined || hostRefused(baseUrl, allowed) === undefined) return;
-  throw new ValidationError('The API address is not allowed', [
-    {
-      path: 'api.baseUrl',
-      message: `${origin} is not among WEBDATA_ALLOWED_HOSTS (${allowed.join(', ')}): the key is sent only to those hosts; check where the address comes from, or add the host`,
-    },
-  ]);
+  if (allowed === undefined || hostRefused(baseUrl, allowed) === undefined) return undefined;
+  return {
+    path: 'api.baseUrl',
+    message: `${origin} is not among WEBDATA_ALLOWED_HOSTS (${allowed.join(', ')}): the key is sent only to those hosts; check where the address comes from, or add the host`,
+  };
 }

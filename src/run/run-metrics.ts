@@ -109,6 +109,9 @@ export function runMetrics(pipeline: string): RunMetrics {
     }
   };
   const observe = (gauges: RunGauges): (() => void) => {
+    // The rate the run starts paced to (the configured one, or where a shared pacer stands), so that the gauge is in
+    // every scrape from the first: `adapt` events move it from there, and a run that never meets a 429 has none.
+    rate.record(gauges.stats().rate, base);
     const observed = runGauges(meter);
     let final: GaugeFigures | undefined;
     const callback = async (result: BatchObservableResult) => {

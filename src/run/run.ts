@@ -22,6 +22,7 @@ import { readyWebhooks } from '../notify/ready-webhooks.ts';
 import { secretForms, SECRET_VARIABLE } from '../notify/webhook-secret.ts';
 import { redactError, redactor } from '../redact.ts';
 import { phase } from '../phase-marks.ts';
+import { ValidationError } from '../errors/validation-error.ts';
 
 export type { RunEvent, RunOptions } from './run-types.ts';
 export { statePath } from './outputs.ts';
@@ -47,10 +48,13 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     spans.observe(event);
     options.onEvent?.(event);
   };
-  // Webhooks are checked before anything is opened or spent (the client included): a secret to sign with, allowed hosts.
+  // Webhooks (a secret to sign with, allowed hosts) and the API (an address, a key) are checked before anything is
+  // opened or spent, all of them at once: three variables missing are said together, not in three runs.
   const env = options.env ?? process.env;
-  const webhooks = readyWebhooks(pipeline.notify, env);
-  const { client, destination, owned, secrets } = clientForRun(pipeline, options, emit);
+  const [webhooks, { client, destination, owned, secrets }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
+    () => readyWebhooks(pipeline.notify, env),
+    () => clientForRun(pipeline, options, emit),
+  ]);
   // The run's secrets, out of everything it sends, prints or stores (docs/security.md#what-is-redacted): the key or
   // token, and the webhook secret (set, webhooks or not: a stage may read the environment).
   const redact = redactor([...secrets, ...secretForms(env[SECRET_VARIABLE])]);

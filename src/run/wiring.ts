@@ -63,7 +63,12 @@ export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof c
 
 /** The caller's signals: `signal` stops gracefully, `abortSignal` cancels what is in flight. Returns the unsubscribe. */
 export function obeySignals(scheduler: Scheduler, options: Pick<RunOptions, 'signal' | 'abortSignal'>): () => void {
-  const stop = () => scheduler.stop('interrupted', 'interrupted by a signal: nothing new is sent; answers in flight are committed');
+  const stop = () => {
+    // The command line stops with a word for why: a signal's name, or another cause ("stdout closed (EPIPE)").
+    const reason: unknown = options.signal?.reason;
+    const why = typeof reason === 'string' && !/^SIG/.test(reason) ? reason : 'interrupted by a signal';
+    scheduler.stop('interrupted', `${why}: nothing new is sent; answers in flight are committed`);
+  };
   const abortNow = () => scheduler.abort();
   options.signal?.addEventListener('abort', stop, { once: true });
   options.abortSignal?.addEventListener('abort', abortNow, { once: true });

@@ -71,7 +71,7 @@ export function nextStep(disposition: Disposition, counts: Counts, config: Polic
     case 'stop_run': {
       const message =
         disposition.reason === 'unauthorized'
-          ? 'the API key was refused (401): nothing else can succeed'
+          ? 'the key or token was refused (401): nothing else can succeed'
           : 'payment required (402): credits or billing; nothing else can succeed';
       return { do: 'stop_run', stop: { reason: disposition.reason, error, message } };
     }

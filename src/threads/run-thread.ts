@@ -32,6 +32,11 @@ export interface RunThreadOptions<M> {
   /** The host's stop and abort, each passed to the thread when it aborts. */
   stop?: AbortSignal | undefined;
   abort?: AbortSignal | undefined;
+  /**
+   * Aborted when the host's stdout can take no more (its reader went away): what the thread writes there is read and
+   * dropped from then on, since a thread whose writes wait for a reader that is gone would wait for ever.
+   */
+  stdoutGone?: AbortSignal | undefined;
 }
 
 /**
@@ -40,7 +45,7 @@ export interface RunThreadOptions<M> {
  * thread's exit code; rejects with what ended it otherwise (its heap limit as a HeapLimitError).
  */
 export async function onRunThread<M>(entry: URL, data: unknown, options: RunThreadOptions<M>): Promise<number> {
-  const { heapMb, onMessage, stop, abort } = options;
+  const { heapMb, onMessage, stop, abort, stdoutGone } = options;
   const given: RunThreadData = { data, aborted: { stop: stop?.aborted === true, abort: abort?.aborted === true } };
   const attach = (worker: Worker) => {
     const forward = (type: HostMessage['type'], signal: AbortSignal) => () => {
@@ -49,11 +54,16 @@ export async function onRunThread<M>(entry: URL, data: unknown, options: RunThre
     };
     const onStop = stop && !stop.aborted ? forward('stop', stop) : undefined;
     const onAbort = abort && !abort.aborted ? forward('abort', abort) : undefined;
+    // Unpiped from the host's stdout when that failed: flowing, with no one reading, its chunks are dropped.
+    const drop = () => worker.stdout.resume();
     if (onStop) stop?.addEventListener('abort', onStop, { once: true });
     if (onAbort) abort?.addEventListener('abort', onAbort, { once: true });
+    if (stdoutGone?.aborted) drop();
+    else stdoutGone?.addEventListener('abort', drop, { once: true });
     return () => {
       if (onStop) stop?.removeEventListener('abort', onStop);
       if (onAbort) abort?.removeEventListener('abort', onAbort);
+      stdoutGone?.removeEventListener('abort', drop);
     };
   };
   return onBoundedThread(entry, given, { heapMb, onMessage, attach });
