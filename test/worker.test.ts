@@ -10,6 +10,9 @@ import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { simulator } from './helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 import { workdir } from './pipeline-helpers.ts';
+import { webhookReceiver } from './webhook-receiver.ts';
+
+const SECRET = 'whsec_worker_test_0a9b8c7d6e5f';
 
 /** Resolves once `condition` holds, polling; fails naming `what` after `ms`. */
 async function eventually(what: string, condition: () => Promise<boolean> | boolean, ms = 90_000): Promise<void> {
@@ -98,6 +101,8 @@ describe('webdata-etl worker with the state in SQLite (one machine)', () => {
     const stopped = await first.done;
     expect(stopped.code, stopped.stderr).toBe(0);
     expect(stopped.stderr).toMatch(/ended interrupted: it is taken up again at the next start/);
+    // A run was at work: the signal's line says it can be resumed.
+    expect(stopped.stderr).toMatch(/SIGTERM: stopping — .*can be resumed/);
     const [interrupted] = sqliteRows(state, 'SELECT run_id, status FROM runs');
     expect(sqliteRows(state, 'SELECT run_id, status FROM runs')).toEqual([{ run_id: interrupted?.run_id, status: 'interrupted' }]);
     expect(sqliteRows(state, `SELECT run_id FROM occurrences WHERE outcome = 'started'`)).toEqual([{ run_id: interrupted?.run_id }]);
@@ -172,6 +177,55 @@ describe('webdata-etl worker with the state in SQLite (one machine)', () => {
     expect(rows.slice(0, late).map((o) => o.outcome)).toEqual(rows.slice(0, late).map(() => 'missed'));
     expect(rows[late]).toMatchObject({ outcome: 'started', note: `catch-up: ${late + 1} occurrences were due while no worker was up (missed: once)` });
   }, 180_000);
+});
+
+describe('webdata-etl worker --simulator', () => {
+  it('keeps WEBDATA_ALLOWED_HOSTS (the simulator\'s loopback added): a webhook on a host the list leaves out is refused, nothing sent', async () => {
+    await using hook = await webhookReceiver({ host: '127.0.0.2' });
+    using dir = workdir();
+    const file = config(dir.dir, { name: 'listed', schedule: { cron: '* * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url }] } }, { queries: ['a'], countries: ['us'], maxPages: 1 });
+    const state = dir.path('out/results.sqlite');
+    const worker = startCli(['worker', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_ALLOWED_HOSTS: 'api.example.com', WEBDATA_WEBHOOK_SECRET: SECRET } });
+    const settled = () => sqliteRows(state, `SELECT outcome, note FROM occurrences WHERE outcome <> 'claimed' ORDER BY due_at`);
+    await worker.whileRunning(eventually('an occurrence settled', () => settled().length > 0));
+    worker.child.kill('SIGTERM');
+    const done = await worker.done;
+    expect(done.code, done.stderr).toBe(0);
+    // The run was refused before it began (no credit spent), naming the webhook's host and the list.
+    expect(settled()[0]).toEqual({ outcome: 'failed', note: expect.stringMatching(/notify\.webhooks\.0\.url: http:\/\/127\.0\.0\.2:\d+ is not among WEBDATA_ALLOWED_HOSTS \(api\.example\.com, 127\.0\.0\.1\)/) });
+    expect(hook.received).toHaveLength(0);
+  }, 120_000);
+
+  it('drifts as run --simulator does: the change digests of its runs, a few seconds apart, show rankings moving', async () => {
+    await using hook = await webhookReceiver();
+    using dir = workdir();
+    const file = config(
+      dir.dir,
+      { name: 'drifting', schedule: { cron: '*/2 * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url, top: 10, minRankMove: 1 }] } },
+      { queries: ['espresso', 'kettle'], countries: ['us', 'gb'], maxPages: 2 },
+    );
+    // The receiver's host listed: the list is kept, and the simulator's loopback is on it.
+    const worker = startCli(['worker', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_ALLOWED_HOSTS: '127.0.0.1', WEBDATA_WEBHOOK_SECRET: SECRET } });
+    // Runs begun more than the simulator's drift period (5 s) apart: rankings drifted between two of them.
+    const started = () => hook.bodies().map((body) => Date.parse(String((body.summary as { startedAt: string }).startedAt)));
+    await worker.whileRunning(eventually('runs more than 6 s apart, each told of', () => started().length >= 2 && Math.max(...started()) - Math.min(...started()) > 6_000));
+    worker.child.kill('SIGTERM');
+    expect((await worker.done).code).toBe(0);
+    const counts = hook.bodies().map((body) => (body.digest as { counts: { entered: number; left: number; moved: number } }).counts);
+    expect(counts.some((c) => c.entered + c.left + c.moved > 0), JSON.stringify(counts)).toBe(true);
+  }, 120_000);
+
+  it('SIGTERM with no run at work says so, and no "the run can be resumed"', async () => {
+    using dir = workdir();
+    const file = config(dir.dir, { name: 'yearly', schedule: { cron: '0 0 1 1 *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }] });
+    const worker = startCli(['worker', file, '--simulator'], { cwd: dir.dir });
+    await worker.printed('scheduled "0 0 1 1 *"');
+    worker.child.kill('SIGTERM');
+    const done = await worker.done;
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stderr).toContain('SIGTERM: stopping — no run is at work');
+    expect(done.stderr).not.toContain('can be resumed');
+  }, 60_000);
 });
 
 describePostgres('webdata-etl worker with the state in PostgreSQL', () => {

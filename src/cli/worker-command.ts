@@ -17,10 +17,10 @@ import { stateDatabase, statePath } from '../run/outputs.ts';
 import { run } from '../run/run.ts';
 import type { RunOptions } from '../run/run-types.ts';
 import { systemClock } from '../schedule/clock.ts';
-import { startSimulator } from '../simulator/server.ts';
 import type { StateStore } from '../state/interfaces.ts';
 import { postgresStateStore } from '../state/postgres/store.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import { simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { stopOnSignals } from './signals.ts';
@@ -92,11 +92,16 @@ export async function workerCommand(args: string[]): Promise<number> {
   const mode: ProgressMode = values.quiet ? 'quiet' : format === 'json' ? 'json' : 'plain';
   const write = (line: string) => process.stderr.write(line);
   const say = (news: ScheduleNews) => write(format === 'json' ? `${JSON.stringify({ time: new Date().toISOString(), event: 'schedule', ...news })}\n` : `${newsLine(news, pipelines)}\n`);
-  const signals = stopOnSignals((message) => say({ pipeline: '(worker)', message }));
+  let loops: WorkerLoop[] = [];
+  // "The run can be resumed" only when one is at work: a worker waiting for its next occurrence has nothing to resume.
+  const stopping = () =>
+    loops.some((loop) => loop.atWork)
+      ? 'no new runs; the runs at work stop: nothing new is sent, answers in flight are committed; each can be resumed.'
+      : 'no run is at work, and none is started.';
+  const signals = stopOnSignals((message) => say({ pipeline: '(worker)', message }), stopping);
   const databases = databaseRegistry();
-  const sim = values.simulator
-    ? await startSimulator({ latencyMs: { min: 20, max: 80 }, keys: [{ key: `sim_${crypto.randomUUID()}`, name: 'worker', ratePerSecond: 10, burst: 5, credits: 1_000_000 }] })
-    : undefined;
+  // Set up as for `run --simulator`: rankings drift, and WEBDATA_ALLOWED_HOSTS holds (with the simulator's host added).
+  const sim = values.simulator ? await startCliSimulator('worker', 1_000_000) : undefined;
   try {
     const scheduled: Scheduled[] = [];
     for (const { file, pipeline } of pipelines) {
@@ -106,7 +111,7 @@ export async function workerCommand(args: string[]): Promise<number> {
     if (sim) say({ pipeline: '(worker)', message: `simulator at ${sim.url}` });
     // Where the key goes is each run's to say (its start line), as for `run`.
     const target: RunOptions = sim
-      ? { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: { ...process.env, WEBDATA_ALLOWED_HOSTS: undefined } }
+      ? simulatorTarget(sim, process.env)
       : values['base-url']
         ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
         : {};
@@ -115,18 +120,19 @@ export async function workerCommand(args: string[]): Promise<number> {
       const { cron, timezone, missed } = pipeline.schedule;
       say({ pipeline: pipeline.name, message: `scheduled "${cron}" in ${timezone} (missed: ${missed}) as worker ${worker}` });
     }
-    const loops = scheduled.map(({ file, pipeline, store, shared }) =>
-      new WorkerLoop({
-        pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
-        store,
-        launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode),
-        worker,
-        stop: signals.signal,
-        clock: systemClock,
-        say,
-      }).run(),
+    loops = scheduled.map(
+      ({ file, pipeline, store, shared }) =>
+        new WorkerLoop({
+          pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
+          store,
+          launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode),
+          worker,
+          stop: signals.signal,
+          clock: systemClock,
+          say,
+        }),
     );
-    await Promise.all(loops);
+    await Promise.all(loops.map((loop) => loop.run()));
     say({ pipeline: '(worker)', message: 'stopped: every run at work has ended' });
     return EXIT.ok;
   } finally {

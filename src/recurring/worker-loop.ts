@@ -86,11 +86,18 @@ export class WorkerLoop {
   readonly #working = new Set<Promise<void>>();
   /** The latest occurrence whose run this worker followed (a distributed pipeline's, claimed by another). */
   #followed = Number.NEGATIVE_INFINITY;
+  /** Runs launched and not yet over. */
+  #launched = 0;
 
   constructor(options: WorkerLoopOptions) {
     this.#options = options;
     this.#occurrences = occurrencesOf(options.pipeline.schedule);
     this.#name = options.pipeline.name;
+  }
+
+  /** Whether a run this worker launched is at work (a stop then stops it, and it can be resumed). */
+  get atWork(): boolean {
+    return this.#launched > 0;
   }
 
   async run(): Promise<void> {
@@ -228,6 +235,7 @@ export class WorkerLoop {
   #work(take: RunTake, hooks: { onStart?: (start: { runId: string; resumed: boolean }) => void; onEnd?: (outcome: LaunchOutcome) => Promise<void> }): void {
     const current: { runId?: string } = take.kind === 'continue' ? { runId: take.runId } : {};
     this.#current = current;
+    this.#launched += 1;
     const launched = this.#options
       .launch(take, {
         onStart: (start) => {
@@ -237,6 +245,7 @@ export class WorkerLoop {
       })
       .catch((error: unknown): LaunchOutcome => ({ kind: 'failed', message: error instanceof Error ? error.message : String(error), runId: current.runId }));
     const done = launched.then(async (outcome) => {
+      this.#launched -= 1;
       if (this.#current === current) this.#current = undefined;
       await this.#attempt(async () => hooks.onEnd?.(outcome));
       this.#say(this.#ended(outcome));
