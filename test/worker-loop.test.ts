@@ -164,6 +164,38 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     expect(f.news).toContainEqual(expect.objectContaining({ outcome: 'skipped', message: 'run run-1 was still at work' }));
   });
 
+  it('an occurrence due while this worker winds down a run that has ended (a slow join, webhooks) is run: only a run really at work skips one', async () => {
+    const f = fleet();
+    const at = (minutes: number) => new Date(T0 + minutes * MINUTE).toISOString();
+    // The run of the occurrence due at midnight was left unfinished: the worker takes it up as it starts.
+    await f.store.startRun({ runId: 'run-0', pipeline: 'p', startedAt: at(0), fingerprint: 'f', plan: {}, budget: null });
+    await f.store.claimOccurrence({ pipeline: 'p', dueAt: at(0), outcome: 'claimed', worker: 'w0' });
+    await f.store.settleOccurrence('p', at(0), { outcome: 'started', runId: 'run-0' });
+    const worker = f.worker('w1', {
+      schedule: { cron: '*/10 * * * *' },
+      launch: async (take, hooks) => {
+        f.launches.push({ worker: 'w1', take, at: f.clock.epoch?.() ?? 0 });
+        const runId = take.kind === 'continue' ? take.runId : 'run-1';
+        if (take.kind === 'start') await f.store.startRun({ runId, pipeline: 'p', startedAt: at(10), fingerprint: 'f', plan: {}, budget: null });
+        hooks.onStart({ runId, resumed: take.kind === 'continue' });
+        // The run ends at once; its launch lingers a quarter of an hour after (a slow join of the ended run, a receiver slow to answer).
+        await f.store.finishRun(runId, 'completed', new Date(f.clock.epoch?.() ?? 0).toISOString(), {});
+        if (take.kind === 'continue') await f.clock.sleep(15 * MINUTE);
+        return { kind: 'ran', runId, status: 'completed' };
+      },
+    });
+    await until(f, T0 + 12 * MINUTE);
+    await worker.stop();
+    expect(await occurrences(f)).toEqual([
+      { due: 0, outcome: 'started', runId: 'run-0' },
+      { due: 10, outcome: 'started', runId: 'run-1' },
+    ]);
+    expect(f.launches.map((l) => [(l.at - T0) / MINUTE, l.take.kind])).toEqual([
+      [1 / 60, 'continue'],
+      [10, 'start'],
+    ]);
+  });
+
   it('ten workers on one store: one claim and one run per occurrence', async () => {
     const f = fleet();
     const workers = Array.from({ length: 10 }, (_, i) => f.worker(`w${i}`));

@@ -158,15 +158,29 @@ export class WorkerLoop {
     await this.#take(current, `catch-up: ${count === 1 ? 'it was' : `${count}${at.more ? '+' : ''} occurrences were`} due while no worker was up (missed: once)`);
   }
 
-  /** An occurrence to run: skipped while this worker is at the pipeline's run; else claimed, started, or followed. */
+  /** An occurrence to run: skipped while the pipeline's run is at work; else claimed, started, or followed. */
   async #take(dueAt: number, note: string | null): Promise<void> {
-    if (this.#current) {
-      const at = this.#current.runId ? `run ${this.#current.runId}` : 'its run';
-      await this.#claim(dueAt, 'skipped', `${at} was still at work`);
+    const atWork = await this.#runAtWork();
+    if (atWork !== undefined) {
+      await this.#claim(dueAt, 'skipped', `${atWork} was still at work`);
       return;
     }
     if (await this.#claim(dueAt, 'claimed', note)) this.#start(dueAt, note);
     else if (this.#options.pipeline.shared) this.#follow(dueAt);
+  }
+
+  /**
+   * The run this worker is at, named, if it is really at work; undefined when it is at none, or at one whose record
+   * says it ended (its launch winding down: a slow join of the ended run, webhooks being told), which skips nothing.
+   * A launch whose run has not begun yet (or a run awaited from another worker) is at work.
+   */
+  async #runAtWork(): Promise<string | undefined> {
+    const current = this.#current;
+    if (!current) return undefined;
+    if (current.runId === undefined) return 'its run';
+    const latest = await this.#options.store.latestRun(this.#name);
+    if (latest?.status === 'running') return `run ${latest.runId}`;
+    return undefined;
   }
 
   /** The claimant's run: a new one, or the pipeline's unfinished one resumed; never a second start of one at work. */
