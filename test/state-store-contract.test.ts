@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS, type PageCommit, type StateStore } from '../src/state/interfaces.ts';
 import type { SinkRows } from '../src/commits/page-writes.ts';
 import { sqliteStateStore } from '../src/state/sqlite/state-store.ts';
 import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
@@ -379,10 +379,11 @@ for (const implementation of implementations) {
       const dueAt = '2026-01-01T06:00:00.000Z';
       // Ten workers claim the same occurrence together: one holds it.
       const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => store.claimOccurrence({ pipeline: 'p', dueAt, outcome: 'claimed', worker: `w${i}` })));
-      expect(claims.filter(Boolean)).toHaveLength(1);
-      const winner = `w${claims.indexOf(true)}`;
+      expect(claims.filter((claim) => claim.result === 'won')).toHaveLength(1);
+      expect(claims.filter((claim) => claim.result === 'taken')).toHaveLength(9);
+      const winner = `w${claims.findIndex((claim) => claim.result === 'won')}`;
       // Another pipeline's occurrence at the same time is its own.
-      expect(await store.claimOccurrence({ pipeline: 'q', dueAt, outcome: 'missed', worker: 'w0', note: 'no worker was up' })).toBe(true);
+      expect((await store.claimOccurrence({ pipeline: 'q', dueAt, outcome: 'missed', worker: 'w0', note: 'no worker was up' })).result).toBe('won');
       await store.settleOccurrence('p', dueAt, { outcome: 'started', runId: 'run-9' });
       // Settled again without a run or a note: both stay.
       await store.settleOccurrence('p', dueAt, { outcome: 'resumed' });
@@ -394,6 +395,32 @@ for (const implementation of implementations) {
       expect(await store.occurrences('p', { dueAt })).toEqual([row]);
       expect(await store.occurrences('p', { dueAt: '2026-01-01T07:00:00.000Z' })).toEqual([]);
       expect(await store.occurrences('q')).toMatchObject([{ outcome: 'missed', note: 'no worker was up', runId: null }]);
+    });
+
+    it('never claims ahead of its clock: an occurrence due later than the tolerance after it is refused, nothing written, the store\'s time said', async () => {
+      const store = await open();
+      // The store's clock is this machine's here (PostgreSQL's server runs on it): the two agree.
+      const now = await store.storeClock();
+      expect(Math.abs(now - Date.now())).toBeLessThan(5_000);
+      const inAnHour = new Date(now + 3_600_000).toISOString();
+      const refused = await store.claimOccurrence({ pipeline: 'p', dueAt: inAnHour, outcome: 'claimed', worker: 'fast' });
+      expect(refused.result).toBe('ahead');
+      expect(refused.storeTime).toBeGreaterThanOrEqual(now);
+      expect(refused.storeTime).toBeLessThan(Date.parse(inAnHour));
+      expect(await store.occurrences('p')).toEqual([]);
+      // Within the tolerance: a clock a little ahead still claims on time, once.
+      const soon = new Date(now + CLAIM_AHEAD_TOLERANCE_MS / 2).toISOString();
+      expect((await store.claimOccurrence({ pipeline: 'p', dueAt: soon, outcome: 'claimed', worker: 'w1' })).result).toBe('won');
+      expect((await store.claimOccurrence({ pipeline: 'p', dueAt: soon, outcome: 'claimed', worker: 'w2' })).result).toBe('taken');
+      const past = new Date(now - 60_000).toISOString();
+      expect((await store.claimOccurrence({ pipeline: 'p', dueAt: past, outcome: 'missed', worker: 'w2' })).result).toBe('won');
+      // The latest due by a time: a row after it is left out.
+      expect((await store.occurrences('p', { limit: 1, dueBy: new Date(now - 1).toISOString() })).map((o) => o.dueAt)).toEqual([past]);
+      expect((await store.occurrences('p', { limit: 1, dueBy: soon })).map((o) => o.dueAt)).toEqual([soon]);
+      expect((await store.occurrences('p', { limit: 5 })).map((o) => o.dueAt)).toEqual([soon, past]);
+      // claimed_at is the store's clock.
+      const [row] = await store.occurrences('p', { dueAt: soon });
+      expect(Math.abs(Date.parse(row?.claimedAt ?? '') - now)).toBeLessThan(5_000);
     });
 
     it('lists occurrences latest first, and prunes the oldest that took no run, keeping those with runs', async () => {

@@ -10,7 +10,7 @@ import { inZone, occurrencesOf } from '../src/recurring/occurrences.ts';
 import type { RunTake } from '../src/recurring/run-take.ts';
 import { scheduleSchema } from '../src/recurring/schedule-config.ts';
 import { type ClaimStore, type Launch, type LaunchOutcome, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
-import { virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
+import { type Clock, virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
 import { UNFINISHED } from '../src/state/interfaces.ts';
 import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/state-store.ts';
 import { definePipeline, normalize, RunAtWorkError, RunEndedError, searchPages, toPostgres, toSqlite } from '../src/index.ts';
@@ -63,7 +63,7 @@ interface Fleet {
   launches: { worker: string; take: RunTake; at: number }[];
   news: ScheduleNews[];
   /** Starts a worker's loop; `stop()` stops it, and resolves once its runs are over. */
-  worker(name: string, options?: { schedule?: Record<string, unknown>; shared?: boolean; launch?: Launch; store?: ClaimStore }): { stop(): Promise<void> };
+  worker(name: string, options?: { schedule?: Record<string, unknown>; shared?: boolean; launch?: Launch; store?: ClaimStore; clock?: Clock }): { stop(): Promise<void> };
 }
 
 const dirs: string[] = [];
@@ -74,9 +74,10 @@ afterEach(() => {
 function fleet(options: { takes?: number; start?: number } = {}): Fleet {
   const dir = mkdtempSync(join(tmpdir(), 'webdata-loop-'));
   dirs.push(dir);
-  const store = sqliteStateStore(new Database(join(dir, 'state.sqlite')));
   // A second past midnight: a worker up at the very instant of an occurrence takes it, which is not what these tests are about.
   const clock = virtualClock(0, options.start ?? T0 + 1000);
+  // The store keeps the same virtual time: the workers' clocks agree with it (but one a test puts off).
+  const store = sqliteStateStore(new Database(join(dir, 'state.sqlite')), { clock: () => clock.epoch?.() ?? 0 });
   const launches: Fleet['launches'] = [];
   const news: ScheduleNews[] = [];
   let runs = 0;
@@ -104,7 +105,7 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
     store,
     launches,
     news,
-    worker(name, { schedule = { cron: '0 * * * *' }, shared = false, launch, store: claims = store } = {}) {
+    worker(name, { schedule = { cron: '0 * * * *' }, shared = false, launch, store: claims = store, clock: own = clock } = {}) {
       const stop = new AbortController();
       const loop = new WorkerLoop({
         pipeline: { name: 'p', schedule: scheduleSchema.parse(schedule), shared },
@@ -112,7 +113,7 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
         launch: launch ?? standIn(name, stop.signal),
         worker: name,
         stop: stop.signal,
-        clock,
+        clock: own,
         say: (item) => news.push(item),
       });
       const running = loop.run();
@@ -194,6 +195,41 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
       [1 / 60, 'continue'],
       [10, 'start'],
     ]);
+  });
+
+  it('a worker whose clock is an hour ahead keeps the store\'s time: each occurrence runs once, on time, none claimed ahead; it says its clock is off', async () => {
+    const f = fleet();
+    const fast: Clock = { ...f.clock, epoch: () => (f.clock.epoch?.() ?? 0) + HOUR };
+    // The fast worker first: its clock would have it claim the occurrences of the next hour at once.
+    const workers = [f.worker('fast', { clock: fast }), f.worker('right')];
+    await until(f, T0 + 3 * HOUR + 30 * MINUTE);
+    await Promise.all(workers.map((w) => w.stop()));
+    expect((await occurrences(f)).map((o) => [o.due, o.outcome])).toEqual([
+      [60, 'started'],
+      [120, 'started'],
+      [180, 'started'],
+    ]);
+    // Each run launched when its occurrence was due (by the store's clock), whichever worker claimed it.
+    expect(f.launches.map((l) => (l.at - T0) / MINUTE)).toEqual([60, 120, 180]);
+    for (const row of await f.store.occurrences('p')) expect(Date.parse(row.claimedAt)).toBeGreaterThanOrEqual(Date.parse(row.dueAt));
+    expect(f.news).toContainEqual({ pipeline: 'p', message: expect.stringMatching(/^this worker's clock is 3600\.0 s ahead of its state store's: its schedule keeps the store's time/) });
+  });
+
+  it('a store whose clock was read an hour ahead and then stepped back: the claim made by the wrong reading is refused and said, and the schedule goes on on time', async () => {
+    const f = fleet();
+    let reads = 0;
+    // The store's clock as a server's stepped back: its second reading (the first look's) an hour ahead.
+    const stepped: ClaimStore = { ...f.store, storeClock: async () => (await f.store.storeClock()) + (++reads === 2 ? HOUR : 0) };
+    const worker = f.worker('w1', { schedule: { cron: '*/10 * * * *' }, store: stepped });
+    await until(f, T0 + 25 * MINUTE);
+    await worker.stop();
+    expect(f.news).toContainEqual(expect.objectContaining({ dueAt: new Date(T0 + 10 * MINUTE).toISOString(), message: expect.stringMatching(/^not claimed: due 599\.0 s after the state store's clock \(2026-03-02T00:00:01\.000Z\); this worker's time was ahead$/) }));
+    // Nothing was recorded missed, nothing ahead: the occurrences ran when due.
+    expect((await occurrences(f)).map((o) => [o.due, o.outcome])).toEqual([
+      [10, 'started'],
+      [20, 'started'],
+    ]);
+    expect(f.launches.map((l) => (l.at - T0) / MINUTE)).toEqual([10, 20]);
   });
 
   it('ten workers on one store: one claim and one run per occurrence', async () => {

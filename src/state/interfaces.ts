@@ -258,6 +258,23 @@ export type NotificationKey = Pick<NotificationRecord, 'runId' | 'invocation' | 
  */
 export type OccurrenceOutcome = 'claimed' | 'started' | 'resumed' | 'skipped' | 'missed' | 'failed';
 
+/**
+ * How far a claim's due time may lie after the store's clock (docs/schedules.md#clocks): clocks kept by NTP are
+ * milliseconds apart, and a worker wakes at an occurrence by its own; one further ahead is refused, so that a worker
+ * whose clock runs ahead never claims (and runs) occurrences before they are due.
+ */
+export const CLAIM_AHEAD_TOLERANCE_MS = 2_000;
+
+/** How a claim went, with the store's clock as it read it (milliseconds since the epoch). */
+export interface OccurrenceClaim {
+  /**
+   * `won`: the row is the caller's; `taken`: another's (a claim is never taken over); `ahead`: refused, nothing
+   * written: its due time is more than CLAIM_AHEAD_TOLERANCE_MS after the store's clock (the claimant's runs ahead).
+   */
+  result: 'won' | 'taken' | 'ahead';
+  storeTime: number;
+}
+
 /** A scheduled occurrence of a pipeline, as its claim records it: one row per (pipeline, due time), whoever claimed it. */
 export interface OccurrenceRecord {
   pipeline: string;
@@ -268,6 +285,7 @@ export interface OccurrenceRecord {
   runId: string | null;
   /** The worker that claimed it. */
   worker: string | null;
+  /** When it was claimed, by the store's clock (docs/schedules.md#clocks). */
   claimedAt: string;
   note: string | null;
 }
@@ -337,14 +355,23 @@ export interface StateStore {
   /** The pipeline's notifications still pending (a process ended before delivering them), oldest first, at most `limit`. */
   pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]>;
   /**
-   * Claims a scheduled occurrence (docs/design.md#schedules): true for the one caller whose row it is, false for every
-   * other, whatever the number of workers; a claim is never taken over.
+   * Claims a scheduled occurrence (docs/design.md#schedules): `won` for the one caller whose row it is, `taken` for
+   * every other, whatever the number of workers; a claim is never taken over. Never ahead of the store's clock: an
+   * occurrence due more than CLAIM_AHEAD_TOLERANCE_MS after it is refused (`ahead`), nothing written.
    */
-  claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<boolean>;
+  claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<OccurrenceClaim>;
+  /**
+   * The store's clock, milliseconds since the epoch (docs/schedules.md#clocks): PostgreSQL's now(); a SQLite store's,
+   * this machine's clock as the store reads it. What claims are measured against, and what a worker's schedule keeps.
+   */
+  storeClock(): Promise<number>;
   /** What became of a claimed occurrence: its outcome, and the run and note when given (else they stay). */
   settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void>;
-  /** The pipeline's occurrences, the latest first (at most `limit`); or those that took run `runId`; or the one due at `dueAt`. */
-  occurrences(pipeline: string, options?: { limit?: number; runId?: string; dueAt?: string }): Promise<OccurrenceRecord[]>;
+  /**
+   * The pipeline's occurrences, the latest first (at most `limit`; with `dueBy`, those due at or before it only); or
+   * those that took run `runId`; or the one due at `dueAt`.
+   */
+  occurrences(pipeline: string, options?: { limit?: number; dueBy?: string; runId?: string; dueAt?: string }): Promise<OccurrenceRecord[]>;
   /**
    * Forgets the pipeline's oldest occurrences that took no run (skipped, missed, failed), keeping the latest `keep` of
    * them: a schedule of seconds would otherwise grow the table without end. The ones with runs stay with their runs.

@@ -69,7 +69,8 @@ export function stateStatements(db: Database.Database) {
       `UPDATE occurrences SET outcome = @outcome, run_id = CASE WHEN @keepRun THEN run_id ELSE @runId END, note = CASE WHEN @keepNote THEN note ELSE @note END
         WHERE pipeline = @pipeline AND due_at = @dueAt`,
     ),
-    occurrences: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? ORDER BY due_at DESC LIMIT ?`),
+    // due_at is ISO text in UTC to the millisecond: text order is time order. @dueBy null: all.
+    occurrences: db.prepare(`SELECT * FROM occurrences WHERE pipeline = @pipeline AND (@dueBy IS NULL OR due_at <= @dueBy) ORDER BY due_at DESC LIMIT @limit`),
     occurrenceOfRun: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND run_id = ? ORDER BY due_at DESC`),
     occurrenceAt: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND due_at = ?`),
     pruneOccurrences: db.prepare(`
