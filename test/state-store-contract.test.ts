@@ -11,6 +11,9 @@ import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { postgresStateStore } from '../src/state/postgres/store.ts';
 import { rejection } from './helpers.ts';
+
+/** Notifications taken for delivery before this are stale: none here. */
+const STALE = '2000-01-01T00:00:00.000Z';
 import { postgresAvailable, testDatabase } from './pg.ts';
 
 /**
@@ -359,19 +362,43 @@ for (const implementation of implementations) {
       // Another end of the same run (a resume), another webhook: each a notification of its own.
       expect(await store.claimNotification({ ...claim, invocation: 2, createdAt: '2026-01-01T00:03:00.000Z' })).toBe(true);
       expect(await store.claimNotification({ ...claim, webhook: 'w2', createdAt: '2026-01-01T00:04:00.000Z' })).toBe(true);
-      expect(await store.pendingNotifications('q', 10)).toEqual([]);
-      const pending = await store.pendingNotifications('p', 10);
+      expect(await store.pendingNotifications('q', 10, STALE)).toEqual([]);
+      const pending = await store.pendingNotifications('p', 10, STALE);
       expect(pending.map((n) => [n.invocation, n.webhook])).toEqual([[1, 'w1'], [2, 'w1'], [1, 'w2']]);
       expect(pending[0]).toEqual({ ...claim, status: 'pending', attempts: 0, error: null, updatedAt: claim.createdAt });
-      expect(await store.pendingNotifications('p', 1)).toHaveLength(1);
+      expect(await store.pendingNotifications('p', 1, STALE)).toHaveLength(1);
 
       // Aborted: still pending, its attempts counted; then delivered by a later invocation, the body gone.
       await store.settleNotification(key, { status: 'pending', attempts: 2, error: 'HTTP 500', at: '2026-01-01T00:05:00.000Z' });
-      expect((await store.pendingNotifications('p', 10))[0]).toMatchObject({ attempts: 2, error: 'HTTP 500', body: '{"a":1}' });
+      expect((await store.pendingNotifications('p', 10, STALE))[0]).toMatchObject({ attempts: 2, error: 'HTTP 500', body: '{"a":1}' });
       await store.settleNotification(key, { status: 'delivered', attempts: 1, error: null, at: '2026-01-01T00:06:00.000Z' });
       await store.settleNotification({ ...key, webhook: 'w2' }, { status: 'failed', attempts: 5, error: 'no answer within 100 ms', at: '2026-01-01T00:06:00.000Z' });
-      expect((await store.pendingNotifications('p', 10)).map((n) => [n.invocation, n.webhook])).toEqual([[2, 'w1']]);
+      expect((await store.pendingNotifications('p', 10, STALE)).map((n) => [n.invocation, n.webhook])).toEqual([[2, 'w1']]);
       expect(await opened?.count('notifications')).toBe(3);
+    });
+
+    it('a notification is taken for delivery once: owed to no other process while it is sent, owed again once the one that took it is stale', async () => {
+      const store = await open();
+      const key = { runId: 'run-1', invocation: 1, webhook: 'w1' };
+      await store.claimNotification({ ...key, pipeline: 'p', target: 'https://hooks.example/x', event: 'completed', body: '{"a":1}', createdAt: '2026-01-01T00:00:00.000Z' });
+      const at = '2026-01-01T00:01:00.000Z';
+      // Ten processes try at once: one takes it.
+      const takes = await Promise.all(Array.from({ length: 10 }, (_, i) => store.takeNotification(key, `2026-01-01T00:01:00.00${i}Z`, '2026-01-01T00:00:00.000Z')));
+      expect(takes.filter(Boolean)).toHaveLength(1);
+      const taken = `2026-01-01T00:01:00.00${takes.indexOf(true)}Z`;
+      // Taken again as of the same moment (an answer lost on the way back): the same taker's.
+      expect(await store.takeNotification(key, taken, '2026-01-01T00:00:00.000Z')).toBe(true);
+      // While it is sent, nobody else is handed it; once its taker is stale, it is owed again, body and all.
+      expect(await store.pendingNotifications('p', 10, at)).toEqual([]);
+      expect(await store.pendingNotifications('p', 10, '2026-01-01T00:09:00.000Z')).toMatchObject([{ ...key, status: 'sending', body: '{"a":1}' }]);
+      expect(await store.takeNotification(key, '2026-01-01T00:09:00.000Z', '2026-01-01T00:04:00.000Z')).toBe(true);
+      // Aborted: pending again, taken by the next; settled: owed to nobody, taken by nobody.
+      await store.settleNotification(key, { status: 'pending', attempts: 1, error: 'aborted', at: '2026-01-01T00:10:00.000Z' });
+      expect(await store.pendingNotifications('p', 10, '2026-01-01T00:00:00.000Z')).toMatchObject([{ status: 'pending' }]);
+      expect(await store.takeNotification(key, '2026-01-01T00:11:00.000Z', '2026-01-01T00:00:00.000Z')).toBe(true);
+      await store.settleNotification(key, { status: 'delivered', attempts: 1, error: null, at: '2026-01-01T00:12:00.000Z' });
+      expect(await store.takeNotification(key, '2026-01-01T01:00:00.000Z', '2026-01-01T00:59:00.000Z')).toBe(false);
+      expect(await store.pendingNotifications('p', 10, '2026-01-01T01:00:00.000Z')).toEqual([]);
     });
 
     it('claims a scheduled occurrence once, whoever asks and however many at once; settles it; finds it by its run', async () => {

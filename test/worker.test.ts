@@ -132,6 +132,38 @@ describe('webdata-etl worker with the state in SQLite (one machine)', () => {
     expect(runs.filter((line) => line.runId === null).every((line) => line.status === 'skipped' && /was still at work/.test(line.occurrence.note))).toBe(true);
   }, 180_000);
 
+  it('a webhook receiver that never answers costs no run: every 2 s an occurrence runs while the ends before it are still being told', async () => {
+    await using sim = await simulator({ seed: 3 });
+    await using hook = await webhookReceiver({ answer: () => 'hang' });
+    using dir = workdir();
+    // Each delivery waits 5 s for an answer that never comes: longer than the schedule's period.
+    const file = config(
+      dir.dir,
+      { name: 'unheard', schedule: { cron: '*/2 * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url, timeoutMs: 5_000, retry: { attempts: 1 } }] } },
+      { queries: ['a'], countries: ['us'], maxPages: 1 },
+    );
+    const state = dir.path('out/results.sqlite');
+    const worker = startCli(['worker', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET } });
+    const settled = () => sqliteRows(state, `SELECT due_at, outcome, run_id, note FROM occurrences WHERE outcome <> 'claimed' ORDER BY due_at`);
+    const started = () => sqliteRows(state, 'SELECT started_at, finished_at FROM runs ORDER BY started_at');
+    await worker.whileRunning(eventually('three runs begun, their ends being told to a receiver that never answers', () => hook.received.length > 0 && started().length >= 3));
+    worker.child.kill('SIGTERM');
+    const done = await worker.done;
+    expect(done.code, done.stderr).toBe(0);
+    const rows = settled();
+    // None was skipped for the lease (a run whose end was being told holding it) ...
+    expect(rows.filter((o) => o.outcome === 'skipped' && /already running|is in use by/.test(String(o.note))), JSON.stringify(rows)).toEqual([]);
+    // ... nor for a run that had ended; one skipped for a run really at work (a slow machine) is as it should be.
+    for (const o of rows.filter((row) => row.outcome === 'skipped')) {
+      const runId = /run (\S+) was still at work/.exec(String(o.note))?.[1];
+      const [run] = sqliteRows(state, `SELECT finished_at FROM runs WHERE run_id = '${String(runId)}'`);
+      expect(run === undefined || run.finished_at === null || String(run.finished_at) > String(o.due_at), JSON.stringify({ o, run })).toBe(true);
+    }
+    // Runs began while the end of the one before was still being told (each delivery takes 5 s; they come every 2 s).
+    const starts = started().map((run) => Date.parse(String(run.started_at)));
+    expect(starts.some((at, i) => i > 0 && at - (starts[i - 1] as number) < 5_000), JSON.stringify(started())).toBe(true);
+  }, 180_000);
+
   it("two workers on one machine and a worker down across occurrences: one run per occurrence, and one catch-up run (missed: 'once')", async () => {
     await using sim = await simulator({ seed: 11 });
     using dir = workdir();

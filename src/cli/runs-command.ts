@@ -200,6 +200,7 @@ function describe(row: RunRow, notifications: readonly NotificationRow[], occurr
 function notificationNote(notification: ReturnType<typeof describe>['notifications'][number]): string {
   if (notification.status === 'delivered') return '';
   if (notification.status === 'pending') return `webhook ${notification.webhook} pending (sent again by the next run)`;
+  if (notification.status === 'sending') return `webhook ${notification.webhook} being sent (if its process ended first, sent again by a run some minutes later)`;
   return `webhook ${notification.webhook} failed after ${notification.attempts} attempt${notification.attempts === 1 ? '' : 's'}${notification.error ? ` (${notification.error})` : ''}`;
 }
 

@@ -15,7 +15,10 @@ export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
  */
 export const DEFAULT_EVENTS: readonly NotifyEvent[] = ['completed', 'budget', 'failed', 'stopped'];
 
-/** Longest a delivery may take, all its attempts and waits together: it holds up the end of the run (and its lease). */
+/**
+ * Longest a delivery may take, all its attempts and waits together: it holds up the end of `run()` (not the lease,
+ * released before it); one `sending` for longer was left by a process that died (run/notification-delivery.ts).
+ */
 export const MAX_DELIVERY_MS = 5 * 60_000;
 
 /** At most this many webhooks: they are delivered side by side at the end of a run. */

@@ -226,7 +226,10 @@ export interface PageCommit {
   claimKeys?: boolean;
 }
 
-/** A notification of a run's end for one webhook (docs/notifications.md): pending until delivered or given up. */
+/**
+ * A notification for one webhook (docs/notifications.md): of a run's end, or of a missed occurrence. Pending until a
+ * process takes it for delivery (`sending`), then delivered or given up (or pending again, aborted).
+ */
 export interface NotificationRecord {
   runId: string;
   /** The run's invocation that ended: a run stopped and resumed ends again, and is told again. */
@@ -238,7 +241,7 @@ export interface NotificationRecord {
   target: string;
   /** The end it tells of: completed, budget, failed, stopped, interrupted. */
   event: string;
-  status: 'pending' | 'delivered' | 'failed';
+  status: 'pending' | 'sending' | 'delivered' | 'failed';
   attempts: number;
   error: string | null;
   /** The exact body to send, kept while pending (a delivery the process did not live to finish is sent again). */
@@ -352,8 +355,18 @@ export interface StateStore {
   claimNotification(notification: Omit<NotificationRecord, 'status' | 'attempts' | 'error' | 'updatedAt'>): Promise<boolean>;
   /** How its delivery went: delivered or failed (the body goes), or still pending (aborted), with its attempts. */
   settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): Promise<void>;
-  /** The pipeline's notifications still pending (a process ended before delivering them), oldest first, at most `limit`. */
-  pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]>;
+  /**
+   * The pipeline's notifications still owed, oldest first, at most `limit`: pending (a process ended before it took
+   * them, or its delivery was aborted), or `sending` since before `staleBefore` (taken by a process that did not live
+   * to settle them within the longest a delivery takes).
+   */
+  pendingNotifications(pipeline: string, limit: number, staleBefore: string): Promise<NotificationRecord[]>;
+  /**
+   * Takes an owed notification for delivery by this process (docs/notifications.md#at-least-once): `sending` as of
+   * `at`, so that no other process's `pendingNotifications` hands it out while it is sent; false when it is not owed
+   * (another took it first, or it was settled).
+   */
+  takeNotification(key: NotificationKey, at: string, staleBefore: string): Promise<boolean>;
   /**
    * Claims a scheduled occurrence (docs/design.md#schedules): `won` for the one caller whose row it is, `taken` for
    * every other, whatever the number of workers; a claim is never taken over. Never ahead of the store's clock: an

@@ -91,8 +91,15 @@ export function stateStatements(s: string) {
     settleNotification: `UPDATE ${s}.notifications SET status = $4, attempts = attempts + $5, error = $6, updated_at = $7,
         body = CASE WHEN $4 = 'pending' THEN body ELSE NULL END
       WHERE run_id = $1 AND invocation = $2 AND webhook = $3`,
-    /** The pipeline's notifications still owed. */
-    pendingNotifications: `SELECT * FROM ${s}.notifications WHERE pipeline = $1 AND status = 'pending' ORDER BY created_at LIMIT $2`,
+    /** The pipeline's notifications still owed: pending, or taken by a process that did not settle them by $3. */
+    pendingNotifications: `SELECT * FROM ${s}.notifications WHERE pipeline = $1 AND (status = 'pending' OR (status = 'sending' AND updated_at < $3))
+      ORDER BY created_at LIMIT $2`,
+    /**
+     * An owed notification taken for delivery as of $4 (or one a dead process took before $5): one process takes it.
+     * Taken again as of the same $4 (a repeat after a lost answer), it is the same taker's.
+     */
+    takeNotification: `UPDATE ${s}.notifications SET status = 'sending', updated_at = $4
+      WHERE run_id = $1 AND invocation = $2 AND webhook = $3 AND (status = 'pending' OR (status = 'sending' AND (updated_at < $5 OR updated_at = $4))) RETURNING 1`,
     /** Who holds the pipeline's lease, for another run's message. */
     leaseHolder: `SELECT pid, host, acquired_at FROM ${s}.leases WHERE pipeline = $1`,
     /** The lease's row (the lock is an advisory lock on the holder's own connection), taken and given back. */

@@ -318,8 +318,13 @@ class PostgresStore implements PostgresStateStore {
     await this.#query(this.#sql.settleNotification, [key.runId, key.invocation, key.webhook, outcome.status, outcome.attempts, outcome.error, outcome.at]);
   }
 
-  async pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]> {
-    return (await this.#query(this.#sql.pendingNotifications, [pipeline, limit])).map(notificationFrom);
+  async pendingNotifications(pipeline: string, limit: number, staleBefore: string): Promise<NotificationRecord[]> {
+    return (await this.#query(this.#sql.pendingNotifications, [pipeline, limit, staleBefore])).map(notificationFrom);
+  }
+
+  async takeNotification(key: NotificationKey, at: string, staleBefore: string): Promise<boolean> {
+    // Safe to try again: a repeat after a lost answer finds the row `sending` as of `at`, which is this taker's.
+    return (await this.#query(this.#sql.takeNotification, [key.runId, key.invocation, key.webhook, at, staleBefore])).length === 1;
   }
 
   /**

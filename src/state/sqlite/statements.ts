@@ -62,7 +62,11 @@ export function stateStatements(db: Database.Database) {
       UPDATE notifications SET status = @status, attempts = attempts + @attempts, error = @error, updated_at = @at,
         body = CASE WHEN @status = 'pending' THEN body ELSE NULL END
       WHERE run_id = @runId AND invocation = @invocation AND webhook = @webhook`),
-    pendingNotifications: db.prepare(`SELECT * FROM notifications WHERE pipeline = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?`),
+    // Owed: pending, or taken by a process that did not settle it by @staleBefore (ISO text: text order is time order).
+    pendingNotifications: db.prepare(`SELECT * FROM notifications WHERE pipeline = @pipeline AND (status = 'pending' OR (status = 'sending' AND updated_at < @staleBefore))
+      ORDER BY created_at, rowid LIMIT @limit`),
+    takeNotification: db.prepare(`UPDATE notifications SET status = 'sending', updated_at = @at
+      WHERE run_id = @runId AND invocation = @invocation AND webhook = @webhook AND (status = 'pending' OR (status = 'sending' AND (updated_at < @staleBefore OR updated_at = @at)))`),
     // A claim is a row inserted once: the one whose insert took (changes = 1) holds it.
     claimOccurrence: db.prepare(`INSERT INTO occurrences (pipeline, due_at, outcome, worker, claimed_at, note) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
     settleOccurrence: db.prepare(

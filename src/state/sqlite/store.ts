@@ -139,8 +139,11 @@ export function openStateStore(db: Database.Database, clock: () => number = Date
     settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): void {
       statements.settleNotification.run({ ...key, ...outcome });
     },
-    pendingNotifications(pipeline: string, limit: number): NotificationRecord[] {
-      return (statements.pendingNotifications.all(pipeline, limit) as Record<string, unknown>[]).map(notificationFrom);
+    pendingNotifications(pipeline: string, limit: number, staleBefore: string): NotificationRecord[] {
+      return (statements.pendingNotifications.all({ pipeline, limit, staleBefore }) as Record<string, unknown>[]).map(notificationFrom);
+    },
+    takeNotification(key: NotificationKey, at: string, staleBefore: string): boolean {
+      return statements.takeNotification.run({ ...key, at, staleBefore }).changes === 1;
     },
     /**
      * A scheduled occurrence claimed once, never ahead of the store's clock (docs/schedules.md#clocks). SQLite has no
