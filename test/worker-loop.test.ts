@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { inZone, occurrencesOf } from '../src/recurring/occurrences.ts';
 import type { RunTake } from '../src/recurring/run-take.ts';
 import { scheduleSchema } from '../src/recurring/schedule-config.ts';
-import { type ClaimStore, type Launch, type LaunchOutcome, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
+import { type ClaimStore, type Launch, type LaunchOutcome, type MissedFound, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
 import { type Clock, virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
 import { UNFINISHED } from '../src/state/interfaces.ts';
 import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/state-store.ts';
@@ -64,6 +64,8 @@ interface Fleet {
   news: ScheduleNews[];
   /** Starts a worker's loop; `stop()` stops it, and resolves once its runs are over. */
   worker(name: string, options?: { schedule?: Record<string, unknown>; shared?: boolean; launch?: Launch; store?: ClaimStore; clock?: Clock }): { stop(): Promise<void> };
+  /** What every worker's loop told of missed occurrences (for the webhooks), in order. */
+  toldMissed: MissedFound[];
 }
 
 const dirs: string[] = [];
@@ -80,6 +82,7 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
   const store = sqliteStateStore(new Database(join(dir, 'state.sqlite')), { clock: () => clock.epoch?.() ?? 0 });
   const launches: Fleet['launches'] = [];
   const news: ScheduleNews[] = [];
+  const toldMissed: MissedFound[] = [];
   let runs = 0;
   /** A run as `run()` takes it: a new one or the unfinished one (start), or the one named (continue); lease-free. */
   const standIn =
@@ -105,6 +108,7 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
     store,
     launches,
     news,
+    toldMissed,
     worker(name, { schedule = { cron: '0 * * * *' }, shared = false, launch, store: claims = store, clock: own = clock } = {}) {
       const stop = new AbortController();
       const loop = new WorkerLoop({
@@ -115,6 +119,7 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
         stop: stop.signal,
         clock: own,
         say: (item) => news.push(item),
+        tellMissed: async (found) => void toldMissed.push(found),
       });
       const running = loop.run();
       return {
@@ -280,6 +285,8 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     expect(rows[2]?.note).toBe('catch-up: 2 occurrences were due while no worker was up (missed: once)');
     // One catch-up run, started as soon as the worker was up.
     expect(f.launches.map((l) => new Date(l.at).toISOString())).toEqual(['2026-03-02T05:00:00.000Z', '2026-03-04T12:00:00.000Z']);
+    // The webhooks are told once of what the look recorded missed, and of the catch-up.
+    expect(f.toldMissed).toEqual([{ dueAts: ['2026-03-03T05:00:00.000Z'], more: false, catchUp: '2026-03-04T05:00:00.000Z' }]);
   });
 
   it("missed: 'skip' — the same gap makes no run, and both occurrences are recorded missed", async () => {
@@ -302,6 +309,7 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     ]);
     expect(rows[2]?.note).toBe('due while no worker was up to claim it; missed: skip');
     expect(f.launches).toHaveLength(2);
+    expect(f.toldMissed).toEqual([{ dueAts: ['2026-03-03T05:00:00.000Z', '2026-03-04T05:00:00.000Z'], more: false, catchUp: null }]);
   });
 
   it('a long gap on a cron of minutes: a bounded number of rows, the latest, and a note that there were more', async () => {
@@ -319,6 +327,7 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     expect(rows).toHaveLength(1 + MOST_DUE_AT_ONCE);
     expect(rows[1]?.note).toMatch(/^due while no worker was up to claim it \(and earlier ones since 2026-03-02T00:01:00\.000Z, not recorded\)$/);
     expect(rows.at(-1)).toMatchObject({ dueAt: new Date(T0 + 5 * HOUR).toISOString(), outcome: 'started', note: 'catch-up: 100+ occurrences were due while no worker was up (missed: once)' });
+    expect(f.toldMissed).toEqual([{ dueAts: rows.slice(1, -1).map((o) => o.dueAt), more: true, catchUp: new Date(T0 + 5 * HOUR).toISOString() }]);
   });
 
   it('a first start records nothing from before it was up: no history to catch up', async () => {

@@ -11,6 +11,7 @@ import { simulator } from './helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { webhookReceiver } from './webhook-receiver.ts';
+import { missedNotificationSchema } from '../src/index.ts';
 
 const SECRET = 'whsec_worker_test_0a9b8c7d6e5f';
 
@@ -211,20 +212,73 @@ describe('webdata-etl worker with the state in SQLite (one machine)', () => {
   }, 180_000);
 });
 
+describe('webdata-etl worker tells webhooks of missed occurrences', () => {
+  it("a worker down across occurrences: at its next start the webhook is sent one 'missed' notification, signed and delivered as a run's end is, and it is recorded", async () => {
+    await using sim = await simulator({ seed: 13 });
+    await using hook = await webhookReceiver();
+    using dir = workdir();
+    // `on` as it comes: run ends and missed occurrences.
+    const file = config(dir.dir, { name: 'watched', schedule: { cron: '*/2 * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url }] } }, { queries: ['a'], countries: ['us'], maxPages: 1 });
+    const state = dir.path('out/results.sqlite');
+    const env = { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET };
+    const bodies = () => hook.bodies();
+    const first = startCli(['worker', file], { cwd: dir.dir, env });
+    await first.whileRunning(eventually('a run told of its end', () => bodies().some((body) => body.type === 'run.ended')));
+    first.child.kill('SIGTERM');
+    expect((await first.done).code).toBe(0);
+    const [last] = sqliteRows(state, 'SELECT max(due_at) AS at FROM occurrences');
+    const downFrom = Date.parse(String(last?.at));
+    await eventually('two occurrences to pass with no worker up', () => Date.now() > downFrom + 4_100);
+
+    const second = startCli(['worker', file], { cwd: dir.dir, env });
+    await second.whileRunning(eventually('a missed notification', () => bodies().some((body) => body.type === 'occurrence.missed')));
+    second.child.kill('SIGTERM');
+    expect((await second.done).code).toBe(0);
+
+    const missedRows = sqliteRows(state, `SELECT due_at, worker FROM occurrences WHERE outcome = 'missed' AND due_at > '${new Date(downFrom).toISOString()}' ORDER BY due_at`);
+    const [catchUp] = sqliteRows(state, `SELECT due_at FROM occurrences WHERE note LIKE 'catch-up:%' AND due_at > '${new Date(downFrom).toISOString()}'`);
+    expect(missedRows.length).toBeGreaterThanOrEqual(1);
+    const told = hook.received.filter((r) => JSON.parse(r.body.toString('utf8')).type === 'occurrence.missed');
+    expect(told).toHaveLength(1);
+    const body = missedNotificationSchema.parse(JSON.parse(String(told[0]?.body)));
+    expect(body).toEqual({
+      type: 'occurrence.missed',
+      idempotencyKey: `missed:watched@${String(missedRows.at(-1)?.due_at)}#1`,
+      pipeline: 'watched',
+      event: 'missed',
+      schedule: { cron: '*/2 * * * * *', timezone: 'UTC', missed: 'once' },
+      missed: missedRows.map((row) => row.due_at),
+      more: false,
+      catchUp: catchUp?.due_at,
+      worker: missedRows[0]?.worker,
+    });
+    // Signed and sent as a run's end is: the same headers, the idempotency key the body's.
+    const ended = hook.received.find((r) => JSON.parse(r.body.toString('utf8')).type === 'run.ended');
+    const names = (headers: Record<string, unknown>) => Object.keys(headers).filter((name) => !['content-length', 'host', 'connection'].includes(name)).sort();
+    expect(names(told[0]?.headers ?? {})).toEqual(names(ended?.headers ?? {}));
+    expect(told[0]?.headers['idempotency-key']).toBe(body.idempotencyKey);
+    // Recorded as every notification is.
+    expect(sqliteRows(state, `SELECT run_id, event, status, attempts, body FROM notifications WHERE event = 'missed'`)).toEqual([
+      { run_id: `missed:watched@${String(missedRows.at(-1)?.due_at)}`, event: 'missed', status: 'delivered', attempts: 1, body: null },
+    ]);
+    expect(second.output().stderr).toMatch(/webhook http:\/\/127\.0\.0\.1:\d+\/hooks\/webdata: delivered \(missed, 1 attempt\)/);
+    // runs shows it on the latest missed occurrence's line.
+    const runs = (await cli(['runs', file, '--json'], { cwd: dir.dir })).stdout.trim().split('\n').map((line) => JSON.parse(line));
+    const line = runs.find((each) => each.runId === null && each.occurrence.dueAt === missedRows.at(-1)?.due_at);
+    expect(line?.notifications).toEqual([{ invocation: 1, webhook: hook.url, event: 'missed', status: 'delivered', attempts: 1, error: null, at: expect.any(String) }]);
+  }, 180_000);
+});
+
 describe('webdata-etl worker --simulator', () => {
-  it('keeps WEBDATA_ALLOWED_HOSTS (the simulator\'s loopback added): a webhook on a host the list leaves out is refused, nothing sent', async () => {
+  it('keeps WEBDATA_ALLOWED_HOSTS (the simulator\'s loopback added): a webhook on a host the list leaves out is refused before anything runs, nothing sent', async () => {
     await using hook = await webhookReceiver({ host: '127.0.0.2' });
     using dir = workdir();
     const file = config(dir.dir, { name: 'listed', schedule: { cron: '* * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url }] } }, { queries: ['a'], countries: ['us'], maxPages: 1 });
-    const state = dir.path('out/results.sqlite');
-    const worker = startCli(['worker', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_ALLOWED_HOSTS: 'api.example.com', WEBDATA_WEBHOOK_SECRET: SECRET } });
-    const settled = () => sqliteRows(state, `SELECT outcome, note FROM occurrences WHERE outcome <> 'claimed' ORDER BY due_at`);
-    await worker.whileRunning(eventually('an occurrence settled', () => settled().length > 0));
-    worker.child.kill('SIGTERM');
-    const done = await worker.done;
-    expect(done.code, done.stderr).toBe(0);
-    // The run was refused before it began (no credit spent), naming the webhook's host and the list.
-    expect(settled()[0]).toEqual({ outcome: 'failed', note: expect.stringMatching(/notify\.webhooks\.0\.url: http:\/\/127\.0\.0\.2:\d+ is not among WEBDATA_ALLOWED_HOSTS \(api\.example\.com, 127\.0\.0\.1\)/) });
+    const result = await cli(['worker', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_ALLOWED_HOSTS: 'api.example.com', WEBDATA_WEBHOOK_SECRET: SECRET } });
+    // Refused as a run refuses it, before any occurrence (no credit spent), naming the webhook's host and the list.
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toMatch(/notify\.webhooks\.0\.url: http:\/\/127\.0\.0\.2:\d+ is not among WEBDATA_ALLOWED_HOSTS \(api\.example\.com, 127\.0\.0\.1\)/);
+    expect(sqliteRows(dir.path('out/results.sqlite'), 'SELECT * FROM occurrences')).toEqual([]);
     expect(hook.received).toHaveLength(0);
   }, 120_000);
 

@@ -117,7 +117,11 @@ export async function runsCommand(args: string[]): Promise<number> {
     };
     // The occurrences that made no run, each before the first run that began after it was due.
     const emitRunlessUntil = (at: number) => {
-      while (runless.length > 0 && Date.parse((runless[0] as OccurrenceRow).due_at) <= at) emit(describeOccurrence(runless.shift() as OccurrenceRow));
+      while (runless.length > 0 && Date.parse((runless[0] as OccurrenceRow).due_at) <= at) {
+        const row = runless.shift() as OccurrenceRow;
+        // A missed occurrence's notification is keyed by its pipeline and the latest occurrence it tells of.
+        emit(describeOccurrence(row, notifications.get(`missed:${row.pipeline}@${new Date(row.due_at).toISOString()}`) ?? []));
+      }
     };
     const rows = reader.iterate(`SELECT ${SHOWN} FROM ${reader.name('runs', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, ${recorded}`, pipeline ? [pipeline] : []);
     for await (const row of rows) {
@@ -160,9 +164,14 @@ function occurrenceOf(row: OccurrenceRow) {
   return { dueAt, outcome: row.outcome, note: row.note, worker: row.worker, ...(anomaly === undefined ? {} : { anomaly }) };
 }
 
-/** An occurrence that made no run, as `runs --json` gives it: its status is its fate. */
-function describeOccurrence(row: OccurrenceRow) {
-  return { runId: null, pipeline: row.pipeline, status: row.outcome, occurrence: occurrenceOf(row) };
+/** An occurrence that made no run, as `runs --json` gives it: its status is its fate; missed, its webhooks told of it. */
+function describeOccurrence(row: OccurrenceRow, notifications: readonly NotificationRow[]) {
+  return { runId: null, pipeline: row.pipeline, status: row.outcome, occurrence: occurrenceOf(row), notifications: notifications.map(notificationShown) };
+}
+
+/** A notification, as `runs --json` gives it. */
+function notificationShown(n: NotificationRow) {
+  return { invocation: Number(n.invocation), webhook: n.target, event: n.event, status: n.status, attempts: Number(n.attempts), error: n.error, at: n.updated_at };
 }
 
 /** A run as `runs --json` gives it; with the occurrence of its schedule that started it, if one did. */
@@ -183,21 +192,13 @@ function describe(row: RunRow, notifications: readonly NotificationRow[], occurr
     rows: summary?.items?.written,
     series: summary?.series,
     error: row.error,
-    notifications: notifications.map((n) => ({
-      invocation: Number(n.invocation),
-      webhook: n.target,
-      event: n.event,
-      status: n.status,
-      attempts: Number(n.attempts),
-      error: n.error,
-      at: n.updated_at,
-    })),
+    notifications: notifications.map(notificationShown),
     ...(occurrence ? { occurrence: occurrenceOf(occurrence) } : {}),
   };
 }
 
 /** "webhook https://hooks.example/x failed after 5 attempts (HTTP 500)": what is owed or lost, never what went well. */
-function notificationNote(notification: ReturnType<typeof describe>['notifications'][number]): string {
+function notificationNote(notification: ReturnType<typeof notificationShown>): string {
   if (notification.status === 'delivered') return '';
   if (notification.status === 'pending') return `webhook ${notification.webhook} pending (sent again by the next run)`;
   if (notification.status === 'sending') return `webhook ${notification.webhook} being sent (if its process ended first, sent again by a run some minutes later)`;
@@ -209,7 +210,7 @@ function cells(line: ReturnType<typeof describe> | ReturnType<typeof describeOcc
   if (line.runId === null) {
     const { occurrence } = line;
     // Its time is when it was due.
-    return ['-', line.pipeline, line.status, shortTime(occurrence.dueAt), '', '', '', '', [occurrence.anomaly, occurrence.note].filter(Boolean).join('; ')];
+    return ['-', line.pipeline, line.status, shortTime(occurrence.dueAt), '', '', '', '', [occurrence.anomaly, occurrence.note, ...line.notifications.map(notificationNote)].filter(Boolean).join('; ')];
   }
   const run = line as ReturnType<typeof describe>;
   const scheduled = run.occurrence ? `scheduled ${shortTime(run.occurrence.dueAt)}${run.occurrence.note ? ` (${run.occurrence.note})` : ''}${run.occurrence.anomaly ? `; ${run.occurrence.anomaly}` : ''}` : '';

@@ -10,7 +10,11 @@ import { UsageError } from '../errors/usage-error.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { inZone } from '../recurring/occurrences.ts';
 import type { RunTake } from '../recurring/run-take.ts';
-import { type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop } from '../recurring/worker-loop.ts';
+import { type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop, type WorkerLoopOptions } from '../recurring/worker-loop.ts';
+import { readyWebhooks } from '../notify/ready-webhooks.ts';
+import { redactor } from '../redact.ts';
+import type { NotificationSender } from '../run/notification-delivery.ts';
+import { notifyMissed } from '../run/notify-missed.ts';
 import { databaseRegistry } from '../run/databases.ts';
 import { EXIT } from '../run/exit-codes.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
@@ -34,8 +38,10 @@ occurrence is claimed once in the pipeline's state store, so it makes one run. W
 every sink on that database (a distributed run), every worker joins that run; otherwise the claimant alone runs it.
 
 An occurrence due while the pipeline's run is still at work is skipped; those due while no worker was up are
-missed (missed: once runs the latest of them once, late; missed: skip runs none). \`webdata-etl runs\` and
-\`webdata-etl status\` show each occurrence's fate; \`webdata-etl schedules\` the next ones.
+missed (missed: once runs the latest of them once, late; missed: skip runs none), and the pipeline's webhooks
+told of them (notify, on: ['missed']; checked as the worker starts). \`webdata-etl runs\` and
+\`webdata-etl status\` show each occurrence's fate; \`webdata-etl schedules\` the next ones. The schedule keeps the
+state store's clock (PostgreSQL's now()), whatever this machine's says.
 
 SIGTERM or Ctrl-C: no new runs; the runs at work stop as \`run\` stops (answers in flight are committed; a
 distributed run's series go back to its queue for the other workers), then the worker exits 0. The next start
@@ -52,7 +58,8 @@ Options:
 
 Each run's summary goes to stdout as one JSON line; progress and the schedule's news go to stderr.
 The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file.
-Exit codes: 0 stopped by a signal, 2 invalid configuration or usage (said before any run), 1 unexpected.
+Exit codes: 0 stopped by a signal, 2 invalid configuration or usage (said before any run: a pipeline, its schedule,
+its webhooks), 1 unexpected.
 `;
 
 /** A scheduled pipeline as the worker holds it: its file (each run imports it again) and its claims' store. */
@@ -116,12 +123,14 @@ export async function workerCommand(args: string[]): Promise<number> {
         ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
         : {};
     const worker = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
+    // Checked before anything runs, as each run checks its own: the webhooks a missed occurrence is told to.
+    const tellers = scheduled.map(({ pipeline, store }) => missedTeller({ pipeline, store, worker, env: target.env ?? process.env, secrets: [target.apiKey], say, mode, abortSignal: signals.abortSignal }));
     for (const { pipeline } of scheduled) {
       const { cron, timezone, missed } = pipeline.schedule;
       say({ pipeline: pipeline.name, message: `scheduled "${cron}" in ${timezone} (missed: ${missed}) as worker ${worker}` });
     }
     loops = scheduled.map(
-      ({ file, pipeline, store, shared }) =>
+      ({ file, pipeline, store, shared }, index) =>
         new WorkerLoop({
           pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
           store,
@@ -130,6 +139,7 @@ export async function workerCommand(args: string[]): Promise<number> {
           stop: signals.signal,
           clock: systemClock,
           say,
+          tellMissed: tellers[index],
         }),
     );
     await Promise.all(loops.map((loop) => loop.run()));
@@ -202,6 +212,35 @@ function launcher(file: string, options: RunOptions, mode: ProgressMode): Launch
       return { kind: 'failed', message, runId };
     }
   };
+}
+
+/**
+ * How a pipeline's missed occurrences are told to its webhooks whose `on` has `missed` (none: undefined), from the
+ * worker, which found them: signed and delivered as a run's end is (run/notify-missed.ts). Refused before anything
+ * runs when the webhooks cannot be used (no WEBDATA_WEBHOOK_SECRET, a host WEBDATA_ALLOWED_HOSTS leaves out), exit 2.
+ */
+function missedTeller(parts: {
+  pipeline: Scheduled['pipeline'];
+  store: StateStore;
+  worker: string;
+  env: Readonly<Record<string, string | undefined>>;
+  secrets: (string | undefined)[];
+  say: (news: ScheduleNews) => void;
+  mode: ProgressMode;
+  abortSignal: AbortSignal;
+}): WorkerLoopOptions['tellMissed'] {
+  const { pipeline, store, env } = parts;
+  const ready = readyWebhooks(pipeline.notify, env);
+  if (!ready?.webhooks.some((hook) => hook.on.includes('missed'))) return undefined;
+  const reporter = progressReporter({ mode: parts.mode });
+  const sender: NotificationSender = {
+    store,
+    ready,
+    redact: redactor([...parts.secrets, env.WEBDATA_API_KEY, env.WEBDATA_TOKEN, ready.secret]),
+    emit: (event) => (event.type === 'warning' ? parts.say({ pipeline: pipeline.name, message: event.message }) : reporter.onEvent(event)),
+    abortSignal: parts.abortSignal,
+  };
+  return (found) => notifyMissed({ sender, pipeline: pipeline.name, schedule: pipeline.schedule, worker: parts.worker, found });
 }
 
 /** A line of the schedule's news: the pipeline, the occurrence in its time zone when there is one, what became of it. */

@@ -40,6 +40,15 @@ export type LaunchOutcome =
 /** Runs the pipeline as `take` says; `onStart` hears which run it is once it began. Resolves when the run is over. */
 export type Launch = (take: RunTake, hooks: { onStart(start: { runId: string; resumed: boolean }): void }) => Promise<LaunchOutcome>;
 
+/** Occurrences one look recorded missed (ISO 8601, oldest first), for the webhooks (docs/notifications.md). */
+export interface MissedFound {
+  dueAts: string[];
+  /** Earlier ones were missed too, not recorded. */
+  more: boolean;
+  /** The occurrence run once, late, in their stead (`missed: 'once'`); null with `skip`. */
+  catchUp: string | null;
+}
+
 /** What the loop tells the reader, an occurrence's fate or a run's. */
 export interface ScheduleNews {
   pipeline: string;
@@ -60,6 +69,8 @@ export interface WorkerLoopOptions {
   /** This worker's clock: its timers, and its time once put right by the store's (store-time.ts). */
   clock: Clock;
   say(news: ScheduleNews): void;
+  /** Told of the occurrences each look recorded missed (the webhooks whose `on` has `missed`); bounded, never throws. */
+  tellMissed?: ((found: MissedFound) => Promise<void>) | undefined;
 }
 
 /**
@@ -159,19 +170,42 @@ export class WorkerLoop {
   }
 
   /** The occurrences due since the last look: `ahead` when a claim was refused as ahead of the store's clock. */
+  /**
+   * The occurrences due since the last look: the latest run (or skipped, or missed with `missed: 'skip'`), the earlier
+   * ones missed; those this worker recorded missed are told to the webhooks (`tellMissed`). `ahead` when a claim was
+   * refused as ahead of the store's clock.
+   */
   async #due(current: number, earlier: number[], at: { now: number; watchingSince: number; more: boolean; since: string | undefined }): Promise<'ahead' | undefined> {
     const missedNote = 'due while no worker was up to claim it';
-    for (const [index, dueAt] of earlier.entries()) {
-      const note = index === 0 && at.more ? `${missedNote} (and earlier ones since ${at.since ?? 'before'}, not recorded)` : missedNote;
-      // The later ones are further ahead: none is claimed.
-      if ((await this.#claim(dueAt, 'missed', note)) === 'ahead') return 'ahead';
-    }
     // On time: due while this worker was up, and claimed soon after (not after a sleep of the machine, say).
     const onTime = current >= at.watchingSince && at.now - current <= LATE_AFTER_MS;
-    if (onTime) return this.#take(current, null);
-    if (this.#options.pipeline.schedule.missed === 'skip') return (await this.#claim(current, 'missed', `${missedNote}; missed: skip`)) === 'ahead' ? 'ahead' : undefined;
-    const count = earlier.length + 1;
-    return this.#take(current, `catch-up: ${count === 1 ? 'it was' : `${count}${at.more ? '+' : ''} occurrences were`} due while no worker was up (missed: once)`);
+    const skip = this.#options.pipeline.schedule.missed === 'skip';
+    const missed: number[] = [];
+    try {
+      for (const [index, dueAt] of earlier.entries()) {
+        const note = index === 0 && at.more ? `${missedNote} (and earlier ones since ${at.since ?? 'before'}, not recorded)` : missedNote;
+        const claimed = await this.#claim(dueAt, 'missed', note);
+        // The later ones are further ahead: none is claimed.
+        if (claimed === 'ahead') return 'ahead';
+        if (claimed === 'won') missed.push(dueAt);
+      }
+      if (onTime) return await this.#take(current, null);
+      if (skip) {
+        const claimed = await this.#claim(current, 'missed', `${missedNote}; missed: skip`);
+        if (claimed === 'won') missed.push(current);
+        return claimed === 'ahead' ? 'ahead' : undefined;
+      }
+      const count = earlier.length + 1;
+      return await this.#take(current, `catch-up: ${count === 1 ? 'it was' : `${count}${at.more ? '+' : ''} occurrences were`} due while no worker was up (missed: once)`);
+    } finally {
+      if (missed.length > 0) this.#tellMissed({ dueAts: missed.map(iso), more: at.more && missed[0] === earlier[0], catchUp: onTime || skip ? null : iso(current) });
+    }
+  }
+
+  /** Occurrences this worker recorded missed, told to the webhooks; a stop waits for the telling (bounded), as for runs. */
+  #tellMissed(found: MissedFound): void {
+    const telling = this.#options.tellMissed?.(found);
+    if (telling) this.#track(telling.catch(() => undefined));
   }
 
   /**

@@ -11,7 +11,7 @@ import type { RunEvent } from './run-types.ts';
  * once it is older than the longest a delivery takes.
  */
 export interface NotificationSender {
-  store: Pick<StateStore, 'takeNotification' | 'settleNotification' | 'pendingNotifications'>;
+  store: Pick<StateStore, 'claimNotification' | 'takeNotification' | 'settleNotification' | 'pendingNotifications'>;
   ready: ReadyWebhooks;
   /** Redacts the secrets (the API key or token, the webhook secret) from what is sent, stored or said. */
   redact: (text: string) => string;

@@ -1,7 +1,7 @@
 import { crashPoint } from '../crash-points.ts';
 import { type Digest, runDigest } from '../notify/digest.ts';
 import type { ReadyWebhooks } from '../notify/ready-webhooks.ts';
-import { type NotifyEvent, webhookKey, webhookLabel } from '../notify/webhook-config.ts';
+import { type RunEndEvent, webhookKey, webhookLabel } from '../notify/webhook-config.ts';
 import type { Notification } from './notification.ts';
 import { type NotificationSender, owedEarlier, send, takeForDelivery, warnNotSent } from './notification-delivery.ts';
 import type { OpenedRun } from './open-run.ts';
@@ -84,12 +84,12 @@ export async function recordRunEnd(end: RunEnd): Promise<OwedNotifications> {
 }
 
 /** How the run ended, as webhooks' `on` names it. */
-export function endEvent(summary: RunSummary, failed: boolean): NotifyEvent {
+export function endEvent(summary: RunSummary, failed: boolean): RunEndEvent {
   if (failed) return 'failed';
   return summary.status === 'failed_series' ? 'failed' : summary.status;
 }
 
-function notification(end: RunEnd, event: NotifyEvent, digest: Digest): Notification {
+function notification(end: RunEnd, event: RunEndEvent, digest: Digest): Notification {
   const { opened, summary } = end;
   const error = end.failure === undefined ? undefined : (end.failure instanceof Error ? end.failure.message : String(end.failure)).slice(0, MAX_ERROR_CHARS);
   return {
