@@ -169,7 +169,6 @@ export class WorkerLoop {
     return this.#occurrences.next(Math.max(now, current ?? after));
   }
 
-  /** The occurrences due since the last look: `ahead` when a claim was refused as ahead of the store's clock. */
   /**
    * The occurrences due since the last look: the latest run (or skipped, or missed with `missed: 'skip'`), the earlier
    * ones missed; those this worker recorded missed are told to the webhooks (`tellMissed`). `ahead` when a claim was
