@@ -11,7 +11,7 @@ export { EXIT } from './run/exit-codes.ts';
 export { pipelineFromConfig, type JsonConfig } from './config/json-config.ts';
 
 // Notifications of a run's end: what a webhook is sent, and how its receiver checks the signature
-export { notificationSchema, type Notification } from './run/notification.ts';
+export { type MissedNotification, missedNotificationSchema, notificationSchema, type Notification, type WebhookBody, webhookBodySchema } from './run/notification.ts';
 export { verifyWebhookSignature } from './notify/sign.ts';
 export type { DeliveryHeaders, VerifiedDelivery } from './notify/sign.ts';
 export { type NotifyOptions } from './notify/webhook-config.ts';

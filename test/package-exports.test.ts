@@ -27,8 +27,8 @@ describe('the package root and its subpaths, from the built package', () => {
         'AbortedError', 'AuthenticationError', 'BadRequestError', 'EXIT', 'HeapLimitError', 'LeaseHeldError', 'MalformedResponseError', 'NetworkError',
         'OutputError', 'PlanError', 'RateLimitError', 'RunAtWorkError', 'RunEndedError', 'RunLifecycleError', 'SeriesLostError', 'ServerError', 'StageContractError', 'TimeoutError',
         'UnexpectedStatusError', 'UnstorablePageError', 'UsageError', 'VERSION', 'ValidationError', 'WebDataError', 'WebDataEtlError', 'WorkerExpiredError', 'combineSources', 'createClient', 'dedupe', 'defineSink',
-        'definePipeline', 'defineSource', 'paginators', 'endpointPages', 'filterItems', 'items', 'mapItems', 'normalize', 'notificationSchema', 'pipe', 'pipelineFromConfig', 'run',
-        'runFromCommandLine', 'searchPages', 'stream', 'toCsv', 'toJsonl', 'toPostgres', 'toSqlite', 'verifyWebhookSignature',
+        'definePipeline', 'defineSource', 'paginators', 'endpointPages', 'filterItems', 'items', 'mapItems', 'missedNotificationSchema', 'normalize', 'notificationSchema', 'pipe', 'pipelineFromConfig', 'run',
+        'runFromCommandLine', 'searchPages', 'stream', 'toCsv', 'toJsonl', 'toPostgres', 'toSqlite', 'verifyWebhookSignature', 'webhookBodySchema',
       ].sort(),
     );
     for (const internal of ['fullJitter', 'classify', 'viewName', 'OVERLAP_TOP', 'statePath', 'pageKey', 'createScheduler', 'startSimulator']) {

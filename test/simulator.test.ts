@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { createClient, type Item } from '../src/index.ts';
-import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
+import { clientFor, rejection, simulator, TEST_KEY, until } from './helpers.ts';
 
 const urlOf = (item: Item | undefined) => String(item?.url ?? item?.link ?? '');
 
@@ -291,5 +291,42 @@ describe('simulate command', () => {
     child.kill('SIGTERM');
     const [code] = await once(child, 'exit');
     expect(code).toBe(0);
+  });
+
+  it('--drift-every: the same query a drift period later is ranked otherwise; without it, never; a bad period is refused (exit 2)', async () => {
+    const started = async (args: string[]) => {
+      const child = spawn(process.execPath, ['src/cli/main.ts', 'simulate', '--port', '0', '--key', TEST_KEY, '--rate', '100', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const lines = createInterface({ input: child.stdout });
+      for await (const line of lines) if (line.startsWith('WEBDATA_BASE_URL=')) return { child, url: line.slice('WEBDATA_BASE_URL='.length) };
+      throw new Error('simulate printed no WEBDATA_BASE_URL');
+    };
+    const ranking = async (url: string) => {
+      await using client = createClient({ baseUrl: url, apiKey: TEST_KEY });
+      return (await client.search({ q: 'drifting coffee', count: 50 })).data.map((item) => JSON.stringify(item));
+    };
+    /** The next wall-clock second: a drift of 1s re-ranks at each. */
+    const nextSecond = async () => {
+      const second = Math.floor(Date.now() / 1000);
+      await until(() => Math.floor(Date.now() / 1000) > second);
+    };
+    const drifting = await started(['--drift-every', '1s']);
+    const still = await started([]);
+    try {
+      const before = [await ranking(drifting.url), await ranking(still.url)];
+      await nextSecond();
+      const after = [await ranking(drifting.url), await ranking(still.url)];
+      expect(after[0]).not.toEqual(before[0]);
+      expect(after[1]).toEqual(before[1]);
+    } finally {
+      for (const { child } of [drifting, still]) child.kill('SIGTERM');
+    }
+    for (const bad of ['soon', '-5', '1d', '']) {
+      const child = spawn(process.execPath, ['src/cli/main.ts', 'simulate', '--port', '0', `--drift-every=${bad}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const [code] = await once(child, 'exit');
+      expect(code, bad).toBe(2);
+      expect(stderr).toContain('--drift-every must be milliseconds (5000) or a duration such as 500ms, 5s, 2m or 1h');
+    }
   });
 });

@@ -4,13 +4,16 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS, type PageCommit, type StateStore } from '../src/state/interfaces.ts';
 import type { SinkRows } from '../src/commits/page-writes.ts';
 import { sqliteStateStore } from '../src/state/sqlite/state-store.ts';
 import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { postgresStateStore } from '../src/state/postgres/store.ts';
 import { rejection } from './helpers.ts';
+
+/** Notifications taken for delivery before this are stale: none here. */
+const STALE = '2000-01-01T00:00:00.000Z';
 import { postgresAvailable, testDatabase } from './pg.ts';
 
 /**
@@ -359,19 +362,43 @@ for (const implementation of implementations) {
       // Another end of the same run (a resume), another webhook: each a notification of its own.
       expect(await store.claimNotification({ ...claim, invocation: 2, createdAt: '2026-01-01T00:03:00.000Z' })).toBe(true);
       expect(await store.claimNotification({ ...claim, webhook: 'w2', createdAt: '2026-01-01T00:04:00.000Z' })).toBe(true);
-      expect(await store.pendingNotifications('q', 10)).toEqual([]);
-      const pending = await store.pendingNotifications('p', 10);
+      expect(await store.pendingNotifications('q', 10, STALE)).toEqual([]);
+      const pending = await store.pendingNotifications('p', 10, STALE);
       expect(pending.map((n) => [n.invocation, n.webhook])).toEqual([[1, 'w1'], [2, 'w1'], [1, 'w2']]);
       expect(pending[0]).toEqual({ ...claim, status: 'pending', attempts: 0, error: null, updatedAt: claim.createdAt });
-      expect(await store.pendingNotifications('p', 1)).toHaveLength(1);
+      expect(await store.pendingNotifications('p', 1, STALE)).toHaveLength(1);
 
       // Aborted: still pending, its attempts counted; then delivered by a later invocation, the body gone.
       await store.settleNotification(key, { status: 'pending', attempts: 2, error: 'HTTP 500', at: '2026-01-01T00:05:00.000Z' });
-      expect((await store.pendingNotifications('p', 10))[0]).toMatchObject({ attempts: 2, error: 'HTTP 500', body: '{"a":1}' });
+      expect((await store.pendingNotifications('p', 10, STALE))[0]).toMatchObject({ attempts: 2, error: 'HTTP 500', body: '{"a":1}' });
       await store.settleNotification(key, { status: 'delivered', attempts: 1, error: null, at: '2026-01-01T00:06:00.000Z' });
       await store.settleNotification({ ...key, webhook: 'w2' }, { status: 'failed', attempts: 5, error: 'no answer within 100 ms', at: '2026-01-01T00:06:00.000Z' });
-      expect((await store.pendingNotifications('p', 10)).map((n) => [n.invocation, n.webhook])).toEqual([[2, 'w1']]);
+      expect((await store.pendingNotifications('p', 10, STALE)).map((n) => [n.invocation, n.webhook])).toEqual([[2, 'w1']]);
       expect(await opened?.count('notifications')).toBe(3);
+    });
+
+    it('a notification is taken for delivery once: owed to no other process while it is sent, owed again once the one that took it is stale', async () => {
+      const store = await open();
+      const key = { runId: 'run-1', invocation: 1, webhook: 'w1' };
+      await store.claimNotification({ ...key, pipeline: 'p', target: 'https://hooks.example/x', event: 'completed', body: '{"a":1}', createdAt: '2026-01-01T00:00:00.000Z' });
+      const at = '2026-01-01T00:01:00.000Z';
+      // Ten processes try at once: one takes it.
+      const takes = await Promise.all(Array.from({ length: 10 }, (_, i) => store.takeNotification(key, `2026-01-01T00:01:00.00${i}Z`, '2026-01-01T00:00:00.000Z')));
+      expect(takes.filter(Boolean)).toHaveLength(1);
+      const taken = `2026-01-01T00:01:00.00${takes.indexOf(true)}Z`;
+      // Taken again as of the same moment (an answer lost on the way back): the same taker's.
+      expect(await store.takeNotification(key, taken, '2026-01-01T00:00:00.000Z')).toBe(true);
+      // While it is sent, nobody else is handed it; once its taker is stale, it is owed again, body and all.
+      expect(await store.pendingNotifications('p', 10, at)).toEqual([]);
+      expect(await store.pendingNotifications('p', 10, '2026-01-01T00:09:00.000Z')).toMatchObject([{ ...key, status: 'sending', body: '{"a":1}' }]);
+      expect(await store.takeNotification(key, '2026-01-01T00:09:00.000Z', '2026-01-01T00:04:00.000Z')).toBe(true);
+      // Aborted: pending again, taken by the next; settled: owed to nobody, taken by nobody.
+      await store.settleNotification(key, { status: 'pending', attempts: 1, error: 'aborted', at: '2026-01-01T00:10:00.000Z' });
+      expect(await store.pendingNotifications('p', 10, '2026-01-01T00:00:00.000Z')).toMatchObject([{ status: 'pending' }]);
+      expect(await store.takeNotification(key, '2026-01-01T00:11:00.000Z', '2026-01-01T00:00:00.000Z')).toBe(true);
+      await store.settleNotification(key, { status: 'delivered', attempts: 1, error: null, at: '2026-01-01T00:12:00.000Z' });
+      expect(await store.takeNotification(key, '2026-01-01T01:00:00.000Z', '2026-01-01T00:59:00.000Z')).toBe(false);
+      expect(await store.pendingNotifications('p', 10, '2026-01-01T01:00:00.000Z')).toEqual([]);
     });
 
     it('claims a scheduled occurrence once, whoever asks and however many at once; settles it; finds it by its run', async () => {
@@ -379,10 +406,11 @@ for (const implementation of implementations) {
       const dueAt = '2026-01-01T06:00:00.000Z';
       // Ten workers claim the same occurrence together: one holds it.
       const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => store.claimOccurrence({ pipeline: 'p', dueAt, outcome: 'claimed', worker: `w${i}` })));
-      expect(claims.filter(Boolean)).toHaveLength(1);
-      const winner = `w${claims.indexOf(true)}`;
+      expect(claims.filter((claim) => claim.result === 'won')).toHaveLength(1);
+      expect(claims.filter((claim) => claim.result === 'taken')).toHaveLength(9);
+      const winner = `w${claims.findIndex((claim) => claim.result === 'won')}`;
       // Another pipeline's occurrence at the same time is its own.
-      expect(await store.claimOccurrence({ pipeline: 'q', dueAt, outcome: 'missed', worker: 'w0', note: 'no worker was up' })).toBe(true);
+      expect((await store.claimOccurrence({ pipeline: 'q', dueAt, outcome: 'missed', worker: 'w0', note: 'no worker was up' })).result).toBe('won');
       await store.settleOccurrence('p', dueAt, { outcome: 'started', runId: 'run-9' });
       // Settled again without a run or a note: both stay.
       await store.settleOccurrence('p', dueAt, { outcome: 'resumed' });
@@ -394,6 +422,32 @@ for (const implementation of implementations) {
       expect(await store.occurrences('p', { dueAt })).toEqual([row]);
       expect(await store.occurrences('p', { dueAt: '2026-01-01T07:00:00.000Z' })).toEqual([]);
       expect(await store.occurrences('q')).toMatchObject([{ outcome: 'missed', note: 'no worker was up', runId: null }]);
+    });
+
+    it('never claims ahead of its clock: an occurrence due later than the tolerance after it is refused, nothing written, the store\'s time said', async () => {
+      const store = await open();
+      // The store's clock is this machine's here (PostgreSQL's server runs on it): the two agree.
+      const now = await store.storeClock();
+      expect(Math.abs(now - Date.now())).toBeLessThan(5_000);
+      const inAnHour = new Date(now + 3_600_000).toISOString();
+      const refused = await store.claimOccurrence({ pipeline: 'p', dueAt: inAnHour, outcome: 'claimed', worker: 'fast' });
+      expect(refused.result).toBe('ahead');
+      expect(refused.storeTime).toBeGreaterThanOrEqual(now);
+      expect(refused.storeTime).toBeLessThan(Date.parse(inAnHour));
+      expect(await store.occurrences('p')).toEqual([]);
+      // Within the tolerance: a clock a little ahead still claims on time, once.
+      const soon = new Date(now + CLAIM_AHEAD_TOLERANCE_MS / 2).toISOString();
+      expect((await store.claimOccurrence({ pipeline: 'p', dueAt: soon, outcome: 'claimed', worker: 'w1' })).result).toBe('won');
+      expect((await store.claimOccurrence({ pipeline: 'p', dueAt: soon, outcome: 'claimed', worker: 'w2' })).result).toBe('taken');
+      const past = new Date(now - 60_000).toISOString();
+      expect((await store.claimOccurrence({ pipeline: 'p', dueAt: past, outcome: 'missed', worker: 'w2' })).result).toBe('won');
+      // The latest due by a time: a row after it is left out.
+      expect((await store.occurrences('p', { limit: 1, dueBy: new Date(now - 1).toISOString() })).map((o) => o.dueAt)).toEqual([past]);
+      expect((await store.occurrences('p', { limit: 1, dueBy: soon })).map((o) => o.dueAt)).toEqual([soon]);
+      expect((await store.occurrences('p', { limit: 5 })).map((o) => o.dueAt)).toEqual([soon, past]);
+      // claimed_at is the store's clock.
+      const [row] = await store.occurrences('p', { dueAt: soon });
+      expect(Math.abs(Date.parse(row?.claimedAt ?? '') - now)).toBeLessThan(5_000);
     });
 
     it('lists occurrences latest first, and prunes the oldest that took no run, keeping those with runs', async () => {

@@ -25,9 +25,14 @@ export interface Received {
 
 /**
  * A webhook receiver on loopback, a real HTTP server: `answer(n)` says how to answer its n-th request (1-based), a
- * status or `hang` (never answer). Closed, hanging connections and all, at dispose.
+ * status or `hang` (never answer). On `host`, `127.0.0.1` unless told (any 127.x.y.z is this machine's on Linux: a host
+ * of its own for WEBDATA_ALLOWED_HOSTS). Closed, hanging connections and all, at dispose.
  */
-export async function receiver(answer: (n: number) => number | 'hang' | { status: number; headers: Record<string, string> } = () => 200) {
+export async function receiver(
+  answer: (n: number) => number | 'hang' | { status: number; headers: Record<string, string> } = () => 200,
+  options: { host?: string } = {},
+) {
+  const host = options.host ?? '127.0.0.1';
   const received: Received[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -40,14 +45,17 @@ export async function receiver(answer: (n: number) => number | 'hang' | { status
       res.writeHead(status, { 'content-type': 'text/plain', ...headers }).end(status < 300 ? 'ok' : 'no');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}/hooks/webdata?token=${URL_TOKEN}`,
+    url: `http://${host}:${port}/hooks/webdata?token=${URL_TOKEN}`,
     /** The webhook as webdata-etl shows it. */
-    shown: `http://127.0.0.1:${port}/hooks/webdata`,
+    shown: `http://${host}:${port}/hooks/webdata`,
     received,
+    /** The run ends' notifications received, parsed by their schema. */
     bodies: () => received.map((r) => notificationSchema.parse(JSON.parse(r.body.toString('utf8')))),
+    /** Every body received as JSON, whatever its kind (a run's end, missed occurrences). */
+    json: () => received.map((r) => JSON.parse(r.body.toString('utf8')) as Record<string, unknown>),
     async [Symbol.asyncDispose]() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

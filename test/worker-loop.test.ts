@@ -9,8 +9,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { inZone, occurrencesOf } from '../src/recurring/occurrences.ts';
 import type { RunTake } from '../src/recurring/run-take.ts';
 import { scheduleSchema } from '../src/recurring/schedule-config.ts';
-import { type ClaimStore, type Launch, type LaunchOutcome, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
-import { virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
+import { type ClaimStore, type Launch, type LaunchOutcome, type MissedFound, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
+import { type Clock, virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
 import { UNFINISHED } from '../src/state/interfaces.ts';
 import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/state-store.ts';
 import { definePipeline, normalize, RunAtWorkError, RunEndedError, searchPages, toPostgres, toSqlite } from '../src/index.ts';
@@ -63,7 +63,9 @@ interface Fleet {
   launches: { worker: string; take: RunTake; at: number }[];
   news: ScheduleNews[];
   /** Starts a worker's loop; `stop()` stops it, and resolves once its runs are over. */
-  worker(name: string, options?: { schedule?: Record<string, unknown>; shared?: boolean; launch?: Launch; store?: ClaimStore }): { stop(): Promise<void> };
+  worker(name: string, options?: { schedule?: Record<string, unknown>; shared?: boolean; launch?: Launch; store?: ClaimStore; clock?: Clock }): { stop(): Promise<void> };
+  /** What every worker's loop told of missed occurrences (for the webhooks), in order. */
+  toldMissed: MissedFound[];
 }
 
 const dirs: string[] = [];
@@ -74,11 +76,13 @@ afterEach(() => {
 function fleet(options: { takes?: number; start?: number } = {}): Fleet {
   const dir = mkdtempSync(join(tmpdir(), 'webdata-loop-'));
   dirs.push(dir);
-  const store = sqliteStateStore(new Database(join(dir, 'state.sqlite')));
   // A second past midnight: a worker up at the very instant of an occurrence takes it, which is not what these tests are about.
   const clock = virtualClock(0, options.start ?? T0 + 1000);
+  // The store keeps the same virtual time: the workers' clocks agree with it (but one a test puts off).
+  const store = sqliteStateStore(new Database(join(dir, 'state.sqlite')), { clock: () => clock.epoch?.() ?? 0 });
   const launches: Fleet['launches'] = [];
   const news: ScheduleNews[] = [];
+  const toldMissed: MissedFound[] = [];
   let runs = 0;
   /** A run as `run()` takes it: a new one or the unfinished one (start), or the one named (continue); lease-free. */
   const standIn =
@@ -104,7 +108,8 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
     store,
     launches,
     news,
-    worker(name, { schedule = { cron: '0 * * * *' }, shared = false, launch, store: claims = store } = {}) {
+    toldMissed,
+    worker(name, { schedule = { cron: '0 * * * *' }, shared = false, launch, store: claims = store, clock: own = clock } = {}) {
       const stop = new AbortController();
       const loop = new WorkerLoop({
         pipeline: { name: 'p', schedule: scheduleSchema.parse(schedule), shared },
@@ -112,8 +117,9 @@ function fleet(options: { takes?: number; start?: number } = {}): Fleet {
         launch: launch ?? standIn(name, stop.signal),
         worker: name,
         stop: stop.signal,
-        clock,
+        clock: own,
         say: (item) => news.push(item),
+        tellMissed: async (found) => void toldMissed.push(found),
       });
       const running = loop.run();
       return {
@@ -164,6 +170,73 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     expect(f.news).toContainEqual(expect.objectContaining({ outcome: 'skipped', message: 'run run-1 was still at work' }));
   });
 
+  it('an occurrence due while this worker winds down a run that has ended (a slow join, webhooks) is run: only a run really at work skips one', async () => {
+    const f = fleet();
+    const at = (minutes: number) => new Date(T0 + minutes * MINUTE).toISOString();
+    // The run of the occurrence due at midnight was left unfinished: the worker takes it up as it starts.
+    await f.store.startRun({ runId: 'run-0', pipeline: 'p', startedAt: at(0), fingerprint: 'f', plan: {}, budget: null });
+    await f.store.claimOccurrence({ pipeline: 'p', dueAt: at(0), outcome: 'claimed', worker: 'w0' });
+    await f.store.settleOccurrence('p', at(0), { outcome: 'started', runId: 'run-0' });
+    const worker = f.worker('w1', {
+      schedule: { cron: '*/10 * * * *' },
+      launch: async (take, hooks) => {
+        f.launches.push({ worker: 'w1', take, at: f.clock.epoch?.() ?? 0 });
+        const runId = take.kind === 'continue' ? take.runId : 'run-1';
+        if (take.kind === 'start') await f.store.startRun({ runId, pipeline: 'p', startedAt: at(10), fingerprint: 'f', plan: {}, budget: null });
+        hooks.onStart({ runId, resumed: take.kind === 'continue' });
+        // The run ends at once; its launch lingers a quarter of an hour after (a slow join of the ended run, a receiver slow to answer).
+        await f.store.finishRun(runId, 'completed', new Date(f.clock.epoch?.() ?? 0).toISOString(), {});
+        if (take.kind === 'continue') await f.clock.sleep(15 * MINUTE);
+        return { kind: 'ran', runId, status: 'completed' };
+      },
+    });
+    await until(f, T0 + 12 * MINUTE);
+    await worker.stop();
+    expect(await occurrences(f)).toEqual([
+      { due: 0, outcome: 'started', runId: 'run-0' },
+      { due: 10, outcome: 'started', runId: 'run-1' },
+    ]);
+    expect(f.launches.map((l) => [(l.at - T0) / MINUTE, l.take.kind])).toEqual([
+      [1 / 60, 'continue'],
+      [10, 'start'],
+    ]);
+  });
+
+  it('a worker whose clock is an hour ahead keeps the store\'s time: each occurrence runs once, on time, none claimed ahead; it says its clock is off', async () => {
+    const f = fleet();
+    const fast: Clock = { ...f.clock, epoch: () => (f.clock.epoch?.() ?? 0) + HOUR };
+    // The fast worker first: its clock would have it claim the occurrences of the next hour at once.
+    const workers = [f.worker('fast', { clock: fast }), f.worker('right')];
+    await until(f, T0 + 3 * HOUR + 30 * MINUTE);
+    await Promise.all(workers.map((w) => w.stop()));
+    expect((await occurrences(f)).map((o) => [o.due, o.outcome])).toEqual([
+      [60, 'started'],
+      [120, 'started'],
+      [180, 'started'],
+    ]);
+    // Each run launched when its occurrence was due (by the store's clock), whichever worker claimed it.
+    expect(f.launches.map((l) => (l.at - T0) / MINUTE)).toEqual([60, 120, 180]);
+    for (const row of await f.store.occurrences('p')) expect(Date.parse(row.claimedAt)).toBeGreaterThanOrEqual(Date.parse(row.dueAt));
+    expect(f.news).toContainEqual({ pipeline: 'p', message: expect.stringMatching(/^this worker's clock is 3600\.0 s ahead of its state store's: its schedule keeps the store's time/) });
+  });
+
+  it('a store whose clock was read an hour ahead and then stepped back: the claim made by the wrong reading is refused and said, and the schedule goes on on time', async () => {
+    const f = fleet();
+    let reads = 0;
+    // The store's clock as a server's stepped back: its second reading (the first look's) an hour ahead.
+    const stepped: ClaimStore = { ...f.store, storeClock: async () => (await f.store.storeClock()) + (++reads === 2 ? HOUR : 0) };
+    const worker = f.worker('w1', { schedule: { cron: '*/10 * * * *' }, store: stepped });
+    await until(f, T0 + 25 * MINUTE);
+    await worker.stop();
+    expect(f.news).toContainEqual(expect.objectContaining({ dueAt: new Date(T0 + 10 * MINUTE).toISOString(), message: expect.stringMatching(/^not claimed: due 599\.0 s after the state store's clock \(2026-03-02T00:00:01\.000Z\); this worker's time was ahead$/) }));
+    // Nothing was recorded missed, nothing ahead: the occurrences ran when due.
+    expect((await occurrences(f)).map((o) => [o.due, o.outcome])).toEqual([
+      [10, 'started'],
+      [20, 'started'],
+    ]);
+    expect(f.launches.map((l) => (l.at - T0) / MINUTE)).toEqual([10, 20]);
+  });
+
   it('ten workers on one store: one claim and one run per occurrence', async () => {
     const f = fleet();
     const workers = Array.from({ length: 10 }, (_, i) => f.worker(`w${i}`));
@@ -212,6 +285,8 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     expect(rows[2]?.note).toBe('catch-up: 2 occurrences were due while no worker was up (missed: once)');
     // One catch-up run, started as soon as the worker was up.
     expect(f.launches.map((l) => new Date(l.at).toISOString())).toEqual(['2026-03-02T05:00:00.000Z', '2026-03-04T12:00:00.000Z']);
+    // The webhooks are told once of what the look recorded missed, and of the catch-up.
+    expect(f.toldMissed).toEqual([{ dueAts: ['2026-03-03T05:00:00.000Z'], more: false, catchUp: '2026-03-04T05:00:00.000Z' }]);
   });
 
   it("missed: 'skip' — the same gap makes no run, and both occurrences are recorded missed", async () => {
@@ -234,6 +309,7 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     ]);
     expect(rows[2]?.note).toBe('due while no worker was up to claim it; missed: skip');
     expect(f.launches).toHaveLength(2);
+    expect(f.toldMissed).toEqual([{ dueAts: ['2026-03-03T05:00:00.000Z', '2026-03-04T05:00:00.000Z'], more: false, catchUp: null }]);
   });
 
   it('a long gap on a cron of minutes: a bounded number of rows, the latest, and a note that there were more', async () => {
@@ -251,6 +327,7 @@ describe('a worker\'s loop over a scheduled pipeline (virtual time)', () => {
     expect(rows).toHaveLength(1 + MOST_DUE_AT_ONCE);
     expect(rows[1]?.note).toMatch(/^due while no worker was up to claim it \(and earlier ones since 2026-03-02T00:01:00\.000Z, not recorded\)$/);
     expect(rows.at(-1)).toMatchObject({ dueAt: new Date(T0 + 5 * HOUR).toISOString(), outcome: 'started', note: 'catch-up: 100+ occurrences were due while no worker was up (missed: once)' });
+    expect(f.toldMissed).toEqual([{ dueAts: rows.slice(1, -1).map((o) => o.dueAt), more: true, catchUp: new Date(T0 + 5 * HOUR).toISOString() }]);
   });
 
   it('a first start records nothing from before it was up: no history to catch up', async () => {

@@ -10,6 +10,9 @@ import { cli, config, envFor, startCli } from './cli-helpers.ts';
 import { simulator } from './helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 import { workdir } from './pipeline-helpers.ts';
+import { receiver, SECRET } from './webhook-helpers.ts';
+import { missedNotificationSchema } from '../src/index.ts';
+
 
 /** Resolves once `condition` holds, polling; fails naming `what` after `ms`. */
 async function eventually(what: string, condition: () => Promise<boolean> | boolean, ms = 90_000): Promise<void> {
@@ -98,6 +101,8 @@ describe('webdata-etl worker with the state in SQLite (one machine)', () => {
     const stopped = await first.done;
     expect(stopped.code, stopped.stderr).toBe(0);
     expect(stopped.stderr).toMatch(/ended interrupted: it is taken up again at the next start/);
+    // A run was at work: the signal's line says it can be resumed.
+    expect(stopped.stderr).toMatch(/SIGTERM: stopping — .*can be resumed/);
     const [interrupted] = sqliteRows(state, 'SELECT run_id, status FROM runs');
     expect(sqliteRows(state, 'SELECT run_id, status FROM runs')).toEqual([{ run_id: interrupted?.run_id, status: 'interrupted' }]);
     expect(sqliteRows(state, `SELECT run_id FROM occurrences WHERE outcome = 'started'`)).toEqual([{ run_id: interrupted?.run_id }]);
@@ -125,6 +130,39 @@ describe('webdata-etl worker with the state in SQLite (one machine)', () => {
     const runs = (await cli(['runs', file, '--json'], { cwd: dir.dir })).stdout.trim().split('\n').map((line) => JSON.parse(line));
     expect(runs.filter((line) => line.runId !== null)).toEqual([expect.objectContaining({ runId: interrupted?.run_id, occurrence: expect.objectContaining({ outcome: 'started' }) })]);
     expect(runs.filter((line) => line.runId === null).every((line) => line.status === 'skipped' && /was still at work/.test(line.occurrence.note))).toBe(true);
+  }, 180_000);
+
+  it('a webhook receiver that never answers costs no run: every 2 s an occurrence runs while the ends before it are still being told', async () => {
+    await using sim = await simulator({ seed: 3 });
+    await using hook = await receiver(() => 'hang');
+    using dir = workdir();
+    // Each delivery waits 5 s for an answer that never comes: longer than the schedule's period.
+    const file = config(
+      dir.dir,
+      { name: 'unheard', schedule: { cron: '*/2 * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url, timeoutMs: 5_000, retry: { attempts: 1 } }] } },
+      { queries: ['a'], countries: ['us'], maxPages: 1 },
+    );
+    const state = dir.path('out/results.sqlite');
+    // The receiver is on loopback: listed, as webhooks to special addresses must be.
+    const worker = startCli(['worker', file], { cwd: dir.dir, env: { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' } });
+    const settled = () => sqliteRows(state, `SELECT due_at, outcome, run_id, note FROM occurrences WHERE outcome <> 'claimed' ORDER BY due_at`);
+    const started = () => sqliteRows(state, 'SELECT started_at, finished_at FROM runs ORDER BY started_at');
+    await worker.whileRunning(eventually('three runs begun, their ends being told to a receiver that never answers', () => hook.received.length > 0 && started().length >= 3));
+    worker.child.kill('SIGTERM');
+    const done = await worker.done;
+    expect(done.code, done.stderr).toBe(0);
+    const rows = settled();
+    // None was skipped for the lease (a run whose end was being told holding it) ...
+    expect(rows.filter((o) => o.outcome === 'skipped' && /already running|is in use by/.test(String(o.note))), JSON.stringify(rows)).toEqual([]);
+    // ... nor for a run that had ended; one skipped for a run really at work (a slow machine) is as it should be.
+    for (const o of rows.filter((row) => row.outcome === 'skipped')) {
+      const runId = /run (\S+) was still at work/.exec(String(o.note))?.[1];
+      const [run] = sqliteRows(state, `SELECT finished_at FROM runs WHERE run_id = '${String(runId)}'`);
+      expect(run === undefined || run.finished_at === null || String(run.finished_at) > String(o.due_at), JSON.stringify({ o, run })).toBe(true);
+    }
+    // Runs began while the end of the one before was still being told (each delivery takes 5 s; they come every 2 s).
+    const starts = started().map((run) => Date.parse(String(run.started_at)));
+    expect(starts.some((at, i) => i > 0 && at - (starts[i - 1] as number) < 5_000), JSON.stringify(started())).toBe(true);
   }, 180_000);
 
   it("two workers on one machine and a worker down across occurrences: one run per occurrence, and one catch-up run (missed: 'once')", async () => {
@@ -172,6 +210,110 @@ describe('webdata-etl worker with the state in SQLite (one machine)', () => {
     expect(rows.slice(0, late).map((o) => o.outcome)).toEqual(rows.slice(0, late).map(() => 'missed'));
     expect(rows[late]).toMatchObject({ outcome: 'started', note: `catch-up: ${late + 1} occurrences were due while no worker was up (missed: once)` });
   }, 180_000);
+});
+
+describe('webdata-etl worker tells webhooks of missed occurrences', () => {
+  it("a worker down across occurrences: at its next start the webhook is sent one 'missed' notification, signed and delivered as a run's end is, and it is recorded", async () => {
+    await using sim = await simulator({ seed: 13 });
+    await using hook = await receiver();
+    using dir = workdir();
+    // `on` as it comes: run ends and missed occurrences.
+    const file = config(dir.dir, { name: 'watched', schedule: { cron: '*/2 * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url }] } }, { queries: ['a'], countries: ['us'], maxPages: 1 });
+    const state = dir.path('out/results.sqlite');
+    const env = { ...envFor(sim.url), WEBDATA_WEBHOOK_SECRET: SECRET, WEBDATA_ALLOWED_HOSTS: '127.0.0.1' };
+    const bodies = () => hook.json();
+    const first = startCli(['worker', file], { cwd: dir.dir, env });
+    await first.whileRunning(eventually('a run told of its end', () => bodies().some((body) => body.type === 'run.ended')));
+    first.child.kill('SIGTERM');
+    expect((await first.done).code).toBe(0);
+    const [last] = sqliteRows(state, 'SELECT max(due_at) AS at FROM occurrences');
+    const downFrom = Date.parse(String(last?.at));
+    await eventually('two occurrences to pass with no worker up', () => Date.now() > downFrom + 4_100);
+
+    const second = startCli(['worker', file], { cwd: dir.dir, env });
+    await second.whileRunning(eventually('a missed notification', () => bodies().some((body) => body.type === 'occurrence.missed')));
+    second.child.kill('SIGTERM');
+    expect((await second.done).code).toBe(0);
+
+    const missedRows = sqliteRows(state, `SELECT due_at, worker FROM occurrences WHERE outcome = 'missed' AND due_at > '${new Date(downFrom).toISOString()}' ORDER BY due_at`);
+    const [catchUp] = sqliteRows(state, `SELECT due_at FROM occurrences WHERE note LIKE 'catch-up:%' AND due_at > '${new Date(downFrom).toISOString()}'`);
+    expect(missedRows.length).toBeGreaterThanOrEqual(1);
+    const told = hook.received.filter((r) => JSON.parse(r.body.toString('utf8')).type === 'occurrence.missed');
+    expect(told).toHaveLength(1);
+    const body = missedNotificationSchema.parse(JSON.parse(String(told[0]?.body)));
+    expect(body).toEqual({
+      type: 'occurrence.missed',
+      idempotencyKey: `missed:watched@${String(missedRows.at(-1)?.due_at)}#1`,
+      pipeline: 'watched',
+      event: 'missed',
+      schedule: { cron: '*/2 * * * * *', timezone: 'UTC', missed: 'once' },
+      missed: missedRows.map((row) => row.due_at),
+      more: false,
+      catchUp: catchUp?.due_at,
+      worker: missedRows[0]?.worker,
+    });
+    // Signed and sent as a run's end is: the same headers, one of them the body's idempotency key (the receiver's to
+    // drop repeats by), as a run's end has its own.
+    const ended = hook.received.find((r) => JSON.parse(r.body.toString('utf8')).type === 'run.ended');
+    const names = (headers: Record<string, unknown>) => Object.keys(headers).filter((name) => !['content-length', 'host', 'connection'].includes(name)).sort();
+    expect(names(told[0]?.headers ?? {})).toEqual(names(ended?.headers ?? {}));
+    expect(Object.values(told[0]?.headers ?? {})).toContain(body.idempotencyKey);
+    expect(Object.values(ended?.headers ?? {})).toContain(JSON.parse(String(ended?.body)).idempotencyKey);
+    // Recorded as every notification is.
+    expect(sqliteRows(state, `SELECT run_id, event, status, attempts, body FROM notifications WHERE event = 'missed'`)).toEqual([
+      { run_id: `missed:watched@${String(missedRows.at(-1)?.due_at)}`, event: 'missed', status: 'delivered', attempts: 1, body: null },
+    ]);
+    expect(second.output().stderr).toMatch(/webhook http:\/\/127\.0\.0\.1:\d+\/hooks\/webdata: delivered \(missed, 1 attempt\)/);
+    // runs shows it on the latest missed occurrence's line.
+    const runs = (await cli(['runs', file, '--json'], { cwd: dir.dir })).stdout.trim().split('\n').map((line) => JSON.parse(line));
+    const line = runs.find((each) => each.runId === null && each.occurrence.dueAt === missedRows.at(-1)?.due_at);
+    expect(line?.notifications).toEqual([{ invocation: 1, webhook: hook.shown, event: 'missed', status: 'delivered', attempts: 1, error: null, at: expect.any(String) }]);
+  }, 180_000);
+});
+
+describe('webdata-etl worker --simulator', () => {
+  it('keeps WEBDATA_ALLOWED_HOSTS (the simulator\'s loopback added): a webhook on a host the list leaves out is refused before anything runs, nothing sent', async () => {
+    await using hook = await receiver(undefined, { host: '127.0.0.2' });
+    using dir = workdir();
+    const file = config(dir.dir, { name: 'listed', schedule: { cron: '* * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url }] } }, { queries: ['a'], countries: ['us'], maxPages: 1 });
+    const result = await cli(['worker', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_ALLOWED_HOSTS: 'api.example.com', WEBDATA_WEBHOOK_SECRET: SECRET } });
+    // Refused as a run refuses it, before any occurrence (no credit spent), naming the webhook's host and the list.
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toMatch(/notify\.webhooks\.0\.url: http:\/\/127\.0\.0\.2:\d+ is not among WEBDATA_ALLOWED_HOSTS \(api\.example\.com, 127\.0\.0\.1\)/);
+    expect(sqliteRows(dir.path('out/results.sqlite'), 'SELECT * FROM occurrences')).toEqual([]);
+    expect(hook.received).toHaveLength(0);
+  }, 120_000);
+
+  it('drifts as run --simulator does: the change digests of its runs, a few seconds apart, show rankings moving', async () => {
+    await using hook = await receiver();
+    using dir = workdir();
+    const file = config(
+      dir.dir,
+      { name: 'drifting', schedule: { cron: '*/2 * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }], notify: { webhooks: [{ url: hook.url, top: 10, minRankMove: 1 }] } },
+      { queries: ['espresso', 'kettle'], countries: ['us', 'gb'], maxPages: 2 },
+    );
+    // The receiver's host listed: the list is kept, and the simulator's loopback is on it.
+    const worker = startCli(['worker', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_ALLOWED_HOSTS: '127.0.0.1', WEBDATA_WEBHOOK_SECRET: SECRET } });
+    // Runs begun more than the simulator's drift period (5 s) apart: rankings drifted between two of them.
+    const started = () => hook.json().map((body) => Date.parse(String((body.summary as { startedAt: string }).startedAt)));
+    await worker.whileRunning(eventually('runs more than 6 s apart, each told of', () => started().length >= 2 && Math.max(...started()) - Math.min(...started()) > 6_000));
+    worker.child.kill('SIGTERM');
+    expect((await worker.done).code).toBe(0);
+    const counts = hook.json().map((body) => (body.digest as { counts: { entered: number; left: number; moved: number } }).counts);
+    expect(counts.some((c) => c.entered + c.left + c.moved > 0), JSON.stringify(counts)).toBe(true);
+  }, 120_000);
+
+  it('SIGTERM with no run at work says so, and no "the run can be resumed"', async () => {
+    using dir = workdir();
+    const file = config(dir.dir, { name: 'yearly', schedule: { cron: '0 0 1 1 *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }] });
+    const worker = startCli(['worker', file, '--simulator'], { cwd: dir.dir });
+    await worker.printed('scheduled "0 0 1 1 *"');
+    worker.child.kill('SIGTERM');
+    const done = await worker.done;
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stderr).toContain('SIGTERM: stopping — no run is at work');
+    expect(done.stderr).not.toContain('can be resumed');
+  }, 60_000);
 });
 
 describePostgres('webdata-etl worker with the state in PostgreSQL', () => {

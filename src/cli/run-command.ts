@@ -8,7 +8,7 @@ import { fileOf } from '../run/outputs.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { stopOnSignals } from './signals.ts';
 import type { RunSummary } from '../run/summary.ts';
-import { startSimulator } from '../simulator/server.ts';
+import { simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { EXIT, exitCodeFor } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
 import { exitOnUncaughtInputErrors } from '../run/input-errors.ts';
@@ -187,18 +187,14 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const telemetry = wantsTelemetry(telemetrySetup) ? await (await import('./run-telemetry.ts')).startTelemetry(telemetrySetup, reporter) : undefined;
   const signals = stopOnSignals((message) => reporter.log(message));
   // An explicit choice, never a fallback: the simulator runs only when asked for.
-  const sim = values.simulator
-    ? await startSimulator({ latencyMs: { min: 20, max: 80 }, driftEveryMs: 5_000, keys: [{ key: `sim_${crypto.randomUUID()}`, name: 'cli', ratePerSecond: 10, burst: 5, credits: 100_000 }] })
-    : undefined;
+  const sim = values.simulator ? await startCliSimulator('cli', 100_000) : undefined;
   if (sim) reporter.log(`simulator at ${sim.url}`);
   let summary: RunSummary | undefined;
   let failure: unknown;
   try {
     summary = await run(pipeline, {
       ...(sim
-        ? // The simulator's own key goes to the simulator: the allow-list of the real key's hosts admits it, and still
-          // holds for everything else the run sends to (its webhooks).
-          { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: withSimulatorAllowed(process.env, sim.url) }
+        ? simulatorTarget(sim, process.env)
         : values['base-url']
           ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
           : {}),
@@ -244,13 +240,6 @@ function writeSummaryFile(path: string, text: string): void {
   } catch (error) {
     if (!readerWentAway(error, path)) throw error;
   }
-}
-
-/** WEBDATA_ALLOWED_HOSTS with the simulator's host added, when it is set (unset, any host is allowed). */
-function withSimulatorAllowed(env: NodeJS.ProcessEnv, simulatorUrl: string): Record<string, string | undefined> {
-  const list = env.WEBDATA_ALLOWED_HOSTS;
-  if (list === undefined || list.trim() === '') return env;
-  return { ...env, WEBDATA_ALLOWED_HOSTS: `${list},${new URL(simulatorUrl).hostname}` };
 }
 
 /** The library names run() options (`fresh: true`, `budget: { maxCredits: N }`); on the command line they are flags. */

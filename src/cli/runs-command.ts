@@ -9,6 +9,7 @@ import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { claimAnomaly } from '../recurring/claim-anomaly.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]
 
@@ -16,7 +17,8 @@ Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, se
 and webhooks not (yet) told of a run's end (all notifications, delivered too, with --json).
 A scheduled pipeline's occurrences that made no run are listed among them in time order, by their due time and
 fate (skipped: its run was still at work; missed: no worker was up; failed: its run could not start), and a run
-an occurrence started names it (docs/schedules.md).
+an occurrence started names it; a claim made ahead of its time is marked as an anomaly, naming the worker whose
+clock ran ahead (docs/schedules.md).
 Given a pipeline file, reads its state store; given a database, lists every pipeline's runs in it.
 
 Options:
@@ -51,6 +53,7 @@ interface OccurrenceRow {
   outcome: string;
   run_id: string | null;
   worker: string | null;
+  claimed_at: string;
   note: string | null;
 }
 
@@ -103,7 +106,7 @@ export async function runsCommand(args: string[]): Promise<number> {
     const notifications = await notificationsOf(reader, pipeline);
     // A schedule's occurrences: few (those without a run are pruned to the latest thousand), read whole.
     const occurrences = (await reader.exists('occurrences', 'state'))
-      ? ((await reader.all(`SELECT pipeline, due_at, outcome, run_id, worker, note FROM ${reader.name('occurrences', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY due_at`, pipeline ? [pipeline] : [])) as unknown as OccurrenceRow[])
+      ? ((await reader.all(`SELECT pipeline, due_at, outcome, run_id, worker, claimed_at, note FROM ${reader.name('occurrences', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY due_at`, pipeline ? [pipeline] : [])) as unknown as OccurrenceRow[])
       : [];
     const startedBy = new Map<string, OccurrenceRow>();
     for (const occurrence of occurrences) if (occurrence.run_id !== null && !startedBy.has(occurrence.run_id)) startedBy.set(occurrence.run_id, occurrence);
@@ -114,7 +117,11 @@ export async function runsCommand(args: string[]): Promise<number> {
     };
     // The occurrences that made no run, each before the first run that began after it was due.
     const emitRunlessUntil = (at: number) => {
-      while (runless.length > 0 && Date.parse((runless[0] as OccurrenceRow).due_at) <= at) emit(describeOccurrence(runless.shift() as OccurrenceRow));
+      while (runless.length > 0 && Date.parse((runless[0] as OccurrenceRow).due_at) <= at) {
+        const row = runless.shift() as OccurrenceRow;
+        // A missed occurrence's notification is keyed by its pipeline and the latest occurrence it tells of.
+        emit(describeOccurrence(row, notifications.get(`missed:${row.pipeline}@${new Date(row.due_at).toISOString()}`) ?? []));
+      }
     };
     const rows = reader.iterate(`SELECT ${SHOWN} FROM ${reader.name('runs', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, ${recorded}`, pipeline ? [pipeline] : []);
     for await (const row of rows) {
@@ -150,14 +157,21 @@ async function notificationsOf(reader: Reader, pipeline: string | undefined): Pr
   return byRun;
 }
 
-/** An occurrence, as `runs --json` gives it: when it was due and what became of it. */
+/** An occurrence, as `runs --json` gives it: when it was due and what became of it; a claim made ahead of time, said. */
 function occurrenceOf(row: OccurrenceRow) {
-  return { dueAt: new Date(row.due_at).toISOString(), outcome: row.outcome, note: row.note, worker: row.worker };
+  const dueAt = new Date(row.due_at).toISOString();
+  const anomaly = claimAnomaly({ dueAt, claimedAt: new Date(row.claimed_at).toISOString(), worker: row.worker }, Date.now());
+  return { dueAt, outcome: row.outcome, note: row.note, worker: row.worker, ...(anomaly === undefined ? {} : { anomaly }) };
 }
 
-/** An occurrence that made no run, as `runs --json` gives it: its status is its fate. */
-function describeOccurrence(row: OccurrenceRow) {
-  return { runId: null, pipeline: row.pipeline, status: row.outcome, occurrence: occurrenceOf(row) };
+/** An occurrence that made no run, as `runs --json` gives it: its status is its fate; missed, its webhooks told of it. */
+function describeOccurrence(row: OccurrenceRow, notifications: readonly NotificationRow[]) {
+  return { runId: null, pipeline: row.pipeline, status: row.outcome, occurrence: occurrenceOf(row), notifications: notifications.map(notificationShown) };
+}
+
+/** A notification, as `runs --json` gives it. */
+function notificationShown(n: NotificationRow) {
+  return { invocation: Number(n.invocation), webhook: n.target, event: n.event, status: n.status, attempts: Number(n.attempts), error: n.error, at: n.updated_at };
 }
 
 /** A run as `runs --json` gives it; with the occurrence of its schedule that started it, if one did. */
@@ -180,23 +194,16 @@ function describe(row: RunRow, notifications: readonly NotificationRow[], occurr
     items: summary?.items,
     series: summary?.series,
     error: row.error,
-    notifications: notifications.map((n) => ({
-      invocation: Number(n.invocation),
-      webhook: n.target,
-      event: n.event,
-      status: n.status,
-      attempts: Number(n.attempts),
-      error: n.error,
-      at: n.updated_at,
-    })),
+    notifications: notifications.map(notificationShown),
     ...(occurrence ? { occurrence: occurrenceOf(occurrence) } : {}),
   };
 }
 
 /** "webhook https://hooks.example/x failed after 5 attempts (HTTP 500)": what is owed or lost, never what went well. */
-function notificationNote(notification: ReturnType<typeof describe>['notifications'][number]): string {
+function notificationNote(notification: ReturnType<typeof notificationShown>): string {
   if (notification.status === 'delivered') return '';
   if (notification.status === 'pending') return `webhook ${notification.webhook} pending (sent again by the next run)`;
+  if (notification.status === 'sending') return `webhook ${notification.webhook} being sent (if its process ended first, sent again by a run some minutes later)`;
   return `webhook ${notification.webhook} failed after ${notification.attempts} attempt${notification.attempts === 1 ? '' : 's'}${notification.error ? ` (${notification.error})` : ''}`;
 }
 
@@ -205,10 +212,10 @@ function cells(line: ReturnType<typeof describe> | ReturnType<typeof describeOcc
   if (line.runId === null) {
     const { occurrence } = line;
     // Its time is when it was due.
-    return ['-', line.pipeline, line.status, shortTime(occurrence.dueAt), '', '', '', '', occurrence.note ?? ''];
+    return ['-', line.pipeline, line.status, shortTime(occurrence.dueAt), '', '', '', '', [occurrence.anomaly, occurrence.note, ...line.notifications.map(notificationNote)].filter(Boolean).join('; ')];
   }
   const run = line as ReturnType<typeof describe>;
-  const scheduled = run.occurrence ? `scheduled ${shortTime(run.occurrence.dueAt)}${run.occurrence.note ? ` (${run.occurrence.note})` : ''}` : '';
+  const scheduled = run.occurrence ? `scheduled ${shortTime(run.occurrence.dueAt)}${run.occurrence.note ? ` (${run.occurrence.note})` : ''}${run.occurrence.anomaly ? `; ${run.occurrence.anomaly}` : ''}` : '';
   const note = run.error ?? (run.invocations > 1 ? `${run.invocations} invocations` : '');
   return [
     run.runId,

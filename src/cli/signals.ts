@@ -1,12 +1,19 @@
 import { isMainThread } from 'node:worker_threads';
 import { onHostMessages } from '../threads/run-thread.ts';
 
+/** What the first signal's line says it does, after `SIGTERM: stopping — `. */
+const STOPPING_A_RUN = 'nothing new is sent, answers in flight are committed; the run can be resumed.';
+
 /**
  * The first SIGINT or SIGTERM stops the run gracefully (nothing new is sent; answers in flight are committed;
  * the run can be resumed); a second one aborts (requests in flight are cancelled). Returns the two signals to pass
- * to `run()` and a function that removes the handlers.
+ * to `run()` and a function that removes the handlers. `stopping` says what the stop does, when that is not stopping
+ * one run (a worker's: whether a run is at work).
  */
-export function stopOnSignals(log: (message: string) => void = (m) => process.stderr.write(`${m}\n`)): {
+export function stopOnSignals(
+  log: (message: string) => void = (m) => process.stderr.write(`${m}\n`),
+  stopping: () => string = () => STOPPING_A_RUN,
+): {
   signal: AbortSignal;
   abortSignal: AbortSignal;
   dispose(): void;
@@ -16,7 +23,7 @@ export function stopOnSignals(log: (message: string) => void = (m) => process.st
   const stopFor = (signal: string) => {
     // A stop for another cause than a signal (stdout closed) has no second of its own: a signal aborts.
     const again = /^SIG/.test(signal) ? `${signal} again aborts.` : 'Ctrl-C aborts.';
-    log(`${signal}: stopping — nothing new is sent, answers in flight are committed; the run can be resumed. ${again}`);
+    log(`${signal}: stopping — ${stopping()} ${again}`);
     stop.abort(signal);
   };
   const abortFor = (signal: string) => {

@@ -15,6 +15,9 @@ Options:
   --burst <n>       requests the key may send at once after a pause (default 5)
   --credits <n>     the key's credit balance (default 10000)
   --latency <ms>    answer every request this late (default 20)
+  --drift-every <t> re-rank neighbouring results every period of wall-clock time, as run --simulator and worker
+                    --simulator do (5s), so that runs some seconds apart see rankings move: milliseconds (5000)
+                    or a duration (500ms, 5s, 2m, 1h); default 0, never (the same results every time)
   -h, --help        show this help
 `;
 
@@ -30,6 +33,7 @@ export async function simulate(args: string[]): Promise<void> {
       burst: { type: 'string', default: '5' },
       credits: { type: 'string', default: '10000' },
       latency: { type: 'string', default: '20' },
+      'drift-every': { type: 'string', default: '0' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -47,6 +51,7 @@ export async function simulate(args: string[]): Promise<void> {
     port: number('port', 0),
     seed: Math.trunc(number('seed', 0)),
     latencyMs: number('latency', 0),
+    driftEveryMs: millisecondsOf('--drift-every', values['drift-every']),
     keys: [{ key, name: 'default', ratePerSecond: number('rate', 0.001), burst: Math.trunc(number('burst', 1)), credits: number('credits', 0) }],
   });
   process.stdout.write(`WEBDATA_BASE_URL=${sim.url}\nWEBDATA_API_KEY=${key}\n`);
@@ -59,4 +64,14 @@ export async function simulate(args: string[]): Promise<void> {
   const stats = sim.stats();
   await sim.close();
   process.stderr.write(`Simulator stopped after ${stats.requests} requests; credits debited: ${stats.credits.default?.debited ?? 0}\n`);
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+/** A period given as milliseconds (`5000`) or a duration (`500ms`, `5s`, `2m`, `1h`): whole milliseconds, 0 or more. */
+function millisecondsOf(flag: string, value: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
+  const ms = match ? Math.round(Number(match[1]) * (UNIT_MS[match[2] ?? 'ms'] as number)) : Number.NaN;
+  if (!Number.isSafeInteger(ms)) throw new UsageError(`${flag} must be milliseconds (5000) or a duration such as 500ms, 5s, 2m or 1h (0: never); got "${value}"`);
+  return ms;
 }

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { latestOccurrences, type OccurrenceStatus, runStatus, type RunStatusReport } from '../distributed/status.ts';
+import { claimAnomaly } from '../recurring/claim-anomaly.ts';
 import { inZone, occurrencesOf } from '../recurring/occurrences.ts';
 import type { Schedule } from '../recurring/schedule-config.ts';
 import { atDatabase } from '../postgres/failure.ts';
@@ -18,8 +19,8 @@ Where the pipeline's latest run stands and who works it: series ended of the pla
 against the budget, the shared rate, a run-wide stop, and each worker (id, host, pid, leader, the pages it
 committed, the credits it was charged — pages it paid for but never committed included —, seconds since its
 last heartbeat). The workers' pages add up to the run's, and so do their credits. A scheduled pipeline's
-schedule, its next occurrence, and what became of its latest ones (started, resumed, skipped, missed, failed:
-docs/schedules.md). For runs whose state is in PostgreSQL (a distributed run's); watch it with
+schedule, its next occurrence, and what became of its latest ones (started, resumed, skipped, missed, failed;
+a claim made ahead of its time marked as an anomaly, naming its worker: docs/schedules.md). For runs whose state is in PostgreSQL (a distributed run's); watch it with
 \`watch webdata-etl status …\`.
 
 Options:
@@ -75,10 +76,15 @@ export async function statusCommand(args: string[]): Promise<number> {
 /** How many of a schedule's latest occurrences `status` shows. */
 const SHOWN_OCCURRENCES = 10;
 
-/** The schedule, its next occurrence, and its latest ones. */
+/** The schedule, its next occurrence, and its latest ones, each claim claimed ahead of its time said to be. */
 function scheduleReport(schedule: Schedule, occurrences: OccurrenceStatus[]) {
-  const next = occurrencesOf(schedule).next(Date.now());
-  return { ...schedule, next: next === null ? null : new Date(next).toISOString(), occurrences };
+  const now = Date.now();
+  const next = occurrencesOf(schedule).next(now);
+  const shown = occurrences.map((o) => {
+    const anomaly = claimAnomaly(o, now);
+    return anomaly === undefined ? o : { ...o, anomaly };
+  });
+  return { ...schedule, next: next === null ? null : new Date(next).toISOString(), occurrences: shown };
 }
 
 function describeSchedule(schedule: ReturnType<typeof scheduleReport>): string {
@@ -86,7 +92,7 @@ function describeSchedule(schedule: ReturnType<typeof scheduleReport>): string {
   const lines = [`schedule: "${schedule.cron}" in ${schedule.timezone} (missed: ${schedule.missed}); next due ${schedule.next === null ? 'never' : local(schedule.next)}`];
   if (schedule.occurrences.length > 0) lines.push('occurrences, latest first:');
   for (const o of schedule.occurrences) {
-    const what = [o.runId ? `run ${o.runId}` : '', o.note ?? ''].filter(Boolean).join('; ');
+    const what = ['anomaly' in o ? o.anomaly : '', o.runId ? `run ${o.runId}` : '', o.note ?? ''].filter(Boolean).join('; ');
     lines.push(`  ${local(o.dueAt)}  ${o.outcome.padEnd(8)}${what ? `  ${what}` : ''}`);
   }
   return `${lines.join('\n')}\n`;

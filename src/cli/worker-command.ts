@@ -11,17 +11,22 @@ import { atDatabase } from '../postgres/failure.ts';
 import { stateStoreWhere } from '../postgres/target.ts';
 import { inZone } from '../recurring/occurrences.ts';
 import type { RunTake } from '../recurring/run-take.ts';
-import { type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop } from '../recurring/worker-loop.ts';
+import { type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop, type WorkerLoopOptions } from '../recurring/worker-loop.ts';
+import { readyWebhooks } from '../notify/ready-webhooks.ts';
+import { secretForms, SECRET_VARIABLE } from '../notify/webhook-secret.ts';
+import { redactor } from '../redact.ts';
+import type { NotificationSender } from '../run/notification-delivery.ts';
+import { notifyMissed } from '../run/notify-missed.ts';
 import { databaseRegistry } from '../run/databases.ts';
 import { EXIT } from '../run/exit-codes.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
 import { run } from '../run/run.ts';
 import type { RunOptions } from '../run/run-types.ts';
 import { systemClock } from '../schedule/clock.ts';
-import { startSimulator } from '../simulator/server.ts';
 import type { StateStore } from '../state/interfaces.ts';
 import { postgresStateStore } from '../state/postgres/store.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import { simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { stopOnSignals } from './signals.ts';
@@ -35,8 +40,10 @@ occurrence is claimed once in the pipeline's state store, so it makes one run. W
 every sink on that database (a distributed run), every worker joins that run; otherwise the claimant alone runs it.
 
 An occurrence due while the pipeline's run is still at work is skipped; those due while no worker was up are
-missed (missed: once runs the latest of them once, late; missed: skip runs none). \`webdata-etl runs\` and
-\`webdata-etl status\` show each occurrence's fate; \`webdata-etl schedules\` the next ones.
+missed (missed: once runs the latest of them once, late; missed: skip runs none), and the pipeline's webhooks
+told of them (notify, on: ['missed']; checked as the worker starts). \`webdata-etl runs\` and
+\`webdata-etl status\` show each occurrence's fate; \`webdata-etl schedules\` the next ones. The schedule keeps the
+state store's clock (PostgreSQL's now()), whatever this machine's says.
 
 SIGTERM or Ctrl-C: no new runs; the runs at work stop as \`run\` stops (answers in flight are committed; a
 distributed run's series go back to its queue for the other workers), then the worker exits 0. The next start
@@ -53,8 +60,9 @@ Options:
 
 Each run's summary goes to stdout as one JSON line; progress and the schedule's news go to stderr.
 The key comes from WEBDATA_API_KEY (or WEBDATA_TOKEN), never from a pipeline file.
-Exit codes: 0 stopped by a signal, 2 invalid configuration or usage (said before any run), 75 a pipeline's state
-store cannot be reached at the start (the message says what to check), 1 unexpected.
+Exit codes: 0 stopped by a signal, 2 invalid configuration or usage (said before any run: a pipeline, its schedule,
+its webhooks), 75 a pipeline's state store cannot be reached at the start (the message says what to check),
+1 unexpected.
 `;
 
 /** A scheduled pipeline as the worker holds it: its file (each run imports it again) and its claims' store. */
@@ -94,11 +102,16 @@ export async function workerCommand(args: string[]): Promise<number> {
   const mode: ProgressMode = values.quiet ? 'quiet' : format === 'json' ? 'json' : 'plain';
   const write = (line: string) => process.stderr.write(line);
   const say = (news: ScheduleNews) => write(format === 'json' ? `${JSON.stringify({ time: new Date().toISOString(), event: 'schedule', ...news })}\n` : `${newsLine(news, pipelines)}\n`);
-  const signals = stopOnSignals((message) => say({ pipeline: '(worker)', message }));
+  let loops: WorkerLoop[] = [];
+  // "The run can be resumed" only when one is at work: a worker waiting for its next occurrence has nothing to resume.
+  const stopping = () =>
+    loops.some((loop) => loop.atWork)
+      ? 'no new runs; the runs at work stop: nothing new is sent, answers in flight are committed; each can be resumed.'
+      : 'no run is at work, and none is started.';
+  const signals = stopOnSignals((message) => say({ pipeline: '(worker)', message }), stopping);
   const databases = databaseRegistry();
-  const sim = values.simulator
-    ? await startSimulator({ latencyMs: { min: 20, max: 80 }, keys: [{ key: `sim_${crypto.randomUUID()}`, name: 'worker', ratePerSecond: 10, burst: 5, credits: 1_000_000 }] })
-    : undefined;
+  // Set up as for `run --simulator`: rankings drift, and WEBDATA_ALLOWED_HOSTS holds (with the simulator's host added).
+  const sim = values.simulator ? await startCliSimulator('worker', 1_000_000) : undefined;
   try {
     const scheduled: Scheduled[] = [];
     for (const { file, pipeline } of pipelines) {
@@ -108,27 +121,31 @@ export async function workerCommand(args: string[]): Promise<number> {
     if (sim) say({ pipeline: '(worker)', message: `simulator at ${sim.url}` });
     // Where the key goes is each run's to say (its start line), as for `run`.
     const target: RunOptions = sim
-      ? { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: { ...process.env, WEBDATA_ALLOWED_HOSTS: undefined } }
+      ? simulatorTarget(sim, process.env)
       : values['base-url']
         ? { baseUrl: values['base-url'], sources: { baseUrl: '--base-url' } }
         : {};
     const worker = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
+    // Checked before anything runs, as each run checks its own: the webhooks a missed occurrence is told to.
+    const tellers = scheduled.map(({ pipeline, store }) => missedTeller({ pipeline, store, worker, env: target.env ?? process.env, secrets: [target.apiKey], say, mode, abortSignal: signals.abortSignal }));
     for (const { pipeline } of scheduled) {
       const { cron, timezone, missed } = pipeline.schedule;
       say({ pipeline: pipeline.name, message: `scheduled "${cron}" in ${timezone} (missed: ${missed}) as worker ${worker}` });
     }
-    const loops = scheduled.map(({ file, pipeline, store, shared }) =>
-      new WorkerLoop({
-        pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
-        store,
-        launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode),
-        worker,
-        stop: signals.signal,
-        clock: systemClock,
-        say,
-      }).run(),
+    loops = scheduled.map(
+      ({ file, pipeline, store, shared }, index) =>
+        new WorkerLoop({
+          pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
+          store,
+          launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode),
+          worker,
+          stop: signals.signal,
+          clock: systemClock,
+          say,
+          tellMissed: tellers[index],
+        }),
     );
-    await Promise.all(loops);
+    await Promise.all(loops.map((loop) => loop.run()));
     say({ pipeline: '(worker)', message: 'stopped: every run at work has ended' });
     return EXIT.ok;
   } finally {
@@ -198,6 +215,35 @@ function launcher(file: string, options: RunOptions, mode: ProgressMode): Launch
       return { kind: 'failed', message, runId };
     }
   };
+}
+
+/**
+ * How a pipeline's missed occurrences are told to its webhooks whose `on` has `missed` (none: undefined), from the
+ * worker, which found them: signed and delivered as a run's end is (run/notify-missed.ts). Refused before anything
+ * runs when the webhooks cannot be used (no WEBDATA_WEBHOOK_SECRET, a host WEBDATA_ALLOWED_HOSTS leaves out), exit 2.
+ */
+function missedTeller(parts: {
+  pipeline: Scheduled['pipeline'];
+  store: StateStore;
+  worker: string;
+  env: Readonly<Record<string, string | undefined>>;
+  secrets: (string | undefined)[];
+  say: (news: ScheduleNews) => void;
+  mode: ProgressMode;
+  abortSignal: AbortSignal;
+}): WorkerLoopOptions['tellMissed'] {
+  const { pipeline, store, env } = parts;
+  const ready = readyWebhooks(pipeline.notify, env);
+  if (!ready?.webhooks.some((hook) => hook.on.includes('missed'))) return undefined;
+  const reporter = progressReporter({ mode: parts.mode });
+  const sender: NotificationSender = {
+    store,
+    ready,
+    redact: redactor([...parts.secrets, env.WEBDATA_API_KEY, env.WEBDATA_TOKEN, ...secretForms(env[SECRET_VARIABLE])]),
+    emit: (event) => (event.type === 'warning' ? parts.say({ pipeline: pipeline.name, message: event.message }) : reporter.onEvent(event)),
+    abortSignal: parts.abortSignal,
+  };
+  return (found) => notifyMissed({ sender, pipeline: pipeline.name, schedule: pipeline.schedule, worker: parts.worker, found });
 }
 
 /** A line of the schedule's news: the pipeline, the occurrence in its time zone when there is one, what became of it. */

@@ -236,7 +236,7 @@ export function statusStatements(s: string) {
     /** Whether the schema has a schedule's occurrences (one before its migration 6 has none): $1 the table's quoted name. */
     occurrencesExist: `SELECT to_regclass($1) IS NOT NULL AS found`,
     /** The pipeline's latest occurrences, latest first ($2 how many). */
-    occurrences: `SELECT due_at, outcome, run_id, worker, note FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
+    occurrences: `SELECT due_at, outcome, run_id, worker, claimed_at, note FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
   } as const;
 }
 

@@ -102,6 +102,8 @@ export interface OccurrenceStatus {
   outcome: string;
   runId: string | null;
   worker: string | null;
+  /** When it was claimed, by the store's clock. */
+  claimedAt: string;
   note: string | null;
 }
 
@@ -111,6 +113,6 @@ export async function latestOccurrences(pool: Pool, schema: string, pipeline: st
   const sql = statusStatements(s);
   const exists = (await pool.query<{ found: boolean }>(sql.occurrencesExist, [`${s}.occurrences`])).rows[0]?.found === true;
   if (!exists) return [];
-  const { rows } = await pool.query<{ due_at: Date; outcome: string; run_id: string | null; worker: string | null; note: string | null }>(sql.occurrences, [pipeline, limit]);
-  return rows.map((row) => ({ dueAt: row.due_at.toISOString(), outcome: row.outcome, runId: row.run_id, worker: row.worker, note: row.note }));
+  const { rows } = await pool.query<{ due_at: Date; outcome: string; run_id: string | null; worker: string | null; claimed_at: Date; note: string | null }>(sql.occurrences, [pipeline, limit]);
+  return rows.map((row) => ({ dueAt: row.due_at.toISOString(), outcome: row.outcome, runId: row.run_id, worker: row.worker, claimedAt: row.claimed_at.toISOString(), note: row.note }));
 }

@@ -6,16 +6,27 @@ import { schemeProblem } from '../client/options.ts';
  * How a run ended, as a webhook's `on` names it: the summary's status, but `failed` for a run that finished with
  * failed series (`failed_series`) or whose invocation failed with an error (recorded `interrupted`, with the error).
  */
-export const NOTIFY_EVENTS = ['completed', 'budget', 'failed', 'stopped', 'interrupted'] as const;
+export const RUN_END_EVENTS = ['completed', 'budget', 'failed', 'stopped', 'interrupted'] as const;
+export type RunEndEvent = (typeof RUN_END_EVENTS)[number];
+
+/**
+ * What a webhook may be told of (its `on`): a run's end, or `missed`, scheduled occurrences that came due while no
+ * worker was up (docs/schedules.md#missed-occurrences), found by a worker when it next looks.
+ */
+export const NOTIFY_EVENTS = [...RUN_END_EVENTS, 'missed'] as const;
 export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
 
 /**
- * A run that ended by its own rules, or was stopped by the API (401, 402, a quota, a stall): worth hearing about.
- * `interrupted` (a signal) is what someone did by hand, so it is asked for by name.
+ * A run that ended by its own rules, or was stopped by the API (401, 402, a quota, a stall), and occurrences missed
+ * (the workers were down): worth hearing about. `interrupted` (a signal) is what someone did by hand, so it is asked
+ * for by name.
  */
-export const DEFAULT_EVENTS: readonly NotifyEvent[] = ['completed', 'budget', 'failed', 'stopped'];
+export const DEFAULT_EVENTS: readonly NotifyEvent[] = ['completed', 'budget', 'failed', 'stopped', 'missed'];
 
-/** Longest a delivery may take, all its attempts and waits together: it holds up the end of the run (and its lease). */
+/**
+ * Longest a delivery may take, all its attempts and waits together: it holds up the end of `run()` (not the lease,
+ * released before it); one `sending` for longer was left by a process that died (run/notification-delivery.ts).
+ */
 export const MAX_DELIVERY_MS = 5 * 60_000;
 
 /** At most this many webhooks: they are delivered side by side at the end of a run. */
@@ -80,9 +91,9 @@ export const webhookSchema = z.preprocess(
   refuseSecrets,
   z
     .strictObject({
-      /** Where the run's end is POSTed. Its query string may carry a token: only its origin and path are ever shown. */
+      /** Where the notifications are POSTed. Its query string may carry a token: only its origin and path are ever shown. */
       url: webhookUrlSchema,
-      /** Which ends are sent (see NOTIFY_EVENTS). */
+      /** Which ends, and whether missed occurrences, are sent (see NOTIFY_EVENTS). */
       on: eventsSchema.default([...DEFAULT_EVENTS]),
       /** The digest's "top N": URLs that entered or left the first `top` ranks of a query in a country. */
       top: z.int({ error: 'must be a whole number from 1 to 1000' }).min(1, { error: 'must be a whole number from 1 to 1000' }).max(1000, { error: 'must be a whole number from 1 to 1000' }).default(10),

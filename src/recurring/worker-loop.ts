@@ -1,8 +1,9 @@
-import { type Clock, epochOf } from '../schedule/clock.ts';
-import { type OccurrenceOutcome, type StateStore, UNFINISHED } from '../state/interfaces.ts';
+import type { Clock } from '../schedule/clock.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS, type OccurrenceClaim, type OccurrenceOutcome, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { type Occurrences, occurrencesOf } from './occurrences.ts';
 import type { RunTake } from './run-take.ts';
 import type { Schedule } from './schedule-config.ts';
+import { StoreTime } from './store-time.ts';
 
 /*
  * A worker's loop over one scheduled pipeline (docs/schedules.md, docs/design.md#schedules). Every worker of a fleet
@@ -11,10 +12,11 @@ import type { Schedule } from './schedule-config.ts';
  * (or says why not: skipped, failed); for a distributed pipeline the others join the run it started. Occurrences no
  * worker claimed while due are found when one next looks: missed, and with `missed: 'once'` the latest of them run
  * once, late. How a run is run is given (`Launch`): on the command line, on a thread of its own, as `run` does.
+ * Its time is the store's (store-time.ts): a worker whose clock is off neither claims early nor stalls the others.
  */
 
 /** What the loop needs of the pipeline's state store: its occurrences, and its latest run. */
-export type ClaimStore = Pick<StateStore, 'claimOccurrence' | 'settleOccurrence' | 'occurrences' | 'pruneOccurrences' | 'latestRun'>;
+export type ClaimStore = Pick<StateStore, 'claimOccurrence' | 'storeClock' | 'settleOccurrence' | 'occurrences' | 'pruneOccurrences' | 'latestRun'>;
 
 /** A scheduled pipeline as a worker knows it. */
 export interface ScheduledPipeline {
@@ -38,6 +40,15 @@ export type LaunchOutcome =
 /** Runs the pipeline as `take` says; `onStart` hears which run it is once it began. Resolves when the run is over. */
 export type Launch = (take: RunTake, hooks: { onStart(start: { runId: string; resumed: boolean }): void }) => Promise<LaunchOutcome>;
 
+/** Occurrences one look recorded missed (ISO 8601, oldest first), for the webhooks (docs/notifications.md). */
+export interface MissedFound {
+  dueAts: string[];
+  /** Earlier ones were missed too, not recorded. */
+  more: boolean;
+  /** The occurrence run once, late, in their stead (`missed: 'once'`); null with `skip`. */
+  catchUp: string | null;
+}
+
 /** What the loop tells the reader, an occurrence's fate or a run's. */
 export interface ScheduleNews {
   pipeline: string;
@@ -55,8 +66,11 @@ export interface WorkerLoopOptions {
   worker: string;
   /** No new run is taken once it aborts; the runs at work are stopped by whoever gave `launch` its signals. */
   stop: AbortSignal;
+  /** This worker's clock: its timers, and its time once put right by the store's (store-time.ts). */
   clock: Clock;
   say(news: ScheduleNews): void;
+  /** Told of the occurrences each look recorded missed (the webhooks whose `on` has `missed`); bounded, never throws. */
+  tellMissed?: ((found: MissedFound) => Promise<void>) | undefined;
 }
 
 /**
@@ -86,28 +100,40 @@ export class WorkerLoop {
   readonly #working = new Set<Promise<void>>();
   /** The latest occurrence whose run this worker followed (a distributed pipeline's, claimed by another). */
   #followed = Number.NEGATIVE_INFINITY;
+  /** Runs launched and not yet over. */
+  #launched = 0;
+  /** The time the schedule keeps: the store's. */
+  readonly #time: StoreTime;
 
   constructor(options: WorkerLoopOptions) {
     this.#options = options;
     this.#occurrences = occurrencesOf(options.pipeline.schedule);
     this.#name = options.pipeline.name;
+    this.#time = new StoreTime(options.clock, options.store, (message) => this.#say({ message }));
+  }
+
+  /** Whether a run this worker launched is at work (a stop then stops it, and it can be resumed). */
+  get atWork(): boolean {
+    return this.#launched > 0;
   }
 
   async run(): Promise<void> {
     const { clock, stop } = this.#options;
+    const time = this.#time;
+    await this.#attempt(() => time.sync());
     // Occurrences due before this worker was up were not its to see: whether another worker saw them, the claims say.
-    const watchingSince = epochOf(clock);
+    const watchingSince = time.now();
     await this.#attempt(() => this.#resumeUnfinished());
     while (!stop.aborted) {
       const looked = await this.#attempt(() => this.#look(watchingSince));
       // The store out of reach: the next occurrence all the same; the next look finds what went unclaimed meanwhile.
-      const next = looked === undefined ? this.#occurrences.next(epochOf(clock)) : looked;
+      const next = looked === undefined ? this.#occurrences.next(time.now()) : looked;
       if (next === null) {
-        this.#say({ message: `its schedule "${this.#options.pipeline.schedule.cron}" has no occurrence after ${iso(epochOf(clock))}: nothing more to run` });
+        this.#say({ message: `its schedule "${this.#options.pipeline.schedule.cron}" has no occurrence after ${iso(time.now())}: nothing more to run` });
         break;
       }
       try {
-        await clock.sleep(Math.max(0, next - epochOf(clock)), stop);
+        await clock.sleep(Math.max(0, next - time.now()), stop);
       } catch {
         break;
       }
@@ -119,15 +145,21 @@ export class WorkerLoop {
   /**
    * Claims what came due since the pipeline's latest recorded occurrence (or since this worker is up, for a pipeline
    * with none), and returns when the next one is due (null: never). The latest due is run, or skipped while the
-   * pipeline's run is at work; the earlier ones were due with nobody to claim them: missed.
+   * pipeline's run is at work; the earlier ones were due with nobody to claim them: missed. All by the store's clock,
+   * read first; a claim recorded ahead of it (a worker whose clock ran ahead, before claims were refused) is passed
+   * over, not taken for where the schedule stands: `runs` and `status` show it.
    */
   async #look(watchingSince: number): Promise<number | null> {
-    const now = epochOf(this.#options.clock);
-    const [latest] = await this.#options.store.occurrences(this.#name, { limit: 1 });
+    await this.#time.sync();
+    const now = this.#time.now();
+    const [latest] = await this.#options.store.occurrences(this.#name, { limit: 1, dueBy: iso(now + CLAIM_AHEAD_TOLERANCE_MS) });
     const after = latest ? Date.parse(latest.dueAt) : watchingSince - 1;
     const { due, more } = this.#occurrences.dueBetween(after, now, MOST_DUE_AT_ONCE);
     const current = due.at(-1);
-    if (current !== undefined) await this.#due(current, due.slice(0, -1), { now, watchingSince, more, since: latest?.dueAt });
+    if (current !== undefined) {
+      // A claim refused as ahead of the store's clock (read again since): what is due now, by the time put right.
+      if ((await this.#due(current, due.slice(0, -1), { now, watchingSince, more, since: latest?.dueAt })) === 'ahead') return this.#occurrences.next(this.#time.now());
+    }
     // Another worker claimed the latest before this one looked: a distributed pipeline's run is joined all the same.
     else if (latest && this.#options.pipeline.shared && !this.#current) {
       const fresh = after > this.#followed && after >= watchingSince && now - after <= LATE_AFTER_MS;
@@ -137,29 +169,70 @@ export class WorkerLoop {
     return this.#occurrences.next(Math.max(now, current ?? after));
   }
 
-  async #due(current: number, earlier: number[], at: { now: number; watchingSince: number; more: boolean; since: string | undefined }): Promise<void> {
+  /**
+   * The occurrences due since the last look: the latest run (or skipped, or missed with `missed: 'skip'`), the earlier
+   * ones missed; those this worker recorded missed are told to the webhooks (`tellMissed`). `ahead` when a claim was
+   * refused as ahead of the store's clock.
+   */
+  async #due(current: number, earlier: number[], at: { now: number; watchingSince: number; more: boolean; since: string | undefined }): Promise<'ahead' | undefined> {
     const missedNote = 'due while no worker was up to claim it';
-    for (const [index, dueAt] of earlier.entries()) {
-      const note = index === 0 && at.more ? `${missedNote} (and earlier ones since ${at.since ?? 'before'}, not recorded)` : missedNote;
-      await this.#claim(dueAt, 'missed', note);
-    }
     // On time: due while this worker was up, and claimed soon after (not after a sleep of the machine, say).
     const onTime = current >= at.watchingSince && at.now - current <= LATE_AFTER_MS;
-    if (onTime) return this.#take(current, null);
-    if (this.#options.pipeline.schedule.missed === 'skip') return void (await this.#claim(current, 'missed', `${missedNote}; missed: skip`));
-    const count = earlier.length + 1;
-    await this.#take(current, `catch-up: ${count === 1 ? 'it was' : `${count}${at.more ? '+' : ''} occurrences were`} due while no worker was up (missed: once)`);
+    const skip = this.#options.pipeline.schedule.missed === 'skip';
+    const missed: number[] = [];
+    try {
+      for (const [index, dueAt] of earlier.entries()) {
+        const note = index === 0 && at.more ? `${missedNote} (and earlier ones since ${at.since ?? 'before'}, not recorded)` : missedNote;
+        const claimed = await this.#claim(dueAt, 'missed', note);
+        // The later ones are further ahead: none is claimed.
+        if (claimed === 'ahead') return 'ahead';
+        if (claimed === 'won') missed.push(dueAt);
+      }
+      if (onTime) return await this.#take(current, null);
+      if (skip) {
+        const claimed = await this.#claim(current, 'missed', `${missedNote}; missed: skip`);
+        if (claimed === 'won') missed.push(current);
+        return claimed === 'ahead' ? 'ahead' : undefined;
+      }
+      const count = earlier.length + 1;
+      return await this.#take(current, `catch-up: ${count === 1 ? 'it was' : `${count}${at.more ? '+' : ''} occurrences were`} due while no worker was up (missed: once)`);
+    } finally {
+      if (missed.length > 0) this.#tellMissed({ dueAts: missed.map(iso), more: at.more && missed[0] === earlier[0], catchUp: onTime || skip ? null : iso(current) });
+    }
   }
 
-  /** An occurrence to run: skipped while this worker is at the pipeline's run; else claimed, started, or followed. */
-  async #take(dueAt: number, note: string | null): Promise<void> {
-    if (this.#current) {
-      const at = this.#current.runId ? `run ${this.#current.runId}` : 'its run';
-      await this.#claim(dueAt, 'skipped', `${at} was still at work`);
-      return;
-    }
-    if (await this.#claim(dueAt, 'claimed', note)) this.#start(dueAt, note);
+  /** Occurrences this worker recorded missed, told to the webhooks; a stop waits for the telling (bounded), as for runs. */
+  #tellMissed(found: MissedFound): void {
+    const telling = this.#options.tellMissed?.(found);
+    if (telling) this.#track(telling.catch(() => undefined));
+  }
+
+  /**
+   * An occurrence to run: skipped while the pipeline's run is at work; else claimed, started, or followed. `ahead`
+   * when its claim was refused as ahead of the store's clock.
+   */
+  async #take(dueAt: number, note: string | null): Promise<'ahead' | undefined> {
+    const atWork = await this.#runAtWork();
+    const claimed = await this.#claim(dueAt, atWork === undefined ? 'claimed' : 'skipped', atWork === undefined ? note : `${atWork} was still at work`);
+    if (claimed === 'ahead') return 'ahead';
+    if (atWork !== undefined) return undefined;
+    if (claimed === 'won') this.#start(dueAt, note);
     else if (this.#options.pipeline.shared) this.#follow(dueAt);
+    return undefined;
+  }
+
+  /**
+   * The run this worker is at, named, if it is really at work; undefined when it is at none, or at one whose record
+   * says it ended (its launch winding down: a slow join of the ended run, webhooks being told), which skips nothing.
+   * A launch whose run has not begun yet (or a run awaited from another worker) is at work.
+   */
+  async #runAtWork(): Promise<string | undefined> {
+    const current = this.#current;
+    if (!current) return undefined;
+    if (current.runId === undefined) return 'its run';
+    const latest = await this.#options.store.latestRun(this.#name);
+    if (latest?.status === 'running') return `run ${latest.runId}`;
+    return undefined;
   }
 
   /** The claimant's run: a new one, or the pipeline's unfinished one resumed; never a second start of one at work. */
@@ -190,12 +263,13 @@ export class WorkerLoop {
    */
   #follow(at: number): void {
     const { store, stop, clock } = this.#options;
+    const time = this.#time;
     this.#followed = at;
     const dueAt = iso(at);
     const until = Math.min(this.#occurrences.next(at) ?? Number.POSITIVE_INFINITY, at + FOLLOW_FOR_MS);
     this.#current = {};
     const following = (async () => {
-      while (!stop.aborted && epochOf(clock) < until) {
+      while (!stop.aborted && time.now() < until) {
         const [row] = await store.occurrences(this.#name, { dueAt });
         if (row?.runId && (row.outcome === 'started' || row.outcome === 'resumed')) return row.runId;
         if (row && row.outcome !== 'claimed') return undefined;
@@ -228,6 +302,7 @@ export class WorkerLoop {
   #work(take: RunTake, hooks: { onStart?: (start: { runId: string; resumed: boolean }) => void; onEnd?: (outcome: LaunchOutcome) => Promise<void> }): void {
     const current: { runId?: string } = take.kind === 'continue' ? { runId: take.runId } : {};
     this.#current = current;
+    this.#launched += 1;
     const launched = this.#options
       .launch(take, {
         onStart: (start) => {
@@ -237,6 +312,7 @@ export class WorkerLoop {
       })
       .catch((error: unknown): LaunchOutcome => ({ kind: 'failed', message: error instanceof Error ? error.message : String(error), runId: current.runId }));
     const done = launched.then(async (outcome) => {
+      this.#launched -= 1;
       if (this.#current === current) this.#current = undefined;
       await this.#attempt(async () => hooks.onEnd?.(outcome));
       this.#say(this.#ended(outcome));
@@ -263,22 +339,28 @@ export class WorkerLoop {
     void work.finally(() => this.#working.delete(work));
   }
 
-  /** Claims an occurrence with its outcome; says so when this worker's claim took. */
-  async #claim(at: number, outcome: OccurrenceOutcome, note: string | null): Promise<boolean> {
+  /** Claims an occurrence with its outcome; says so when this worker's claim took, or was refused as ahead. */
+  async #claim(at: number, outcome: OccurrenceOutcome, note: string | null): Promise<OccurrenceClaim['result']> {
     const { store, worker } = this.#options;
     const dueAt = iso(at);
-    const won = await store.claimOccurrence({ pipeline: this.#name, dueAt, outcome, worker, note }).catch(async (error: unknown) => {
+    const claim = await store.claimOccurrence({ pipeline: this.#name, dueAt, outcome, worker, note }).catch(async (error: unknown) => {
       // An answer lost on its way back may hide a claim that took: the row says whose it is (a worker's name is its own).
       const [row] = await store.occurrences(this.#name, { dueAt }).catch(() => []);
       if (row === undefined) throw error;
-      return row.worker === worker;
+      return { result: row.worker === worker ? 'won' : 'taken' } as const;
     });
-    if (!won) return false;
-    if (outcome !== 'claimed') {
+    if (claim.result === 'ahead') {
+      // The store's clock moved back under this worker since it was read: its time is put right for the next look.
+      const late = ((at - claim.storeTime) / 1000).toFixed(1);
+      this.#say({ dueAt, message: `not claimed: due ${late} s after the state store's clock (${iso(claim.storeTime)}); this worker's time was ahead` });
+      this.#time.heard(claim.storeTime);
+      return 'ahead';
+    }
+    if (claim.result === 'won' && outcome !== 'claimed') {
       this.#say({ dueAt, outcome, message: note ?? outcome });
       await store.pruneOccurrences(this.#name, OCCURRENCES_KEPT);
     }
-    return true;
+    return claim.result;
   }
 
   async #settle(dueAt: string, outcome: OccurrenceOutcome, note: string): Promise<void> {

@@ -1,10 +1,9 @@
 import { crashPoint } from '../crash-points.ts';
 import { type Digest, runDigest } from '../notify/digest.ts';
-import { deliver, type DeliveryOutcome } from '../notify/deliver.ts';
 import type { ReadyWebhooks } from '../notify/ready-webhooks.ts';
-import { type NotifyEvent, type Webhook, webhookKey, webhookLabel } from '../notify/webhook-config.ts';
-import type { NotificationKey, NotificationRecord } from '../state/interfaces.ts';
+import { type RunEndEvent, webhookKey, webhookLabel } from '../notify/webhook-config.ts';
 import type { Notification } from './notification.ts';
+import { type NotificationSender, owedEarlier, send, takeForDelivery, warnNotSent } from './notification-delivery.ts';
 import type { OpenedRun } from './open-run.ts';
 import type { RunEvent } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
@@ -30,24 +29,34 @@ export interface RunEnd {
   abortSignal?: AbortSignal | undefined;
 }
 
+/** What this process owes the webhooks of a run's end, recorded and taken for delivery: `deliver()` sends it. */
+export interface OwedNotifications {
+  /** Bounded in time, and never throws. */
+  deliver(): Promise<void>;
+}
+
 /**
- * Tells the pipeline's webhooks that the run ended (docs/notifications.md), once the end is recorded: each webhook
- * whose `on` has the end is sent the summary and a digest of what changed. Each notification is recorded pending
- * with its body before it is sent, by one process (the claim: a distributed run's workers each record the end, one
- * sends it), then delivered or failed; one a process did not live to finish is sent again by the pipeline's next
- * invocation, with the same body and key. Bounded in time, and never throws: the run's summary and exit code are
- * what they were, whatever the webhooks do.
+ * Tells the pipeline's webhooks that the run ended (docs/notifications.md), in two steps. First, while the run still
+ * holds its lease, once the end is recorded: each webhook whose `on` has the end gets a notification, the summary and
+ * a digest of what changed, recorded pending with its body by one process (the claim: a distributed run's workers
+ * each record the end, one sends it) and taken for delivery by it; so are the notifications earlier processes did not
+ * live to deliver. Then `deliver()`, once the lease is released: a receiver slow to answer holds up no run of the
+ * pipeline (what is owed is recorded, for whoever comes next). Each is delivered or failed; one a process did not live
+ * to finish is sent again by a later invocation, with the same body and key. Never throws: the run's summary and exit
+ * code are what they were, whatever the webhooks do.
  */
-export async function notifyRunEnd(end: RunEnd): Promise<void> {
+export async function recordRunEnd(end: RunEnd): Promise<OwedNotifications> {
   const { opened, ready, summary } = end;
+  const sender: NotificationSender = { store: opened.store, ready, redact: end.redact, emit: end.emit, abortSignal: end.abortSignal };
   const event = endEvent(summary, end.failure !== undefined);
   const current = { runId: opened.runId, invocation: opened.invocation };
-  const sends: Promise<void>[] = [];
+  const sends: (() => Promise<void>)[] = [];
   try {
     const digests = new Map<string, Promise<Digest>>();
-    for (const hook of ready.webhooks.filter((each) => each.on.includes(event))) {
-      sends.push(
-        (async () => {
+    const claims = ready.webhooks
+      .filter((each) => each.on.includes(event))
+      .map(async (hook) => {
+        try {
           const scope = `${hook.top}/${hook.minRankMove}`;
           let digest = digests.get(scope);
           if (!digest) {
@@ -59,28 +68,28 @@ export async function notifyRunEnd(end: RunEnd): Promise<void> {
           const claimed = await opened.store.claimNotification({ ...key, pipeline: end.pipeline, target: webhookLabel(hook.url), event, body, createdAt: new Date().toISOString() });
           if (!claimed) return;
           crashPoint('notification-claimed');
-          await send(end, hook, key, event, body);
-        })().catch((error: unknown) => warn(end, hook, error)),
-      );
-    }
-    // Ends of earlier invocations whose process did not live to deliver them (this one's own are claimed above).
-    const pending = (await opened.store.pendingNotifications(end.pipeline, PENDING_PER_INVOCATION + ready.webhooks.length)).filter(
-      (record) => !(record.runId === current.runId && record.invocation === current.invocation),
-    );
-    for (const record of pending.slice(0, PENDING_PER_INVOCATION)) sends.push(resend(end, record).catch((error: unknown) => warn(end, undefined, error)));
+          if (await takeForDelivery(sender, key)) sends.push(() => send(sender, hook, key, event, body).catch((error: unknown) => warnNotSent(sender, hook, error)));
+        } catch (error) {
+          warnNotSent(sender, hook, error);
+        }
+      });
+    await Promise.all(claims);
+    // Ends of earlier invocations whose process did not live to deliver them (this one's own are claimed above), sent
+    // first: they are the older.
+    sends.unshift(...(await owedEarlier(sender, end.pipeline, PENDING_PER_INVOCATION, (record) => record.runId === current.runId && record.invocation === current.invocation)));
   } catch (error) {
-    warn(end, undefined, error);
+    warnNotSent(sender, undefined, error);
   }
-  await Promise.all(sends);
+  return { deliver: async () => void (await Promise.all(sends.map((each) => each()))) };
 }
 
 /** How the run ended, as webhooks' `on` names it. */
-export function endEvent(summary: RunSummary, failed: boolean): NotifyEvent {
+export function endEvent(summary: RunSummary, failed: boolean): RunEndEvent {
   if (failed) return 'failed';
   return summary.status === 'failed_series' ? 'failed' : summary.status;
 }
 
-function notification(end: RunEnd, event: NotifyEvent, digest: Digest): Notification {
+function notification(end: RunEnd, event: RunEndEvent, digest: Digest): Notification {
   const { opened, summary } = end;
   const error = end.failure === undefined ? undefined : (end.failure instanceof Error ? end.failure.message : String(end.failure)).slice(0, MAX_ERROR_CHARS);
   return {
@@ -95,46 +104,4 @@ function notification(end: RunEnd, event: NotifyEvent, digest: Digest): Notifica
     summary,
     digest,
   };
-}
-
-/** A pending notification of an earlier end, sent again as it was recorded: the same body, the same key. */
-async function resend(end: RunEnd, record: NotificationRecord): Promise<void> {
-  const key = { runId: record.runId, invocation: record.invocation, webhook: record.webhook };
-  const hook = end.ready.webhooks.find((each) => webhookKey(each.url) === record.webhook);
-  if (hook === undefined || record.body === null) {
-    const error = hook === undefined ? 'the webhook is no longer in the pipeline' : 'its body was not kept';
-    await end.opened.store.settleNotification(key, { status: 'failed', attempts: 0, error, at: new Date().toISOString() });
-    end.emit({ type: 'notification', runId: record.runId, webhook: record.target, event: record.event, status: 'failed', attempts: record.attempts, error });
-    return;
-  }
-  await send(end, hook, key, record.event, record.body);
-}
-
-/** Delivers a recorded notification and records how it went, as an event too. */
-async function send(end: RunEnd, hook: Webhook, key: NotificationKey, event: string, body: string): Promise<void> {
-  const target = webhookLabel(hook.url);
-  const outcome: DeliveryOutcome = await deliver({
-    hook,
-    body,
-    key: end.ready.key,
-    allowed: end.ready.allowed,
-    // The end's idempotency key, as the body has it: the same for every attempt, every webhook and every later
-    // delivery of this end (at least once: the receiver drops repeats). Run ids hold no '.', which the signed text
-    // uses as its separator.
-    id: `${key.runId}#${key.invocation}`,
-    signal: end.abortSignal,
-    onRetry: (attempt, error, waitMs) =>
-      end.emit({ type: 'notification', runId: key.runId, webhook: target, event, status: 'retrying', attempts: attempt, error: end.redact(error), waitMs }),
-  });
-  const error = outcome.status === 'delivered' ? null : end.redact(outcome.error);
-  // Aborted: still owed, left pending for the next invocation.
-  const status = outcome.status === 'aborted' ? 'pending' : outcome.status;
-  await end.opened.store.settleNotification(key, { status, attempts: outcome.attempts, error, at: new Date().toISOString() });
-  end.emit({ type: 'notification', runId: key.runId, webhook: target, event, status: outcome.status, attempts: outcome.attempts, ...(error === null ? {} : { error }) });
-}
-
-/** Something that is no webhook's answer went wrong (the store, the digest): said, never thrown into the run. */
-function warn(end: RunEnd, hook: Webhook | undefined, error: unknown): void {
-  const message = end.redact(error instanceof Error ? error.message : String(error));
-  end.emit({ type: 'warning', message: `notification${hook ? ` to ${webhookLabel(hook.url)}` : 's'} not sent: ${message}` });
 }

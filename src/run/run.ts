@@ -17,7 +17,7 @@ import { releaseSink } from './sinks-in-use.ts';
 import { runSpans } from './run-spans.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, recordSpend, schedulerFor, sourceContext } from './wiring.ts';
-import { notifyRunEnd } from './notify-end.ts';
+import { type OwedNotifications, recordRunEnd } from './notify-end.ts';
 import { readyWebhooks } from '../notify/ready-webhooks.ts';
 import { secretForms, SECRET_VARIABLE } from '../notify/webhook-secret.ts';
 import { redactError, redactor } from '../redact.ts';
@@ -32,7 +32,8 @@ export { statePath } from './outputs.ts';
  * and delivered once to every sink. An interrupted run of the same pipeline is resumed where it stopped. Resolves to
  * the run's summary, which is also stored in the `runs` table. The phases (docs/design.md#the-phases-of-a-run): open
  * (store, lease, what this invocation does, sinks), replay, wiring, the commit loop, close; then the pipeline's
- * webhooks are told of the end (docs/notifications.md), bounded, before it resolves.
+ * webhooks are told of the end (docs/notifications.md), bounded, before it resolves: recorded under the run's lease,
+ * delivered once it is released, so that a receiver slow to answer holds up no other run of the pipeline.
  */
 export async function run(definition: PipelineDefinition | Pipeline | URL, options: RunOptions = {}): Promise<RunSummary> {
   // A module's URL: the pipeline runs on a thread of its own, with a bounded heap (run-module.ts).
@@ -64,6 +65,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   let left = 'failed';
   let thread: CommitThread | undefined;
   let freezeGauges: (() => void) | undefined;
+  let owed: OwedNotifications | undefined;
   try {
     const opened = await openRun(pipeline, plan, options, databases, held);
     phase('opened');
@@ -129,9 +131,10 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     if (failure !== undefined) failure = redactError(failure, redact);
     const closed = await closeRun({ pipeline, plan, opened, scheduler, sinks: held.sinks, keys, destination, host }, failure);
     if (closed.ok) left = closed.summary.status;
-    // The end is recorded and the exit code decided: the webhooks are told (bounded; never a failure of the run).
+    // The end is recorded and the exit code decided: what the webhooks are owed is recorded (delivered below, bounded;
+    // never a failure of the run).
     if (webhooks && closed.recorded) {
-      await notifyRunEnd({ opened, pipeline: pipeline.name, summary: closed.recorded, ...(closed.ok ? {} : { failure: closed.failure }), ready: webhooks, redact, emit, abortSignal: options.abortSignal });
+      owed = await recordRunEnd({ opened, pipeline: pipeline.name, summary: closed.recorded, ...(closed.ok ? {} : { failure: closed.failure }), ready: webhooks, redact, emit, abortSignal: options.abortSignal });
     }
     if (!closed.ok) throw closed.failure;
     return spans.ended(closed.summary);
@@ -141,19 +144,29 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   } finally {
     freezeGauges?.();
     await thread?.close();
-    phase('leaving');
-    await held.host?.leave(left);
-    phase('left');
-    await held.lease?.release();
-    for (const sink of held.sinks) {
-      try {
-        await sink.close();
-      } finally {
-        releaseSink(sink);
-      }
+    try {
+      await leave(held, left);
+    } finally {
+      // The lease is released and the sinks closed: the pipeline's next run may begin while the webhooks are told.
+      await owed?.deliver();
+      await databases.closeAll();
+      if (owned) await client.close();
+      phase('run-end');
     }
-    await databases.closeAll();
-    if (owned) await client.close();
-    phase('run-end');
+  }
+}
+
+/** This process leaves the run: its host (a worker's row says how), the pipeline's lease, its sinks. */
+async function leave(held: Held, left: string): Promise<void> {
+  phase('leaving');
+  await held.host?.leave(left);
+  phase('left');
+  await held.lease?.release();
+  for (const sink of held.sinks) {
+    try {
+      await sink.close();
+    } finally {
+      releaseSink(sink);
+    }
   }
 }

@@ -226,7 +226,10 @@ export interface PageCommit {
   claimKeys?: boolean;
 }
 
-/** A notification of a run's end for one webhook (docs/notifications.md): pending until delivered or given up. */
+/**
+ * A notification for one webhook (docs/notifications.md): of a run's end, or of a missed occurrence. Pending until a
+ * process takes it for delivery (`sending`), then delivered or given up (or pending again, aborted).
+ */
 export interface NotificationRecord {
   runId: string;
   /** The run's invocation that ended: a run stopped and resumed ends again, and is told again. */
@@ -238,7 +241,7 @@ export interface NotificationRecord {
   target: string;
   /** The end it tells of: completed, budget, failed, stopped, interrupted. */
   event: string;
-  status: 'pending' | 'delivered' | 'failed';
+  status: 'pending' | 'sending' | 'delivered' | 'failed';
   attempts: number;
   error: string | null;
   /** The exact body to send, kept while pending (a delivery the process did not live to finish is sent again). */
@@ -258,6 +261,23 @@ export type NotificationKey = Pick<NotificationRecord, 'runId' | 'invocation' | 
  */
 export type OccurrenceOutcome = 'claimed' | 'started' | 'resumed' | 'skipped' | 'missed' | 'failed';
 
+/**
+ * How far a claim's due time may lie after the store's clock (docs/schedules.md#clocks): clocks kept by NTP are
+ * milliseconds apart, and a worker wakes at an occurrence by its own; one further ahead is refused, so that a worker
+ * whose clock runs ahead never claims (and runs) occurrences before they are due.
+ */
+export const CLAIM_AHEAD_TOLERANCE_MS = 2_000;
+
+/** How a claim went, with the store's clock as it read it (milliseconds since the epoch). */
+export interface OccurrenceClaim {
+  /**
+   * `won`: the row is the caller's; `taken`: another's (a claim is never taken over); `ahead`: refused, nothing
+   * written: its due time is more than CLAIM_AHEAD_TOLERANCE_MS after the store's clock (the claimant's runs ahead).
+   */
+  result: 'won' | 'taken' | 'ahead';
+  storeTime: number;
+}
+
 /** A scheduled occurrence of a pipeline, as its claim records it: one row per (pipeline, due time), whoever claimed it. */
 export interface OccurrenceRecord {
   pipeline: string;
@@ -268,6 +288,7 @@ export interface OccurrenceRecord {
   runId: string | null;
   /** The worker that claimed it. */
   worker: string | null;
+  /** When it was claimed, by the store's clock (docs/schedules.md#clocks). */
   claimedAt: string;
   note: string | null;
 }
@@ -347,17 +368,36 @@ export interface StateStore {
   claimNotification(notification: Omit<NotificationRecord, 'status' | 'attempts' | 'error' | 'updatedAt'>): Promise<boolean>;
   /** How its delivery went: delivered or failed (the body goes), or still pending (aborted), with its attempts. */
   settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): Promise<void>;
-  /** The pipeline's notifications still pending (a process ended before delivering them), oldest first, at most `limit`. */
-  pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]>;
   /**
-   * Claims a scheduled occurrence (docs/design.md#schedules): true for the one caller whose row it is, false for every
-   * other, whatever the number of workers; a claim is never taken over.
+   * The pipeline's notifications still owed, oldest first, at most `limit`: pending (a process ended before it took
+   * them, or its delivery was aborted), or `sending` since before `staleBefore` (taken by a process that did not live
+   * to settle them within the longest a delivery takes).
    */
-  claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<boolean>;
+  pendingNotifications(pipeline: string, limit: number, staleBefore: string): Promise<NotificationRecord[]>;
+  /**
+   * Takes an owed notification for delivery by this process (docs/notifications.md#at-least-once): `sending` as of
+   * `at`, so that no other process's `pendingNotifications` hands it out while it is sent; false when it is not owed
+   * (another took it first, or it was settled).
+   */
+  takeNotification(key: NotificationKey, at: string, staleBefore: string): Promise<boolean>;
+  /**
+   * Claims a scheduled occurrence (docs/design.md#schedules): `won` for the one caller whose row it is, `taken` for
+   * every other, whatever the number of workers; a claim is never taken over. Never ahead of the store's clock: an
+   * occurrence due more than CLAIM_AHEAD_TOLERANCE_MS after it is refused (`ahead`), nothing written.
+   */
+  claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<OccurrenceClaim>;
+  /**
+   * The store's clock, milliseconds since the epoch (docs/schedules.md#clocks): PostgreSQL's now(); a SQLite store's,
+   * this machine's clock as the store reads it. What claims are measured against, and what a worker's schedule keeps.
+   */
+  storeClock(): Promise<number>;
   /** What became of a claimed occurrence: its outcome, and the run and note when given (else they stay). */
   settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void>;
-  /** The pipeline's occurrences, the latest first (at most `limit`); or those that took run `runId`; or the one due at `dueAt`. */
-  occurrences(pipeline: string, options?: { limit?: number; runId?: string; dueAt?: string }): Promise<OccurrenceRecord[]>;
+  /**
+   * The pipeline's occurrences, the latest first (at most `limit`; with `dueBy`, those due at or before it only); or
+   * those that took run `runId`; or the one due at `dueAt`.
+   */
+  occurrences(pipeline: string, options?: { limit?: number; dueBy?: string; runId?: string; dueAt?: string }): Promise<OccurrenceRecord[]>;
   /**
    * Forgets the pipeline's oldest occurrences that took no run (skipped, missed, failed), keeping the latest `keep` of
    * them: a schedule of seconds would otherwise grow the table without end. The ones with runs stay with their runs.

@@ -1,4 +1,4 @@
-import { UNFINISHED_SQL } from '../interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS, UNFINISHED_SQL } from '../interfaces.ts';
 
 /** Journal entries read at a time by `journalAfter`. */
 const JOURNAL_BATCH = 256;
@@ -92,21 +92,37 @@ export function stateStatements(s: string) {
     settleNotification: `UPDATE ${s}.notifications SET status = $4, attempts = attempts + $5, error = $6, updated_at = $7,
         body = CASE WHEN $4 = 'pending' THEN body ELSE NULL END
       WHERE run_id = $1 AND invocation = $2 AND webhook = $3`,
-    /** The pipeline's notifications still owed. */
-    pendingNotifications: `SELECT * FROM ${s}.notifications WHERE pipeline = $1 AND status = 'pending' ORDER BY created_at LIMIT $2`,
+    /** The pipeline's notifications still owed: pending, or taken by a process that did not settle them by $3. */
+    pendingNotifications: `SELECT * FROM ${s}.notifications WHERE pipeline = $1 AND (status = 'pending' OR (status = 'sending' AND updated_at < $3))
+      ORDER BY created_at LIMIT $2`,
+    /**
+     * An owed notification taken for delivery as of $4 (or one a dead process took before $5): one process takes it.
+     * Taken again as of the same $4 (a repeat after a lost answer), it is the same taker's.
+     */
+    takeNotification: `UPDATE ${s}.notifications SET status = 'sending', updated_at = $4
+      WHERE run_id = $1 AND invocation = $2 AND webhook = $3 AND (status = 'pending' OR (status = 'sending' AND (updated_at < $5 OR updated_at = $4))) RETURNING 1`,
     /** Who holds the pipeline's lease, for another run's message. */
     leaseHolder: `SELECT pid, host, acquired_at FROM ${s}.leases WHERE pipeline = $1`,
     /** The lease's row (the lock is an advisory lock on the holder's own connection), taken and given back. */
     takeLease: `INSERT INTO ${s}.leases (pipeline, holder, pid, host, acquired_at) VALUES ($1, $2, $3, $4, now())
       ON CONFLICT (pipeline) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, host = excluded.host, acquired_at = excluded.acquired_at`,
     giveLease: `DELETE FROM ${s}.leases WHERE pipeline = $1 AND holder = $2`,
-    /** A scheduled occurrence, claimed once: the caller whose insert took gets its row back, every other none. */
-    claimOccurrence: `INSERT INTO ${s}.occurrences (pipeline, due_at, outcome, worker, note) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING due_at`,
+    /**
+     * A scheduled occurrence, claimed once and never ahead of this server's clock (docs/schedules.md#clocks): the row
+     * goes in only when it is due by now() and the tolerance. The answer: whether it was (`in_time`), whether this
+     * insert took (`won`), and now() (`store_time`).
+     */
+    claimOccurrence: `WITH clock AS (SELECT now() AS store_time, $2::timestamptz <= now() + interval '${CLAIM_AHEAD_TOLERANCE_MS} milliseconds' AS in_time),
+      claimed AS (INSERT INTO ${s}.occurrences (pipeline, due_at, outcome, worker, note) SELECT $1, $2::timestamptz, $3, $4, $5 FROM clock WHERE in_time
+        ON CONFLICT DO NOTHING RETURNING due_at)
+      SELECT store_time, in_time, EXISTS (SELECT 1 FROM claimed) AS won FROM clock`,
+    /** The server's clock, as claims are measured against it. */
+    storeClock: 'SELECT now() AS store_time',
     /** What became of it: the run and the note kept when not given ($4, $6 say whether they are). */
     settleOccurrence: `UPDATE ${s}.occurrences SET outcome = $3, run_id = CASE WHEN $4 THEN $5 ELSE run_id END, note = CASE WHEN $6 THEN $7 ELSE note END
       WHERE pipeline = $1 AND due_at = $2`,
-    /** The pipeline's occurrences, the latest first ($2: how many; null, all). */
-    occurrences: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
+    /** The pipeline's occurrences, the latest first ($2: how many; null, all), due at or before $3 (null: all). */
+    occurrences: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 AND ($3::timestamptz IS NULL OR due_at <= $3::timestamptz) ORDER BY due_at DESC LIMIT $2`,
     /** The occurrence that started or resumed a run. */
     occurrenceOfRun: `SELECT * FROM ${s}.occurrences WHERE pipeline = $1 AND run_id = $2 ORDER BY due_at DESC`,
     /** The occurrence due at a time. */

@@ -9,8 +9,6 @@ import type {
   Lease,
   NotificationKey,
   NotificationRecord,
-  OccurrenceOutcome,
-  OccurrenceRecord,
   PageCommit,
   RunRecord,
   SeenKeyStore,
@@ -25,7 +23,8 @@ import type {
   StateStore,
 } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
-import { failedSeriesFrom, journalEntryFrom, notificationFrom, occurrenceRecordFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { failedSeriesFrom, journalEntryFrom, notificationFrom, runRecordFrom, seriesProgressFrom } from '../rows.ts';
+import { postgresOccurrences } from './occurrences.ts';
 import { leasePipeline } from './lease.ts';
 import { migrate } from './schema.ts';
 import { insertSpend, pageStatement } from './page-statement.ts';
@@ -90,6 +89,12 @@ class PostgresStore implements PostgresStateStore {
   readonly #sql: ReturnType<typeof stateStatements>;
   /** A worker's fence (`fenced`); none: this process alone holds the pipeline's lease. */
   readonly #fence: SeriesFence | undefined;
+  // A schedule's occurrences (occurrences.ts).
+  readonly claimOccurrence: StateStore['claimOccurrence'];
+  readonly storeClock: StateStore['storeClock'];
+  readonly settleOccurrence: StateStore['settleOccurrence'];
+  readonly occurrences: StateStore['occurrences'];
+  readonly pruneOccurrences: StateStore['pruneOccurrences'];
 
   constructor(parts: StoreParts, fence?: SeriesFence) {
     const { pool, schema, pipeline, target } = parts;
@@ -103,6 +108,12 @@ class PostgresStore implements PostgresStateStore {
     this.#where = stateStoreWhere(target);
     this.#s = quoteIdentifier(schema);
     this.#sql = stateStatements(this.#s);
+    const occurrences = postgresOccurrences({ pool, sql: this.#sql, where: this.#where });
+    this.claimOccurrence = occurrences.claimOccurrence;
+    this.storeClock = occurrences.storeClock;
+    this.settleOccurrence = occurrences.settleOccurrence;
+    this.occurrences = occurrences.occurrences;
+    this.pruneOccurrences = occurrences.pruneOccurrences;
     this.checkpoints = {
       get: async (sinkId) => {
         const rows = await this.#query<{ seq: string; bytes: string | null }>(this.#sql.checkpoint, [pipeline, sinkId]);
@@ -307,38 +318,13 @@ class PostgresStore implements PostgresStateStore {
     await this.#query(this.#sql.settleNotification, [key.runId, key.invocation, key.webhook, outcome.status, outcome.attempts, outcome.error, outcome.at]);
   }
 
-  async pendingNotifications(pipeline: string, limit: number): Promise<NotificationRecord[]> {
-    return (await this.#query(this.#sql.pendingNotifications, [pipeline, limit])).map(notificationFrom);
+  async pendingNotifications(pipeline: string, limit: number, staleBefore: string): Promise<NotificationRecord[]> {
+    return (await this.#query(this.#sql.pendingNotifications, [pipeline, limit, staleBefore])).map(notificationFrom);
   }
 
-  async claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<boolean> {
-    // Tried again only when the statement never reached the server: a lost answer may hide a claim that took, and
-    // claiming again would then answer false to the claimant itself. A claim left unanswered stays `claimed`.
-    const { rowCount } = await retrying(
-      this.#where,
-      () => this.pool.query(this.#sql.claimOccurrence, [claim.pipeline, claim.dueAt, claim.outcome, claim.worker, claim.note ?? null].map(storable)),
-      { idempotent: false },
-    );
-    return rowCount === 1;
-  }
-
-  async settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void> {
-    await this.#query(this.#sql.settleOccurrence, [pipeline, dueAt, settled.outcome, settled.runId !== undefined, settled.runId ?? null, settled.note !== undefined, settled.note ?? null]);
-  }
-
-  async occurrences(pipeline: string, options: { limit?: number; runId?: string; dueAt?: string } = {}): Promise<OccurrenceRecord[]> {
-    const sql = this.#sql;
-    const rows =
-      options.dueAt !== undefined
-        ? await this.#query(sql.occurrenceAt, [pipeline, options.dueAt])
-        : options.runId !== undefined
-          ? await this.#query(sql.occurrenceOfRun, [pipeline, options.runId])
-          : await this.#query(sql.occurrences, [pipeline, options.limit ?? null]);
-    return rows.map(occurrenceRecordFrom);
-  }
-
-  async pruneOccurrences(pipeline: string, keep: number): Promise<void> {
-    await this.#query(this.#sql.pruneOccurrences, [pipeline, keep]);
+  async takeNotification(key: NotificationKey, at: string, staleBefore: string): Promise<boolean> {
+    // Safe to try again: a repeat after a lost answer finds the row `sending` as of `at`, which is this taker's.
+    return (await this.#query(this.#sql.takeNotification, [key.runId, key.invocation, key.webhook, at, staleBefore])).length === 1;
   }
 
   /**

@@ -11,10 +11,11 @@ export interface SqliteStateStore extends StateStore {
 /**
  * The run-state store in a SQLite file, behind the asynchronous interface every store shares. Each call does its
  * work synchronously before it returns (better-sqlite3 is synchronous), so a page's commit is still one SQLite
- * transaction, with the rows of SQLite sinks in the same file.
+ * transaction, with the rows of SQLite sinks in the same file. `clock`: the store's clock, which its claims of scheduled
+ * occurrences are measured against (default this machine's; a test gives its virtual one).
  */
-export function sqliteStateStore(db: Database.Database): SqliteStateStore {
-  const tables = openStateStore(db);
+export function sqliteStateStore(db: Database.Database, options: { clock?: () => number } = {}): SqliteStateStore {
+  const tables = openStateStore(db, options.clock);
   return {
     db,
     path: tables.path,
@@ -54,8 +55,10 @@ export function sqliteStateStore(db: Database.Database): SqliteStateStore {
     failedSeries: async (runId, limit) => tables.failedSeries(runId, limit),
     claimNotification: async (notification) => tables.claimNotification(notification),
     settleNotification: async (key, outcome) => tables.settleNotification(key, outcome),
-    pendingNotifications: async (pipeline, limit) => tables.pendingNotifications(pipeline, limit),
+    pendingNotifications: async (pipeline, limit, staleBefore) => tables.pendingNotifications(pipeline, limit, staleBefore),
+    takeNotification: async (key, at, staleBefore) => tables.takeNotification(key, at, staleBefore),
     claimOccurrence: async (claim) => tables.claimOccurrence(claim),
+    storeClock: async () => tables.storeClock(),
     settleOccurrence: async (pipeline, dueAt, settled) => tables.settleOccurrence(pipeline, dueAt, settled),
     occurrences: async (pipeline, options) => tables.occurrences(pipeline, options),
     pruneOccurrences: async (pipeline, keep) => tables.pruneOccurrences(pipeline, keep),

@@ -63,14 +63,19 @@ export function stateStatements(db: Database.Database) {
       UPDATE notifications SET status = @status, attempts = attempts + @attempts, error = @error, updated_at = @at,
         body = CASE WHEN @status = 'pending' THEN body ELSE NULL END
       WHERE run_id = @runId AND invocation = @invocation AND webhook = @webhook`),
-    pendingNotifications: db.prepare(`SELECT * FROM notifications WHERE pipeline = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?`),
+    // Owed: pending, or taken by a process that did not settle it by @staleBefore (ISO text: text order is time order).
+    pendingNotifications: db.prepare(`SELECT * FROM notifications WHERE pipeline = @pipeline AND (status = 'pending' OR (status = 'sending' AND updated_at < @staleBefore))
+      ORDER BY created_at, rowid LIMIT @limit`),
+    takeNotification: db.prepare(`UPDATE notifications SET status = 'sending', updated_at = @at
+      WHERE run_id = @runId AND invocation = @invocation AND webhook = @webhook AND (status = 'pending' OR (status = 'sending' AND (updated_at < @staleBefore OR updated_at = @at)))`),
     // A claim is a row inserted once: the one whose insert took (changes = 1) holds it.
     claimOccurrence: db.prepare(`INSERT INTO occurrences (pipeline, due_at, outcome, worker, claimed_at, note) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
     settleOccurrence: db.prepare(
       `UPDATE occurrences SET outcome = @outcome, run_id = CASE WHEN @keepRun THEN run_id ELSE @runId END, note = CASE WHEN @keepNote THEN note ELSE @note END
         WHERE pipeline = @pipeline AND due_at = @dueAt`,
     ),
-    occurrences: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? ORDER BY due_at DESC LIMIT ?`),
+    // due_at is ISO text in UTC to the millisecond: text order is time order. @dueBy null: all.
+    occurrences: db.prepare(`SELECT * FROM occurrences WHERE pipeline = @pipeline AND (@dueBy IS NULL OR due_at <= @dueBy) ORDER BY due_at DESC LIMIT @limit`),
     occurrenceOfRun: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND run_id = ? ORDER BY due_at DESC`),
     occurrenceAt: db.prepare(`SELECT * FROM occurrences WHERE pipeline = ? AND due_at = ?`),
     pruneOccurrences: db.prepare(`

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { migrate } from './schema.ts';
 import { stateStatements } from './statements.ts';
-import type { JournalEntry, JournalWrite, NotificationKey, NotificationRecord, OccurrenceOutcome, OccurrenceRecord, PageCommit, RunRecord, SeriesEndRecord, SeriesIdentity, SeriesProgress, SeriesStatus, SeriesTotals, SpendRow } from '../interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS, type JournalEntry, type JournalWrite, type NotificationKey, type NotificationRecord, type OccurrenceClaim, type OccurrenceOutcome, type OccurrenceRecord, type PageCommit, type RunRecord, type SeriesEndRecord, type SeriesIdentity, type SeriesProgress, type SeriesStatus, type SeriesTotals, type SpendRow } from '../interfaces.ts';
 import { pageTransaction } from './page-transaction.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { acquireLease } from './lease.ts';
@@ -13,9 +13,9 @@ import { failedSeriesFrom, journalEntryFrom, notificationFrom, occurrenceRecordF
  * when there is one, so that a page's rows and its state commit in one transaction. They hold runs, series progress and
  * stage state, the page journal, the spend ledger and the lease. Synchronous, as better-sqlite3 is: `sqliteStateStore`
  * puts them behind the asynchronous `StateStore` the runner knows; tests and tools that build a store by hand use them
- * as is.
+ * as is. `clock` is the store's clock, milliseconds since the epoch (default this machine's; tests give theirs).
  */
-export function openStateStore(db: Database.Database) {
+export function openStateStore(db: Database.Database, clock: () => number = Date.now) {
   migrate(db);
   const statements = stateStatements(db);
 
@@ -139,13 +139,24 @@ export function openStateStore(db: Database.Database) {
     settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): void {
       statements.settleNotification.run({ ...key, ...outcome });
     },
-    pendingNotifications(pipeline: string, limit: number): NotificationRecord[] {
-      return (statements.pendingNotifications.all(pipeline, limit) as Record<string, unknown>[]).map(notificationFrom);
+    pendingNotifications(pipeline: string, limit: number, staleBefore: string): NotificationRecord[] {
+      return (statements.pendingNotifications.all({ pipeline, limit, staleBefore }) as Record<string, unknown>[]).map(notificationFrom);
     },
-    /** A scheduled occurrence claimed once: true for the caller whose row it is (docs/design.md#schedules). */
-    claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): boolean {
-      return statements.claimOccurrence.run(claim.pipeline, claim.dueAt, claim.outcome, claim.worker, new Date().toISOString(), claim.note ?? null).changes === 1;
+    takeNotification(key: NotificationKey, at: string, staleBefore: string): boolean {
+      return statements.takeNotification.run({ ...key, at, staleBefore }).changes === 1;
     },
+    /**
+     * A scheduled occurrence claimed once, never ahead of the store's clock (docs/schedules.md#clocks). SQLite has no
+     * server clock: the store's is this machine's, read here, which every worker of a SQLite pipeline shares (a file
+     * is one machine's), whatever clock a worker's loop keeps.
+     */
+    claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): OccurrenceClaim {
+      const storeTime = clock();
+      if (Date.parse(claim.dueAt) > storeTime + CLAIM_AHEAD_TOLERANCE_MS) return { result: 'ahead', storeTime };
+      const won = statements.claimOccurrence.run(claim.pipeline, claim.dueAt, claim.outcome, claim.worker, new Date(storeTime).toISOString(), claim.note ?? null).changes === 1;
+      return { result: won ? 'won' : 'taken', storeTime };
+    },
+    storeClock: (): number => clock(),
     settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): void {
       statements.settleOccurrence.run({
         pipeline,
@@ -157,13 +168,14 @@ export function openStateStore(db: Database.Database) {
         note: settled.note ?? null,
       });
     },
-    occurrences(pipeline: string, options: { limit?: number; runId?: string; dueAt?: string } = {}): OccurrenceRecord[] {
+    occurrences(pipeline: string, options: { limit?: number; dueBy?: string; runId?: string; dueAt?: string } = {}): OccurrenceRecord[] {
+      const dueBy = options.dueBy === undefined ? null : new Date(options.dueBy).toISOString();
       const rows =
         options.dueAt !== undefined
           ? statements.occurrenceAt.all(pipeline, new Date(options.dueAt).toISOString())
           : options.runId !== undefined
             ? statements.occurrenceOfRun.all(pipeline, options.runId)
-            : statements.occurrences.all(pipeline, options.limit ?? -1);
+            : statements.occurrences.all({ pipeline, dueBy, limit: options.limit ?? -1 });
       return (rows as Record<string, unknown>[]).map(occurrenceRecordFrom);
     },
     pruneOccurrences(pipeline: string, keep: number): void {
