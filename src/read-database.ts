@@ -14,13 +14,41 @@ export function openForReading(path: string, field = 'database'): Database.Datab
   const stat = statSync(path, { throwIfNoEntry: false });
   if (!stat) throw refuse('does not exist: name the SQLite file a pipeline wrote its results to');
   if (!stat.isFile()) throw refuse('is not a file: name the SQLite file a pipeline wrote its results to');
+  try {
+    return probed(path);
+  } catch (error) {
+    const code = String((error as { code?: unknown }).code);
+    if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')) throw refuse(`is not a SQLite database, or a damaged one (${(error as Error).message})`);
+    if (!LEFT_MID_WRITE.has(code)) throw error;
+  }
+  // A process killed in the middle of a write (a new file not yet switched to WAL) left a hot journal, which a
+  // read-only connection may not roll back ("attempt to write a readonly database"). The next writer would roll it
+  // back; so does a moment's writable connection here, which changes nothing that was committed, and then the file
+  // is read as it was.
+  try {
+    const writer = new Database(path, { fileMustExist: true });
+    try {
+      writer.pragma('busy_timeout = 5000');
+      writer.prepare('SELECT count(*) FROM sqlite_master').get();
+    } finally {
+      writer.close();
+    }
+  } catch (error) {
+    throw refuse(`was left in the middle of a write by a process that stopped, and cannot be recovered from here (${(error as Error).message}): run its pipeline again, which recovers it`);
+  }
+  return probed(path);
+}
+
+/** What a read-only connection answers for a file a killed writer left (a hot journal, a WAL to recover). */
+const LEFT_MID_WRITE = new Set(['SQLITE_READONLY_ROLLBACK', 'SQLITE_READONLY_RECOVERY', 'SQLITE_READONLY_CANTINIT']);
+
+/** The file opened read-only, and read once: SQLite says what is wrong with a file only at its first query. */
+function probed(path: string): Database.Database {
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
     db.prepare('SELECT count(*) FROM sqlite_master').get();
   } catch (error) {
     db.close();
-    const code = String((error as { code?: unknown }).code);
-    if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')) throw refuse(`is not a SQLite database, or a damaged one (${(error as Error).message})`);
     throw error;
   }
   return db;

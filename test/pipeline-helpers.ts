@@ -1,7 +1,7 @@
 import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openForReading } from '../src/read-database.ts';
 import { parse } from 'csv-parse/sync';
 import { type PipelineDefinition, run, type RunOptions } from '../src/index.ts';
 import { type Simulator } from '../src/simulator/index.ts';
@@ -69,8 +69,13 @@ export function runOn(sim: Simulator, pipeline: PipelineDefinition, options: Run
 
 export type Row = Record<string, string | number | null>;
 
+/**
+ * The rows of `sql` in the database at `path`, read as the command line reads one: a hot journal a killed process
+ * left is rolled back first, as the next run would (a plain read-only connection fails on it, which once failed the
+ * crash fuzzer's integrity check of a file killed while it was switched to WAL).
+ */
 export function sqliteRows(path: string, sql = 'SELECT * FROM results ORDER BY rowid'): Row[] {
-  const db = new Database(path, { readonly: true });
+  const db = openForReading(path);
   try {
     return db.prepare(sql).all() as Row[];
   } finally {
