@@ -5,9 +5,9 @@ import type { NotificationKey, NotificationRecord, StateStore } from '../state/i
 import type { RunEvent } from './run-types.ts';
 
 /**
- * How a recorded notification is delivered (docs/notifications.md#at-least-once), a run's end's or a missed
- * occurrence's alike: taken for delivery by this process (`sending`, so that no other hands it out meanwhile), sent
- * with bounded retries, and settled as it went. One taken by a process that died before settling it is owed again
+ * How a recorded notification is delivered (docs/notifications.md#at-least-once-and-idempotency), a run's end's or a
+ * missed occurrence's alike: taken for delivery by this process (`sending`, so that no other hands it out meanwhile),
+ * sent with bounded retries, and settled as it went. One taken by a process that died before settling it is owed again
  * once it is older than the longest a delivery takes.
  */
 export interface NotificationSender {

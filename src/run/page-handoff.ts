@@ -1,7 +1,8 @@
 /**
- * One page at a time from a run's sink to a program's loop, acknowledged by the next pull (docs/design.md#streaming-to-the-program).
- * The sink's side offers a page and waits until the program has pulled the one after it (or has left): the committer
- * waits with it, and so, through the page permits, do the requests — a slow loop slows the run, memory stays bounded.
+ * One page at a time from a run's sink to a program's loop, acknowledged by the next pull
+ * (docs/pipelines.md#streaming-pages-to-your-program-stream). The sink's side offers a page and waits until the program
+ * has pulled the one after it (or has left): the committer waits with it, and so, through the page permits, do the
+ * requests — a slow loop slows the run, memory stays bounded.
  */
 export class PageHandoff<T> {
   /** The page the program holds, not yet acknowledged, and how to tell its sink. */

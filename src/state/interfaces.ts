@@ -375,9 +375,9 @@ export interface StateStore {
    */
   pendingNotifications(pipeline: string, limit: number, staleBefore: string): Promise<NotificationRecord[]>;
   /**
-   * Takes an owed notification for delivery by this process (docs/notifications.md#at-least-once): `sending` as of
-   * `at`, so that no other process's `pendingNotifications` hands it out while it is sent; false when it is not owed
-   * (another took it first, or it was settled).
+   * Takes an owed notification for delivery by this process (docs/notifications.md#at-least-once-and-idempotency):
+   * `sending` as of `at`, so that no other process's `pendingNotifications` hands it out while it is sent; false when it
+   * is not owed (another took it first, or it was settled).
    */
   takeNotification(key: NotificationKey, at: string, staleBefore: string): Promise<boolean>;
   /**
