@@ -1,5 +1,7 @@
-// The package root: what a pipeline author uses. Everything else is a subpath — webdata-etl/client (the client's
-// schemas and helpers), webdata-etl/scheduler, webdata-etl/simulator, webdata-etl/analytics, webdata-etl/report.
+// The package root: what a pipeline author writes with (test/package-exports.test.ts pins its values). Everything else
+// is a subpath — webdata-etl/errors (every error class), webdata-etl/client (the client on its own),
+// webdata-etl/notifications (a webhook receiver's), webdata-etl/scheduler, webdata-etl/simulator,
+// webdata-etl/analytics, webdata-etl/report (docs/development.md#what-the-package-exports).
 
 // A pipeline and its run
 export { definePipeline, type Pipeline, type PipelineDefinition } from './config/define.ts';
@@ -10,10 +12,7 @@ export { runFromCommandLine } from './run-from-command-line.ts';
 export { EXIT } from './run/exit-codes.ts';
 export { pipelineFromConfig, type JsonConfig } from './config/json-config.ts';
 
-// Notifications of a run's end: what a webhook is sent, and how its receiver checks the signature
-export { type MissedNotification, missedNotificationSchema, notificationSchema, type Notification, type WebhookBody, webhookBodySchema } from './run/notification.ts';
-export { verifyWebhookSignature } from './notify/sign.ts';
-export type { DeliveryHeaders, VerifiedDelivery } from './notify/sign.ts';
+// A pipeline's webhooks (what a receiver is sent, and how it checks it: webdata-etl/notifications)
 export { type NotifyOptions } from './notify/webhook-config.ts';
 
 // Sources
@@ -26,7 +25,7 @@ export { type Fetched, type SeriesInput, type SourceSpec } from './sources/defin
 export { paginators, type Paginator, type PageRequest, type PageAnswer } from './sources/paginators/index.ts';
 
 // Stages
-export { type Stage, pipe } from './pipeline/compose.ts';
+export { type Stage } from './pipeline/compose.ts';
 export { type RunContext } from './pipeline/context.ts';
 export { type Page, type Series } from './pipeline/page.ts';
 export { normalize } from './stages/normalize.ts';
@@ -42,36 +41,16 @@ export { type JsonlSinkOptions } from './sinks/jsonl.ts';
 export { type Sink, type SinkContext } from './sinks/sink.ts';
 export { defineSink, type SinkSpec } from './sinks/define-sink.ts';
 
-// The client
-export { createClient, type Client, type Item, type SearchResponse } from './client/client.ts';
-export { type ClientOptions } from './client/options.ts';
+// The API's items, as a source of your own gets them (the client itself: webdata-etl/client)
+export { type Item } from './client/client.ts';
 
-// Errors: every failure a caller may act on, each a WebDataEtlError
-export {
-  WebDataEtlError,
-  WebDataError,
-  BadRequestError,
-  AuthenticationError,
-  PlanError,
-  RateLimitError,
-  ServerError,
-  UnexpectedStatusError,
-  NetworkError,
-  TimeoutError,
-  MalformedResponseError,
-  AbortedError,
-  ValidationError,
-  UsageError,
-  StageContractError,
-  RunLifecycleError,
-  OutputError,
-  LeaseHeldError,
-  RunAtWorkError,
-  RunEndedError,
-  UnstorablePageError,
-  HeapLimitError,
-  SeriesLostError,
-  WorkerExpiredError,
-} from './errors/index.ts';
+// The errors a caller of run() or stream() acts on, each in its own way (every class: webdata-etl/errors):
+// WebDataEtlError is the base of them all (the library's own failures, from anything else); ValidationError, bad
+// input to fix (its issues name each field); RunLifecycleError, a run that cannot start as asked (resume refused,
+// the plan changed: fix it, or start afresh); LeaseHeldError, another process at the pipeline (try later);
+// OutputError, the disk or a database (its problem says whether to fix or to wait); HeapLimitError, a run(url) whose
+// heap ran out (run it again with a larger WEBDATA_HEAP_MB). The API's failures (WebDataError and its classes) fail
+// a series or stop the run, as its summary says; run() does not reject with them.
+export { WebDataEtlError, ValidationError, RunLifecycleError, LeaseHeldError, OutputError, HeapLimitError } from './errors/index.ts';
 
 export { VERSION } from './version.ts';

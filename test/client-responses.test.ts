@@ -1,7 +1,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AbortedError, AuthenticationError, BadRequestError, createClient, MalformedResponseError, NetworkError, PlanError, RateLimitError, ServerError, TimeoutError, UnexpectedStatusError, WebDataError } from '../src/index.ts';
+import { AbortedError, AuthenticationError, BadRequestError, MalformedResponseError, NetworkError, PlanError, RateLimitError, ServerError, TimeoutError, UnexpectedStatusError, WebDataError } from '../src/errors/index.ts';
+import { createClient } from '../src/client/index.ts';
 import { type Simulator } from '../src/simulator/index.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 

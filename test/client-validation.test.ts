@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, ValidationError } from '../src/index.ts';
+import { ValidationError } from '../src/index.ts';
+import { createClient } from '../src/client/index.ts';
 import { type Simulator } from '../src/simulator/index.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from './helpers.ts';
 

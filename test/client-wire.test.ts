@@ -2,7 +2,9 @@ import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { createServer as createTcpServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, NetworkError, VERSION } from '../src/index.ts';
+import { VERSION } from '../src/index.ts';
+import { createClient } from '../src/client/index.ts';
+import { NetworkError } from '../src/errors/index.ts';
 import { parseRetryAfter } from '../src/client/retry-after.ts';
 import { rejection, TEST_KEY } from './helpers.ts';
 

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { items, mapItems, type Page, pipe, type RunContext, type Stage, StageContractError } from '../src/index.ts';
+import { items, mapItems, type Page, type RunContext, type Stage } from '../src/index.ts';
+import { pipe } from '../src/pipeline/compose.ts';
+import { StageContractError } from '../src/errors/index.ts';
 import { throughStages } from '../src/pipeline/compose.ts';
 import { seriesStates } from '../src/pipeline/context.ts';
 

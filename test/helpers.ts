@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
-import { createClient, type ClientOptions, ValidationError } from '../src/index.ts';
+import { ValidationError } from '../src/index.ts';
+import { createClient, type ClientOptions } from '../src/client/index.ts';
 import { type Simulator, type SimulatorOptions, startSimulator } from '../src/simulator/index.ts';
 
 export const TEST_KEY = 'test_key_5f1d2c9a8b7e6f5a4b3c2d1e';

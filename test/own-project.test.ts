@@ -2,7 +2,7 @@
 // this repository, and used from there the way the README's "A project of your own" says — a typed pipeline file run
 // by `node pipeline.ts` and by `npx webdata-etl run pipeline.ts`, and a program of one's own that calls `stream()`;
 // then installed from a git URL of the repository, which runs `prepare`. Offline, over real sockets. What the tarball holds (`files`, `exports`, the types, the bin) is tested by using it.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, relative } from 'node:path';
@@ -129,6 +129,18 @@ const PIPELINE_TS = documented('README.md', '## A project of your own');
 /** A program of one's own, as docs/pipelines.md shows it: a simulator from the package's subpath, the pages by stream(). */
 const CONSUME_TS = documented('docs/pipelines.md', '## In a project of your own');
 
+/** The errors a caller of run() acts on, from the package root, as docs/pipelines.md shows them (type-checked only). */
+const REJECTS_TS = documented('docs/pipelines.md', '### What a run rejects with');
+
+/** The client on its own and an error class from webdata-etl/errors, as docs/client.md shows them (type-checked only). */
+const CLIENT_TS = documented('docs/client.md', '## The client');
+
+/** Each door's runtime names, `import()`ed by name from `cwd` (no source condition: a project's node_modules, or dist/). */
+function doorNames(doors: readonly string[], cwd: string): Record<string, string[]> {
+  const script = `const names = {}; for (const door of ${JSON.stringify(doors)}) names[door] = Object.keys(await import(door)).sort(); process.stdout.write(JSON.stringify(names));`;
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '--eval', script], { cwd, env: userEnv(), encoding: 'utf8' })) as Record<string, string[]>;
+}
+
 /** What a user's tsconfig.json would say for these files (Node runs them as they are; tsc only checks them). */
 const TSCONFIG = {
   compilerOptions: {
@@ -183,6 +195,8 @@ describe('a project of your own: the packed package installed in a fresh directo
 
     writeFileSync(join(project, 'pipeline.ts'), PIPELINE_TS);
     writeFileSync(join(project, 'consume.ts'), CONSUME_TS);
+    writeFileSync(join(project, 'rejects.ts'), REJECTS_TS);
+    writeFileSync(join(project, 'client.ts'), CLIENT_TS);
     writeFileSync(join(project, 'tsconfig.json'), `${JSON.stringify(TSCONFIG, null, 2)}\n`);
   }, 180_000);
 
@@ -190,8 +204,18 @@ describe('a project of your own: the packed package installed in a fresh directo
     if (base) rmSync(base, { recursive: true, force: true });
   });
 
-  it('the files type-check against the types the package ships (strict; no any, no casts in them)', async () => {
+  it('the files type-check against the types the package ships (strict; no any, no casts in them): the pipeline, the program, and the snippets of the root\'s errors and the client', async () => {
     succeeded(await sh(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], project), 'tsc');
+  });
+
+  it('the root and every subpath of the installed package import by name, with the values the built package has', () => {
+    const installed = JSON.parse(readFileSync(join(project, 'node_modules/webdata-etl/package.json'), 'utf8')) as { exports: Record<string, unknown> };
+    const doors = Object.keys(installed.exports).filter((key) => key !== './package.json').map((key) => (key === '.' ? 'webdata-etl' : `webdata-etl/${key.slice(2)}`));
+    expect(doors).toEqual(expect.arrayContaining(['webdata-etl', 'webdata-etl/errors', 'webdata-etl/client', 'webdata-etl/notifications', 'webdata-etl/simulator']));
+    const names = doorNames(doors, project);
+    for (const door of doors) expect(names[door]?.length, door).toBeGreaterThan(0);
+    expect(names['webdata-etl']?.length).toBeLessThanOrEqual(30);
+    expect(names).toEqual(doorNames(doors, ROOT));
   });
 
   it('node pipeline.ts, against a simulator the test starts (--base-url, the key from the environment)', async () => {

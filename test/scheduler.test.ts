@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type SearchResponse } from '../src/index.ts';
+import { type SearchResponse } from '../src/client/index.ts';
 import { createCreditMeter, createPacer, type CreditMeter, createScheduler, estimate, type Outcome, type Pacer, type SchedulerEvent, type SchedulerOptions, virtualClock } from '../src/schedule/index.ts';
 import { type Simulator } from '../src/simulator/index.ts';
 import { clientFor, simulator, TEST_KEY } from './helpers.ts';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { dedupe, filterItems, type Item, mapItems, type NormalizedItem, normalize, type Page, searchPages, StageContractError, type Stage, toCsv, toSqlite } from '../src/index.ts';
+import { dedupe, filterItems, type Item, mapItems, type NormalizedItem, normalize, type Page, searchPages, type Stage, toCsv, toSqlite } from '../src/index.ts';
+import { StageContractError } from '../src/errors/index.ts';
 import { clientFor, simulator } from './helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from './pipeline-helpers.ts';
 

@@ -3,7 +3,8 @@
 // obscurely: the first to close closed it under the other ("the PostgreSQL sink … was not opened"). The second is
 // now refused as it opens, by the sink's name, before it joins the run; the first goes on untouched.
 import { expect, it } from 'vitest';
-import { normalize, searchPages, toPostgres, UsageError } from '../src/index.ts';
+import { normalize, searchPages, toPostgres } from '../src/index.ts';
+import { UsageError } from '../src/errors/index.ts';
 import { rejection, simulator } from './helpers.ts';
 import { describePostgres, testDatabase } from './pg.ts';
 import { runOn } from './pipeline-helpers.ts';

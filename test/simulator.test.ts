@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
-import { createClient, type Item } from '../src/index.ts';
+import { type Item } from '../src/index.ts';
+import { createClient } from '../src/client/index.ts';
 import { clientFor, rejection, simulator, TEST_KEY, until } from './helpers.ts';
 
 const urlOf = (item: Item | undefined) => String(item?.url ?? item?.link ?? '');

@@ -13,7 +13,8 @@ import { type ClaimStore, type Launch, type LaunchOutcome, type MissedFound, MOS
 import { type Clock, virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
 import { UNFINISHED } from '../src/state/interfaces.ts';
 import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/state-store.ts';
-import { definePipeline, normalize, RunAtWorkError, RunEndedError, searchPages, toPostgres, toSqlite } from '../src/index.ts';
+import { definePipeline, normalize, searchPages, toPostgres, toSqlite } from '../src/index.ts';
+import { RunAtWorkError, RunEndedError } from '../src/errors/index.ts';
 import { rejection, simulator } from './helpers.ts';
 import { describePostgres, testDatabase } from './pg.ts';
 import { runOn, workdir } from './pipeline-helpers.ts';

@@ -11,7 +11,7 @@ import { simulator } from './helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
 import { workdir } from './pipeline-helpers.ts';
 import { receiver, SECRET } from './webhook-helpers.ts';
-import { missedNotificationSchema } from '../src/index.ts';
+import { missedNotificationSchema } from '../src/notifications.ts';
 
 
 /** Resolves once `condition` holds, polling; fails naming `what` after `ms`. */

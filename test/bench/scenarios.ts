@@ -1,7 +1,7 @@
 // One function per scenario. Each measures and returns figures; none asserts: a benchmark that throws on a miss
 // hides the very numbers needed to understand the miss.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createClient } from '../../src/index.ts';
+import { createClient } from '../../src/client/index.ts';
 import { createScheduler, type Scheduler, type SchedulerOptions, type SchedulerStats } from '../../src/schedule/index.ts';
 import { fixedWindowTarget, type LimitedOptions, limitedTarget, type ServerKind, type Target, unlimitedTarget } from './servers.ts';
 import { record, type Recording, runWork, type WorkPlan, type WorkTally } from './workload.ts';

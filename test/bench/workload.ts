@@ -1,8 +1,7 @@
 // The work a harvest gives the scheduler: many series, each paging strictly in sequence (a page's outcome decides
 // whether there is a next one), so the scheduler never sees more than one request per series at a time. That is
 // what limits how far ahead it can queue, and why the number of series matters for keeping the rate up.
-import { type Client } from '../../src/index.ts';
-import { SEARCH_PATH } from '../../src/client/index.ts';
+import { type Client, SEARCH_PATH } from '../../src/client/index.ts';
 import { type Scheduler, type SchedulerEvent, type StopReason } from '../../src/schedule/index.ts';
 
 export interface WorkPlan {
