@@ -148,24 +148,10 @@ class PostgresTable {
     }
     const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
     const lease = ctx.shared ? { release: async () => undefined } : await atDatabase(where, () => leaseTable(pool, `${this.#target.database}#${schema}.${table}`, where, ctx.pipeline), pool);
-    let prepared: { seq: number; conflictTarget: string };
-    try {
-      prepared = await atDatabase(
-        where,
-        () =>
-          transaction(pool, async (client) => {
-            await prepareTable(client, { schema, table, where }, stored, ctx.tagColumns);
-            const conflictTarget = mode === 'upsert' ? await uniqueKey(client, { schema, table }, where) : upsertTarget(false);
-            if (!own) await preparePostgresOutcomes(client, schema, table, where, ctx.runId);
-            return { seq: (await this.#checkpoint(client)) ?? (await this.#firstCheckpoint(client, ctx.currentSeq)), conflictTarget };
-          }),
-        pool,
-      );
-      if (!own) await atDatabase(where, async () => ctx.resultsTable?.({ kind: 'postgres', pool, schema }, table, mode));
-    } catch (error) {
+    const prepared = await this.#prepare(pool, ctx, stored).catch(async (error: unknown) => {
       await lease.release();
       throw error;
-    }
+    });
     this.#held = prepared.seq;
     this.#opened = {
       pool,
@@ -173,6 +159,28 @@ class PostgresTable {
       rows: pageRows({ sinkId: this.id, schema, table, pipeline: this.#pipeline }, columns, { mode, conflictTarget: prepared.conflictTarget }),
       outcomes: own ? undefined : postgresOutcomes(pool, schema, table),
     };
+  }
+
+  /**
+   * The table, its upsert key and outcomes table, created or checked in one transaction, and the last page it holds;
+   * then the run's analytics views over it.
+   */
+  async #prepare(pool: Pool, ctx: SinkContext, stored: readonly string[]): Promise<{ seq: number; conflictTarget: string }> {
+    const { schema, table, mode, columns: own } = this.#config;
+    const where = this.#where;
+    const prepared = await atDatabase(
+      where,
+      () =>
+        transaction(pool, async (client) => {
+          await prepareTable(client, { schema, table, where }, stored, ctx.tagColumns);
+          const conflictTarget = mode === 'upsert' ? await uniqueKey(client, { schema, table }, where) : upsertTarget(false);
+          if (!own) await preparePostgresOutcomes(client, schema, table, where, ctx.runId);
+          return { seq: (await this.#checkpoint(client)) ?? (await this.#firstCheckpoint(client, ctx.currentSeq)), conflictTarget };
+        }),
+      pool,
+    );
+    if (!own) await atDatabase(where, async () => ctx.resultsTable?.({ kind: 'postgres', pool, schema }, table, mode));
+    return prepared;
   }
 
   rows(page: Page<Record<string, unknown>>): PostgresRows {
