@@ -29,7 +29,7 @@ export function openForReading(path: string, field = 'database'): Database.Datab
     const writer = new Database(path, { fileMustExist: true });
     try {
       writer.pragma('busy_timeout = 5000');
-      writer.prepare('SELECT count(*) FROM sqlite_master').get();
+      writer.prepare(PROBE).get();
     } finally {
       writer.close();
     }
@@ -39,6 +39,13 @@ export function openForReading(path: string, field = 'database'): Database.Datab
   return probed(path);
 }
 
+/**
+ * The first query, which makes SQLite say what is wrong with a file (`probed`). The ground floor's one statement, kept
+ * here rather than in a statements module: it reads nothing of the data (any query would do; this one reads only the
+ * schema), and the statement modules are on the floors above, which this one may not import.
+ */
+const PROBE = 'SELECT count(*) FROM sqlite_master';
+
 /** What a read-only connection answers for a file a killed writer left (a hot journal, a WAL to recover). */
 const LEFT_MID_WRITE = new Set(['SQLITE_READONLY_ROLLBACK', 'SQLITE_READONLY_RECOVERY', 'SQLITE_READONLY_CANTINIT']);
 
@@ -46,7 +53,7 @@ const LEFT_MID_WRITE = new Set(['SQLITE_READONLY_ROLLBACK', 'SQLITE_READONLY_REC
 function probed(path: string): Database.Database {
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    db.prepare('SELECT count(*) FROM sqlite_master').get();
+    db.prepare(PROBE).get();
   } catch (error) {
     db.close();
     throw error;

@@ -1,9 +1,10 @@
 import type { Pool } from '../postgres/pools.ts';
 import { transaction } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { postgresReaderStatements, viewStatements } from './statements.ts';
+import { POSTGRES } from './dialect.ts';
+import { postgresReaderStatements, type ResultsView, resultsViewsSql, spendViewSql, viewStatements } from './statements.ts';
 import { tagColumnsOf } from './view-tags.ts';
-import { CREATE_ORDER, DROP_ORDER, POSTGRES, type ResultsView, resultsViewsSql, runsRead, spendViewSql, viewName } from './views.ts';
+import { CREATE_ORDER, DROP_ORDER, runsRead, viewName } from './views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { preparePostgresOutcomes } from '../sinks/postgres-outcomes.ts';
 

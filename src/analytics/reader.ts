@@ -6,7 +6,7 @@ import { quoteIdentifier } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, stateStoreWhere } from '../postgres/target.ts';
 import { openForReading } from '../read-database.ts';
 import { postgresReaderStatements, sqliteReaderStatements } from './statements.ts';
-import { type Dialect, POSTGRES, SQLITE } from './views.ts';
+import { type Dialect, POSTGRES, SQLITE } from './dialect.ts';
 
 /**
  * A database that export, report and runs read: a pipeline's SQLite file, or a PostgreSQL database (its results

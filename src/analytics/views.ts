@@ -1,15 +1,10 @@
 import type Database from 'better-sqlite3';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import { sqliteReaderStatements, viewStatements } from './statements.ts';
+import { SQLITE } from './dialect.ts';
+import { type ResultsView, resultsViewsSql, type RunsRead, spendViewSql, sqliteReaderStatements, viewStatements } from './statements.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { prepareSqliteOutcomes } from '../sinks/sqlite-outcomes.ts';
-import { changesTags, tagColumnsOf } from './view-tags.ts';
-
-/** The analytics views over a results table, by report name. */
-export type ResultsView = 'rankings' | 'domains' | 'overlap' | 'changes';
-
-/** The URLs compared between countries by the overlap view: the top N of each. */
-export const OVERLAP_TOP = 10;
+import { tagColumnsOf } from './view-tags.ts';
 
 /** Views get the results table's name in front, except for the default table: `report_rankings`, `serp_report_rankings`. */
 export function viewName(table: string, view: ResultsView | 'spend'): string {
@@ -23,124 +18,6 @@ export function viewName(table: string, view: ResultsView | 'spend'): string {
 export function applicableViews(mode: 'append' | 'replace' | 'upsert', seriesComplete: boolean): ResultsView[] {
   if (!seriesComplete) return [];
   return mode === 'append' ? ['rankings', 'domains', 'overlap', 'changes'] : ['rankings', 'domains', 'overlap'];
-}
-
-/**
- * The two SQL dialects the views are written in. The views are one text; these are the few places SQLite and
- * PostgreSQL differ: counts and sums of integers (bigint, which node-postgres hands over as text), rounded averages
- * (numeric, likewise), text order (PostgreSQL's follows the database's collation; the views compare bytes, as SQLite
- * does, so that both answer the same), and booleans.
- */
-export interface Dialect {
-  int(expression: string): string;
-  real(expression: string): string;
-  /** `expression` compared and ordered by its bytes. */
-  bytes(expression: string): string;
-  isTrue(expression: string): string;
-}
-
-export const SQLITE: Dialect = { int: (e) => e, real: (e) => e, bytes: (e) => e, isTrue: (e) => `${e} = 1` };
-export const POSTGRES: Dialect = { int: (e) => `(${e})::int`, real: (e) => `(${e})::float8`, bytes: (e) => `${e} COLLATE "C"`, isTrue: (e) => e };
-
-/**
- * Which run of each (query, country, lang) the views read. `complete`: its latest complete run, by the outcomes table
- * (`sinks/series-outcomes.ts`), so that a series that failed, ran out of budget or was stopped part way is shown as it
- * last was whole; a series with no complete run yet, by its latest run. `latest`: its latest run, for a table whose
- * rows' run is the one that last saw them (upsert), where runs are not history.
- */
-export type RunsRead = 'complete' | 'latest';
-
-/**
- * The views over a results table `t` and its outcomes table `o` (both quoted, qualified if need be), named by `name`,
- * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
- * lack). Run ids sort by time, so the latest run is the greatest. `tags`: the table's tag columns (`tagColumnsOf`),
- * which `rankings` and `changes` carry after their own.
- */
-export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) => string, d: Dialect, runs: RunsRead = 'complete', tags: readonly string[] = []): Record<ResultsView, string> {
-  const seen = `SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${t} GROUP BY query, country, lang`;
-  const series = (a: string, b: string) => `${a}.query = ${b}.query AND ${a}.country = ${b}.country AND ${a}.lang = ${b}.lang`;
-  const q = quoteIdentifier;
-  // A series' tags are its query's (one value in a run): taken whole with its rows, as the greatest of them.
-  const tagged = changesTags(tags);
-  const tagsOf = (rows: string) => tagged.map((tag) => `, MAX(${d.bytes(`${rows}.${q(tag.column)}`)}) AS ${q(tag.column)}`).join('');
-  // A series' rows in a run, one per dedupe key: its best rank there, and a URL and title to show.
-  const rowsOf = (run: 'run_id' | 'previous_run_id') => `
-        SELECT r.query, r.country, r.lang, r.dedupe_key, MIN(r.rank) AS rank, MAX(${d.bytes('r.url')}) AS url, MAX(${d.bytes('r.title')}) AS title${tagsOf('r')}
-        FROM ${t} r JOIN compared x ON ${series('x', 'r')} AND x.${run} = r.run_id
-        WHERE r.dedupe_key IS NOT NULL GROUP BY r.query, r.country, r.lang, r.dedupe_key`;
-  // A failed series' tags: those of its rows in the run that failed, else in its last complete run.
-  const failedTags = tagged.length
-    ? `,
-      failed_tags AS (
-        SELECT r.query, r.country, r.lang, r.run_id${tagsOf('r')}
-        FROM ${t} r JOIN failed f ON ${series('f', 'r')} LEFT JOIN last_done c ON ${series('c', 'f')}
-        WHERE r.run_id = f.run_id OR r.run_id = c.run_id GROUP BY r.query, r.country, r.lang, r.run_id)`
-    : '';
-  const tagCells = (from: (column: string) => string) => tagged.map((tag) => `, ${from(q(tag.column))} AS ${q(tag.as)}`).join('');
-  return {
-    // The rows of the run each (query, country, lang) is read at (`RunsRead`), best rank first.
-    rankings: `
-      WITH ${
-        runs === 'latest'
-          ? `latest AS (${seen})`
-          : `seen AS (${seen}),
-      complete AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE complete = 1 GROUP BY query, country, lang),
-      latest AS (SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id FROM seen s LEFT JOIN complete c ON ${series('c', 's')})`
-      }
-      SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at${tags.map((tag) => `, r.${q(tag)}`).join('')}
-      FROM ${t} r JOIN latest ON ${series('latest', 'r')} AND latest.run_id = r.run_id`,
-    // Who dominates a query in a country: results, best and average rank, share of the latest results.
-    domains: `
-      SELECT query, country, domain, ${d.int('COUNT(*)')} AS results, MIN(rank) AS best_rank, ${d.real('ROUND(AVG(rank), 2)')} AS average_rank,
-        ${d.real('ROUND(1.0 * COUNT(*) / SUM(COUNT(*)) OVER (PARTITION BY query, country), 4)')} AS share
-      FROM ${name('rankings')} WHERE domain IS NOT NULL
-      GROUP BY query, country, domain`,
-    // How alike two countries' top ${OVERLAP_TOP} are for a query: Jaccard similarity of their URL sets.
-    overlap: `
-      WITH top AS (SELECT DISTINCT query, lang, country, dedupe_key FROM ${name('rankings')} WHERE rank <= ${OVERLAP_TOP} AND dedupe_key IS NOT NULL),
-      sizes AS (SELECT query, lang, country, ${d.int('COUNT(*)')} AS n FROM top GROUP BY query, lang, country),
-      shared AS (
-        SELECT a.query, a.lang, a.country AS country_a, b.country AS country_b, ${d.int('COUNT(*)')} AS n
-        FROM top a JOIN top b ON a.query = b.query AND a.lang = b.lang AND a.dedupe_key = b.dedupe_key AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
-        GROUP BY a.query, a.lang, a.country, b.country)
-      SELECT a.query, a.lang, a.country AS country_a, b.country AS country_b, COALESCE(s.n, 0) AS shared, a.n AS top_a, b.n AS top_b,
-        ${d.real('ROUND(1.0 * COALESCE(s.n, 0) / (a.n + b.n - COALESCE(s.n, 0)), 4)')} AS jaccard
-      FROM sizes a JOIN sizes b ON a.query = b.query AND a.lang = b.lang AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
-      LEFT JOIN shared s ON s.query = a.query AND s.lang = a.lang AND s.country_a = a.country AND s.country_b = b.country`,
-    // What changed in each (query, country, lang) between its last two complete runs: new, lost, up, down
-    // (rank_delta > 0 is up), same. A series whose latest run did not complete (failed, budget, stopped, not reached)
-    // is not compared: one row says so, `failed`, with why and the complete run it would be compared with
-    // (docs/analytics.md#failed-and-unreached-series).
-    changes: `
-      WITH done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
-      tried AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} GROUP BY query, country, lang),
-      last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
-      failed AS (SELECT f.query, f.country, f.lang, f.run_id, f.reason FROM ${o} f JOIN tried y ON ${series('y', 'f')} AND y.run_id = f.run_id WHERE f.complete = 0),
-      compared AS (
-        SELECT c.query, c.country, c.lang, c.run_id, MAX(p.run_id) AS previous_run_id
-        FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id
-        LEFT JOIN done p ON ${series('p', 'c')} AND p.run_id < c.run_id
-        GROUP BY c.query, c.country, c.lang, c.run_id),
-      cur AS (${rowsOf('run_id')}),
-      prev AS (${rowsOf('previous_run_id')})${failedTags}
-      SELECT c.query, c.country, c.lang, c.dedupe_key, c.url, c.title, p.rank AS previous_rank, c.rank AS current_rank,
-        p.rank - c.rank AS rank_delta,
-        CASE WHEN p.rank IS NULL THEN 'new' WHEN c.rank < p.rank THEN 'up' WHEN c.rank > p.rank THEN 'down' ELSE 'same' END AS change,
-        x.run_id, x.previous_run_id, NULL AS reason${tagCells((column) => `c.${column}`)}
-      FROM cur c JOIN compared x ON ${series('x', 'c')}
-      LEFT JOIN prev p ON ${series('p', 'c')} AND p.dedupe_key = c.dedupe_key
-      UNION ALL
-      SELECT p.query, p.country, p.lang, p.dedupe_key, p.url, p.title, p.rank, NULL, NULL, 'lost', x.run_id, x.previous_run_id, NULL${tagCells((column) => `p.${column}`)}
-      FROM prev p JOIN compared x ON ${series('x', 'p')}
-      LEFT JOIN cur c ON ${series('c', 'p')} AND c.dedupe_key = p.dedupe_key
-      WHERE c.dedupe_key IS NULL
-      UNION ALL
-      SELECT f.query, f.country, f.lang, NULL, NULL, NULL, NULL, NULL, NULL, 'failed', f.run_id, c.run_id, f.reason${tagCells((column) => `COALESCE(ft.${column}, ct.${column})`)}
-      FROM failed f LEFT JOIN last_done c ON ${series('c', 'f')}${
-        tagged.length ? `
-      LEFT JOIN failed_tags ft ON ${series('ft', 'f')} AND ft.run_id = f.run_id LEFT JOIN failed_tags ct ON ${series('ct', 'f')} AND ct.run_id = c.run_id` : ''
-      }`,
-  };
 }
 
 /** Views in the order they are dropped (dependents first) and created. */
@@ -168,19 +45,9 @@ export function createResultsViews(db: Database.Database, table: string, views: 
   })();
 }
 
-/** Spend per run, query, country and endpoint, from the ledger's `spend` and `series` (qualified by `schema.` if need be). */
-export function spendViewSql(prefix: string, d: Dialect): string {
-  return `
-      SELECT s.run_id, COALESCE(se.query, '') AS query, COALESCE(se.country, '') AS country, s.path AS endpoint,
-        ${d.int('COUNT(*)')} AS requests, ${d.int("SUM(CASE WHEN s.status LIKE '2__' THEN 1 ELSE 0 END)")} AS answered,
-        ${d.real('SUM(s.credits)')} AS credits, ${d.real(`SUM(CASE WHEN ${d.isTrue('s.uncertain')} THEN s.credits ELSE 0 END)`)} AS uncertain_credits,
-        ${d.real(`SUM(CASE WHEN ${d.isTrue('s.uncommitted')} THEN s.credits ELSE 0 END)`)} AS uncommitted_credits
-      FROM ${prefix}spend s LEFT JOIN ${prefix}series se ON se.run_id = s.run_id AND se.series_id = s.series_id
-      GROUP BY s.run_id, se.query, se.country, s.path`;
-}
-
 /** The spend view, in the SQLite state store. */
 export function createSpendView(db: Database.Database): void {
   const name = quoteIdentifier(viewName('results', 'spend'));
-  db.exec(`${viewStatements.drop(name)}; ${viewStatements.create(name, spendViewSql('', SQLITE))}`);
+  db.exec(viewStatements.drop(name));
+  db.exec(viewStatements.create(name, spendViewSql('', SQLITE)));
 }

@@ -1,7 +1,6 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { isPostgresDatabase, openReader, type Reader } from '../analytics/reader.ts';
-import { POSTGRES } from '../analytics/views.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
 import { checkDatabaseArgument, oneDatabase, stateUrlFrom } from './database-filters.ts';
 import type { PostgresTarget } from '../postgres/target.ts';
@@ -10,6 +9,7 @@ import { EXIT } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { claimAnomaly } from '../recurring/claim-anomaly.ts';
+import { runsStatements as sql } from './statements.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]
 
@@ -28,12 +28,6 @@ Options:
   --database-url <url>   a PostgreSQL state database, in place of the file argument
   -h, --help             show this help
 `;
-
-/** The columns `runs` shows: never `plan`, a run's whole stored plan (tens of MB for a million queries). */
-const SHOWN = 'run_id, pipeline, status, started_at, finished_at, budget, summary, error, invocations';
-
-/** A run's notifications, as `runs` shows them: never the body, never the webhook's query string (it is not stored). */
-const NOTIFICATIONS = 'run_id, invocation, target, event, status, attempts, error, updated_at';
 
 interface NotificationRow {
   run_id: string;
@@ -102,11 +96,12 @@ export async function runsCommand(args: string[]): Promise<number> {
   const table = [['run', 'pipeline', 'status', 'started', 'requests', 'credits', 'rows', 'series', 'note']];
   try {
     if (!(await reader.exists('runs', 'state'))) return noRuns(values.json);
-    const recorded = reader.dialect === POSTGRES ? 'created' : 'rowid';
     const notifications = await notificationsOf(reader, pipeline);
+    // One pipeline's, given its file; else every pipeline's in the database.
+    const only = pipeline ? [pipeline] : [];
     // A schedule's occurrences: few (those without a run are pruned to the latest thousand), read whole.
     const occurrences = (await reader.exists('occurrences', 'state'))
-      ? ((await reader.all(`SELECT pipeline, due_at, outcome, run_id, worker, claimed_at, note FROM ${reader.name('occurrences', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY due_at`, pipeline ? [pipeline] : [])) as unknown as OccurrenceRow[])
+      ? ((await reader.all(sql.occurrences(reader.name('occurrences', 'state'), only.length > 0), only)) as unknown as OccurrenceRow[])
       : [];
     const startedBy = new Map<string, OccurrenceRow>();
     for (const occurrence of occurrences) if (occurrence.run_id !== null && !startedBy.has(occurrence.run_id)) startedBy.set(occurrence.run_id, occurrence);
@@ -123,7 +118,7 @@ export async function runsCommand(args: string[]): Promise<number> {
         emit(describeOccurrence(row, notifications.get(`missed:${row.pipeline}@${new Date(row.due_at).toISOString()}`) ?? []));
       }
     };
-    const rows = reader.iterate(`SELECT ${SHOWN} FROM ${reader.name('runs', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY started_at, ${recorded}`, pipeline ? [pipeline] : []);
+    const rows = reader.iterate(sql.runs(reader.name('runs', 'state'), reader.dialect, only.length > 0), only);
     for await (const row of rows) {
       const run = describe(row as unknown as RunRow, notifications.get((row as unknown as RunRow).run_id) ?? [], startedBy.get((row as unknown as RunRow).run_id));
       emitRunlessUntil(Date.parse(run.startedAt));
@@ -149,10 +144,8 @@ function noRuns(json: boolean | undefined): number {
 async function notificationsOf(reader: Reader, pipeline: string | undefined): Promise<Map<string, NotificationRow[]>> {
   const byRun = new Map<string, NotificationRow[]>();
   if (!(await reader.exists('notifications', 'state'))) return byRun;
-  const rows = await reader.all(
-    `SELECT ${NOTIFICATIONS} FROM ${reader.name('notifications', 'state')} ${pipeline ? 'WHERE pipeline = ?' : ''} ORDER BY invocation, created_at`,
-    pipeline ? [pipeline] : [],
-  );
+  const only = pipeline ? [pipeline] : [];
+  const rows = await reader.all(sql.notifications(reader.name('notifications', 'state'), only.length > 0), only);
   for (const row of rows as unknown as NotificationRow[]) byRun.set(row.run_id, [...(byRun.get(row.run_id) ?? []), row]);
   return byRun;
 }

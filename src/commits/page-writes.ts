@@ -1,7 +1,20 @@
 // What a page's commit writes for a sink, as data (docs/design.md#the-commit-contract): made by the sinks, written by
 // the state stores (state/) and the commit thread, which therefore need only this floor, never the sinks' own modules.
 // Data only, no functions: a page's writes cross to the commit thread.
-import type { RowInsert } from './row-insert.ts';
+
+/**
+ * A sink's insert as parts, so that one statement can take several rows (`statements.ts`, `sqliteRowsInsert`): its head
+ * (the table and its columns, quoted), then the rows' values, then what follows them. Data only: it crosses to the
+ * commit thread.
+ */
+export interface RowInsert {
+  /** The insert's head: the table and its columns, quoted (the SQLite sink's `insert` statement, sinks/statements.ts). */
+  readonly into: string;
+  /** Values per row: the flat values hold `width` of them for each row, in order. */
+  readonly width: number;
+  /** What follows the rows, if anything (an upsert's `ON CONFLICT … DO UPDATE …`). */
+  readonly then: string;
+}
 
 /**
  * A page's rows for a table in a SQLite file, and the sink's checkpoint with them (the file's `sink_checkpoints`):

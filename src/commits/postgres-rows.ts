@@ -1,4 +1,5 @@
 import type { PostgresRows } from './page-writes.ts';
+import { claimedKeys, postgresCheckpointUpdate, postgresRowsInsert } from './statements.ts';
 
 /**
  * A PostgreSQL statement being built of data-modifying CTEs (one round trip, atomic on its own): the state store's
@@ -8,7 +9,7 @@ import type { PostgresRows } from './page-writes.ts';
 export interface PageStatement {
   /** Adds a parameter; returns its placeholder (`$n`). */
   p(value: unknown): string;
-  /** Adds a data-modifying CTE (`INSERT …`, `UPDATE …`). */
+  /** Adds a data-modifying CTE (an insert, an update). */
   add(sql: string): void;
   /** A condition that holds only when the page took its place. */
   readonly guard: string;
@@ -35,13 +36,10 @@ export function addRows(statement: PageStatement, rows: PostgresRows, seq: numbe
   if (length > 0) {
     const key = rows.keyColumn;
     // A distributed run's page writes only the rows whose key it claimed (another worker may hold the others).
-    const claimed = statement.claimed === undefined || key < 0 ? '' : ` AND (u.c${key} IS NULL OR u.c${key} IN ${statement.claimed})`;
-    const names = rows.arrays.map((_, i) => `c${i}`).join(', ');
-    const unnested = `unnest(${rows.arrays.map((array, i) => `${statement.p(array)}::${rows.types[i]}[]`).join(', ')}) AS u(${names})`;
-    statement.add(`INSERT INTO ${rows.table} (${rows.columns}) SELECT * FROM ${unnested} WHERE true${guard}${claimed}${rows.conflict}`);
+    const claimed = statement.claimed === undefined || key < 0 ? '' : claimedKeys(key, statement.claimed);
+    const arrays = rows.arrays.map((array, i) => `${statement.p(array)}::${rows.types[i]}[]`);
+    statement.add(postgresRowsInsert(rows, arrays, `${guard}${claimed}`));
   }
   const at = statement.seq ?? `${statement.p(seq)}::bigint`;
-  statement.add(
-    `UPDATE ${rows.checkpoint.table} SET seq = ${at}, updated_at = now() WHERE pipeline = ${statement.p(rows.checkpoint.pipeline)} AND sink_id = ${statement.p(rows.sinkId)}${guard}`,
-  );
+  statement.add(postgresCheckpointUpdate(rows, at, statement.p(rows.checkpoint.pipeline), statement.p(rows.sinkId), guard));
 }

@@ -1,18 +1,6 @@
 import type Database from 'better-sqlite3';
-
-/**
- * A sink's insert as parts, so that one statement can take several rows: `${into} VALUES (…), (…)${then}`. Data only
- * (it crosses to the commit thread), and this module imports nothing but the driver's types, so the thread loads it
- * without the sinks' schemas.
- */
-export interface RowInsert {
-  /** `INSERT INTO "table" ("a", "b", …)` */
-  readonly into: string;
-  /** Values per row: the flat values hold `width` of them for each row, in order. */
-  readonly width: number;
-  /** What follows the rows, if anything (an upsert's `ON CONFLICT … DO UPDATE …`). */
-  readonly then: string;
-}
+import type { RowInsert } from './page-writes.ts';
+import { sqliteRowsInsert } from './statements.ts';
 
 /**
  * Rows per statement: one statement of 16 rows does the work of 16 with a sixteenth of the calls (each call binds,
@@ -32,8 +20,7 @@ export function rowInserter(db: Database.Database): (insert: RowInsert, values: 
     const key = `${rows}\u0000${insert.into}\u0000${insert.then}`;
     let prepared = statements.get(key);
     if (!prepared) {
-      const row = `(${Array.from({ length: insert.width }, () => '?').join(', ')})`;
-      prepared = db.prepare(`${insert.into} VALUES ${Array.from({ length: rows }, () => row).join(', ')}${insert.then}`);
+      prepared = db.prepare(sqliteRowsInsert(insert, rows));
       statements.set(key, prepared);
     }
     return prepared;

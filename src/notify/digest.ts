@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import { numbered } from '../analytics/reader.ts';
-import { type Dialect, POSTGRES, SQLITE, viewName } from '../analytics/views.ts';
+import { POSTGRES, SQLITE } from '../analytics/dialect.ts';
+import { viewName } from '../analytics/views.ts';
 import type { ResultsDatabase } from '../sinks/sink.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { StateStore } from '../state/interfaces.ts';
+import { digestStatements } from './statements.ts';
 
 /** Entries kept in each list of a digest (entered, left, moved, failed series); the rest are counted, not listed. */
 export const DIGEST_LIST_LIMIT = 100;
@@ -196,35 +198,6 @@ function entryOf(row: Record<string, unknown>): Entry {
     previousRank: rank(row.previous_rank),
   };
 }
-
-/**
- * The digest's statements, over a results table `t` and its changes view `v` (both quoted, qualified if need be), in
- * either dialect; values are bound (`?`).
- */
-export const digestStatements = {
-  /** The run the view takes for the latest (the greatest run id) and the one before it, which it compares with. */
-  runs: (t: string, d: Dialect) =>
-    `SELECT (SELECT MAX(${d.bytes('run_id')}) FROM ${t}) AS latest, (SELECT MAX(${d.bytes('run_id')}) FROM ${t} WHERE ${d.bytes('run_id')} < ?) AS before`,
-  /**
-   * One pass over the view: each row sorted into entered, left or moved (or none), numbered within its list and
-   * counted, and the first of each list kept. Parameters: top ×6, minRankMove, the URL's and title's lengths, the limit.
-   */
-  changes: (v: string, d: Dialect) => `
-    WITH sorted AS (
-      SELECT query, country, lang, url, title, previous_rank, current_rank,
-        CASE
-          WHEN change IN ('new', 'up') AND current_rank <= ? AND (previous_rank IS NULL OR previous_rank > ?) THEN 'entered'
-          WHEN change IN ('lost', 'down') AND previous_rank <= ? AND (current_rank IS NULL OR current_rank > ?) THEN 'left'
-          WHEN change IN ('up', 'down') AND current_rank <= ? AND previous_rank <= ? AND ABS(rank_delta) >= ? THEN 'moved'
-        END AS kind
-      FROM ${v}),
-    numbered AS (
-      SELECT query, country, lang, SUBSTR(url, 1, ?) AS url, SUBSTR(title, 1, ?) AS title, previous_rank, current_rank, kind,
-        ROW_NUMBER() OVER (PARTITION BY kind ORDER BY ${d.bytes('query')}, ${d.bytes('country')}, ${d.bytes('lang')}, COALESCE(current_rank, previous_rank), ${d.bytes('url')}) AS n,
-        ${d.int('COUNT(*) OVER (PARTITION BY kind)')} AS total
-      FROM sorted WHERE kind IS NOT NULL)
-    SELECT query, country, lang, url, title, previous_rank, current_rank, kind, total FROM numbered WHERE n <= ? ORDER BY kind, n`,
-};
 
 /** What the digest asks of a results database, in its dialect, on the run's own connection or pool. */
 function databaseQuery(at: ResultsDatabase) {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { type Pool, pgDriver } from './pools.ts';
+import { advisoryLockStatements } from './statements.ts';
 
 export interface HeldLock {
   /** The connection holding it, for statements that must run as the holder. */
@@ -20,7 +21,7 @@ export async function tryAdvisoryLock(pool: Pool, name: string): Promise<HeldLoc
   client.on('error', () => undefined);
   try {
     await client.connect();
-    const { rows } = await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`, [name]);
+    const { rows } = await client.query<{ locked: boolean }>(advisoryLockStatements.tryLock, [name]);
     if (!rows[0]?.locked) {
       await end();
       return undefined;

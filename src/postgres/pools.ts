@@ -4,6 +4,7 @@ import { checkConnection } from './before-connect.ts';
 import { driverConfig } from './driver-parse.ts';
 import { watchContact } from './reached.ts';
 import type { PostgresTarget } from './target.ts';
+import { transactionStatements } from './statements.ts';
 
 /** Connections per database within a run: pages commit one at a time, so a few cover commits, reads and the lease. */
 const POOL_SIZE = 4;
@@ -101,13 +102,13 @@ export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient
   client.on('error', heard);
   let broken: Error | undefined;
   try {
-    await client.query('BEGIN');
+    await client.query(transactionStatements.begin);
     const result = await work(client);
-    await client.query('COMMIT');
+    await client.query(transactionStatements.commit);
     return result;
   } catch (error) {
     try {
-      await client.query('ROLLBACK');
+      await client.query(transactionStatements.rollback);
     } catch (rollback) {
       broken = rollback as Error;
     }

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { filterClause } from '../analytics/filter.ts';
 import type { Reader } from '../analytics/reader.ts';
-import { OVERLAP_TOP, POSTGRES, viewName } from '../analytics/views.ts';
+import { OVERLAP_TOP } from '../analytics/statements.ts';
+import { viewName } from '../analytics/views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
+import { reportStatements as sql } from './statements.ts';
 import { urlLabel } from './url-label.ts';
 
 /*
@@ -117,7 +119,7 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
   if (await reader.exists('runs', 'state')) data.runs = await readRuns(reader, filter.maxRuns);
   if (!(await reader.exists(table))) return data;
   const all = filterClause(filter);
-  data.rowCount = finite(first(await reader.all(`SELECT ${d.int('COUNT(*)')} FROM ${t} ${all.sql}`, all.params))) ?? 0;
+  data.rowCount = finite(first(await reader.all(sql.rowCount(t, all.sql, d), all.params))) ?? 0;
   if (data.rowCount === 0) return data;
 
   const rankings = viewName(table, 'rankings');
@@ -125,18 +127,12 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
     // Counted by the database: one row, however many ranks (reading each grows with them:
     // docs/benchmarks.md#figures-the-code-cites). A rank that is not a number (text in a tampered SQLite file) sorts
     // above every number, so it falls in no band, as before.
-    const bands = RANK_BANDS.map(([, from, to], i) => `${d.int(`COUNT(CASE WHEN rank BETWEEN ${from} AND ${to} THEN 1 END)`)} AS band${i}`);
-    const counts = (await reader.all(`SELECT ${bands.join(', ')} FROM ${reader.name(rankings)} ${all.sql}`, all.params))[0] ?? {};
+    const counts = (await reader.all(sql.rankBands(reader.name(rankings), all.sql, d, RANK_BANDS), all.params))[0] ?? {};
     data.rankBuckets = RANK_BANDS.map(([label], i) => ({ label, value: Math.max(0, finite(counts[`band${i}`]) ?? 0) }));
   }
   const domains = viewName(table, 'domains');
   if (await reader.exists(domains)) {
-    data.domains = (
-      await reader.all(
-        `SELECT domain, ${d.int('SUM(results)')} AS results, MIN(best_rank) AS best FROM ${reader.name(domains)} ${all.sql} GROUP BY domain ORDER BY results DESC, best, ${d.bytes('domain')} LIMIT 12`,
-        all.params,
-      )
-    ).map((row) => {
+    data.domains = (await reader.all(sql.domains(reader.name(domains), all.sql, d), all.params)).map((row) => {
       const best = finite(row.best);
       return { label: text(row.domain) || '(no domain)', value: Math.max(0, finite(row.results) ?? 0), note: best === undefined ? 'no rank' : `best rank #${best}` };
     });
@@ -147,25 +143,19 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
   const queries: unknown[] =
     filter.query !== undefined
       ? [filter.query]
-      : (await reader.all(`SELECT query FROM ${t} GROUP BY query ORDER BY COUNT(*) DESC, ${d.bytes('query')} LIMIT ?`, [filter.maxQueries])).map((row) => row.query);
+      : (await reader.all(sql.topQueries(t, d), [filter.maxQueries])).map((row) => row.query);
   // How each series ended in each run, where the table records it (docs/analytics.md#failed-and-unreached-series); a
   // table written before it was has none, and every run of it reads as complete.
   const outcomes = (await reader.exists(outcomesTable(table))) ? reader.name(outcomesTable(table)) : undefined;
   // A run whose series all failed before their first page has no rows, but is a run all the same.
-  const runsOf = outcomes === undefined ? t : `(SELECT run_id FROM ${t} UNION ALL SELECT run_id FROM ${outcomes}) u`;
-  const runIds = (await reader.all(`SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${runsOf} ORDER BY run_id DESC LIMIT ?`, [filter.maxRuns])).map((row) => row.run_id).reverse();
+  const runIds = (await reader.all(sql.latestRuns(t, outcomes, d), [filter.maxRuns])).map((row) => row.run_id).reverse();
   const overlap = viewName(table, 'overlap');
   const hasOverlap = await reader.exists(overlap);
   for (const query of queries) {
-    const place = (
-      await reader.all(
-        `SELECT country, lang FROM ${t} WHERE query = ? ${filter.country !== undefined ? 'AND country = ?' : ''} GROUP BY country, lang ORDER BY COUNT(*) DESC, ${d.bytes('country')} LIMIT 1`,
-        [query, ...(filter.country !== undefined ? [filter.country] : [])],
-      )
-    )[0];
+    const place = (await reader.all(sql.place(t, d, filter.country !== undefined), [query, ...(filter.country !== undefined ? [filter.country] : [])]))[0];
     if (place) data.histories.push(await history(reader, { t, outcomes }, { query, country: place.country, lang: place.lang }, runIds, filter.maxLines));
     if (hasOverlap) {
-      const pairs = (await reader.all(`SELECT lang, country_a, country_b, jaccard FROM ${reader.name(overlap)} WHERE query = ?`, [query])).map((p) => {
+      const pairs = (await reader.all(sql.overlap(reader.name(overlap)), [query])).map((p) => {
         const jaccard = finite(p.jaccard);
         // A similarity is in [0, 1]: anything else is shown as no value.
         return { lang: text(p.lang), a: text(p.country_a), b: text(p.country_b), jaccard: jaccard !== undefined && jaccard >= 0 && jaccard <= 1 ? jaccard : undefined };
@@ -195,30 +185,23 @@ async function history(
 ): Promise<ReportData['histories'][number]> {
   const { t, outcomes } = tables;
   const { query, country, lang } = where;
-  const b = reader.dialect.bytes;
+  const d = reader.dialect;
   // Why the series did not complete, by run (text(): a tampered reason is shown as text, never as markup).
   const incomplete = new Map<unknown, string>();
   let latest = runIds.at(-1);
   if (outcomes !== undefined && runIds.length > 0) {
-    const ended = await reader.all(
-      `SELECT ${b('run_id')} AS run_id, complete, reason FROM ${outcomes} WHERE query = ? AND country = ? AND lang = ? AND run_id IN (${runIds.map(() => '?').join(', ')}) ORDER BY run_id`,
-      [query, country, lang, ...runIds],
-    );
+    const ended = await reader.all(sql.seriesOutcomes(outcomes, d, runIds.length), [query, country, lang, ...runIds]);
     for (const row of ended) if (finite(row.complete) !== 1) incomplete.set(row.run_id, text(row.reason) || 'incomplete');
     latest = ended.filter((row) => finite(row.complete) === 1).at(-1)?.run_id ?? latest;
   }
-  const keys = await reader.all(
-    `SELECT dedupe_key, MIN(rank) AS rank, MAX(${b('title')}) AS title, MAX(${b('url')}) AS url FROM ${t}
-      WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key IS NOT NULL GROUP BY dedupe_key ORDER BY rank LIMIT ?`,
-    [query, country, lang, latest, maxLines],
-  );
+  const keys = await reader.all(sql.bestResults(t, d), [query, country, lang, latest, maxLines]);
   const series: { label: string; ranks: (number | null)[] }[] = [];
   for (const k of keys) {
     const ranks: (number | null)[] = [];
     for (const run of runIds) {
       // A run the series did not complete was not checked to the end: no rank, rather than a drop.
       if (incomplete.has(run)) ranks.push(null);
-      else ranks.push(finite(first(await reader.all(`SELECT MIN(rank) FROM ${t} WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key = ?`, [query, country, lang, run, k.dedupe_key]))) ?? null);
+      else ranks.push(finite(first(await reader.all(sql.rankIn(t), [query, country, lang, run, k.dedupe_key]))) ?? null);
     }
     // A title where any row of it has one; else its domain and path, which read better than a bare URL.
     series.push({ label: text(k.title) || urlLabel(text(k.url)) || text(k.dedupe_key), ranks });
@@ -235,21 +218,11 @@ async function history(
 
 async function readRuns(reader: Reader, maxRuns: number): Promise<RunRow[]> {
   const d = reader.dialect;
-  // Runs recorded in the same instant keep the order they were recorded in.
-  const recorded = d === POSTGRES ? 'created' : 'rowid';
-  const rows = await reader.all(
-    `SELECT run_id, pipeline, status, started_at, CASE WHEN length(summary) <= ${MAX_SUMMARY} THEN summary END AS summary FROM ${reader.name('runs', 'state')}
-      WHERE status <> 'abandoned' ORDER BY started_at DESC, ${recorded} DESC LIMIT ?`,
-    [maxRuns],
-  );
+  const rows = await reader.all(sql.runs(reader.name('runs', 'state'), d, MAX_SUMMARY), [maxRuns]);
   // The spend of the runs shown, not of every run on record.
   const spend = new Map<unknown, { credits: unknown; uncertain: unknown }>();
   if (rows.length > 0 && (await reader.exists('spend', 'state'))) {
-    const sums = await reader.all(
-      `SELECT run_id, ${d.real('SUM(credits)')} AS credits, ${d.real(`SUM(CASE WHEN ${d.isTrue('uncertain')} THEN credits ELSE 0 END)`)} AS uncertain FROM ${reader.name('spend', 'state')}
-        WHERE run_id IN (${rows.map(() => '?').join(', ')}) GROUP BY run_id`,
-      rows.map((row) => row.run_id),
-    );
+    const sums = await reader.all(sql.spend(reader.name('spend', 'state'), d, rows.length), rows.map((row) => row.run_id));
     for (const row of sums) spend.set(row.run_id, row as { credits: unknown; uncertain: unknown });
   }
   return rows.reverse().map((row) => {

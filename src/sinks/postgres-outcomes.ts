@@ -1,12 +1,7 @@
 import type { Pool, PoolClient } from '../postgres/pools.ts';
 import { storable } from '../postgres/storable.ts';
-import { quoteIdentifier as q } from '../sql-identifier.ts';
-import { checkOutcomeColumns, outcomesTable, postgresOutcomeStatements, type SeriesOutcome, UNRECORDED } from './series-outcomes.ts';
-
-function statements(schema: string, table: string) {
-  const name = outcomesTable(table);
-  return { name, sql: postgresOutcomeStatements(`${q(schema)}.${q(table)}`, `${q(schema)}.${q(name)}`, q(`${name}_key`)) };
-}
+import { checkOutcomeColumns, outcomesTable, type SeriesOutcome, UNRECORDED } from './series-outcomes.ts';
+import { postgresOutcomeStatements, postgresSinkStatements } from './statements.ts';
 
 /**
  * The outcomes table beside a PostgreSQL results table (`series-outcomes.ts`), created when missing, in the caller's
@@ -15,10 +10,9 @@ function statements(schema: string, table: string) {
  * Existence is looked up first: PostgreSQL checks the CREATE privilege before IF NOT EXISTS.
  */
 export async function preparePostgresOutcomes(client: PoolClient, schema: string, table: string, where: string, opening = ''): Promise<void> {
-  const { name, sql } = statements(schema, table);
-  const existing = (
-    await client.query<{ name: string }>(`SELECT column_name AS name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2`, [schema, name])
-  ).rows.map((r) => r.name);
+  const name = outcomesTable(table);
+  const sql = postgresOutcomeStatements(schema, table);
+  const existing = (await client.query<{ name: string }>(postgresSinkStatements.tableColumns, [schema, name])).rows.map((r) => r.name);
   checkOutcomeColumns(existing, name, where, 'postgres.table');
   if (existing.length > 0) return;
   for (const statement of sql.create) await client.query(statement);
@@ -27,7 +21,7 @@ export async function preparePostgresOutcomes(client: PoolClient, schema: string
 
 /** Writes, and takes back, the outcomes of a PostgreSQL results table's runs. */
 export function postgresOutcomes(pool: Pool, schema: string, table: string) {
-  const { sql } = statements(schema, table);
+  const sql = postgresOutcomeStatements(schema, table);
   return {
     /** One statement for the slice: one array per column. */
     record: async (runId: string, outcomes: readonly SeriesOutcome[]) => {

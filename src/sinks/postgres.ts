@@ -1,10 +1,9 @@
 import { z } from 'zod';
-import { LeaseHeldError } from '../errors/lease-held-error.ts';
+import type { Page } from '../pipeline/page.ts';
 import { ValidationError } from '../errors/validation-error.ts';
-import { type HeldLock, tryAdvisoryLock } from '../postgres/advisory-lock.ts';
+import type { HeldLock } from '../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../postgres/failure.ts';
 import { type Pool, type PoolClient, transaction } from '../postgres/pools.ts';
-import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import { addRows } from '../commits/postgres-rows.ts';
@@ -12,10 +11,13 @@ import { preparedQuery } from '../commits/prepared-statement.ts';
 import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import type { OwnColumns } from './columns.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
-import { postgresColumnType, postgresValue } from './postgres-columns.ts';
+import { postgresValue } from './postgres-columns.ts';
 import { storable } from '../postgres/storable.ts';
 import { postgresOutcomes, preparePostgresOutcomes } from './postgres-outcomes.ts';
+import { leaseTable, prepareTable, uniqueKey } from './postgres-table.ts';
+import type { SeriesOutcome } from './series-outcomes.ts';
 import type { PostgresRows, Sink, SinkContext } from './sink.ts';
+import { postgresCheckpoints, postgresSinkStatements, upsertTarget } from './statements.ts';
 
 /**
  * The longest name made from a table's: its view `<table>_report_rankings` (analytics/views.ts), longer than its
@@ -48,17 +50,6 @@ export interface PostgresSinkTable {
   readonly target: PostgresTarget;
 }
 
-/** The upsert key as a new table indexes it (see `uniqueKey`). */
-const UPSERT_TARGET = 'md5(query), country, lang, dedupe_key';
-
-interface Opened {
-  pool: Pool;
-  rows: ReturnType<typeof pageRows>;
-  lease: Pick<HeldLock, 'release'>;
-  /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
-  outcomes: ReturnType<typeof postgresOutcomes> | undefined;
-}
-
 /**
  * Rows into a PostgreSQL table, exactly once: each page's rows and the sink's checkpoint commit in one transaction —
  * the state store's own page statement, when it lives in the same database, else a statement of the sink's own. Typed columns
@@ -68,143 +59,212 @@ export function toPostgres(options: PostgresSinkOptions & OwnColumns): Sink<obje
 export function toPostgres(options: PostgresSinkOptions): Sink<NormalizedItem>;
 export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(postgresSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid PostgreSQL sink', 'postgres');
-  const { table, schema, mode } = config;
+  const { schema, mode } = config;
   const target = postgresTarget(config.url, process.env, { namedBy: 'postgres.url' });
-  const where = `the PostgreSQL sink ${target.label}, table ${schema}.${table}`;
-  const qualified = `${q(schema)}.${q(table)}`;
-  const checkpointTable = `${q(schema)}.webdata_checkpoints`;
-  const id = `postgres:${target.database}#${schema}.${table}`;
-  let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
-  let opened: Opened | undefined;
-  let pipeline = '';
-  let conflictTarget = UPSERT_KEY.map(q).join(', ');
-  let held = 0;
-
-  /** The last page the table holds, by its checkpoint; undefined before the sink's first run. */
-  const checkpointOf = async (client: Pool | PoolClient): Promise<number | undefined> => {
-    const seq = (await client.query<{ seq: string }>(`SELECT seq FROM ${checkpointTable} WHERE pipeline = $1 AND sink_id = $2`, [pipeline, id])).rows[0]?.seq;
-    return seq === undefined ? undefined : Number(seq);
-  };
-  const ready = () => {
-    if (!opened) throw new Error(`the PostgreSQL sink ${where} was not opened`);
-    return opened;
-  };
-
+  const table = new PostgresTable(config, target);
   // What it says of its table is for the run (run/outputs.ts), not in the declared type: an intersection there made a
   // sink of the wrong items a wall of its members, where `Sink<A>` against `Sink<B>` says it.
   const sink: Sink<Record<string, unknown>> & PostgresSinkTable = {
     kind: 'postgres',
-    path: `${target.label}#${schema}.${table}`,
-    id,
-    table,
+    path: `${target.label}#${schema}.${config.table}`,
+    id: table.id,
+    table: config.table,
     schema,
     target,
-    terms: { database: target.database, schema, table, mode, columns: config.columns ?? 'default' },
+    terms: { database: target.database, schema, table: config.table, mode, columns: config.columns ?? 'default' },
     commits: {
       kind: 'rows',
       database: target.database,
-      rows(page) {
-        if (!config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${where}`);
-        return ready().rows(page.items);
-      },
-      async writeAlone(rows, seq) {
-        const { pool } = ready();
-        await retrying(
-          where,
-          async (attempt) => {
-            // A lost answer: the checkpoint says whether the page went in.
-            if (attempt > 1 && ((await checkpointOf(pool)) ?? 0) >= seq) return;
-            await ownStatement(pool, rows as PostgresRows, seq);
-          },
-          { idempotent: true },
-        );
-      },
+      rows: (page) => table.rows(page),
+      writeAlone: (rows, seq) => table.writeAlone(rows as PostgresRows, seq),
       committed(seq) {
-        held = seq;
+        table.committed(seq);
       },
     },
-    async open(ctx: SinkContext) {
-      pipeline = ctx.pipeline;
-      const pool = ctx.postgres(target);
-      if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
-      if (mode === 'upsert') {
-        if (!config.columns) checkUpsertTags(ctx.tagColumns, 'Invalid PostgreSQL sink', 'postgres.mode');
-        const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
-        if (lacking.length > 0) throw new ValidationError('Invalid PostgreSQL sink', [{ path: 'postgres.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
-      }
-      const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
-      const lease = ctx.shared ? { release: async () => undefined } : await atDatabase(where, () => leaseTable(pool, `${target.database}#${schema}.${table}`, where, ctx.pipeline), pool);
-      try {
-        held = await atDatabase(where, () =>
-          transaction(pool, async (client) => {
-            await prepareTable(client, { schema, table, qualified, checkpointTable, where }, stored, ctx.tagColumns);
-            if (mode === 'upsert') conflictTarget = await uniqueKey(client, { schema, table, qualified }, where);
-            if (!config.columns) await preparePostgresOutcomes(client, schema, table, where, ctx.runId);
-            const seq = await checkpointOf(client);
-            if (seq !== undefined) return seq;
-            // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
-            await client.query(`INSERT INTO ${checkpointTable} (pipeline, sink_id, seq) VALUES ($1, $2, $3)`, [pipeline, id, ctx.currentSeq]);
-            return ctx.currentSeq;
-          }),
-          pool,
-        );
-        if (!config.columns) await atDatabase(where, async () => ctx.resultsTable?.({ kind: 'postgres', pool, schema }, table, mode));
-      } catch (error) {
-        await lease.release();
-        throw error;
-      }
-      opened = {
-        pool,
-        lease,
-        rows: pageRows({ sinkId: id, qualified, checkpointTable, pipeline }, columns, { mode, conflictTarget }),
-        outcomes: config.columns ? undefined : postgresOutcomes(pool, schema, table),
-      };
-    },
+    open: (ctx: SinkContext) => table.open(ctx),
     // The rows' `dedupe_key` is what a distributed run claims across workers: only a table that has it can follow.
     get claimsDedupeKeys() {
-      return columns.includes('dedupe_key');
+      return table.columns.includes('dedupe_key');
     },
-    held: () => held,
-    async outcomes(runId, outcomes) {
-      const recorded = ready().outcomes;
-      if (recorded) await retrying(where, () => recorded.record(runId, outcomes), { idempotent: true });
-    },
-    async discard(runId) {
-      const { pool, outcomes } = ready();
-      const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      const rows = mode === 'upsert' || columns.includes('run_id');
+    held: () => table.held,
+    outcomes: (runId, outcomes) => table.outcomes(runId, outcomes),
+    discard: (runId) => table.discard(runId),
+    finish: (runId) => table.finish(runId),
+    close: () => table.close(),
+  };
+  return sink;
+}
+
+/** The table from `open` to `close`. */
+interface OpenTable {
+  pool: Pool;
+  rows: ReturnType<typeof pageRows>;
+  lease: Pick<HeldLock, 'release'>;
+  /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
+  outcomes: ReturnType<typeof postgresOutcomes> | undefined;
+}
+
+/** The PostgreSQL table behind the sink: where it is, its columns, the last page it holds, and the run that writes it. */
+class PostgresTable {
+  readonly id: string;
+  readonly #config: z.output<typeof postgresSinkOptionsSchema>;
+  readonly #target: PostgresTarget;
+  /** What messages call it: the database (without its password) and the table. */
+  readonly #where: string;
+  /** Its own columns, or the normalized item's and the run's tag columns (known once the run opens it). */
+  #columns: readonly string[];
+  #opened: OpenTable | undefined;
+  #pipeline = '';
+  /** The sequence number of the last page the table holds. */
+  #held = 0;
+
+  constructor(config: z.output<typeof postgresSinkOptionsSchema>, target: PostgresTarget) {
+    this.#config = config;
+    this.#target = target;
+    this.#where = `the PostgreSQL sink ${target.label}, table ${config.schema}.${config.table}`;
+    this.#columns = config.columns ?? DEFAULT_COLUMNS;
+    this.id = `postgres:${target.database}#${config.schema}.${config.table}`;
+  }
+
+  get columns(): readonly string[] {
+    return this.#columns;
+  }
+
+  get held(): number {
+    return this.#held;
+  }
+
+  async open(ctx: SinkContext): Promise<void> {
+    const { schema, table, mode, columns: own } = this.#config;
+    const where = this.#where;
+    this.#pipeline = ctx.pipeline;
+    const pool = ctx.postgres(this.#target);
+    if (!own) this.#columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
+    const columns = this.#columns;
+    if (mode === 'upsert') {
+      if (!own) checkUpsertTags(ctx.tagColumns, 'Invalid PostgreSQL sink', 'postgres.mode');
+      const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
+      if (lacking.length > 0) throw new ValidationError('Invalid PostgreSQL sink', [{ path: 'postgres.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
+    }
+    const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
+    const lease = ctx.shared ? { release: async () => undefined } : await atDatabase(where, () => leaseTable(pool, `${this.#target.database}#${schema}.${table}`, where, ctx.pipeline), pool);
+    const prepared = await this.#prepare(pool, ctx, stored).catch(async (error: unknown) => {
+      await lease.release();
+      throw error;
+    });
+    this.#held = prepared.seq;
+    this.#opened = {
+      pool,
+      lease,
+      rows: pageRows({ sinkId: this.id, schema, table, pipeline: this.#pipeline }, columns, { mode, conflictTarget: prepared.conflictTarget }),
+      outcomes: own ? undefined : postgresOutcomes(pool, schema, table),
+    };
+  }
+
+  /**
+   * The table, its upsert key and outcomes table, created or checked in one transaction, and the last page it holds;
+   * then the run's analytics views over it.
+   */
+  async #prepare(pool: Pool, ctx: SinkContext, stored: readonly string[]): Promise<{ seq: number; conflictTarget: string }> {
+    const { schema, table, mode, columns: own } = this.#config;
+    const where = this.#where;
+    const prepared = await atDatabase(
+      where,
+      () =>
+        transaction(pool, async (client) => {
+          await prepareTable(client, { schema, table, where }, stored, ctx.tagColumns);
+          const conflictTarget = mode === 'upsert' ? await uniqueKey(client, { schema, table }, where) : upsertTarget(false);
+          if (!own) await preparePostgresOutcomes(client, schema, table, where, ctx.runId);
+          return { seq: (await this.#checkpoint(client)) ?? (await this.#firstCheckpoint(client, ctx.currentSeq)), conflictTarget };
+        }),
+      pool,
+    );
+    if (!own) await atDatabase(where, async () => ctx.resultsTable?.({ kind: 'postgres', pool, schema }, table, mode));
+    return prepared;
+  }
+
+  rows(page: Page<Record<string, unknown>>): PostgresRows {
+    if (!this.#config.columns) checkNormalized(page.items[0], `The PostgreSQL sink ${this.#where}`);
+    return this.#ready().rows(page.items);
+  }
+
+  async writeAlone(rows: PostgresRows, seq: number): Promise<void> {
+    const { pool } = this.#ready();
+    await retrying(
+      this.#where,
+      async (attempt) => {
+        // A lost answer: the checkpoint says whether the page went in.
+        if (attempt > 1 && ((await this.#checkpoint(pool)) ?? 0) >= seq) return;
+        await ownStatement(pool, rows, seq);
+      },
+      { idempotent: true },
+    );
+  }
+
+  committed(seq: number): void {
+    this.#held = seq;
+  }
+
+  async outcomes(runId: string, outcomes: readonly SeriesOutcome[]): Promise<void> {
+    const recorded = this.#ready().outcomes;
+    if (recorded) await retrying(this.#where, () => recorded.record(runId, outcomes), { idempotent: true });
+  }
+
+  async discard(runId: string): Promise<void> {
+    const { pool, outcomes } = this.#ready();
+    const { schema, table, mode } = this.#config;
+    const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
+    const rows = mode === 'upsert' || this.#columns.includes('run_id');
+    await retrying(
+      this.#where,
+      () =>
+        transaction(pool, async (client) => {
+          if (rows) await client.query(postgresSinkStatements.discardRun(schema, table, column), [runId]);
+          await outcomes?.discard(client, runId);
+        }),
+      { idempotent: true },
+    );
+  }
+
+  async finish(runId: string): Promise<void> {
+    const { pool, outcomes } = this.#ready();
+    const { schema, table, mode } = this.#config;
+    // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
+    if (mode === 'replace' && this.#columns.includes('run_id')) {
       await retrying(
-        where,
+        this.#where,
         () =>
           transaction(pool, async (client) => {
-            if (rows) await client.query(`DELETE FROM ${qualified} WHERE ${q(column)} = $1`, [runId]);
-            await outcomes?.discard(client, runId);
+            await client.query(postgresSinkStatements.keepOnlyRun(schema, table), [runId]);
+            await outcomes?.keepOnly(client, runId);
           }),
         { idempotent: true },
       );
-    },
-    async finish(runId) {
-      const { pool, outcomes } = ready();
-      // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
-      if (mode === 'replace' && columns.includes('run_id')) {
-        await retrying(
-          where,
-          () =>
-            transaction(pool, async (client) => {
-              await client.query(`DELETE FROM ${qualified} WHERE run_id <> $1`, [runId]);
-              await outcomes?.keepOnly(client, runId);
-            }),
-          { idempotent: true },
-        );
-      }
-    },
-    async close() {
-      const lease = opened?.lease;
-      opened = undefined;
-      await lease?.release();
-    },
-  };
-  return sink;
+    }
+  }
+
+  async close(): Promise<void> {
+    const lease = this.#opened?.lease;
+    this.#opened = undefined;
+    await lease?.release();
+  }
+
+  /** The last page the table holds, by its checkpoint; undefined before the sink's first run. */
+  async #checkpoint(client: Pool | PoolClient): Promise<number | undefined> {
+    const seq = (await client.query<{ seq: string }>(postgresSinkStatements.checkpoint(this.#config.schema), [this.#pipeline, this.id])).rows[0]?.seq;
+    return seq === undefined ? undefined : Number(seq);
+  }
+
+  /** Seen for the first time: it holds nothing of the past, and owes nothing of it either. */
+  async #firstCheckpoint(client: PoolClient, seq: number): Promise<number> {
+    await client.query(postgresSinkStatements.addCheckpoint(this.#config.schema), [this.#pipeline, this.id, seq]);
+    return seq;
+  }
+
+  #ready(): OpenTable {
+    if (!this.#opened) throw new Error(`the PostgreSQL sink ${this.#where} was not opened`);
+    return this.#opened;
+  }
 }
 
 /**
@@ -212,23 +272,17 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
  * upsert's conflict clause; the state store's page statement or the sink's own turns them into SQL (`addRows`).
  */
 function pageRows(
-  names: { sinkId: string; qualified: string; checkpointTable: string; pipeline: string },
+  names: { sinkId: string; schema: string; table: string; pipeline: string },
   columns: readonly string[],
   { mode, conflictTarget }: { mode: 'append' | 'replace' | 'upsert'; conflictTarget: string },
 ) {
   const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
-  const types = stored.map((c) => postgresColumnType(c).replace(/ NOT NULL$/, ''));
-  const updated = stored.filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  const conflict = mode === 'upsert' ? ` ON CONFLICT (${conflictTarget}) DO UPDATE SET ${updated.map((c) => `${q(c)} = excluded.${q(c)}`).join(', ')}` : '';
   const fixed = {
     kind: 'postgres' as const,
     sinkId: names.sinkId,
-    table: names.qualified,
-    columns: stored.map(q).join(', '),
-    types,
+    ...postgresSinkStatements.rows(names.schema, names.table, stored, mode === 'upsert' ? { target: conflictTarget } : undefined),
     keyColumn: stored.indexOf('dedupe_key'),
-    conflict,
-    checkpoint: { table: names.checkpointTable, pipeline: names.pipeline },
+    checkpoint: { table: postgresCheckpoints(names.schema), pipeline: names.pipeline },
   };
   return (pageItems: readonly Record<string, unknown>[]): PostgresRows => {
     // One row per key in a statement (PostgreSQL refuses to update a row twice in one): the last of a page wins, as
@@ -251,9 +305,7 @@ async function ownStatement(pool: Pool, rows: PostgresRows, seq: number): Promis
   const parts: string[] = [];
   const values: unknown[] = [];
   addRows({ guard: 'true', p: (value) => `$${values.push(storable(value))}`, add: (sql) => void parts.push(sql) }, rows, seq);
-  // The last part is the statement; the others go before it as CTEs (a page with no rows has none: no WITH).
-  const before = parts.slice(0, -1).map((sql, i) => `w_${i} AS (${sql})`);
-  await pool.query(preparedQuery(`${before.length > 0 ? `WITH ${before.join(', ')} ` : ''}${parts.at(-1)}`, values));
+  await pool.query(preparedQuery(postgresSinkStatements.ownPage(parts), values));
 }
 
 function lastPerKey(items: readonly Record<string, unknown>[]): Record<string, unknown>[] {
@@ -264,84 +316,4 @@ function lastPerKey(items: readonly Record<string, unknown>[]): Record<string, u
     else byKey.set(toJson([item.query, item.country, item.lang, item.dedupe_key]), item);
   }
   return [...out, ...byKey.values()];
-}
-
-interface TableNames {
-  schema: string;
-  table: string;
-  qualified: string;
-  checkpointTable: string;
-  where: string;
-}
-
-/**
- * The schema, the table and the checkpoints table, created when missing. Existence is looked up first: PostgreSQL
- * checks the CREATE privilege before IF NOT EXISTS, so a role that may only write an existing table still can.
- */
-async function prepareTable(client: PoolClient, names: TableNames, columns: readonly string[], addable: readonly string[]): Promise<void> {
-  const { schema, table, qualified, checkpointTable, where } = names;
-  const schemaExists = (await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
-  if (!schemaExists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${q(schema)}`);
-  const existing = (
-    await client.query<{ name: string }>(`SELECT column_name AS name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])
-  ).rows.map((r) => r.name);
-  if (existing.length > 0) {
-    // Tag columns are the query list's to choose: a new one is added to the table, empty for earlier rows.
-    for (const column of addable.filter((c) => !existing.includes(c))) {
-      await client.query(`ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS ${q(column)} text`);
-      existing.push(column);
-    }
-    const missing = columns.filter((c) => !existing.includes(c));
-    if (missing.length > 0) {
-      throw new ValidationError(`The table ${schema}.${table} has other columns`, [
-        { path: 'postgres.table', message: `it lacks ${missing.join(', ')} (it has ${existing.join(', ')}): use another table, or the same columns (${where})` },
-      ]);
-    }
-  } else {
-    await client.query(`CREATE TABLE IF NOT EXISTS ${qualified} (${columns.map((c) => `${q(c)} ${postgresColumnType(c)}`).join(', ')})`);
-    // A hash index has no size limit (a B-tree entry's is 2,704 bytes, which a long query passes): lookups and joins by
-    // query, whatever its length.
-    if (columns.includes('query')) await client.query(`CREATE INDEX IF NOT EXISTS ${q(`${table}_series`)} ON ${qualified} USING hash (query)`);
-    if (columns.includes('dedupe_key')) await client.query(`CREATE INDEX IF NOT EXISTS ${q(`${table}_dedupe_key`)} ON ${qualified} (dedupe_key)`);
-  }
-  const checkpointsExist = (await client.query(`SELECT to_regclass($1) AS t`, [checkpointTable])).rows[0]?.t !== null;
-  if (!checkpointsExist) {
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${checkpointTable} (pipeline text NOT NULL, sink_id text NOT NULL, seq bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, sink_id))`,
-    );
-  }
-}
-
-/**
- * The upsert's unique index, created when missing, and the conflict target that names it. A new table's index takes
- * the query's digest (a long query passes a B-tree entry's 2,704 bytes; the dedupe key is bounded already); a table
- * made by an earlier webdata-etl keeps its index on the query itself.
- */
-async function uniqueKey(client: PoolClient, names: { schema: string; table: string; qualified: string }, where: string): Promise<string> {
-  const { schema, table, qualified } = names;
-  const index = `${table}_upsert_key`;
-  try {
-    await client.query('SAVEPOINT unique_key');
-    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS ${q(index)} ON ${qualified} (${UPSERT_TARGET})`);
-    await client.query('RELEASE SAVEPOINT unique_key');
-    const definition = (await client.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, [schema, index])).rows[0]?.def ?? '';
-    return definition.includes('md5(') ? UPSERT_TARGET : UPSERT_KEY.map(q).join(', ');
-  } catch (error) {
-    if ((error as { code?: string }).code !== '23505') throw error;
-    throw new ValidationError(`The table ${qualified} cannot take upserts`, [
-      { path: 'postgres.mode', message: `it holds several rows per (query, country, lang, dedupe_key) — written in append mode? Use another table for upsert (${where})` },
-    ]);
-  }
-}
-
-/** One writer per table at a time, whichever pipeline or machine: an advisory lock for the run's length. */
-async function leaseTable(pool: Pool, key: string, where: string, pipeline: string): Promise<HeldLock> {
-  const lock = await tryAdvisoryLock(pool, `webdata-etl:table:${key}`);
-  if (lock) return lock;
-  throw new LeaseHeldError(`${where} is being written by another run (of pipeline "${pipeline}" or another): one writer per table at a time. Wait for it to finish, or write to another table.`, {
-    pipeline: 'unknown',
-    pid: 0,
-    host: 'unknown',
-    since: 'unknown',
-  });
 }

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import { quoteIdentifier as q } from '../sql-identifier.ts';
-import { checkOutcomeColumns, outcomesTable, type SeriesOutcome, sqliteOutcomeStatements, UNRECORDED } from './series-outcomes.ts';
+import { checkOutcomeColumns, outcomesTable, type SeriesOutcome, UNRECORDED } from './series-outcomes.ts';
+import { sqliteOutcomeStatements, sqliteSinkStatements } from './statements.ts';
 
 /**
  * The outcomes table beside a SQLite results table (`series-outcomes.ts`), created when missing. Created beside a
@@ -9,9 +9,9 @@ import { checkOutcomeColumns, outcomesTable, type SeriesOutcome, sqliteOutcomeSt
  */
 export function prepareSqliteOutcomes(db: Database.Database, table: string, opening = ''): void {
   const name = outcomesTable(table);
-  const sql = sqliteOutcomeStatements(q(table), q(name));
+  const sql = sqliteOutcomeStatements(table);
   db.transaction(() => {
-    const existing = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(name) as string[];
+    const existing = db.prepare(sqliteSinkStatements.tableColumns).pluck().all(name) as string[];
     checkOutcomeColumns(existing, name, db.name, 'sqlite.table');
     if (existing.length > 0) return;
     db.exec(sql.create);
@@ -28,7 +28,7 @@ export interface SqliteOutcomes {
 }
 
 export function sqliteOutcomes(db: Database.Database, table: string): SqliteOutcomes {
-  const sql = sqliteOutcomeStatements(q(table), q(outcomesTable(table)));
+  const sql = sqliteOutcomeStatements(table);
   const record = db.prepare(sql.record);
   const recordAll = db.transaction((runId: string, outcomes: readonly SeriesOutcome[]) => {
     for (const o of outcomes) record.run(runId, o.query, o.country, o.lang, o.complete ? 1 : 0, o.reason);

@@ -5,16 +5,18 @@ import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Page } from '../pipeline/page.ts';
 import { RESERVED_TABLES } from '../state/sqlite/schema.ts';
-import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, sqlType, sqlValue, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
+import { checkNormalized, checkUpsertTags, columnName, DEFAULT_COLUMNS, sqlValue, UPSERT_COLUMNS, UPSERT_KEY, upsertColumnsFree } from './columns.ts';
 import type { OwnColumns } from './columns.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 import { sinkCheckpoints } from '../state/sqlite/checkpoints.ts';
 import { leaseOutput } from '../state/sqlite/lease.ts';
-import { quoteIdentifier as q } from '../sql-identifier.ts';
 import type { Lease } from '../state/interfaces.ts';
-import { type RowInsert, rowInserter } from '../commits/row-insert.ts';
+import type { RowInsert } from '../commits/page-writes.ts';
+import { rowInserter } from '../commits/row-insert.ts';
 import { prepareSqliteOutcomes, type SqliteOutcomes, sqliteOutcomes } from './sqlite-outcomes.ts';
+import type { SeriesOutcome } from './series-outcomes.ts';
 import type { Sink, SinkContext, SqliteRows } from './sink.ts';
+import { sqliteSinkStatements } from './statements.ts';
 
 /**
  * Bumped when the layout of a results table changes; kept in the file's `user_version` (2: how each series ended in
@@ -48,139 +50,182 @@ export function toSqlite(options: SqliteSinkOptions & OwnColumns): Sink<object>;
 export function toSqlite(options: SqliteSinkOptions): Sink<NormalizedItem>;
 export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknown>> {
   const config = ValidationError.parse(sqliteSinkOptionsSchema.superRefine(upsertColumnsFree), options, 'Invalid SQLite sink', 'sqlite');
-  const { table, mode } = config;
-  let columns: readonly string[] = config.columns ?? DEFAULT_COLUMNS;
-  const path = resolve(config.path);
-  const id = `sqlite:${path}#${table}`;
-  let opened:
-    | {
-        db: Database.Database;
-        insert: RowInsert;
-        rowValues: (item: Record<string, unknown>, into: unknown[]) => void;
-        writeAlone: (rows: SqliteRows, seq: number) => void;
-        /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
-        outcomes: SqliteOutcomes | undefined;
-      }
-    | undefined;
-  let lease: Lease | undefined;
-  let held = 0;
-
-  const ready = () => {
-    if (!opened) throw new Error(`the SQLite sink ${path} was not opened`);
-    return opened;
-  };
-
+  const table = new SqliteTable(config);
+  const { path, id } = table;
   // The table is for the run's check that no two outputs are one (run/outputs.ts), not in the declared type: an
   // intersection there made a sink of the wrong items a wall of its members, where `Sink<A>` against `Sink<B>` says it.
   const sink: Sink<Record<string, unknown>> & { readonly table: string } = {
     kind: 'sqlite',
     path,
     id,
-    table,
-    terms: { file: path, table, mode, columns: config.columns ?? 'default' },
+    table: config.table,
+    terms: { file: path, table: config.table, mode: config.mode, columns: config.columns ?? 'default' },
     commits: {
       kind: 'rows',
       database: `sqlite:${path}`,
-      rows(page: Page<Record<string, unknown>>): SqliteRows {
-        const { insert, rowValues } = ready();
-        if (!config.columns) checkNormalized(page.items[0], `The SQLite sink ${path}`);
-        const values: unknown[] = [];
-        for (const item of page.items) rowValues(item, values);
-        return { kind: 'sqlite', sinkId: id, insert, values };
-      },
-      writeAlone: (rows, seq) => ready().writeAlone(rows as SqliteRows, seq),
+      rows: (page: Page<Record<string, unknown>>): SqliteRows => table.rows(page),
+      writeAlone: (rows, seq) => table.writeAlone(rows as SqliteRows, seq),
       committed(seq) {
-        held = seq;
+        table.committed(seq);
       },
     },
-    open(ctx: SinkContext) {
-      mkdirSync(dirname(path), { recursive: true });
-      const db = ctx.database(path);
-      // One writer per table at a time, whichever pipeline: the lease lives in the database itself.
-      lease = leaseOutput(db, { key: `table:${table}`, label: `the table "${table}" of ${path}` }, ctx.pipeline);
-      if (!config.columns) columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
-      if (mode === 'upsert') {
-        if (!config.columns) checkUpsertTags(ctx.tagColumns, 'Invalid SQLite sink', 'sqlite.mode');
-        const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
-        if (lacking.length > 0) throw new ValidationError('Invalid SQLite sink', [{ path: 'sqlite.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
-      }
-      const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
-      prepareTable(db, table, stored, ctx.tagColumns);
-      if (mode === 'upsert') uniqueKey(db, table);
-      if (!config.columns) {
-        prepareSqliteOutcomes(db, table, ctx.runId);
-        ctx.resultsTable?.({ kind: 'sqlite', db }, table, mode);
-      }
-      const checkpoints = sinkCheckpoints(db);
-      const existing = checkpoints.get(id);
-      if (existing) held = existing.seq;
-      else {
-        // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
-        held = ctx.currentSeq;
-        checkpoints.set(id, { seq: held, bytes: null });
-      }
-      const insert: RowInsert = { into: `INSERT INTO ${q(table)} (${stored.map(q).join(', ')})`, width: stored.length, then: mode === 'upsert' ? upsertClause(columns) : '' };
-      const rowValues =
-        mode === 'upsert'
-          ? (item: Record<string, unknown>, into: unknown[]) => {
-              for (const column of columns) into.push(sqlValue(item[column]));
-              into.push(sqlValue(item.fetched_at), sqlValue(item.fetched_at), sqlValue(item.run_id));
-            }
-          : (item: Record<string, unknown>, into: unknown[]) => {
-              for (const column of columns) into.push(sqlValue(item[column]));
-            };
-      const insertValues = rowInserter(db);
-      // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
-      const writeAlone = db.transaction((rows: SqliteRows, seq: number) => {
-        insertValues(rows.insert, rows.values);
-        checkpoints.set(id, { seq, bytes: null });
-      });
-      opened = { db, insert, rowValues, writeAlone, outcomes: config.columns ? undefined : sqliteOutcomes(db, table) };
-    },
-    held: () => held,
-    outcomes(runId, outcomes) {
-      ready().outcomes?.record(runId, outcomes);
-    },
-    discard(runId) {
-      const { db, outcomes } = ready();
-      // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
-      const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
-      db.transaction(() => {
-        if (mode === 'upsert' || columns.includes('run_id')) db.prepare(`DELETE FROM ${q(table)} WHERE ${q(column)} = ?`).run(runId);
-        outcomes?.discard(runId);
-      })();
-    },
-    finish(runId) {
-      const { db, outcomes } = ready();
-      // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
-      if (mode === 'replace' && columns.includes('run_id')) {
-        db.transaction(() => {
-          db.prepare(`DELETE FROM ${q(table)} WHERE run_id <> ?`).run(runId);
-          outcomes?.keepOnly(runId);
-        })();
-      }
-    },
-    close() {
-      opened = undefined;
-      lease?.release();
-      lease = undefined;
-    },
+    open: (ctx: SinkContext) => table.open(ctx),
+    held: () => table.held,
+    outcomes: (runId, outcomes) => table.outcomes(runId, outcomes),
+    discard: (runId) => table.discard(runId),
+    finish: (runId) => table.finish(runId),
+    close: () => table.close(),
   };
   return sink;
 }
 
+/** The table from `open` to `close`: its connection, its page insert, and how it is written on its own. */
+interface OpenTable {
+  db: Database.Database;
+  insert: RowInsert;
+  rowValues: (item: Record<string, unknown>, into: unknown[]) => void;
+  writeAlone: (rows: SqliteRows, seq: number) => void;
+  /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
+  outcomes: SqliteOutcomes | undefined;
+}
+
+/** The SQLite table behind the sink: where it is, its columns, the last page it holds, and the run that writes it. */
+class SqliteTable {
+  readonly path: string;
+  readonly id: string;
+  readonly #config: z.output<typeof sqliteSinkOptionsSchema>;
+  /** Its own columns, or the normalized item's and the run's tag columns (known once the run opens it). */
+  #columns: readonly string[];
+  #opened: OpenTable | undefined;
+  /** One writer per table at a time, whichever pipeline: the lease lives in the database itself. */
+  #lease: Lease | undefined;
+  /** The sequence number of the last page the table holds. */
+  #held = 0;
+
+  constructor(config: z.output<typeof sqliteSinkOptionsSchema>) {
+    this.#config = config;
+    this.#columns = config.columns ?? DEFAULT_COLUMNS;
+    this.path = resolve(config.path);
+    this.id = `sqlite:${this.path}#${config.table}`;
+  }
+
+  get held(): number {
+    return this.#held;
+  }
+
+  open(ctx: SinkContext): void {
+    const { table, mode, columns: own } = this.#config;
+    mkdirSync(dirname(this.path), { recursive: true });
+    const db = ctx.database(this.path);
+    this.#lease = leaseOutput(db, { key: `table:${table}`, label: `the table "${table}" of ${this.path}` }, ctx.pipeline);
+    if (!own) this.#columns = [...DEFAULT_COLUMNS, ...ctx.tagColumns];
+    const columns = this.#columns;
+    if (mode === 'upsert') {
+      if (!own) checkUpsertTags(ctx.tagColumns, 'Invalid SQLite sink', 'sqlite.mode');
+      const lacking = UPSERT_KEY.filter((c) => !columns.includes(c));
+      if (lacking.length > 0) throw new ValidationError('Invalid SQLite sink', [{ path: 'sqlite.columns', message: `upsert needs the key columns ${lacking.join(', ')}` }]);
+    }
+    const stored = mode === 'upsert' ? [...columns, ...UPSERT_COLUMNS] : columns;
+    prepareTable(db, table, stored, ctx.tagColumns);
+    if (mode === 'upsert') uniqueKey(db, table);
+    if (!own) {
+      prepareSqliteOutcomes(db, table, ctx.runId);
+      ctx.resultsTable?.({ kind: 'sqlite', db }, table, mode);
+    }
+    const checkpoints = sinkCheckpoints(db);
+    const existing = checkpoints.get(this.id);
+    if (existing) this.#held = existing.seq;
+    else {
+      // Seen for the first time: it holds nothing of the past, and owes nothing of it either.
+      this.#held = ctx.currentSeq;
+      checkpoints.set(this.id, { seq: this.#held, bytes: null });
+    }
+    const rowValues =
+      mode === 'upsert'
+        ? (item: Record<string, unknown>, into: unknown[]) => {
+            for (const column of columns) into.push(sqlValue(item[column]));
+            into.push(sqlValue(item.fetched_at), sqlValue(item.fetched_at), sqlValue(item.run_id));
+          }
+        : (item: Record<string, unknown>, into: unknown[]) => {
+            for (const column of columns) into.push(sqlValue(item[column]));
+          };
+    const insertValues = rowInserter(db);
+    // Rows and the checkpoint in one transaction: the page is in the table wholly, and known to be, or not at all.
+    const writeAlone = db.transaction((rows: SqliteRows, seq: number) => {
+      insertValues(rows.insert, rows.values);
+      checkpoints.set(this.id, { seq, bytes: null });
+    });
+    const insert = sqliteSinkStatements.insert(table, stored, mode === 'upsert');
+    this.#opened = { db, insert, rowValues, writeAlone, outcomes: own ? undefined : sqliteOutcomes(db, table) };
+  }
+
+  /** A page's rows, as data: the store writes them in the page's transaction, or `writeAlone` in one of the table's own. */
+  rows(page: Page<Record<string, unknown>>): SqliteRows {
+    const { insert, rowValues } = this.#ready();
+    if (!this.#config.columns) checkNormalized(page.items[0], `The SQLite sink ${this.path}`);
+    const values: unknown[] = [];
+    for (const item of page.items) rowValues(item, values);
+    return { kind: 'sqlite', sinkId: this.id, insert, values };
+  }
+
+  writeAlone(rows: SqliteRows, seq: number): void {
+    this.#ready().writeAlone(rows, seq);
+  }
+
+  committed(seq: number): void {
+    this.#held = seq;
+  }
+
+  outcomes(runId: string, outcomes: readonly SeriesOutcome[]): void {
+    this.#ready().outcomes?.record(runId, outcomes);
+  }
+
+  discard(runId: string): void {
+    const { db, outcomes } = this.#ready();
+    const { table, mode } = this.#config;
+    // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
+    const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
+    db.transaction(() => {
+      if (mode === 'upsert' || this.#columns.includes('run_id')) db.prepare(sqliteSinkStatements.discardRun(table, column)).run(runId);
+      outcomes?.discard(runId);
+    })();
+  }
+
+  finish(runId: string): void {
+    const { db, outcomes } = this.#ready();
+    // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
+    if (this.#config.mode === 'replace' && this.#columns.includes('run_id')) {
+      db.transaction(() => {
+        db.prepare(sqliteSinkStatements.keepOnlyRun(this.#config.table)).run(runId);
+        outcomes?.keepOnly(runId);
+      })();
+    }
+  }
+
+  close(): void {
+    this.#opened = undefined;
+    this.#lease?.release();
+    this.#lease = undefined;
+  }
+
+  #ready(): OpenTable {
+    if (!this.#opened) throw new Error(`the SQLite sink ${this.path} was not opened`);
+    return this.#opened;
+  }
+}
+
 function prepareTable(db: Database.Database, table: string, columns: readonly string[], addable: readonly string[]): void {
-  const version = db.pragma('user_version', { simple: true }) as number;
+  const version = db.pragma(sqliteSinkStatements.schemaVersion, { simple: true }) as number;
   if (version > RESULTS_SCHEMA_VERSION) {
     throw new ValidationError('Invalid SQLite sink', [
       { path: 'sqlite.path', message: `${db.name} was written by a newer webdata-etl (results schema ${version}; this one knows ${RESULTS_SCHEMA_VERSION}): upgrade webdata-etl, or use another file` },
     ]);
   }
-  const existing = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(table) as string[];
+  const existing = db.prepare(sqliteSinkStatements.tableColumns).pluck().all(table) as string[];
   if (existing.length > 0) {
     // Tag columns are the query list's to choose: a new one is added to the table, empty for earlier rows.
     for (const column of addable.filter((c) => !existing.includes(c))) {
-      db.exec(`ALTER TABLE ${q(table)} ADD COLUMN ${q(column)} TEXT`);
+      db.exec(sqliteSinkStatements.addColumn(table, column));
       existing.push(column);
     }
     const missing = columns.filter((c) => !existing.includes(c));
@@ -190,28 +235,22 @@ function prepareTable(db: Database.Database, table: string, columns: readonly st
       ]);
     }
   }
-  db.exec(`CREATE TABLE IF NOT EXISTS ${q(table)} (${columns.map((c) => `${q(c)} ${sqlType(c)}`.trim()).join(', ')})`);
+  db.exec(sqliteSinkStatements.createTable(table, columns));
   // Two indexes, each paid for on every insert: the series with its runs (the views' latest-run lookups, and any
   // query by query, country and lang) and the dedupe key. A separate run_id index cost a third of the insert rate.
   const series = ['query', 'country', 'lang', 'run_id'].filter((c) => columns.includes(c));
-  if (series.length >= 3) db.exec(`CREATE INDEX IF NOT EXISTS ${q(`${table}_series`)} ON ${q(table)} (${series.map(q).join(', ')})`);
-  if (columns.includes('dedupe_key')) db.exec(`CREATE INDEX IF NOT EXISTS ${q(`${table}_dedupe_key`)} ON ${q(table)} (dedupe_key)`);
-  if (version < RESULTS_SCHEMA_VERSION) db.pragma(`user_version = ${RESULTS_SCHEMA_VERSION}`);
+  if (series.length >= 3) db.exec(sqliteSinkStatements.seriesIndex(table, series));
+  if (columns.includes('dedupe_key')) db.exec(sqliteSinkStatements.dedupeKeyIndex(table));
+  if (version < RESULTS_SCHEMA_VERSION) db.pragma(sqliteSinkStatements.setSchemaVersion(RESULTS_SCHEMA_VERSION));
 }
 
 /** One row per key: a unique index, which fails (clearly) on a table already holding several rows per key. */
 function uniqueKey(db: Database.Database, table: string): void {
   try {
-    db.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${q(`${table}_upsert_key`)} ON ${q(table)} (${UPSERT_KEY.map(q).join(', ')})`);
+    db.exec(sqliteSinkStatements.upsertKeyIndex(table));
   } catch (error) {
     throw new ValidationError(`The table "${table}" in ${db.name} cannot take upserts`, [
       { path: 'sqlite.mode', message: `it holds several rows per (query, country, lang, dedupe_key) — written in append mode? Use another table for upsert (${(error as Error).message})` },
     ]);
   }
-}
-
-/** What makes an insert an upsert: update the row with the same key, everything but the key and when it was first seen. */
-function upsertClause(columns: readonly string[]): string {
-  const updated = [...columns, ...UPSERT_COLUMNS].filter((c) => !UPSERT_KEY.includes(c) && c !== 'first_seen' && c !== 'first_run_id');
-  return ` ON CONFLICT (${UPSERT_KEY.map(q).join(', ')}) DO UPDATE SET ${updated.map((c) => `${q(c)} = excluded.${q(c)}`).join(', ')}`;
 }

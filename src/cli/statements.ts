@@ -1,0 +1,29 @@
+import { type Dialect, POSTGRES } from '../analytics/dialect.ts';
+
+/*
+ * Every statement the command line sends itself (`runs`: the state store's runs, occurrences and notifications, read
+ * through a Reader), by name, as pure SQL of the tables it reads (the pg-boss `plans.ts` way); what the other commands
+ * read goes through analytics/ and report/. The tables' names come quoted by sql-identifier.ts (a Reader's `name`,
+ * qualified by the state's schema in PostgreSQL); every value is bound (`?`). `byPipeline`: one pipeline's rows
+ * (`?`: its name), else every pipeline's.
+ */
+
+/** The columns `runs` shows: never `plan`, a run's whole stored plan (tens of MB for a million queries). */
+const SHOWN = 'run_id, pipeline, status, started_at, finished_at, budget, summary, error, invocations';
+
+/** A run's notifications, as `runs` shows them: never the body, never the webhook's query string (it is not stored). */
+const NOTIFICATIONS = 'run_id, invocation, target, event, status, attempts, error, updated_at';
+
+const ofPipeline = (byPipeline: boolean) => (byPipeline ? 'WHERE pipeline = ?' : '');
+
+export const runsStatements = {
+  /** The runs, oldest first; runs begun in the same instant in the order they were recorded. */
+  runs: (runs: string, d: Dialect, byPipeline: boolean) =>
+    `SELECT ${SHOWN} FROM ${runs} ${ofPipeline(byPipeline)} ORDER BY started_at, ${d === POSTGRES ? 'created' : 'rowid'}`,
+  /** A schedule's occurrences, by their due time. */
+  occurrences: (occurrences: string, byPipeline: boolean) =>
+    `SELECT pipeline, due_at, outcome, run_id, worker, claimed_at, note FROM ${occurrences} ${ofPipeline(byPipeline)} ORDER BY due_at`,
+  /** The notifications, in the order they were made. */
+  notifications: (notifications: string, byPipeline: boolean) =>
+    `SELECT ${NOTIFICATIONS} FROM ${notifications} ${ofPipeline(byPipeline)} ORDER BY invocation, created_at`,
+};
