@@ -119,18 +119,29 @@ describe('the floors of src/', () => {
     expect(said(imports.filter((edge) => !edge.dynamic && floorOf(edge.to) > floorOf(edge.from)))).toEqual([]);
   });
 
-  it('the package root (and webdata-etl/notifications) loads neither cli/ nor simulator/: its static imports, followed, reach neither', () => {
-    const reached = new Map<string, string[]>(DOORS.map((door) => [door, [door]]));
-    const queue = [...DOORS];
+  /** The modules `doors` load with them (static imports, followed; `loaded` leaves out type-only ones), each with how. */
+  const reachedFrom = (doors: readonly string[], options: { loaded?: boolean } = {}): Map<string, string[]> => {
+    const reached = new Map<string, string[]>(doors.map((door) => [door, [door]]));
+    const queue = [...doors];
     for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
-      for (const edge of imports.filter((each) => each.from === file && !each.dynamic)) {
+      for (const edge of imports.filter((each) => each.from === file && !each.dynamic && !(options.loaded && each.typeOnly))) {
         if (reached.has(edge.to)) continue;
         reached.set(edge.to, [...(reached.get(file) ?? []), edge.to]);
         queue.push(edge.to);
       }
     }
-    const forbidden = [...reached].filter(([file]) => inFolder(file, 'cli/') || inFolder(file, 'simulator/'));
+    return reached;
+  };
+
+  it('the package root (and webdata-etl/notifications) loads neither cli/ nor simulator/: its static imports, followed, reach neither', () => {
+    const forbidden = [...reachedFrom(DOORS)].filter(([file]) => inFolder(file, 'cli/') || inFolder(file, 'simulator/'));
     expect(forbidden.map(([, path]) => path.join(' -> '))).toEqual([]);
+  });
+
+  it("webdata-etl/notifications, a receiver's door, loads no database, store, sink or analytics code (it loaded 38 modules with the PostgreSQL pools)", () => {
+    const heavy = ['postgres/', 'state/', 'sinks/', 'analytics/', 'distributed/', 'commits/'];
+    const loaded = [...reachedFrom(['notifications.ts'], { loaded: true })].filter(([file]) => heavy.some((folder) => inFolder(file, folder)));
+    expect(loaded.map(([, path]) => path.join(' -> '))).toEqual([]);
   });
 
   it('no import cycle among the modules of src/, type-only imports included', () => {

@@ -1,11 +1,13 @@
-import { z } from 'zod';
 import { numbered } from '../analytics/reader.ts';
 import { POSTGRES, SQLITE } from '../analytics/dialect.ts';
 import { viewName } from '../analytics/views.ts';
 import type { ResultsDatabase } from '../sinks/sink.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { StateStore } from '../state/interfaces.ts';
+import { type Digest, type DigestEntry as Entry } from './digest-schema.ts';
 import { digestStatements } from './statements.ts';
+
+export { type Digest, digestSchema } from './digest-schema.ts';
 
 /** Entries kept in each list of a digest (entered, left, moved, failed series); the rest are counted, not listed. */
 export const DIGEST_LIST_LIMIT = 100;
@@ -15,61 +17,6 @@ const MAX_URL_CHARS = 2000;
 const MAX_TITLE_CHARS = 200;
 const MAX_ERROR_CHARS = 300;
 
-const entrySchema = z.object({
-  url: z.string().nullable(),
-  title: z.string().nullable(),
-  /** This run's rank; null: no longer served (left). */
-  rank: z.int().nullable(),
-  /** The rank in the run compared with; null: not served then (entered). */
-  previousRank: z.int().nullable(),
-});
-
-const seriesChangesSchema = z.object({
-  query: z.string(),
-  country: z.string(),
-  lang: z.string(),
-  /** URLs now in the top N that were not before (new, or up from below it). */
-  entered: z.array(entrySchema),
-  /** URLs in the top N before that are not now (gone, or down below it). */
-  left: z.array(entrySchema),
-  /** URLs in the top N both times that moved at least `minRankMove` places. */
-  moved: z.array(entrySchema),
-});
-
-const failedSeriesSchema = z.object({
-  endpoint: z.string(),
-  query: z.string(),
-  country: z.string(),
-  lang: z.string(),
-  /** The class of its last error: bad_request, server, network, rate_limited, … */
-  errorKind: z.string().nullable(),
-  error: z.string().nullable(),
-});
-
-const listCounts = z.object({ entered: z.int(), left: z.int(), moved: z.int(), failedSeries: z.int() });
-
-/** What changed since the run before, as a notification carries it (docs/notifications.md#the-digest). */
-export const digestSchema = z.object({
-  /** The results table compared (its `changes` view); null when the pipeline has none with that view. */
-  table: z.string().nullable(),
-  /** The run compared with: the one before this run in that table; null when there is none. */
-  since: z.string().nullable(),
-  top: z.int(),
-  minRankMove: z.int(),
-  /** Changes by query, country and language, in that order; only series with a change. */
-  series: z.array(seriesChangesSchema),
-  /** This run's series that failed (a failed series has no rows to compare: its URLs are not "left"). */
-  failedSeries: z.array(failedSeriesSchema),
-  /** How many of each there are in all… */
-  counts: listCounts,
-  /** …and how many of them are not listed, past DIGEST_LIST_LIMIT per list. */
-  omitted: listCounts,
-  /** Why a part is missing or empty: no table with a changes view, the first run, a digest that failed. */
-  notes: z.array(z.string()),
-});
-
-export type Digest = z.infer<typeof digestSchema>;
-type Entry = z.infer<typeof entrySchema>;
 
 /** A results table whose `changes` view the runner created (docs/analytics.md), where it lives. */
 export interface ChangesTable {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { digestSchema } from '../notify/digest.ts';
+import { digestSchema } from '../notify/digest-schema.ts';
 import { RUN_END_EVENTS } from '../notify/webhook-config.ts';
 import { RUN_STATUSES, runSummarySchema } from './summary.ts';
 
