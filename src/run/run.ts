@@ -73,7 +73,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // The budget caps the run across all its invocations (and, distributed, all its workers).
     const spentBefore = previous ? (await store.spendOf(runId)).spent : 0;
     // Where the run runs: this process alone, or one of its workers (docs/design.md#the-run-host).
-    const host = await hostFor(pipeline, plan, opened, decision, spentBefore, held);
+    const host = await hostFor(pipeline, plan, opened, spentBefore, held);
     phase('hosted');
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
