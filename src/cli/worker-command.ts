@@ -5,7 +5,6 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Pipeline } from '../config/define.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
-import { distributable } from '../distributed/distributable.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { atDatabase } from '../postgres/failure.ts';
 import { stateStoreWhere } from '../postgres/target.ts';
@@ -19,6 +18,7 @@ import type { NotificationSender } from '../run/notification-delivery.ts';
 import { notifyMissed } from '../run/notify-missed.ts';
 import { databaseRegistry } from '../run/databases.ts';
 import { EXIT } from '../run/exit-codes.ts';
+import { hostingFor } from '../run/open-run.ts';
 import { stateDatabase, statePath } from '../run/outputs.ts';
 import { run } from '../run/run.ts';
 import type { RunOptions } from '../run/run-types.ts';
@@ -116,7 +116,7 @@ export async function workerCommand(args: string[]): Promise<number> {
     const scheduled: Scheduled[] = [];
     for (const { file, pipeline } of pipelines) {
       const store = await claimStore(pipeline, stateUrl, databases);
-      scheduled.push({ file, pipeline, store, shared: distributable(store, pipeline) !== undefined });
+      scheduled.push({ file, pipeline, store, shared: hostingFor(store, pipeline).shared });
     }
     if (sim) say({ pipeline: '(worker)', message: `simulator at ${sim.url}` });
     // Where the key goes is each run's to say (its start line), as for `run`.

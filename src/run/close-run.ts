@@ -2,13 +2,18 @@ import type { Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { SeenKeyStore } from '../state/interfaces.ts';
+import type { ReadyWebhooks } from '../notify/ready-webhooks.ts';
 import type { Pipeline } from '../config/define.ts';
 import type { Destination } from './destination.ts';
-import type { OpenedRun } from './open-run.ts';
+import { type OwedNotifications, recordRunEnd } from './notify-end.ts';
+import type { Held, OpenedRun } from './open-run.ts';
 import { recordOutcomes } from './record-outcomes.ts';
+import type { RunEvent } from './run-types.ts';
+import { releaseSink } from './sinks-in-use.ts';
 import { runStopReason, summarize } from './summarize.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { RunSummary } from './summary.ts';
+import { phase } from '../phase-marks.ts';
 
 /** Statuses of a run that ended by its own rules (the others resume). */
 const FINISHED = new Set(['completed', 'budget', 'failed_series']);
@@ -18,26 +23,84 @@ const FINISHED = new Set(['completed', 'budget', 'failed_series']);
  * run's end as this process recorded it in the `runs` table — none when it left that to the run's other workers, or
  * could not write it. Whoever records the end is whoever may notify of it (docs/notifications.md).
  */
-export type ClosedRun = ({ ok: true; summary: RunSummary } | { ok: false; failure: unknown }) & { recorded: RunSummary | undefined };
+type EndedRun = ({ ok: true; summary: RunSummary } | { ok: false; failure: unknown }) & { recorded: RunSummary | undefined };
+
+/** How the run closed, and what the webhooks are owed for its end: delivered once this process has left it (`leaveRun`). */
+export type ClosedRun = EndedRun & { owed: OwedNotifications | undefined };
+
+/** What closing needs: the run as it went, and how to tell the pipeline's webhooks of its end. */
+export interface Closing {
+  pipeline: Pipeline;
+  plan: SourcePlan;
+  opened: OpenedRun;
+  scheduler: Scheduler;
+  sinks: readonly Sink<unknown>[];
+  keys: SeenKeyStore;
+  destination: Destination;
+  host: RunHost;
+  /** The pipeline's webhooks, checked before the run (none: it has none). */
+  webhooks: ReadyWebhooks | undefined;
+  /** Redacts the run's secrets from what a notification carries or stores. */
+  redact: (text: string) => string;
+  emit: (event: RunEvent) => void;
+  /** The run's abort (a second Ctrl-C): deliveries stop at once and stay pending for the next invocation. */
+  abortSignal: AbortSignal | undefined;
+}
 
 /**
- * The last phase: the summary, kept in the `runs` table, and how each series ended, kept beside the rows
+ * The last phase (docs/design.md#the-phases-of-a-run): the run's end recorded (`endRun`), then, when this process
+ * recorded it and the pipeline has webhooks, what each is owed for it recorded while the lease is held
+ * (`recordRunEnd`), for `leaveRun` to deliver once the lease is released. The exit code is decided by then: the
+ * webhooks never fail the run.
+ */
+export async function closeRun(closing: Closing, failure: unknown): Promise<ClosedRun> {
+  const ended = await endRun(closing, failure);
+  const { webhooks, opened, pipeline } = closing;
+  if (!webhooks || !ended.recorded) return { ...ended, owed: undefined };
+  const owed = await recordRunEnd({
+    opened,
+    pipeline: pipeline.name,
+    summary: ended.recorded,
+    ...(ended.ok ? {} : { failure: ended.failure }),
+    ready: webhooks,
+    redact: closing.redact,
+    emit: closing.emit,
+    abortSignal: closing.abortSignal,
+  });
+  return { ...ended, owed };
+}
+
+/**
+ * This process leaves the run, however it ended: its host (a worker's row says how it left: its summary's status, or
+ * `failed` when it did not close), the pipeline's lease, its sinks. Only then are the webhooks sent what the close
+ * recorded they are owed, so that a receiver slow to answer never holds up the pipeline's next run
+ * (docs/notifications.md#retries-and-bounds).
+ */
+export async function leaveRun(held: Held, closed: ClosedRun | undefined): Promise<void> {
+  try {
+    phase('leaving');
+    await held.host?.leave(closed?.ok ? closed.summary.status : 'failed');
+    phase('left');
+    await held.lease?.release();
+    for (const sink of held.sinks) {
+      try {
+        await sink.close();
+      } finally {
+        releaseSink(sink);
+      }
+    }
+  } finally {
+    // The lease is released and the sinks closed: the pipeline's next run may begin while the webhooks are told.
+    await closed?.owed?.deliver();
+  }
+}
+
+/**
+ * The run's end recorded: the summary, kept in the `runs` table, and how each series ended, kept beside the rows
  * (`recordOutcomes`). A run that ended by its own rules is finished (sinks told, its run-scoped dedupe keys
  * forgotten); one that failed is recorded as interrupted, and the failure handed back to be thrown.
  */
-export async function closeRun(
-  parts: {
-    pipeline: Pipeline;
-    plan: SourcePlan;
-    opened: OpenedRun;
-    scheduler: Scheduler;
-    sinks: readonly Sink<unknown>[];
-    keys: SeenKeyStore;
-    destination: Destination;
-    host: RunHost;
-  },
-  failure: unknown,
-): Promise<ClosedRun> {
+async function endRun(parts: Closing, failure: unknown): Promise<EndedRun> {
   const { pipeline, plan, opened, scheduler, sinks, keys, destination, host } = parts;
   const { store, runId, decision, previous, startedAt } = opened;
   const finish = async () => {

@@ -10,10 +10,11 @@ import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
 import { sqliteStateStore } from '../state/sqlite/state-store.ts';
 import { releaseSink, takeSink } from './sinks-in-use.ts';
-import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
+import { postgresStateStore } from '../state/postgres/store.ts';
 import { dedupesAcrossSeries, distributable } from '../distributed/distributable.ts';
-import { workersAtWork } from '../distributed/liveness.ts';
-import { planningLock } from '../distributed/plan-run.ts';
+import { postgresHosting } from '../distributed/join.ts';
+import type { Hosting } from '../host/hosting.ts';
+import { localHosting } from '../host/local-host.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { ChangesTable } from '../notify/digest.ts';
 import { RunLifecycleError } from '../errors/run-lifecycle-error.ts';
@@ -43,8 +44,12 @@ export interface OpenedRun {
   invocation: number;
   /** The first results table the runner made a `changes` view over: what a notification's digest reads. */
   changes: ChangesTable | undefined;
-  /** A distributed run: its store, whether this process joined workers at work, and which planning of the run this is. */
-  distributed?: { store: PostgresStateStore; joining: boolean; planningNumber: number };
+  /** Where the run runs, decided once as it opened: this process alone, or a worker of a distributed run. */
+  hosting: Hosting;
+  /** What the opening holds the pipeline by (the lease, or the planning lock; in `held` too): the host takes it over. */
+  lock: Lease;
+  /** Whether this process joins workers at work on the run, or decided what the run is. */
+  joining: boolean;
 }
 
 /**
@@ -58,24 +63,15 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   checkTagColumns(plan.tagColumns);
   const store = await openStore(pipeline, options, databases);
   phase('store-open');
-  // A run whose state and outputs are all in one PostgreSQL database is a distributed run: every process started on it
-  // is a worker. The planning lock stands in for the lease while this process decides and plans
+  const hosting = hostingFor(store, pipeline);
+  // Whether this process joins workers at work on the latest run, or decides what the run is: under the pipeline's
+  // lease, or a distributed run's planning lock, which stands in for it while this process decides and plans
   // (docs/design.md#past-one-machine).
-  const shared = distributable(store, pipeline);
-  // Whether this process joins workers at work on the latest run, or decides what the run is.
-  const look = async () => {
+  const { lock, decided: looked } = await hosting.hold(pipeline.name, async () => {
     const latest = await store.latestRun(pipeline.name);
-    return { latest, joining: shared !== undefined && latest !== undefined && UNFINISHED.has(latest.status) && (await workersAtWork(shared, latest.runId)) > 0 };
-  };
-  let looked: Awaited<ReturnType<typeof look>>;
-  if (shared) {
-    const planning = await planningLock(shared, pipeline.name, look);
-    held.lease = planning.lock;
-    looked = planning.decided;
-  } else {
-    held.lease = await store.lease(pipeline.name);
-    looked = await look();
-  }
+    return { latest, joining: latest !== undefined && UNFINISHED.has(latest.status) && (await hosting.atWork(latest.runId)) };
+  });
+  held.lease = lock;
   phase('planning-lock');
   const planPrint = fingerprint(plan.fingerprint);
   const { latest } = looked;
@@ -109,7 +105,7 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
     currentSeq: await store.currentSeq(),
     statePath: store.path,
     tagColumns: plan.tagColumns ?? [],
-    shared: shared !== undefined,
+    shared: hosting.shared,
     resultsTable,
   };
   for (const sink of sinks) {
@@ -140,7 +136,17 @@ export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: Lif
   } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
   const invocation = (previous?.invocations ?? 0) + (joining ? 0 : 1);
-  return { store, runId, decision, previous, startedAt, invocation, changes, ...(shared ? { distributed: { store: shared, joining, planningNumber: invocation } } : {}) };
+  return { store, runId, decision, previous, startedAt, invocation, changes, hosting, lock, joining };
+}
+
+/**
+ * Where a run runs, the one place it is decided (docs/design.md#the-run-host): a run whose state and outputs are all in
+ * one PostgreSQL database (`distributable`) is a distributed run, every process started on it a worker; any other runs
+ * in this process alone, under the pipeline's lease.
+ */
+export function hostingFor(store: StateStore, pipeline: Pipeline): Hosting {
+  const shared = distributable(store, pipeline);
+  return shared ? postgresHosting(shared) : localHosting(store);
 }
 
 /**

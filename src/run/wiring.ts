@@ -4,15 +4,76 @@ import { createPermits } from '../pipeline/permits.ts';
 import type { Budget } from '../schedule/budget.ts';
 import type { Clock } from '../schedule/clock.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
-import { COMPLETE_REASONS, type SeriesEndReason, type SeriesResume, type SourceContext } from '../sources/source.ts';
+import type { SeriesEndReason, SourceContext, SourcePlan } from '../sources/source.ts';
 import type { Series } from '../pipeline/page.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
-import { StageContractError } from '../errors/stage-contract-error.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { createCommitter } from './commit.ts';
 import type { Pipeline } from '../config/define.ts';
+import type { Destination } from './destination.ts';
+import { handedSeries } from './handed-series.ts';
+import type { OpenedRun } from './open-run.ts';
+import type { RunObserver } from './run-observer.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
+import { seriesStanding } from './series-standing.ts';
+
+/** What the wiring sets up for the commit loop. */
+export interface WiredRun {
+  scheduler: Scheduler;
+  source: SourceWiring;
+  /** The failure of a spend ledger write, if one failed (`recordSpend`). */
+  ledgerFailure: () => unknown;
+}
+
+/**
+ * The wiring phase (docs/design.md#the-phases-of-a-run): the scheduler under the run's budget, heard by the observer
+ * and the host; the spend ledger; what sources see. Then the run's `start` is told, and its gauges reported from there.
+ */
+export function wireRun(parts: {
+  pipeline: Pipeline;
+  plan: SourcePlan;
+  opened: OpenedRun;
+  host: RunHost;
+  client: Client;
+  committer: ReturnType<typeof createCommitter>;
+  states: SeriesStates;
+  keys: SeenKeyStore;
+  spentBefore: number;
+  /** Pages the replay delivered. */
+  replayed: number;
+  destination: Destination;
+  observer: RunObserver;
+  clock: Clock | undefined;
+}): WiredRun {
+  const { pipeline, plan, opened, host, committer, spentBefore, observer } = parts;
+  const { runId, decision, previous, store } = opened;
+  const { emit } = observer;
+  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host);
+  scheduler.on(emit);
+  host.watch(scheduler);
+  const ledgerFailure = recordSpend(scheduler, committer, runId);
+  const retryFailed = decision.mode === 'resume' && decision.retryFailed;
+  const { client, states, keys } = parts;
+  const source = sourceContext({ pipeline, runId, client, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
+  emit({
+    type: 'start',
+    runId,
+    pipeline: pipeline.name,
+    series: plan.seriesCount,
+    maxPages: plan.maxPages,
+    budget: decision.budget?.maxCredits ?? null,
+    spentBefore,
+    resumed: previous !== undefined,
+    replayed: parts.replayed,
+    notes: plan.notes ?? [],
+    destination: parts.destination,
+    ...(host.member ? { worker: host.member } : {}),
+  });
+  // After `start`, which names a distributed run's worker: its gauges say which worker they come from.
+  observer.watch({ stats: () => scheduler.stats(), backlog: source.backlog, fleet: host.fleet });
+  return { scheduler, source, ledgerFailure };
+}
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
 export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, host: RunHost): Scheduler {
@@ -88,7 +149,7 @@ export interface SourceWiring {
   processed(key: string, result: { new: number; end?: SeriesEndReason }): void;
   /** Pages paid for and not yet committed, and requests held back until one is (the run's metrics). */
   backlog(): { uncommitted: number; heldBack: number };
-  /** Throws when a worker's source pages a series the run's queue did not hand it (see `fedOnly` below). */
+  /** Throws when a worker's source pages a series the run's queue did not hand it (handed-series.ts). */
   checkPage(page: { series: Series }): void;
 }
 
@@ -108,59 +169,14 @@ export function sourceContext(parts: {
   /** Where the run runs: which series are this process's, and what comes before a page and after a series. */
   host: RunHost;
 }): SourceWiring {
-  const { runId, store, committer, states, keys, previous, retryFailed, emit, host } = parts;
+  const { runId, committer, states, keys, emit, host } = parts;
   const abort = new AbortController();
   const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
   // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
   const permits = createPermits(parts.scheduler.stats().concurrency);
-  // A worker pages only the series the run's queue hands it (`ctx.feed`). A source of the user's own that ignores the
-  // feed would page every series: the pages of those this worker never took are refused at their commit as another
-  // worker's, and the run would end "completed" without them. So such a page fails the run, naming the contract,
-  // and is checked before the series' first request where the source asks where it stands (`progress`).
-  const handed = new Set<string>();
-  const fedOnly = (series: Series) => {
-    if (host.feed && !handed.has(series.id)) {
-      throw new StageContractError(
-        `the source paged series "${series.id}", which the run's queue did not hand this worker: in a distributed run a source must page the series ctx.feed hands it (defineSource's sources do)`,
-      );
-    }
-  };
-  const feed = host.feed;
-  const tracked: SourceContext['feed'] = feed
-    ? (all) => {
-        const inner = feed(all);
-        return {
-          async next() {
-            const next = await inner.next();
-            if (!next.done) handed.add(next.value.id);
-            return next;
-          },
-          unused: (series) => inner.unused(series),
-        };
-      }
-    : undefined;
-  // Where a series stands when a source is about to page it: from its start, from where an earlier invocation (or
-  // another process) left it, or done.
-  const standing = async (series: Series): Promise<SeriesResume | undefined> => {
-    // A series may have been paged by another process (which stopped or died) in this very invocation.
-    if (!previous && !host.sharesSeries) return undefined;
-    const progress = await store.progress(runId, series.id);
-    if (!progress) return undefined;
-    const reason = progress.reason as SeriesEndReason | null;
-    if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) {
-      await host.seriesOver(series.id);
-      return { done: true };
-    }
-    if (progress.state) states.restore(series.id, progress.state);
-    committer.resumeSeries(series.id, progress.noNew);
-    return {
-      done: false,
-      nextPage: progress.nextPage ?? undefined,
-      pages: progress.pages,
-      digest: progress.digest ?? undefined,
-      cursor: progress.cursor ?? undefined,
-    };
-  };
+  // A worker's series as the run's queue hands them, and a page of any other refused (handed-series.ts).
+  const handed = handedSeries(host);
+  const standing = seriesStanding(parts);
   const ctx: SourceContext = {
     runId,
     pipeline: parts.pipeline.name,
@@ -170,7 +186,7 @@ export function sourceContext(parts: {
     client: parts.client,
     scheduler: parts.scheduler,
     async progress(series) {
-      fedOnly(series);
+      handed.check(series);
       const resume = await standing(series);
       // Sources ask just before paging a series: its start, for the run's spans (run-spans.ts) and listeners.
       if (!resume?.done) {
@@ -187,7 +203,7 @@ export function sourceContext(parts: {
     lost: (series) => committer.lost(series.id) || host.lapsed(series.id),
     refused: (series) => committer.refused(series.id),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
-    ...(tracked ? { feed: tracked } : {}),
+    ...(handed.feed ? { feed: handed.feed } : {}),
     async seriesEnded(series, end) {
       try {
         await committer.seriesEnded(series, end);
@@ -209,6 +225,6 @@ export function sourceContext(parts: {
       waiting.delete(key);
     },
     backlog: () => ({ uncommitted: permits.held, heldBack: permits.waiting }),
-    checkPage: (page) => fedOnly(page.series),
+    checkPage: (page) => handed.check(page.series),
   };
 }
