@@ -3,7 +3,7 @@ import { numbered } from '../analytics/reader.ts';
 import { type Dialect, POSTGRES, SQLITE, viewName } from '../analytics/views.ts';
 import type { ResultsDatabase } from '../sinks/sink.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import type { StateStore } from '../state/interfaces.ts';
+import type { NotificationStore } from '../state/notification-store.ts';
 
 /** Entries kept in each list of a digest (entered, left, moved, failed series); the rest are counted, not listed. */
 export const DIGEST_LIST_LIMIT = 100;
@@ -77,7 +77,8 @@ export interface ChangesTable {
 
 export interface DigestInput {
   runId: string;
-  store: StateStore;
+  /** Where the run's failed series are read. */
+  store: NotificationStore;
   /** The first results table with a `changes` view, if any. */
   changes: ChangesTable | undefined;
   /** How many of the run's series failed (the summary's count). */

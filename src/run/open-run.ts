@@ -8,9 +8,9 @@ import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
-import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import { openStateStore } from '../state/open/open-state-store.ts';
 import { releaseSink, takeSink } from './sinks-in-use.ts';
-import { type PostgresStateStore, postgresStateStore } from '../state/postgres/store.ts';
+import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { dedupesAcrossSeries, distributable } from '../distributed/distributable.ts';
 import { workersAtWork } from '../distributed/liveness.ts';
 import { planningLock } from '../distributed/plan-run.ts';
@@ -152,12 +152,12 @@ async function openStore(pipeline: Pipeline, options: { stateUrl?: string | unde
   const target = stateDatabase(pipeline, options.stateUrl);
   if (target) {
     const pool = databases.postgres(target);
-    const store = await postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name });
+    const store = await openStateStore({ kind: 'postgres', pool, target, schema: pipeline.state.schema, pipeline: pipeline.name });
     await atDatabase(stateStoreWhere(target), () => createPostgresSpendView(pool, pipeline.state.schema), pool);
     return store;
   }
   const db = databases.get(statePath(pipeline));
-  const store = sqliteStateStore(db);
+  const store = await openStateStore({ kind: 'sqlite', db });
   createSpendView(db);
   return store;
 }

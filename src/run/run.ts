@@ -1,7 +1,6 @@
 import { seriesStates } from '../pipeline/context.ts';
 import { closeRun } from './close-run.ts';
-import { commitsOnThread, createCommitter } from './commit.ts';
-import { type CommitThread, commitThread } from '../state/sqlite/commit-thread.ts';
+import { type Committer, createCommitter } from './commit.ts';
 import { commitPages } from './commit-loop.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from '../config/define.ts';
@@ -63,7 +62,8 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   const held: Held = { sinks: [] };
   // How this process left the run (a worker's row says it): its summary's status, or `failed`.
   let left = 'failed';
-  let thread: CommitThread | undefined;
+  // Lets go of what the store runs to commit pages (SQLite: its commit thread) however the run ends.
+  let committer: Committer | undefined;
   let freezeGauges: (() => void) | undefined;
   let owed: OwedNotifications | undefined;
   try {
@@ -79,9 +79,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
     const keys = store.seenKeys(runId);
-    // A SQLite store's page transactions run on a thread of their own, while this one goes on with the next pages.
-    if (commitsOnThread(store)) thread = commitThread(store.path);
-    const committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys, thread });
+    committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys });
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, the caller's signals, what sources see.
@@ -123,8 +121,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     } catch (error) {
       failure ??= error;
     }
-    await thread?.close();
-    thread = undefined;
+    await committer.close();
 
     phase('closing');
     // A stage's error may hold anything it was given: redacted before it is stored in the runs table, or thrown.
@@ -143,7 +140,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     throw spans.failed(explainOutputFailure(failure, outputSuspects(failure, pipeline)));
   } finally {
     freezeGauges?.();
-    await thread?.close();
+    await committer?.close();
     try {
       await leave(held, left);
     } finally {

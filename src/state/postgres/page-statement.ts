@@ -1,4 +1,5 @@
-import type { PageCommit, SpendRow } from '../interfaces.ts';
+import type { PageCommit } from '../interfaces.ts';
+import type { SpendRow } from '../spend-store.ts';
 import { addRows, type PageStatement } from '../../commits/postgres-rows.ts';
 import { storable } from '../../postgres/storable.ts';
 
