@@ -7,7 +7,8 @@ import { schemaStatements } from './statements.ts';
  * The state tables in PostgreSQL, as migrations: each entry takes the schema from the version before it to its own
  * number, and is never edited once released (a new change is a new entry). `s` is the quoted schema name.
  * Every table a run writes carries the pipeline, so that many pipelines share one schema: the journal's sequence,
- * the checkpoints and the persistent dedupe keys are each pipeline's own.
+ * the checkpoints and the persistent dedupe keys are each pipeline's own. (SQL here rather than in statements.ts: a
+ * migration is the history of the schema, read in order, not a statement the store sends by name.)
  */
 export const MIGRATIONS: readonly ((s: string) => string)[] = [
   (s) => `
