@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { createResultsViews, createSpendView } from '../src/analytics/index.ts';
 import { openReader, type Reader } from '../src/analytics/reader.ts';
 import { readReportData } from '../src/report/data.ts';
-import { openStateStore } from '../src/state/sqlite/store.ts';
+import { sqliteStateStore } from '../src/state/sqlite/store.ts';
 import { simulator } from './helpers.ts';
 import { cli, config, envFor } from './cli-helpers.ts';
 import { workdir } from './pipeline-helpers.ts';
@@ -76,7 +76,8 @@ describePostgres('runs reads what it shows, in PostgreSQL', () => {
  */
 function generated(path: string, queries: number, runs: number): void {
   const db = new Database(path);
-  const store = openStateStore(db);
+  // The SQLite store does its work before each call returns (better-sqlite3 is synchronous): nothing to wait for.
+  const store = sqliteStateStore(db);
   createSpendView(db);
   db.exec(`CREATE TABLE results (run_id TEXT NOT NULL, query TEXT NOT NULL, country TEXT NOT NULL, lang TEXT NOT NULL, page INTEGER NOT NULL,
     position INTEGER NOT NULL, rank INTEGER, title TEXT, url TEXT, domain TEXT, snippet TEXT, dedupe_key TEXT, fetched_at TEXT NOT NULL, raw TEXT NOT NULL)`);
@@ -89,9 +90,9 @@ function generated(path: string, queries: number, runs: number): void {
   ).run(queries);
   for (let i = 0; i < runs; i++) {
     const runId = `2026-02-01T00-00-00-000Z-${String(i).padStart(6, '0')}`;
-    store.startRun({ runId, pipeline: 'generated', startedAt: `2026-02-01T00:00:${String(i % 60).padStart(2, '0')}.${String(i).padStart(3, '0')}Z`, fingerprint: 'f', plan: {}, budget: null });
-    store.finishRun(runId, 'completed', runId, { items: { written: 60 }, requests: { total: 2 }, durationMs: 1000 });
-    store.spend({ runId, at: runId, seriesId: 'search|query 1|us|en', path: '/searchengine/search', attempt: 1, status: '200', credits: 1, uncertain: false, latencyMs: 10 });
+    void store.startRun({ runId, pipeline: 'generated', startedAt: `2026-02-01T00:00:${String(i % 60).padStart(2, '0')}.${String(i).padStart(3, '0')}Z`, fingerprint: 'f', plan: {}, budget: null });
+    void store.finishRun(runId, 'completed', runId, { items: { written: 60 }, requests: { total: 2 }, durationMs: 1000 });
+    void store.spend([{ runId, at: runId, seriesId: 'search|query 1|us|en', path: '/searchengine/search', attempt: 1, status: '200', credits: 1, uncertain: false, latencyMs: 10 }]);
   }
   createResultsViews(db, 'results', ['rankings', 'domains', 'overlap', 'changes']);
   db.close();

@@ -20,7 +20,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['schedule/'],
   ['postgres/'],
   ['state/'],
-  ['state/sqlite/', 'state/postgres/'],
+  ['state/sqlite/', 'state/postgres/', 'state/open/'],
   ['pipeline/'],
   ['stages/'],
   ['sources/'],

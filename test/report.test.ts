@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { renderReport, writeReport } from '../src/report/index.ts';
 import { columns, rankLines } from '../src/report/svg.ts';
 import { createSpendView } from '../src/analytics/index.ts';
-import { openStateStore } from '../src/state/sqlite/store.ts';
+import { sqliteStateStore } from '../src/state/sqlite/store.ts';
 import { handMadeDatabase, R2 } from './analytics-fixture.ts';
 import { workdir } from './pipeline-helpers.ts';
 
@@ -90,7 +90,7 @@ describe('the HTML report', () => {
   it('has a clear empty state, and copes with fifty runs', async () => {
     using dir = workdir();
     const empty = new Database(dir.path('empty.sqlite'));
-    openStateStore(empty);
+    sqliteStateStore(empty);
     createSpendView(empty);
     empty.close();
     const html = await renderReport({ database: dir.path('empty.sqlite'), now: NOW });

@@ -1,12 +1,13 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CLAIM_AHEAD_TOLERANCE_MS, type PageCommit, type StateStore } from '../src/state/interfaces.ts';
-import type { SinkRows } from '../src/commits/page-writes.ts';
-import { sqliteStateStore } from '../src/state/sqlite/state-store.ts';
+import type { PageCommit, StateStore } from '../src/state/interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS } from '../src/state/occurrence-store.ts';
+import type { FileAppend, SinkRows } from '../src/commits/page-writes.ts';
+import { sqliteStateStore } from '../src/state/sqlite/store.ts';
 import { STATE_SCHEMA_VERSION } from '../src/state/sqlite/schema.ts';
 import { postgresTarget } from '../src/postgres/target.ts';
 import { postgresStateStore } from '../src/state/postgres/store.ts';
@@ -36,34 +37,35 @@ interface StoreUnderTest {
   close(): Promise<void>;
 }
 
-const implementations: { name: string; available: boolean; oneRunPerStore: boolean; open(): Promise<StoreUnderTest> }[] = [
-  {
-    name: 'sqlite',
-    available: true,
-    // A SQLite file is one pipeline's: its journal's sequence is the file's.
-    oneRunPerStore: true,
-    async open() {
-      const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
-      const db = new Database(join(dir, 'state.db'));
-      return {
-        store: sqliteStateStore(db),
-        count: async (table) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number,
-        results: {
-          prepare: async () => void db.exec('CREATE TABLE results (v TEXT)'),
-          rows: (values) => ({ kind: 'sqlite', sinkId: 'sqlite:x#results', insert: { into: 'INSERT INTO results (v)', width: 1, then: '' }, values }),
-          missing: () => ({ kind: 'sqlite', sinkId: 'sqlite:x#none', insert: { into: 'INSERT INTO none (v)', width: 1, then: '' }, values: ['a'] }),
-          read: async () => ({
-            n: db.prepare('SELECT count(*) FROM results').pluck().get() as number,
-            seq: db.prepare("SELECT seq FROM sink_checkpoints WHERE sink_id = 'sqlite:x#results'").pluck().get() as number | undefined,
-          }),
-        },
-        close: async () => {
-          db.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
+/** A SQLite store in a file of its own; `commitThread`: its pages committed on its commit thread, as a run's are. */
+async function sqliteUnderTest(options: { commitThread?: boolean } = {}): Promise<StoreUnderTest> {
+  const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
+  const db = new Database(join(dir, 'state.db'));
+  const store = sqliteStateStore(db, options);
+  return {
+    store,
+    count: async (table) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number,
+    results: {
+      prepare: async () => void db.exec('CREATE TABLE results (v TEXT)'),
+      rows: (values) => ({ kind: 'sqlite', sinkId: 'sqlite:x#results', insert: { into: 'INSERT INTO results (v)', width: 1, then: '' }, values }),
+      missing: () => ({ kind: 'sqlite', sinkId: 'sqlite:x#none', insert: { into: 'INSERT INTO none (v)', width: 1, then: '' }, values: ['a'] }),
+      read: async () => ({
+        n: db.prepare('SELECT count(*) FROM results').pluck().get() as number,
+        seq: db.prepare("SELECT seq FROM sink_checkpoints WHERE sink_id = 'sqlite:x#results'").pluck().get() as number | undefined,
+      }),
     },
-  },
+    close: async () => {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const implementations: { name: string; available: boolean; oneRunPerStore: boolean; open(): Promise<StoreUnderTest> }[] = [
+  // A SQLite file is one pipeline's: its journal's sequence is the file's.
+  { name: 'sqlite', available: true, oneRunPerStore: true, open: () => sqliteUnderTest() },
+  { name: 'sqlite, its pages on the commit thread', available: true, oneRunPerStore: true, open: () => sqliteUnderTest({ commitThread: true }) },
   {
     name: 'postgres',
     available: postgresAvailable(),
@@ -231,6 +233,34 @@ for (const implementation of implementations) {
       await store.commitPage(page(start + 1, { rows: [opened?.results.rows(['a', 'b', 'c']) as SinkRows] }));
       await store.commitPage(page(start + 2, { rows: [opened?.results.rows([]) as SinkRows] }));
       expect(await opened?.results.read()).toEqual({ n: 3, seq: start + 2 });
+    });
+
+    it("appends a page's file bytes just before its transaction, and records each file's new length there as its checkpoint", async () => {
+      const store = await open();
+      await startRun(store);
+      const dir = mkdtempSync(join(tmpdir(), 'webdata-appends-'));
+      const [lines, csv] = [join(dir, 'out.jsonl'), join(dir, 'out.csv')];
+      writeFileSync(csv, 'h1,h2\r\n');
+      const fds = [openSync(lines, 'a'), openSync(csv, 'a')] as const;
+      try {
+        const appends = (text: string, cells: string[]): FileAppend[] => [
+          { sinkId: 'jsonl:out', path: lines, fd: fds[0], shared: false, content: { text } },
+          { sinkId: 'csv:out', path: csv, fd: fds[1], shared: false, content: { csv: { delimiter: ',', escape_formulas: false, record_delimiter: 'windows', header: false }, width: 2, cells } },
+        ];
+        const start = await store.currentSeq();
+        expect(await store.commitPage(page(start + 1, { appends: appends('{"a":1}\n', ['a', 'b', 'c', 'd']) }))).toEqual([8, 17]);
+        // An empty page appends nothing, and its checkpoints still move on.
+        expect(await store.commitPage(page(start + 2, { appends: appends('', []) }))).toEqual([8, 17]);
+        expect(readFileSync(lines, 'utf8')).toBe('{"a":1}\n');
+        expect(readFileSync(csv, 'utf8')).toBe('h1,h2\r\na,b\r\nc,d\r\n');
+        expect(await store.checkpoints.get('jsonl:out')).toEqual({ seq: start + 2, bytes: 8 });
+        expect(await store.checkpoints.get('csv:out')).toEqual({ seq: start + 2, bytes: 17 });
+        // The checkpoints given as they are go in with them.
+        expect(await store.checkpoints.get('csv:out.csv')).toEqual({ seq: start + 2, bytes: 100 * (start + 2) });
+      } finally {
+        for (const fd of fds) closeSync(fd);
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('writes nothing of a page whose commit fails inside the transaction', async () => {

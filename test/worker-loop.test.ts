@@ -12,7 +12,7 @@ import { scheduleSchema } from '../src/recurring/schedule-config.ts';
 import { type ClaimStore, type Launch, type LaunchOutcome, type MissedFound, MOST_DUE_AT_ONCE, type ScheduleNews, WorkerLoop } from '../src/recurring/worker-loop.ts';
 import { type Clock, virtualClock, type VirtualClock } from '../src/schedule/clock.ts';
 import { UNFINISHED } from '../src/state/interfaces.ts';
-import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/state-store.ts';
+import { type SqliteStateStore, sqliteStateStore } from '../src/state/sqlite/store.ts';
 import { definePipeline, normalize, searchPages, toPostgres, toSqlite } from '../src/index.ts';
 import { RunAtWorkError, RunEndedError } from '../src/errors/index.ts';
 import { rejection, simulator } from './helpers.ts';

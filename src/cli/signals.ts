@@ -1,5 +1,5 @@
 import { isMainThread } from 'node:worker_threads';
-import { onHostMessages } from '../threads/run-thread.ts';
+import { onParentMessages } from '../threads/run-thread.ts';
 
 /** What the first signal's line says it does, after `SIGTERM: stopping — `. */
 const STOPPING_A_RUN = 'nothing new is sent, answers in flight are committed; the run can be resumed.';
@@ -40,7 +40,7 @@ export function stopOnSignals(
   }
   // On a run's own thread (threads/run-thread.ts) the main thread receives the signals, counts them as above, and
   // says what they came to, with the signal's name.
-  const stopListening = onHostMessages((message) => {
+  const stopListening = onParentMessages((message) => {
     const signal = message.reason ?? 'a signal';
     if (message.type === 'stop' && !stop.signal.aborted) stopFor(signal);
     else if (message.type === 'abort' && !abort.signal.aborted) abortFor(signal);
@@ -57,7 +57,7 @@ export function stopOnSignals(
 }
 
 /**
- * The next SIGINT or SIGTERM (on a run's own thread: the next stop or abort its host passes on, or one it had passed
+ * The next SIGINT or SIGTERM (on a run's own thread: the next stop or abort its parent passes on, or one it had passed
  * before the thread began), as a signal that aborts. For waits after a run, such as the one for a last scrape of its
  * metrics, which a signal ends at once rather than stops. Returns the signal and what stops listening.
  */
@@ -68,7 +68,7 @@ export function nextSignal(): { signal: AbortSignal; dispose(): void } {
     process.once('SIGINT', end);
     process.once('SIGTERM', end);
   }
-  const stopListening = onHostMessages(end);
+  const stopListening = onParentMessages(end);
   return {
     signal: ended.signal,
     dispose() {

@@ -10,7 +10,7 @@ import { atDatabase } from '../postgres/failure.ts';
 import { stateStoreWhere } from '../postgres/target.ts';
 import { inZone } from '../recurring/occurrences.ts';
 import type { RunTake } from '../recurring/run-take.ts';
-import { type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop, type WorkerLoopOptions } from '../recurring/worker-loop.ts';
+import { type ClaimStore, type Launch, type LaunchOutcome, type ScheduleNews, WorkerLoop, type WorkerLoopOptions } from '../recurring/worker-loop.ts';
 import { readyWebhooks } from '../notify/ready-webhooks.ts';
 import { secretForms, SECRET_VARIABLE } from '../notify/webhook-secret.ts';
 import { redactor } from '../redact.ts';
@@ -24,8 +24,8 @@ import { run } from '../run/run.ts';
 import type { RunOptions } from '../run/run-types.ts';
 import { systemClock } from '../schedule/clock.ts';
 import type { StateStore } from '../state/interfaces.ts';
-import { postgresStateStore } from '../state/postgres/store.ts';
-import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import type { NotificationStore } from '../state/notification-store.ts';
+import { openStateStore } from '../state/open/open-state-store.ts';
 import { simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
@@ -65,11 +65,15 @@ its webhooks), 75 a pipeline's state store cannot be reached at the start (the m
 1 unexpected.
 `;
 
-/** A scheduled pipeline as the worker holds it: its file (each run imports it again) and its claims' store. */
+/**
+ * A scheduled pipeline as the worker holds it: its file (each run imports it again), and its state store as its loop
+ * claims occurrences there and its missed ones are told: each role its own.
+ */
 interface Scheduled {
   file: string;
   pipeline: Pipeline & { schedule: NonNullable<Pipeline['schedule']> };
-  store: StateStore;
+  claims: ClaimStore;
+  notifications: NotificationStore;
   shared: boolean;
 }
 
@@ -116,7 +120,7 @@ export async function workerCommand(args: string[]): Promise<number> {
     const scheduled: Scheduled[] = [];
     for (const { file, pipeline } of pipelines) {
       const store = await claimStore(pipeline, stateUrl, databases);
-      scheduled.push({ file, pipeline, store, shared: hostingFor(store, pipeline).shared });
+      scheduled.push({ file, pipeline, claims: store, notifications: store, shared: hostingFor(store, pipeline).shared });
     }
     if (sim) say({ pipeline: '(worker)', message: `simulator at ${sim.url}` });
     // Where the key goes is each run's to say (its start line), as for `run`.
@@ -127,16 +131,16 @@ export async function workerCommand(args: string[]): Promise<number> {
         : {};
     const worker = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
     // Checked before anything runs, as each run checks its own: the webhooks a missed occurrence is told to.
-    const tellers = scheduled.map(({ pipeline, store }) => missedTeller({ pipeline, store, worker, env: target.env ?? process.env, secrets: [target.apiKey], say, mode, abortSignal: signals.abortSignal }));
+    const tellers = scheduled.map(({ pipeline, notifications }) => missedTeller({ pipeline, store: notifications, worker, env: target.env ?? process.env, secrets: [target.apiKey], say, mode, abortSignal: signals.abortSignal }));
     for (const { pipeline } of scheduled) {
       const { cron, timezone, missed } = pipeline.schedule;
       say({ pipeline: pipeline.name, message: `scheduled "${cron}" in ${timezone} (missed: ${missed}) as worker ${worker}` });
     }
     loops = scheduled.map(
-      ({ file, pipeline, store, shared }, index) =>
+      ({ file, pipeline, claims, shared }, index) =>
         new WorkerLoop({
           pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
-          store,
+          store: claims,
           launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode),
           worker,
           stop: signals.signal,
@@ -176,9 +180,9 @@ async function loadScheduled(files: string[]): Promise<{ file: string; pipeline:
  */
 async function claimStore(pipeline: Pipeline, stateUrl: string | undefined, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
   const target = stateDatabase(pipeline, stateUrl);
-  if (!target) return sqliteStateStore(databases.get(statePath(pipeline)));
+  if (!target) return openStateStore({ kind: 'sqlite', db: databases.get(statePath(pipeline)) });
   const pool = databases.postgres(target);
-  return atDatabase(stateStoreWhere(target), () => postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name }), pool);
+  return atDatabase(stateStoreWhere(target), () => openStateStore({ kind: 'postgres', pool, target, schema: pipeline.state.schema, pipeline: pipeline.name }), pool);
 }
 
 /**
@@ -224,7 +228,7 @@ function launcher(file: string, options: RunOptions, mode: ProgressMode): Launch
  */
 function missedTeller(parts: {
   pipeline: Scheduled['pipeline'];
-  store: StateStore;
+  store: NotificationStore;
   worker: string;
   env: Readonly<Record<string, string | undefined>>;
   secrets: (string | undefined)[];

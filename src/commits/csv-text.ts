@@ -2,8 +2,8 @@ import { stringify } from 'csv-stringify/sync';
 import type { CsvFormat } from './page-writes.ts';
 
 /**
- * The CSV text of records given as one flat array of cells, `width` to a record. The CSV sink and the commit thread
- * both render through it, so a page's bytes are the same wherever they are written.
+ * The CSV text of records given as one flat array of cells, `width` to a record: a page's CSV is rendered through it
+ * where it is appended (`appendToFile`: on the commit thread, or the run's), so its bytes are the same wherever that is.
  */
 export function csvText(cells: readonly string[], width: number, format: CsvFormat): string {
   const records: string[][] = [];

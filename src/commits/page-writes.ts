@@ -65,17 +65,30 @@ export interface CsvFormat {
 }
 
 /**
- * A page's CSV records for a file sink, as data: what the commit thread renders and appends to the sink's open file,
- * recording the file's new length as the sink's checkpoint in the page's transaction.
+ * What a page appends to a file: its text (JSON Lines), or its CSV records as cells, rendered where they are appended
+ * (`csvText`), so that a store with a commit thread renders them there.
  */
-export interface SinkRecords {
+export type FileContent =
+  | { readonly text: string }
+  | {
+      readonly csv: CsvFormat;
+      /** The page's cells, one record after another: `width` each. */
+      readonly width: number;
+      readonly cells: string[];
+    };
+
+/**
+ * A page's bytes for a file sink, as data: the state store appends them to the sink's open file just before the
+ * page's transaction (on its commit thread where it has one) and records the file's new length there as the sink's
+ * checkpoint (docs/design.md#the-commit-contract).
+ */
+export interface FileAppend {
   readonly sinkId: string;
   /** The file, for what a failure to write it says. */
   readonly path: string;
   /** The sink's open file (a descriptor is the process's: any thread may write it). */
   readonly fd: number;
-  readonly format: CsvFormat;
-  /** The page's cells, one record after another: `width` each. */
-  readonly width: number;
-  readonly cells: string[];
+  /** Other pipelines append to the file too: what was appended is never taken back. */
+  readonly shared: boolean;
+  readonly content: FileContent;
 }

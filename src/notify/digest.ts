@@ -3,7 +3,7 @@ import { POSTGRES, SQLITE } from '../analytics/dialect.ts';
 import { viewName } from '../analytics/views.ts';
 import type { ResultsDatabase } from '../sinks/sink.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import type { StateStore } from '../state/interfaces.ts';
+import type { NotificationStore } from '../state/notification-store.ts';
 import { type Digest, type DigestEntry as Entry } from './digest-schema.ts';
 import { digestStatements } from './statements.ts';
 
@@ -26,7 +26,8 @@ export interface ChangesTable {
 
 export interface DigestInput {
   runId: string;
-  store: StateStore;
+  /** Where the run's failed series are read. */
+  store: NotificationStore;
   /** The first results table with a `changes` view, if any. */
   changes: ChangesTable | undefined;
   /** How many of the run's series failed (the summary's count). */

@@ -1,4 +1,4 @@
-import { CLAIM_AHEAD_TOLERANCE_MS } from '../state/interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS } from '../state/occurrence-store.ts';
 
 /**
  * What is wrong with an occurrence's claim, if anything (docs/schedules.md#clocks): it was claimed before it was due

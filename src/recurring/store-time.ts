@@ -1,5 +1,5 @@
 import { type Clock, epochOf } from '../schedule/clock.ts';
-import type { StateStore } from '../state/interfaces.ts';
+import type { OccurrenceStore } from '../state/occurrence-store.ts';
 
 /**
  * Clocks this close are taken to agree: NTP keeps machines milliseconds apart, and a round trip to the store is
@@ -16,14 +16,14 @@ export const CLOCKS_AGREE_MS = 1_000;
  */
 export class StoreTime {
   readonly #clock: Clock;
-  readonly #store: Pick<StateStore, 'storeClock'>;
+  readonly #store: OccurrenceStore;
   readonly #say: (message: string) => void;
   /** The store's clock minus this worker's; 0 while they agree. */
   #offset = 0;
   /** The offset last said. */
   #told = 0;
 
-  constructor(clock: Clock, store: Pick<StateStore, 'storeClock'>, say: (message: string) => void) {
+  constructor(clock: Clock, store: OccurrenceStore, say: (message: string) => void) {
     this.#clock = clock;
     this.#store = store;
     this.#say = say;

@@ -1,5 +1,6 @@
 import type { Clock } from '../schedule/clock.ts';
-import { CLAIM_AHEAD_TOLERANCE_MS, type OccurrenceClaim, type OccurrenceOutcome, type StateStore, UNFINISHED } from '../state/interfaces.ts';
+import { type RunRecords, UNFINISHED } from '../state/interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS, type OccurrenceClaim, type OccurrenceOutcome, type OccurrenceStore } from '../state/occurrence-store.ts';
 import { type Occurrences, occurrencesOf } from './occurrences.ts';
 import type { RunTake } from './run-take.ts';
 import type { Schedule } from './schedule-config.ts';
@@ -15,8 +16,8 @@ import { StoreTime } from './store-time.ts';
  * Its time is the store's (store-time.ts): a worker whose clock is off neither claims early nor stalls the others.
  */
 
-/** What the loop needs of the pipeline's state store: its occurrences, and its latest run. */
-export type ClaimStore = Pick<StateStore, 'claimOccurrence' | 'storeClock' | 'settleOccurrence' | 'occurrences' | 'pruneOccurrences' | 'latestRun'>;
+/** What the loop needs of the pipeline's state store: its occurrences and clock, and which run is the latest. */
+export interface ClaimStore extends OccurrenceStore, Pick<RunRecords, 'latestRun'> {}
 
 /** A scheduled pipeline as a worker knows it. */
 export interface ScheduledPipeline {

@@ -1,9 +1,10 @@
 import type { Page, Series } from '../pipeline/page.ts';
-import type { AppendedPage, Sink, SinkRecords } from '../sinks/sink.ts';
-import { deliverAlone, participants, type Taking } from './participants.ts';
+import type { Sink } from '../sinks/sink.ts';
+import { deliverAlone, participants } from './participants.ts';
 import type { SeriesEnd, SeriesEndReason } from '../sources/source.ts';
 import { toJson } from '../json.ts';
-import type { PageCommit, SeenKeyStore, SpendRow, StateStore } from '../state/interfaces.ts';
+import type { PageCommit, SeenKeyStore, StateStore } from '../state/interfaces.ts';
+import type { SpendRow } from '../state/spend-store.ts';
 import { crashPoint } from '../crash-points.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import { isRefusedValue, UnstorablePageError } from '../errors/unstorable-page-error.ts';
@@ -11,7 +12,6 @@ import { writingTo } from './output-error.ts';
 import { paidNotCommitted, SpendLedger } from './spend-ledger.ts';
 import { SeriesBook, seriesIdentity } from './series-book.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
-import type { CommitThread } from '../state/sqlite/commit-thread.ts';
 
 export interface CommitterOptions {
   store: StateStore;
@@ -24,16 +24,6 @@ export interface CommitterOptions {
   keys?: SeenKeyStore;
   /** Claim each page's dedupe keys against other workers (a distributed run whose dedupe looks across series). */
   claimKeys?: boolean;
-  /** Where a SQLite store's page transactions run, when they can (`commitsOnThread`): else on this thread. */
-  thread?: CommitThread | undefined;
-}
-
-/**
- * Whether a run's page transactions can run on a commit thread: a SQLite store (every sink inside its transactions
- * hands over its rows as data, which the thread writes on its own connection).
- */
-export function commitsOnThread(store: StateStore): boolean {
-  return store.database.startsWith('sqlite:');
 }
 
 type CommitResult = { new: number; end?: SeriesEndReason; lost?: true };
@@ -45,10 +35,6 @@ interface PreparedPage {
   /** New items, for the source's no_new rule. */
   readonly fresh: number;
   readonly end: SeriesEndReason | undefined;
-  /** The files' bytes appended for it, not yet committed. */
-  readonly appended: readonly { taking: Taking<'append'>; page: AppendedPage }[];
-  /** The CSV files' cells, for the commit thread. */
-  readonly records: readonly SinkRecords[];
   /** Set once the page's transaction is known to have committed: a page that fails before or in it is paid, not committed. */
   transacted: boolean;
 }
@@ -56,9 +42,10 @@ interface PreparedPage {
 /**
  * Exactly once, page by page (docs/design.md#exactly-once). A page that came out of the stages commits in one
  * transaction of the state store: its series' progress and stage state, the spend of its request, its journal entry,
- * and the rows of every sink on the store's database (on the commit thread, pages waiting there share one transaction,
- * each still whole). Pages commit in the order they came. Each sink takes part in one of three ways
- * (docs/design.md#the-commit-contract, `participants`): inside the transaction, before it (files), after it. After a
+ * and the rows of every sink on the store's database; where it commits is the store's business (SQLite's on a thread
+ * of its own, pages waiting there sharing one transaction, each still whole). Pages commit in the order they came.
+ * Each sink takes part in one of three ways (docs/design.md#the-commit-contract, `participants`): inside the
+ * transaction, before it (files: their bytes handed to the store, which appends them first), after it. After a
  * crash, `replay` re-delivers from the journal the committed pages a sink lacks, without running stages or sending a
  * request.
  */
@@ -70,7 +57,6 @@ export class PageCommitter {
   readonly #keepJournal: boolean;
   readonly #keys: SeenKeyStore | undefined;
   readonly #claimKeys: boolean;
-  readonly #thread: CommitThread | undefined;
   readonly #taking: ReturnType<typeof participants>;
   /** Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it. */
   readonly #needsJournal: boolean;
@@ -83,7 +69,7 @@ export class PageCommitter {
   /** Whether the journal may hold entries every sink now has: pages journaled since the last prune, or a past run's. */
   #unpruned = true;
 
-  constructor({ store, runId, sinks, states, keepJournal, keys, claimKeys, thread }: CommitterOptions) {
+  constructor({ store, runId, sinks, states, keepJournal, keys, claimKeys }: CommitterOptions) {
     this.#store = store;
     this.#runId = runId;
     this.#sinks = sinks;
@@ -91,8 +77,7 @@ export class PageCommitter {
     this.#keepJournal = keepJournal;
     this.#keys = keys;
     this.#claimKeys = claimKeys === true;
-    this.#thread = thread;
-    this.#taking = participants(sinks, store.database, thread !== undefined);
+    this.#taking = participants(sinks, store.database);
     this.#needsJournal = keepJournal || this.#taking.after.length > 0;
     this.#book = new SeriesBook(store, runId, states);
     this.#ledger = new SpendLedger(store);
@@ -138,17 +123,16 @@ export class PageCommitter {
       this.#seq = undefined;
       return Promise.reject(error);
     }
-    // On the commit thread the page goes at once (the thread commits in order, and the journal's number refuses a page
-    // whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
-    const thread = this.#thread;
-    const onThread = thread ? writingTo(this.#store.path, () => thread.commit(prepared.commit, prepared.records)) : undefined;
-    onThread?.catch(() => undefined);
+    // A store that queues its commits takes the page at once (it commits in order, and the journal's number refuses a
+    // page whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
+    const handedOver = this.#store.queuesCommits ? this.#handOver(prepared.commit) : undefined;
+    handedOver?.catch(() => undefined);
     const done = this.#previousCommit
-      .then(() => this.#commitPrepared(prepared, onThread))
+      .then(() => this.#commitPrepared(prepared, handedOver))
       .catch(async (error: unknown) => {
-        // Failed before its transaction, in it, or with a page before it: its answer is paid and not committed. (On
-        // the thread, a page whose predecessor failed after its own transaction may still have committed.)
-        const transacted = prepared.transacted || (onThread !== undefined && (await onThread.then(() => true, () => false)));
+        // Failed before its transaction, in it, or with a page before it: its answer is paid and not committed. (Handed
+        // over at once, a page whose predecessor failed after its own transaction may still have committed.)
+        const transacted = prepared.transacted || (handedOver !== undefined && (await handedOver.then(() => true, () => false)));
         if (!transacted) this.#ledger.paidNotCommitted(prepared.commit.spend);
         throw error;
       });
@@ -159,6 +143,14 @@ export class PageCommitter {
   /** A series ended: ends carried by a page are already committed; the others are written once its pages are. */
   seriesEnded(series: Series, end: SeriesEnd): Promise<void> {
     return this.#book.ended(series, end);
+  }
+
+  /**
+   * Lets go of what the store runs of its own to commit pages (SQLite: its commit thread), once the pages handed to it
+   * are committed: after the last page, and however the run ends.
+   */
+  close(): Promise<void> {
+    return this.#store.close();
   }
 
   /** Re-delivers to each sink the committed pages it lacks (after a crash between a commit and a sink). */
@@ -190,8 +182,7 @@ export class PageCommitter {
     const streak = this.#book.streak(id, fresh);
     const end: SeriesEndReason | undefined =
       page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
-    const { inside, before, onThread } = this.#taking;
-    const appended = before.map((taking) => ({ taking, page: writingTo(taking.sink.path, () => taking.commits.append(page, seq)) }));
+    const { inside, before } = this.#taking;
     const commit: PageCommit = {
       runId: this.#runId,
       seq,
@@ -213,31 +204,38 @@ export class PageCommitter {
       journal: this.#needsJournal
         ? { seq, runId: this.#runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
         : null,
-      checkpoints: appended.map(({ taking, page: bytes }) => ({ sinkId: taking.sink.id, checkpoint: bytes.checkpoint })),
-      // The rows are the sinks' to make now: the page is theirs to read now.
+      // The rows and bytes are the sinks' to make now: the page is theirs to read now.
+      appends: before.map(({ sink, commits }) => writingTo(sink.path, () => commits.append(page))),
+      checkpoints: [],
       rows: inside.map(({ commits }) => commits.rows(page, seq)),
       dedupe: this.#keys ? this.#keys.drain() : null,
       ...(this.#claimKeys ? { claimKeys: true } : {}),
     };
-    const records = onThread.map(({ commits }) => (commits.records as NonNullable<typeof commits.records>)(page, seq));
-    return { page, commit, fresh, end, appended, records, transacted: false };
+    return { page, commit, fresh, end, transacted: false };
   }
 
-  /** The page's transaction, then the sinks that take it after, once the pages before it are committed. */
-  async #commitPrepared(prepared: PreparedPage, onThread: Promise<number[]> | undefined): Promise<CommitResult> {
+  /** The page to the store, its commit's errors said as the store's file's (or database's). */
+  #handOver(commit: PageCommit): Promise<readonly number[]> {
+    return writingTo(this.#store.path, () => this.#store.commitPage(commit));
+  }
+
+  /**
+   * The page's transaction, then the sinks that take it after, once the pages before it are committed. `handedOver`:
+   * its commit, already handed to a store that queues commits.
+   */
+  async #commitPrepared(prepared: PreparedPage, handedOver: Promise<readonly number[]> | undefined): Promise<CommitResult> {
     const { page, commit, fresh, end } = prepared;
     const id = page.series.id;
-    // The length of each records' file once the page is committed (on the thread).
-    let lengths: number[] = [];
+    // The length of each file of the page's `appends` once it is committed.
+    let lengths: readonly number[];
     // A page of a series one of whose pages was refused: it commits emptied too (a retry fetches it again).
     const unstorable = this.#book.refusal(id);
-    if (unstorable && onThread === undefined) return this.#commitRefused(prepared, unstorable.cause);
+    if (unstorable && handedOver === undefined) return this.#commitRefused(prepared, unstorable.cause);
     try {
-      if (onThread) lengths = await onThread;
-      else await writingTo(this.#store.path, () => this.#store.commitPage(commit));
+      lengths = await (handedOver ?? this.#handOver(commit));
     } catch (error) {
       // A value the database refused (the transaction rolled back, the number not taken): the page commits without it.
-      if (onThread === undefined && isRefusedValue(error)) return this.#commitRefused(prepared, error);
+      if (handedOver === undefined && isRefusedValue(error)) return this.#commitRefused(prepared, error);
       // Where the journal stands is no longer known (the commit may or may not have taken its number).
       this.#seq = undefined;
       if (!(error instanceof SeriesLostError)) throw error;
@@ -254,7 +252,7 @@ export class PageCommitter {
     return end ? { new: fresh, end } : { new: fresh };
   }
 
-  /** The page's transaction committed: the sinks inside and before it hold the page. */
+  /** The page's transaction committed: the sinks inside and before it hold the page (the files, `lengths` long). */
   #committed(prepared: PreparedPage, lengths: readonly number[]): void {
     const { commit } = prepared;
     prepared.transacted = true;
@@ -262,16 +260,14 @@ export class PageCommitter {
     // Marked once committed, not when taken: a page before it may prune meanwhile, and must not clear the mark.
     if (commit.journal) this.#unpruned = true;
     for (const { commits } of this.#taking.inside) commits.committed(commit.seq);
-    this.#taking.onThread.forEach(({ commits }, index) => commits.committed({ seq: commit.seq, bytes: lengths[index] as number }));
-    for (const { taking, page } of prepared.appended) taking.commits.committed(page.checkpoint);
+    this.#taking.before.forEach(({ commits }, index) => commits.committed({ seq: commit.seq, bytes: lengths[index] as number }));
   }
 
   /** Another worker has the series: this page (and the series' next ones here) are dropped, not a failure. */
   async #lose(prepared: PreparedPage): Promise<CommitResult> {
     const { commit } = prepared;
+    // (The store took its files' bytes back.) Its answer was paid all the same.
     if (commit.dedupe) this.#keys?.settled(commit.dedupe);
-    for (const { page } of prepared.appended) page.abandon();
-    // Its answer was paid all the same.
     this.#ledger.paidNotCommitted(commit.spend);
     this.#book.lose(commit.series.seriesId);
     await this.#book.pageDone(commit.series.seriesId);
@@ -292,8 +288,9 @@ export class PageCommitter {
     // Paged by number, a retry asks for the refused page again; by cursor it goes on after it (the cursor that led
     // there is not kept).
     const retryFrom = commit.progress.cursor === null ? page.number : null;
+    const earlier = this.#book.refusal(id);
     const unstorable =
-      this.#book.refusal(id) ??
+      earlier ??
       new UnstorablePageError(
         { seriesId: id, page: page.number, retryFrom },
         `page ${page.number} of series ${id} could not be stored (${error instanceof Error ? error.message : String(error)}): its rows were left out of ${inside.map(({ sink }) => sink.path).join(', ') || 'the state store'} and the series stopped there; \`--resume\` retries it ${retryFrom === null ? 'from the page after it' : 'from that page'} once the database takes it`,
@@ -306,12 +303,16 @@ export class PageCommitter {
       progress: { ...commit.progress, status: 'active', reason: null, digest: '', written: 0, duplicates: 0, state: { kind: 'changes', json: null } },
       spend: paidNotCommitted(commit.spend),
       journal: null,
+      // The files hold the page: its bytes were appended by its own commit, which the database refused (a store takes
+      // back only the bytes of a page another worker has), or are now.
+      appends: earlier ? commit.appends : commit.appends?.map((append) => ({ ...append, content: { text: '' } })),
       rows: inside.map(({ commits }) => commits.rows({ ...page, items: [] }, commit.seq)),
       dedupe: null,
     };
     delete emptied.claimKeys;
+    let lengths: readonly number[];
     try {
-      await writingTo(this.#store.path, () => this.#store.commitPage(emptied));
+      lengths = await this.#handOver(emptied);
     } catch {
       this.#seq = undefined;
       throw error;
@@ -321,7 +322,7 @@ export class PageCommitter {
     prepared.transacted = true;
     this.#book.refuse(id, unstorable);
     for (const { commits } of inside) commits.committed(commit.seq);
-    for (const { taking, page: bytes } of prepared.appended) taking.commits.committed(bytes.checkpoint);
+    this.#taking.before.forEach(({ commits }, index) => commits.committed({ seq: commit.seq, bytes: lengths[index] as number }));
     await this.#book.pageDone(id);
     return { new: 0 };
   }

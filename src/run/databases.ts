@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
-import { openDatabase } from '../state/sqlite/open-database.ts';
+import { openDatabase } from '../open-database.ts';
 import { postgresPools } from '../postgres/pools.ts';
 import { writingTo } from './output-error.ts';
 

@@ -1,7 +1,7 @@
 import { deliver, type DeliveryOutcome } from '../notify/deliver.ts';
 import type { ReadyWebhooks } from '../notify/ready-webhooks.ts';
 import { MAX_DELIVERY_MS, type Webhook, webhookKey, webhookLabel } from '../notify/webhook-config.ts';
-import type { NotificationKey, NotificationRecord, StateStore } from '../state/interfaces.ts';
+import type { NotificationKey, NotificationRecord, NotificationStore } from '../state/notification-store.ts';
 import type { RunEvent } from './run-types.ts';
 
 /**
@@ -11,7 +11,7 @@ import type { RunEvent } from './run-types.ts';
  * once it is older than the longest a delivery takes.
  */
 export interface NotificationSender {
-  store: Pick<StateStore, 'claimNotification' | 'takeNotification' | 'settleNotification' | 'pendingNotifications'>;
+  store: NotificationStore;
   ready: ReadyWebhooks;
   /** Redacts the secrets (the API key or token, the webhook secret) from what is sent, stored or said. */
   redact: (text: string) => string;

@@ -8,9 +8,8 @@ import type { ResultsDatabase, Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import { checkTagColumns } from '../sources/tag-columns.ts';
 import { type Lease, type RunRecord, type StateStore, UNFINISHED } from '../state/interfaces.ts';
-import { sqliteStateStore } from '../state/sqlite/state-store.ts';
+import { openStateStore } from '../state/open/open-state-store.ts';
 import { releaseSink, takeSink } from './sinks-in-use.ts';
-import { postgresStateStore } from '../state/postgres/store.ts';
 import { dedupesAcrossSeries, distributable } from '../distributed/distributable.ts';
 import { postgresHosting } from '../distributed/join.ts';
 import type { Hosting } from '../host/hosting.ts';
@@ -158,12 +157,12 @@ async function openStore(pipeline: Pipeline, options: { stateUrl?: string | unde
   const target = stateDatabase(pipeline, options.stateUrl);
   if (target) {
     const pool = databases.postgres(target);
-    const store = await postgresStateStore(pool, target, { schema: pipeline.state.schema, pipeline: pipeline.name });
+    const store = await openStateStore({ kind: 'postgres', pool, target, schema: pipeline.state.schema, pipeline: pipeline.name });
     await atDatabase(stateStoreWhere(target), () => createPostgresSpendView(pool, pipeline.state.schema), pool);
     return store;
   }
   const db = databases.get(statePath(pipeline));
-  const store = sqliteStateStore(db);
+  const store = await openStateStore({ kind: 'sqlite', db });
   createSpendView(db);
   return store;
 }

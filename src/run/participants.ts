@@ -1,3 +1,4 @@
+import { appendToFile } from '../commits/file-appends.ts';
 import type { Page } from '../pipeline/page.ts';
 import type { Participation, Sink } from '../sinks/sink.ts';
 import type { SinkCheckpoints } from '../state/interfaces.ts';
@@ -11,23 +12,22 @@ export interface Taking<K extends Participation<unknown>['kind']> {
 }
 
 /**
- * The run's sinks by where they take part in a page's commit (docs/design.md#the-commit-contract): `inside` its
- * transaction (rows on the state store's own database), `before` it (files, their bytes appended first; on the commit
- * thread, CSV files hand over their cells instead: `onThread`), and `after` it (deliveries, and rows in another
- * database, which their sink writes with its own checkpoint).
+ * The run's sinks by where they take part in a page's commit (docs/design.md#the-commit-contract), three ways: `inside`
+ * its transaction (rows on the state store's own database), `before` it with a checkpoint in it (files: their bytes
+ * handed to the store, which appends them first), and `after` it (deliveries, and rows in another database, which
+ * their sink writes with its own checkpoint).
  */
-export function participants(sinks: readonly Sink<unknown>[], storeDatabase: string, thread: boolean) {
+export function participants(sinks: readonly Sink<unknown>[], storeDatabase: string) {
   const inside: Taking<'rows'>[] = [];
   const before: Taking<'append'>[] = [];
-  const onThread: Taking<'append'>[] = [];
   const after: Sink<unknown>[] = [];
   for (const sink of sinks) {
     const { commits } = sink;
     if (commits.kind === 'rows' && commits.database === storeDatabase) inside.push({ sink, commits });
-    else if (commits.kind === 'append') (thread && commits.records ? onThread : before).push({ sink, commits });
+    else if (commits.kind === 'append') before.push({ sink, commits });
     else after.push(sink);
   }
-  return { inside, before, onThread, after };
+  return { inside, before, after };
 }
 
 /**
@@ -42,7 +42,7 @@ export async function deliverAlone(sink: Sink<unknown>, page: Page<unknown>, seq
     await commits.writeAlone(commits.rows(page, seq), seq);
     return commits.committed(seq);
   }
-  const appended = commits.append(page, seq);
-  await checkpoints.set(sink.id, appended.checkpoint);
-  commits.committed(appended.checkpoint);
+  const checkpoint = { seq, bytes: appendToFile(commits.append(page)).length };
+  await checkpoints.set(sink.id, checkpoint);
+  commits.committed(checkpoint);
 }

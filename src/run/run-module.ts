@@ -10,7 +10,7 @@ export type ModuleRunReport = { type: 'event'; event: RunEvent } | { type: 'done
 
 /**
  * `run(url)`: the pipeline module at `url` (its default export, or a JSON config) runs on a thread of its own with a
- * bounded heap (threads/run-thread.ts), so that a host program's run keeps to the same memory as the command line's.
+ * bounded heap (threads/run-thread.ts), so that a program's own `run(url)` keeps to the same memory as the command line's.
  * The options cross to it; events, signals and the outcome cross back. A client or a clock cannot cross.
  */
 export async function runModule(url: URL, options: RunOptions): Promise<RunSummary> {

@@ -1,7 +1,6 @@
 import { seriesStates } from '../pipeline/context.ts';
 import { type ClosedRun, closeRun, leaveRun } from './close-run.ts';
-import { commitsOnThread, createCommitter } from './commit.ts';
-import { type CommitThread, commitThread } from '../state/sqlite/commit-thread.ts';
+import { type Committer, createCommitter } from './commit.ts';
 import { commitPages } from './commit-loop.ts';
 import { databaseRegistry } from './databases.ts';
 import { definePipeline, type Pipeline, type PipelineDefinition } from '../config/define.ts';
@@ -54,7 +53,8 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   const redact = redactor([...secrets, ...secretForms(env[SECRET_VARIABLE])]);
   const databases = databaseRegistry();
   const held: Held = { sinks: [] };
-  let thread: CommitThread | undefined;
+  // Lets go of what the store runs to commit pages (SQLite: its commit thread) however the run ends.
+  let committer: Committer | undefined;
   // How the run closed: how this process leaves it (a worker's row says it), and what the webhooks are owed.
   let closed: ClosedRun | undefined;
   try {
@@ -70,17 +70,14 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
     const keys = store.seenKeys(runId);
-    // A SQLite store's page transactions run on a thread of their own, while this one goes on with the next pages.
-    if (commitsOnThread(store)) thread = commitThread(store.path);
-    const committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys, thread });
+    committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys });
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
     const wired = wireRun({ pipeline, plan, opened, host, client, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock });
     // The commit loop, until the sources are done, the run stops, or something fails.
     let failure = await commitLoop(pipeline, wired, committer, host, options, emit);
-    await thread?.close();
-    thread = undefined;
+    await committer.close();
 
     phase('closing');
     // A stage's error may hold anything it was given: redacted before it is stored in the runs table, or thrown.
@@ -94,7 +91,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     throw observer.failed(explainOutputFailure(failure, outputSuspects(failure, pipeline)));
   } finally {
     observer.close();
-    await thread?.close();
+    await committer?.close();
     try {
       // This process leaves the run (host, lease, sinks), and only then are the webhooks told (close-run.ts).
       await leaveRun(held, closed);

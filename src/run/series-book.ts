@@ -1,7 +1,8 @@
 import type { Series } from '../pipeline/page.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import { COMPLETE_REASONS, type SeriesEnd, type SeriesEndReason } from '../sources/source.ts';
-import type { SeriesIdentity, StateStore } from '../state/interfaces.ts';
+import type { RunStore } from '../state/interfaces.ts';
+import type { SeriesIdentity } from '../state/series-identity.ts';
 import { UnstorablePageError } from '../errors/unstorable-page-error.ts';
 
 /**
@@ -11,7 +12,7 @@ import { UnstorablePageError } from '../errors/unstorable-page-error.ts';
  * series' stage state let go.
  */
 export class SeriesBook {
-  readonly #store: Pick<StateStore, 'endSeries'>;
+  readonly #store: RunStore;
   readonly #runId: string;
   readonly #states: SeriesStates;
   readonly #noNew = new Map<string, number>();
@@ -22,7 +23,7 @@ export class SeriesBook {
   /** Series a page of which a database refused: they ask for no more pages, and end as failed. */
   readonly #refused = new Map<string, UnstorablePageError>();
 
-  constructor(store: Pick<StateStore, 'endSeries'>, runId: string, states: SeriesStates) {
+  constructor(store: RunStore, runId: string, states: SeriesStates) {
     this.#store = store;
     this.#runId = runId;
     this.#states = states;

@@ -1,4 +1,4 @@
-import type { SpendRow, StateStore } from '../state/interfaces.ts';
+import type { SpendRow, SpendStore } from '../state/spend-store.ts';
 
 /**
  * What a run's requests cost, on its way to the state store's `spend` ledger (docs/guarantees.md, "Spend, however a
@@ -8,14 +8,14 @@ import type { SpendRow, StateStore } from '../state/interfaces.ts';
  * reached it — are written by `flush`, marked `uncommitted`, however the run ends.
  */
 export class SpendLedger {
-  readonly #store: Pick<StateStore, 'spend'>;
+  readonly #store: SpendStore;
   /** 2xx answers waiting for their pages, by series. */
   readonly #waiting = new Map<string, SpendRow[]>();
   readonly #uncommitted: SpendRow[] = [];
   /** Rows written on their own, not yet known to be written: the run waits for them before it closes. */
   readonly #writing = new Set<Promise<void>>();
 
-  constructor(store: Pick<StateStore, 'spend'>) {
+  constructor(store: SpendStore) {
     this.#store = store;
   }
 

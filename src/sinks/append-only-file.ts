@@ -1,12 +1,11 @@
 import { closeSync, fstatSync, ftruncateSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Page } from '../pipeline/page.ts';
-import { crashPoint } from '../crash-points.ts';
 import type { Checkpoint, Lease, SinkCheckpoints } from '../state/interfaces.ts';
-import { writeAll } from '../commits/append-records.ts';
+import { writeAll } from '../commits/file-appends.ts';
 import { fileSinkId, type FileSinkKind, leaseFile, openAtCommitted } from './committed-file.ts';
 import { isWorkerFileOf, sweepWorkerFiles, takeWorkerFile } from './worker-files.ts';
-import type { AppendedPage, CsvFormat, Sink, SinkContext, SinkRecords } from './sink.ts';
+import type { FileAppend, FileContent, Sink, SinkContext } from './sink.ts';
 
 export { workerFile } from './worker-files.ts';
 
@@ -19,17 +18,16 @@ export interface FileFormat {
    * if not), and returns what a new file starts with (a header, a BOM), if anything.
    */
   prepare(ctx: SinkContext, fd: number, size: number): string | undefined;
-  /** The text of a page's items. */
-  render(items: readonly Item[]): string;
-  /** CSV: what `render` writes, as cells and csv-stringify's options, for the commit thread to render. */
-  records?: { format: CsvFormat; width(): number; cells(items: readonly Item[], into: string[]): void };
+  /** What a page's items append: their text, or CSV cells (rendered where they are appended: the commit thread). */
+  content(items: readonly Item[]): FileContent;
   /** What else decides the rows it writes, beside the file (its columns): see `Sink.terms`. */
   terms?: Readonly<Record<string, unknown>>;
 }
 
 /**
- * A file sink that only ever appends, exactly once per page: each page is written synchronously, then the file's
- * committed length is checkpointed in the state store. On the next open, a longer file is cut back to it (bytes
+ * A file sink that only ever appends, exactly once per page: the state store appends each page's bytes just before the
+ * page's transaction, which records the file's new length as its checkpoint (docs/design.md#the-commit-contract). On
+ * the next open, a longer file is cut back to it (bytes
  * written but never committed, a crash in between), a shorter one is refused (changed outside webdata-etl), and
  * the journal re-delivers the pages past the checkpoint. CSV and JSONL share this; they differ only in format.
  *
@@ -53,8 +51,7 @@ export function appendOnlyFile(path: string, format: FileFormat, options: { shar
     terms: { file: path, perWorker, ...format.terms },
     commits: {
       kind: 'append',
-      append: (page: Page<Item>, seq: number) => file.append(page, seq),
-      ...(format.records ? { records: (page: Page<Item>) => file.records(page) } : {}),
+      append: (page: Page<Item>) => file.append(page),
       committed: (checkpoint: Checkpoint) => file.committed(checkpoint),
     },
     open: (ctx: SinkContext) => file.open(ctx),
@@ -136,38 +133,16 @@ class AppendOnlyFile {
     this.#handle = { fd, checkpoints: ctx.stateCheckpoints, lease: taken.lease };
   }
 
-  // Writes the page's bytes; the checkpoint it returns is recorded inside the page's transaction (docs/design.md#the-commit-contract).
-  append(page: Page<Item>, seq: number): AppendedPage {
+  // The page's bytes as data: the state store appends them just before the page's transaction, which records the
+  // file's length after them (docs/design.md#the-commit-contract).
+  append(page: Page<Item>): FileAppend {
     const { fd } = this.#ready();
-    const start = this.#bytes;
-    if (page.items.length > 0) {
-      this.#append(fd, this.#format.render(page.items));
-      crashPoint('file-before-checkpoint');
-    }
-    return {
-      checkpoint: { seq, bytes: this.#bytes },
-      abandon: () => {
-        // Pages commit one at a time where a commit can be refused, so nothing was appended after this one.
-        if (this.#sink.shared || this.#bytes === start) return;
-        ftruncateSync(fd, start);
-        this.#bytes = start;
-      },
-    };
-  }
-
-  // The page's cells for the commit thread, which appends their text and says how long the file then is.
-  records(page: Page<Item>): SinkRecords {
-    const { fd } = this.#ready();
-    const { format: csv, width, cells } = this.#format.records as NonNullable<FileFormat['records']>;
-    const values: string[] = [];
-    cells(page.items, values);
-    return { sinkId: this.id, path: this.#file, fd, format: csv, width: width(), cells: values };
+    return { sinkId: this.id, path: this.#file, fd, shared: this.#sink.shared, content: this.#format.content(page.items) };
   }
 
   committed(checkpoint: Checkpoint): void {
     this.#held = checkpoint.seq;
-    // Bytes appended here are counted as they are written, and later pages may be appended before this one commits:
-    // only the commit thread's appends (records) move the length on from here.
+    // Later pages may be appended before this one's commit is known: the length only moves on.
     if (checkpoint.bytes !== null && checkpoint.bytes > this.#bytes) this.#bytes = checkpoint.bytes;
   }
 

@@ -8,7 +8,6 @@ import { appendOnlyFile } from './append-only-file.ts';
 import { checkNormalized, columnName, csvValue } from './columns.ts';
 import type { OwnColumns } from './columns.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
-import { csvText } from '../commits/csv-text.ts';
 import type { CsvFormat, Sink } from './sink.ts';
 
 const BOM = '\uFEFF';
@@ -54,7 +53,7 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
   let columns: readonly string[] = config.columns ?? DEFAULT_CSV_COLUMNS;
   const path = resolve(config.path);
   const format: CsvFormat = { delimiter: config.delimiter, escape_formulas: config.escapeFormulas, record_delimiter: 'windows', header: false };
-  const cells = (items: readonly Record<string, unknown>[], into: string[]) => {
+  const fill = (items: readonly Record<string, unknown>[], into: string[]) => {
     if (!config.columns) checkNormalized(items[0], `The CSV sink ${path}`);
     for (const item of items) for (const column of columns) into.push(csvValue(item[column]));
   };
@@ -77,12 +76,11 @@ export function toCsv(options: CsvSinkOptions): Sink<Record<string, unknown>> {
       }
       return undefined;
     },
-    render(items) {
-      const values: string[] = [];
-      cells(items, values);
-      return csvText(values, columns.length, format);
+    content(items) {
+      const cells: string[] = [];
+      fill(items, cells);
+      return { csv: format, width: columns.length, cells };
     },
-    records: { format, width: () => columns.length, cells },
     terms: { columns: config.columns ?? 'default' },
   }, { shared: config.shared, perWorker: config.perWorker });
 }

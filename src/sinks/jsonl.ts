@@ -47,7 +47,7 @@ function toFile(path: string, toLines: (items: readonly Item[]) => string, optio
       }
       return undefined;
     },
-    render: toLines,
+    content: (items) => ({ text: toLines(items) }),
     terms: { rawAsString: options.rawAsString },
   }, options);
 }

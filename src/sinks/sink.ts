@@ -4,10 +4,10 @@ import type { Pool } from '../postgres/pools.ts';
 import type { PostgresTarget } from '../postgres/target.ts';
 import type { Checkpoint, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
-import type { SinkRecords, SinkRows } from '../commits/page-writes.ts';
+import type { FileAppend, SinkRows } from '../commits/page-writes.ts';
 import type { SeriesOutcome } from './series-outcomes.ts';
 
-export type { CsvFormat, PostgresRows, SinkRecords, SinkRows, SqliteRows } from '../commits/page-writes.ts';
+export type { CsvFormat, FileAppend, FileContent, PostgresRows, SinkRows, SqliteRows } from '../commits/page-writes.ts';
 
 /** Where a results table lives: a SQLite connection, or a PostgreSQL pool and the table's schema. */
 export type ResultsDatabase = { readonly kind: 'sqlite'; readonly db: Database.Database } | { readonly kind: 'postgres'; readonly pool: Pool; readonly schema: string };
@@ -44,9 +44,9 @@ export interface SinkContext {
  * - `rows`: a table's rows, as data. On the state store's database they are written inside the page's own transaction,
  *   with the sink's checkpoint; on another database, by the sink in a transaction of its own with its checkpoint, once
  *   the page has committed. Exactly once either way.
- * - `append`: a file's bytes, appended just before the page's transaction, which records the file's new length as the
- *   sink's checkpoint; bytes past it are cut back when the file is next opened. Exactly once (at least once for a file
- *   `shared` by pipelines).
+ * - `append`: a file's bytes, as data, which the state store appends just before the page's transaction (on its
+ *   commit thread where it has one) and whose new length it records there as the sink's checkpoint; bytes past it are
+ *   cut back when the file is next opened. Exactly once (at least once for a file `shared` by pipelines).
  * - `deliver`: the page, handed over once its transaction has committed; the sink records what it holds after. At least
  *   once, or exactly once when the delivery is idempotent.
  *
@@ -69,14 +69,9 @@ export type Participation<I = NormalizedItem> =
     }
   | {
       readonly kind: 'append';
-      /** Appends the page's bytes now, not yet committed; returns the checkpoint the page's transaction records. */
-      readonly append: (page: Page<I>, seq: number) => AppendedPage;
-      /**
-       * CSV: the page's cells instead, which the commit thread (where a run has one) renders and appends just before
-       * the page's transaction, as `append` would.
-       */
-      readonly records?: (page: Page<I>, seq: number) => SinkRecords;
-      /** The checkpoint is committed. */
+      /** The page's bytes (`FileAppend`: text, or CSV cells rendered where they are appended), not yet written. */
+      readonly append: (page: Page<I>) => FileAppend;
+      /** The checkpoint is committed: the file holds the page, and is this long. */
       committed(checkpoint: Checkpoint): void;
     }
   | {
@@ -84,13 +79,6 @@ export type Participation<I = NormalizedItem> =
       /** Takes a committed page, and records that it holds it. */
       readonly deliver: (page: Page<I>, seq: number) => Promise<void>;
     };
-
-/** A page's bytes appended and not yet committed: the checkpoint to record with it. */
-export interface AppendedPage {
-  readonly checkpoint: Checkpoint;
-  /** The page's commit was refused (another worker has its series): its bytes go, as a crash's would. */
-  abandon(): void;
-}
 
 /**
  * Where pages go: what the runner needs of a sink (`defineSink` makes one from a small spec). It takes part in each

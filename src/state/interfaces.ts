@@ -3,11 +3,19 @@
  * default and PostgreSQL the second implementation. The runner, the committer and the sinks know these interfaces, not
  * a driver.
  *
+ * The store is made of roles, each its own interface and, in each implementation, its own module: runs and pages
+ * (`RunStore`, here: runs, series, the journal, a page's commit, where sinks began), notifications
+ * (`notification-store.ts`), scheduled occurrences and the store's clock (`occurrence-store.ts`), and spend
+ * (`spend-store.ts`). `StateStore` is all of them, as a run opens it; the modules that need one role take only it.
+ *
  * Every call is asynchronous, as a network store needs; a page commits in one call (`commitPage`) that carries all it
- * writes as data, so that any store can write it in one transaction. SQLite answers at once (better-sqlite3 is
- * synchronous), which is why its implementation is a thin wrapper of the synchronous tables in `sqlite/store.ts`.
+ * writes as data, so that any store can write it in one transaction (SQLite's on a thread of its own).
  */
-import type { SinkRows } from '../commits/page-writes.ts';
+import type { FileAppend, SinkRows } from '../commits/page-writes.ts';
+import type { NotificationStore } from './notification-store.ts';
+import type { OccurrenceStore } from './occurrence-store.ts';
+import type { SeriesIdentity } from './series-identity.ts';
+import type { SpendRow, SpendStore } from './spend-store.ts';
 
 export interface RunRecord {
   runId: string;
@@ -55,13 +63,6 @@ export interface SeriesStatus {
   reason: string | null;
 }
 
-export interface SeriesIdentity {
-  seriesId: string;
-  endpoint: string;
-  query: string;
-  country: string;
-  lang: string;
-}
 
 /** One journal entry: a committed page as the sinks get it. */
 export interface JournalEntry {
@@ -72,20 +73,6 @@ export interface JournalEntry {
   number: number;
   meta: Record<string, unknown>;
   output: unknown[];
-}
-
-export interface SpendRow {
-  runId: string;
-  at: string;
-  seriesId: string;
-  path: string;
-  attempt: number;
-  status: string;
-  credits: number;
-  uncertain: boolean;
-  latencyMs: number;
-  /** A 2xx whose page was never committed (its invocation failed, or another worker took its series): paid all the same. */
-  uncommitted?: boolean;
 }
 
 /** What a sink holds: every journal page up to `seq`, and for a file, its committed length. */
@@ -155,18 +142,6 @@ export interface SeenKeyStore {
   forgetRun(): Promise<void>;
 }
 
-/** Totals of a run's spend ledger. */
-export interface SpendTotals {
-  spent: number;
-  uncertain: number;
-  /** Credits of answers whose pages were never committed (fetched again when the run resumes). */
-  uncommitted: number;
-  requests: number;
-  retries: number;
-  byStatus: Record<string, number>;
-  byEndpoint: Record<string, number>;
-}
-
 /** A series' progress as a page leaves it. */
 export interface PageProgress {
   status: 'active' | 'ended';
@@ -211,7 +186,12 @@ export interface PageCommit {
   spend: readonly SpendRow[];
   /** The journal entry, when a sink outside the transaction (or a kept journal) needs it. */
   journal: JournalWrite | null;
-  /** Checkpoints of file sinks, whose bytes were written just before: the page's commit is what makes them count. */
+  /**
+   * The bytes of the file sinks (`FileAppend`), which the store appends just before the transaction and whose new
+   * lengths it records in it as their checkpoints (docs/design.md#the-commit-contract).
+   */
+  appends?: readonly FileAppend[];
+  /** Checkpoints recorded in the transaction as they are given (with those of `appends`). */
   checkpoints: readonly { sinkId: string; checkpoint: Checkpoint }[];
   /**
    * The rows of the sinks on the store's own database, each with its checkpoint (at `seq`): written in the page's
@@ -224,73 +204,6 @@ export interface PageCommit {
    * with dedupe across series): a key another worker holds drops its row.
    */
   claimKeys?: boolean;
-}
-
-/**
- * A notification for one webhook (docs/notifications.md): of a run's end, or of a missed occurrence. Pending until a
- * process takes it for delivery (`sending`), then delivered or given up (or pending again, aborted).
- */
-export interface NotificationRecord {
-  runId: string;
-  /** The run's invocation that ended: a run stopped and resumed ends again, and is told again. */
-  invocation: number;
-  /** Which webhook (a hash of its whole URL, which may carry a token). */
-  webhook: string;
-  pipeline: string;
-  /** The webhook as shown: origin and path, never its query string. */
-  target: string;
-  /** The end it tells of: completed, budget, failed, stopped, interrupted. */
-  event: string;
-  status: 'pending' | 'sending' | 'delivered' | 'failed';
-  attempts: number;
-  error: string | null;
-  /** The exact body to send, kept while pending (a delivery the process did not live to finish is sent again). */
-  body: string | null;
-  createdAt: string;
-  updatedAt: string;
-}
-
-/** Which notification: a run's end, for one webhook. */
-export type NotificationKey = Pick<NotificationRecord, 'runId' | 'invocation' | 'webhook'>;
-
-/**
- * What became of a scheduled occurrence (docs/schedules.md): `claimed` by a worker that has not said more yet (one
- * that died before its run began stays so); `started` a run, or `resumed` the pipeline's unfinished one; `skipped`,
- * due while the pipeline's run was still at work; `missed`, due while no worker was up (and not caught up); `failed`
- * to start a run (the note says why).
- */
-export type OccurrenceOutcome = 'claimed' | 'started' | 'resumed' | 'skipped' | 'missed' | 'failed';
-
-/**
- * How far a claim's due time may lie after the store's clock (docs/schedules.md#clocks): clocks kept by NTP are
- * milliseconds apart, and a worker wakes at an occurrence by its own; one further ahead is refused, so that a worker
- * whose clock runs ahead never claims (and runs) occurrences before they are due.
- */
-export const CLAIM_AHEAD_TOLERANCE_MS = 2_000;
-
-/** How a claim went, with the store's clock as it read it (milliseconds since the epoch). */
-export interface OccurrenceClaim {
-  /**
-   * `won`: the row is the caller's; `taken`: another's (a claim is never taken over); `ahead`: refused, nothing
-   * written: its due time is more than CLAIM_AHEAD_TOLERANCE_MS after the store's clock (the claimant's runs ahead).
-   */
-  result: 'won' | 'taken' | 'ahead';
-  storeTime: number;
-}
-
-/** A scheduled occurrence of a pipeline, as its claim records it: one row per (pipeline, due time), whoever claimed it. */
-export interface OccurrenceRecord {
-  pipeline: string;
-  /** When it was due, as the schedule computes it (ISO 8601, UTC): the claim's key. */
-  dueAt: string;
-  outcome: OccurrenceOutcome;
-  /** The run it started or resumed. */
-  runId: string | null;
-  /** The worker that claimed it. */
-  worker: string | null;
-  /** When it was claimed, by the store's clock (docs/schedules.md#clocks). */
-  claimedAt: string;
-  note: string | null;
 }
 
 /** A run's counts across its series, every invocation and worker's (the summary's `pages` and `items`). */
@@ -306,8 +219,23 @@ export interface SeriesTotals {
   dropped: number;
 }
 
-/** The run-state store: runs, series progress and stage state, the page journal, the spend ledger, leases. */
-export interface StateStore {
+/** A pipeline's runs, as the store records them. */
+export interface RunRecords {
+  startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null; terms?: unknown }): Promise<void>;
+  /** The run goes on in a new invocation, under `budget` and, when given, `terms` (a resume may change some of them). */
+  reopenRun(runId: string, budget: number | null, terms?: unknown): Promise<void>;
+  finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): Promise<void>;
+  latestRun(pipeline: string): Promise<RunRecord | undefined>;
+  runs(pipeline: string): Promise<RunRecord[]>;
+  /** Abandons an unfinished run (`fresh`): its journal and series go; its spend stays (it was paid). */
+  abandonRun(runId: string, at: string): Promise<void>;
+}
+
+/**
+ * Runs and pages: the runs, their series' progress and stage state, the page journal and a page's commit, where each
+ * sink began, the lease, the sinks' checkpoints kept in the store, and the dedupe keys.
+ */
+export interface RunStore extends RunRecords {
   /** Where it lives (a file, or a database URL without its password). */
   readonly path: string;
   /** Which database it is (`sqlite:<file>`, `postgres://host:port/db`): a sink on the same one commits in its transactions. */
@@ -319,20 +247,26 @@ export interface StateStore {
   /** Dedupe keys and sightings for a run. */
   seenKeys(runId: string): SeenKeyStore;
 
-  startRun(run: { runId: string; pipeline: string; startedAt: string; fingerprint: string; plan: unknown; budget: number | null; terms?: unknown }): Promise<void>;
-  /** The run goes on in a new invocation, under `budget` and, when given, `terms` (a resume may change some of them). */
-  reopenRun(runId: string, budget: number | null, terms?: unknown): Promise<void>;
-  finishRun(runId: string, status: string, finishedAt: string, summary: unknown, error?: string): Promise<void>;
-  latestRun(pipeline: string): Promise<RunRecord | undefined>;
-  runs(pipeline: string): Promise<RunRecord[]>;
-  /** Abandons an unfinished run (`fresh`): its journal and series go; its spend stays (it was paid). */
-  abandonRun(runId: string, at: string): Promise<void>;
-
   /** The journal's current sequence number (the last page committed). */
   currentSeq(): Promise<number>;
   progress(runId: string, seriesId: string): Promise<SeriesProgress | undefined>;
-  /** Commits a page: everything in `commit`, its sinks' rows included, in one transaction. */
-  commitPage(commit: PageCommit): Promise<void>;
+  /**
+   * Commits a page: its files' bytes appended, then everything in `commit`, its sinks' rows included, in one
+   * transaction. Resolves once it is committed, to the length of each file of `appends`, in their order.
+   */
+  commitPage(commit: PageCommit): Promise<readonly number[]>;
+  /**
+   * Whether pages may be handed to `commitPage` before the one before them has committed: the store then commits them
+   * in the order given, those waiting sharing a transaction (each still whole), and a page after one that failed fails
+   * with it (SQLite, on its commit thread). Otherwise each is handed over once the one before has committed, so that a
+   * page whose values the database refused can be committed without its rows first (PostgreSQL).
+   */
+  readonly queuesCommits: boolean;
+  /**
+   * Lets go of what the store runs of its own to commit pages, once the pages handed to it are committed (SQLite: its
+   * commit thread; a later page starts it again). The database itself is the run's, closed with it.
+   */
+  close(): Promise<void>;
   endSeries(runId: string, series: SeriesIdentity, end: SeriesEndRecord): Promise<void>;
   seriesTotals(runId: string): Promise<SeriesTotals>;
   seriesEnds(runId: string): Promise<{ status: string; reason: string | null; n: number }[]>;
@@ -348,59 +282,10 @@ export interface StateStore {
   /** Journal entries every sink holds are no longer needed (unless the journal is kept). */
   prune(heldByAll: number): Promise<void>;
 
-  /** Spend rows written on their own (answers with no page: failures, and those whose page never committed). */
-  spend(rows: readonly SpendRow[]): Promise<void>;
-  spendOf(runId: string): Promise<SpendTotals>;
-
   /** Where each sink stood when a run began, so that an abandoned run's output can be taken back. */
   recordSinkStarts(runId: string, starts: readonly { sinkId: string; seq: number; bytes: number | null }[]): Promise<void>;
   sinkStarts(runId: string): Promise<Map<string, { seq: number; bytes: number | null }>>;
-
-  /**
-   * The series of a run that failed, in order, at most `limit` of them: what a notification lists (the store keeps
-   * each one's last error, redacted).
-   */
-  failedSeries(runId: string, limit: number): Promise<(SeriesIdentity & { errorKind: string | null; error: string | null })[]>;
-  /**
-   * Records a notification as pending, with the body it sends; false when it is recorded already (another worker
-   * of the run claimed it: one sends it).
-   */
-  claimNotification(notification: Omit<NotificationRecord, 'status' | 'attempts' | 'error' | 'updatedAt'>): Promise<boolean>;
-  /** How its delivery went: delivered or failed (the body goes), or still pending (aborted), with its attempts. */
-  settleNotification(key: NotificationKey, outcome: { status: NotificationRecord['status']; attempts: number; error: string | null; at: string }): Promise<void>;
-  /**
-   * The pipeline's notifications still owed, oldest first, at most `limit`: pending (a process ended before it took
-   * them, or its delivery was aborted), or `sending` since before `staleBefore` (taken by a process that did not live
-   * to settle them within the longest a delivery takes).
-   */
-  pendingNotifications(pipeline: string, limit: number, staleBefore: string): Promise<NotificationRecord[]>;
-  /**
-   * Takes an owed notification for delivery by this process (docs/notifications.md#at-least-once-and-idempotency):
-   * `sending` as of `at`, so that no other process's `pendingNotifications` hands it out while it is sent; false when it
-   * is not owed (another took it first, or it was settled).
-   */
-  takeNotification(key: NotificationKey, at: string, staleBefore: string): Promise<boolean>;
-  /**
-   * Claims a scheduled occurrence (docs/design.md#schedules): `won` for the one caller whose row it is, `taken` for
-   * every other, whatever the number of workers; a claim is never taken over. Never ahead of the store's clock: an
-   * occurrence due more than CLAIM_AHEAD_TOLERANCE_MS after it is refused (`ahead`), nothing written.
-   */
-  claimOccurrence(claim: { pipeline: string; dueAt: string; outcome: OccurrenceOutcome; worker: string; note?: string | null }): Promise<OccurrenceClaim>;
-  /**
-   * The store's clock, milliseconds since the epoch (docs/schedules.md#clocks): PostgreSQL's now(); a SQLite store's,
-   * this machine's clock as the store reads it. What claims are measured against, and what a worker's schedule keeps.
-   */
-  storeClock(): Promise<number>;
-  /** What became of a claimed occurrence: its outcome, and the run and note when given (else they stay). */
-  settleOccurrence(pipeline: string, dueAt: string, settled: { outcome: OccurrenceOutcome; runId?: string | null; note?: string | null }): Promise<void>;
-  /**
-   * The pipeline's occurrences, the latest first (at most `limit`; with `dueBy`, those due at or before it only); or
-   * those that took run `runId`; or the one due at `dueAt`.
-   */
-  occurrences(pipeline: string, options?: { limit?: number; dueBy?: string; runId?: string; dueAt?: string }): Promise<OccurrenceRecord[]>;
-  /**
-   * Forgets the pipeline's oldest occurrences that took no run (skipped, missed, failed), keeping the latest `keep` of
-   * them: a schedule of seconds would otherwise grow the table without end. The ones with runs stay with their runs.
-   */
-  pruneOccurrences(pipeline: string, keep: number): Promise<void>;
 }
+
+/** The run-state store, every role of it: what a run opens and hands around. */
+export interface StateStore extends RunStore, NotificationStore, OccurrenceStore, SpendStore {}

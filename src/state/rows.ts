@@ -1,4 +1,7 @@
-import type { JournalEntry, NotificationRecord, OccurrenceOutcome, OccurrenceRecord, RunRecord, SeriesIdentity, SeriesProgress } from './interfaces.ts';
+import type { JournalEntry, RunRecord, SeriesProgress } from './interfaces.ts';
+import type { FailedSeries } from './notification-store.ts';
+import type { NotificationRecord } from './notification-store.ts';
+import type { OccurrenceOutcome, OccurrenceRecord } from './occurrence-store.ts';
 import { applyStateChanges } from './state-changes.ts';
 
 /*
@@ -83,7 +86,7 @@ export function notificationFrom(row: Record<string, unknown>): NotificationReco
   };
 }
 
-export function failedSeriesFrom(row: Record<string, unknown>): SeriesIdentity & { errorKind: string | null; error: string | null } {
+export function failedSeriesFrom(row: Record<string, unknown>): FailedSeries {
   return {
     seriesId: row.series_id as string,
     endpoint: row.endpoint as string,

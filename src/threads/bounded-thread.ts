@@ -6,7 +6,7 @@ import { holdSqliteAddon } from './hold-addons.ts';
 /**
  * A run's own thread, with a heap of its own size. Why: on the main thread V8 sizes the heap from the machine's memory
  * (a young generation that grows to 128 MB, an old generation allowed gigabytes, which it then fills lazily), and only
- * process flags bound it — which `node pipelines/x.ts` and a host program never pass. A worker thread's
+ * process flags bound it — which `node pipelines/x.ts` and a program calling `run` never pass. A worker thread's
  * `resourceLimits` bound the same heap from inside the program: about half the peak on the main thread, at the same
  * speed; a young generation of 8 MB rather than 16 lowers it again, at the same speed
  * (docs/benchmarks.md#figures-the-code-cites).

@@ -21,7 +21,7 @@ export function postedError(error: unknown): PostedError {
   return { name: error.name, message: error.message, stack: error.stack, fields };
 }
 
-/** The error again, of its webdata-etl class where it has one, so that `instanceof` works in the host. */
+/** The error again, of its webdata-etl class where it has one, so that `instanceof` works in the parent thread. */
 export function rebuilt(posted: PostedError): Error {
   const Class = (errors as Record<string, unknown>)[posted.name];
   const prototype = typeof Class === 'function' && Class.prototype instanceof Error ? (Class.prototype as Error) : Error.prototype;

@@ -4,13 +4,13 @@ import { LeaseHeldError } from '../../errors/lease-held-error.ts';
 import { tryAdvisoryLock } from '../../postgres/advisory-lock.ts';
 import type { Pool } from '../../postgres/pools.ts';
 import type { Lease } from '../interfaces.ts';
-import type { stateStatements } from './statements.ts';
+import type { runStatements } from './statements.ts';
 
 /**
  * One run of a pipeline at a time, across every machine using this database: an advisory lock held for the run's
  * length (it goes with a dead holder's connection). The `leases` row only says who holds it, for another run's message.
  */
-export async function leasePipeline(pool: Pool, sql: ReturnType<typeof stateStatements>, schema: string, pipeline: string): Promise<Lease> {
+export async function leasePipeline(pool: Pool, sql: ReturnType<typeof runStatements>, schema: string, pipeline: string): Promise<Lease> {
   const lock = await tryAdvisoryLock(pool, `webdata-etl:${schema}:${pipeline}`);
   if (!lock) {
     const holder = (await pool.query<{ pid: number; host: string; acquired_at: Date }>(sql.leaseHolder, [pipeline])).rows[0];

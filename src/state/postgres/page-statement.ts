@@ -1,4 +1,5 @@
-import type { PageCommit, SpendRow } from '../interfaces.ts';
+import type { PageCommit } from '../interfaces.ts';
+import type { SpendRow } from '../spend-store.ts';
 import { addRows, type PageStatement } from '../../commits/postgres-rows.ts';
 import { storable } from '../../postgres/storable.ts';
 
@@ -6,7 +7,8 @@ import { storable } from '../../postgres/storable.ts';
  * A page's commit as one statement of data-modifying CTEs (one round trip, atomic on its own), as pure SQL of the
  * schema `s`: each part applies only if the page took its place (the guard): alone, the journal's number moved to the
  * page's; as a worker of a distributed run (`workerId`), the series was still where this worker left it. The rows of
- * the sinks on the same database go last, each with its checkpoint (`addRows`); the caller runs it.
+ * the sinks on the same database go last, each with its checkpoint (`addRows`); the caller runs it. (Its SQL is here,
+ * not in statements.ts: its parts are put together for each page, as the page's writes say.)
  */
 export function pageStatement(s: string, pipeline: string, commit: PageCommit, workerId: string | undefined) {
   const number = commit.progress.nextPage - 1;

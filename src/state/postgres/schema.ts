@@ -1,12 +1,14 @@
 import { ValidationError } from '../../errors/validation-error.ts';
 import { type Pool, transaction } from '../../postgres/pools.ts';
 import { quoteIdentifier } from '../../sql-identifier.ts';
+import { schemaStatements } from './statements.ts';
 
 /**
  * The state tables in PostgreSQL, as migrations: each entry takes the schema from the version before it to its own
  * number, and is never edited once released (a new change is a new entry). `s` is the quoted schema name.
  * Every table a run writes carries the pipeline, so that many pipelines share one schema: the journal's sequence,
- * the checkpoints and the persistent dedupe keys are each pipeline's own.
+ * the checkpoints and the persistent dedupe keys are each pipeline's own. (SQL here rather than in statements.ts: a
+ * migration is the history of the schema, read in order, not a statement the store sends by name.)
  */
 export const MIGRATIONS: readonly ((s: string) => string)[] = [
   (s) => `
@@ -203,14 +205,13 @@ export const POSTGRES_STATE_VERSION = MIGRATIONS.length;
  */
 export async function migrate(pool: Pool, schema: string, label: string): Promise<number> {
   const s = quoteIdentifier(schema);
+  const sql = schemaStatements(s);
   return transaction(pool, async (client) => {
-    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`webdata-etl:migrate:${schema}`]);
-    // Looked up first: PostgreSQL checks the database's CREATE privilege before IF NOT EXISTS, and a role given a
-    // schema an administrator made needs no more.
-    const exists = (await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schema])).rowCount === 1;
-    if (!exists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const { rows } = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${s}.schema_version`);
+    await client.query(sql.lock, [`webdata-etl:migrate:${schema}`]);
+    const exists = (await client.query(sql.schemaExists, [schema])).rowCount === 1;
+    if (!exists) await client.query(sql.createSchema);
+    await client.query(sql.versionTable);
+    const { rows } = await client.query<{ version: number | null }>(sql.version);
     const found = rows[0]?.version ?? 0;
     if (found > POSTGRES_STATE_VERSION) {
       throw new ValidationError('Invalid state store', [
@@ -222,7 +223,7 @@ export async function migrate(pool: Pool, schema: string, label: string): Promis
     }
     for (let version = found + 1; version <= POSTGRES_STATE_VERSION; version++) {
       await client.query((MIGRATIONS[version - 1] as (s: string) => string)(s));
-      await client.query(`INSERT INTO ${s}.schema_version (version) VALUES ($1)`, [version]);
+      await client.query(sql.applied, [version]);
     }
     return found;
   });

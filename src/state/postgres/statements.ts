@@ -1,14 +1,18 @@
-import { CLAIM_AHEAD_TOLERANCE_MS, UNFINISHED_SQL } from '../interfaces.ts';
+import { UNFINISHED_SQL } from '../interfaces.ts';
+import { CLAIM_AHEAD_TOLERANCE_MS } from '../occurrence-store.ts';
 
 /** Journal entries read at a time by `journalAfter`. */
 const JOURNAL_BATCH = 256;
 
-/**
- * Every statement the PostgreSQL state store sends but a page's own (page-statement.ts), by name, as SQL of the quoted
- * schema `s` (the pg-boss `plans.ts` way): a reader sees what the store asks of the database in one place. Parameters
- * are always bound ($n); identifiers are quoted where they are made (sql-identifier.ts).
+/*
+ * Every statement the PostgreSQL state store sends but a page's own (page-statement.ts) and the schema's migrations
+ * (schema.ts), by name and by role, as SQL of the quoted schema `s` (the pg-boss `plans.ts` way): a reader sees what the
+ * store asks of the database in one place. Parameters are always bound ($n); identifiers are quoted where they are
+ * made (sql-identifier.ts).
  */
-export function stateStatements(s: string) {
+
+/** Runs and pages: the pipeline's journal, runs, series, sink checkpoints and starts, dedupe keys, the lease. */
+export function runStatements(s: string) {
   const END_SERIES = `INSERT INTO ${s}.series (run_id, series_id, endpoint, query, country, lang, status, reason, next_page, error, error_kind)
       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
       ON CONFLICT (run_id, series_id) DO UPDATE SET status = excluded.status, reason = excluded.reason, error = excluded.error, error_kind = excluded.error_kind,
@@ -71,6 +75,22 @@ export function stateStatements(s: string) {
     journalAfter: `SELECT * FROM ${s}.pages WHERE pipeline = $1 AND seq > $2 ORDER BY seq LIMIT ${JOURNAL_BATCH}`,
     /** Journal entries every sink holds. */
     prune: `DELETE FROM ${s}.pages WHERE pipeline = $1 AND seq <= $2`,
+    /** Where a sink stood when a run began (so that an abandoned run's output can be taken back). */
+    recordSinkStart: `INSERT INTO ${s}.run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+    /** Where each sink stood when the run began. */
+    sinkStarts: `SELECT sink_id, start_seq, start_bytes FROM ${s}.run_sinks WHERE run_id = $1`,
+    /** Who holds the pipeline's lease, for another run's message. */
+    leaseHolder: `SELECT pid, host, acquired_at FROM ${s}.leases WHERE pipeline = $1`,
+    /** The lease's row (the lock is an advisory lock on the holder's own connection), taken and given back. */
+    takeLease: `INSERT INTO ${s}.leases (pipeline, holder, pid, host, acquired_at) VALUES ($1, $2, $3, $4, now())
+      ON CONFLICT (pipeline) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, host = excluded.host, acquired_at = excluded.acquired_at`,
+    giveLease: `DELETE FROM ${s}.leases WHERE pipeline = $1 AND holder = $2`,
+  } as const;
+}
+
+/** Spend: a run's totals (rows are written by `insertSpend`, page-statement.ts). */
+export function spendStatements(s: string) {
+  return {
     /** A run's spend: what counted against its budget, the uncertain part, the part whose pages never committed. */
     spendTotals: `SELECT COALESCE(SUM(credits), 0)::float8 AS spent, COALESCE(SUM(CASE WHEN uncertain THEN credits ELSE 0 END), 0)::float8 AS uncertain,
       COALESCE(SUM(CASE WHEN uncommitted THEN credits ELSE 0 END), 0)::float8 AS uncommitted,
@@ -78,10 +98,12 @@ export function stateStatements(s: string) {
     /** Requests by status, and credits by endpoint. */
     spendByStatus: `SELECT status, COUNT(*)::int AS n FROM ${s}.spend WHERE run_id = $1 GROUP BY status`,
     spendByPath: `SELECT path, SUM(credits)::float8 AS credits FROM ${s}.spend WHERE run_id = $1 AND credits > 0 GROUP BY path`,
-    /** Where a sink stood when a run began (so that an abandoned run's output can be taken back). */
-    recordSinkStart: `INSERT INTO ${s}.run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-    /** Where each sink stood when the run began. */
-    sinkStarts: `SELECT sink_id, start_seq, start_bytes FROM ${s}.run_sinks WHERE run_id = $1`,
+  } as const;
+}
+
+/** Notifications, and the failed series a run's notification lists. */
+export function notificationStatements(s: string) {
+  return {
     /** A run's failed series, for its notification. */
     failedSeries: `SELECT series_id, endpoint, query, country, lang, error_kind, error FROM ${s}.series
       WHERE run_id = $1 AND status = 'ended' AND reason = 'failed' ORDER BY query COLLATE "C", country COLLATE "C", lang COLLATE "C", series_id COLLATE "C" LIMIT $2`,
@@ -101,12 +123,12 @@ export function stateStatements(s: string) {
      */
     takeNotification: `UPDATE ${s}.notifications SET status = 'sending', updated_at = $4
       WHERE run_id = $1 AND invocation = $2 AND webhook = $3 AND (status = 'pending' OR (status = 'sending' AND (updated_at < $5 OR updated_at = $4))) RETURNING 1`,
-    /** Who holds the pipeline's lease, for another run's message. */
-    leaseHolder: `SELECT pid, host, acquired_at FROM ${s}.leases WHERE pipeline = $1`,
-    /** The lease's row (the lock is an advisory lock on the holder's own connection), taken and given back. */
-    takeLease: `INSERT INTO ${s}.leases (pipeline, holder, pid, host, acquired_at) VALUES ($1, $2, $3, $4, now())
-      ON CONFLICT (pipeline) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, host = excluded.host, acquired_at = excluded.acquired_at`,
-    giveLease: `DELETE FROM ${s}.leases WHERE pipeline = $1 AND holder = $2`,
+  } as const;
+}
+
+/** A schedule's occurrences, and the server's clock. */
+export function occurrenceStatements(s: string) {
+  return {
     /**
      * A scheduled occurrence, claimed once and never ahead of this server's clock (docs/schedules.md#clocks): the row
      * goes in only when it is due by now() and the tolerance. The answer: whether it was (`in_time`), whether this
@@ -131,5 +153,22 @@ export function stateStatements(s: string) {
     pruneOccurrences: `DELETE FROM ${s}.occurrences WHERE pipeline = $1 AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
       AND due_at <= (SELECT due_at FROM ${s}.occurrences WHERE pipeline = $1 AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
                      ORDER BY due_at DESC LIMIT 1 OFFSET $2)`,
+  } as const;
+}
+
+/** What `migrate` asks of the database around the migrations: one at a time, the schema, its version. */
+export function schemaStatements(s: string) {
+  return {
+    /** One migrating process at a time, whatever the number starting together ($1: the schema's lock key). */
+    lock: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
+    /**
+     * Whether the schema exists: looked up first, since PostgreSQL checks the database's CREATE privilege before IF
+     * NOT EXISTS, and a role given a schema an administrator made needs no more.
+     */
+    schemaExists: 'SELECT 1 FROM pg_namespace WHERE nspname = $1',
+    createSchema: `CREATE SCHEMA IF NOT EXISTS ${s}`,
+    versionTable: `CREATE TABLE IF NOT EXISTS ${s}.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+    version: `SELECT max(version) AS version FROM ${s}.schema_version`,
+    applied: `INSERT INTO ${s}.schema_version (version) VALUES ($1)`,
   } as const;
 }

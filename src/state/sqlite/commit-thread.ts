@@ -3,25 +3,23 @@ import { crashCount } from '../../crash-points.ts';
 import { entryBeside, heapLimitMb, threadFailure } from '../../threads/bounded-thread.ts';
 // A failure there comes back of its own class with its fields (an OutputError's problem, a SQLite error's code).
 import { type PostedError, rebuilt } from '../../threads/posted-error.ts';
-import type { SinkRecords } from '../../commits/page-writes.ts';
 import type { PageCommit } from '../interfaces.ts';
 
-export type CommitRequest =
-  | { type: 'commit'; id: number; commit: PageCommit; records: readonly SinkRecords[] }
-  | { type: 'close' };
+export type CommitRequest = { type: 'commit'; id: number; commit: PageCommit } | { type: 'close' };
 export interface CommitReply {
   id: number;
   error?: PostedError;
-  /** The length of each file of the page's records once committed, in their order. */
+  /** The length of each file of the page's `appends` once committed, in their order. */
   bytes?: number[];
 }
 
 /**
- * Page transactions of a SQLite state store on a thread of their own (docs/design.md#one-transaction-per-page), so that
- * the run's thread goes on with the next pages — answers parsed, stages run — while SQLite writes the last one (and CSV
- * files get its text): with two cores, neither waits for the other. The thread has its own connection to the file (WAL:
- * the run's connection reads what it commits, and its other writes wait their turn); pages commit in the order given,
- * each whole, and those that wait there while a transaction is written share the next one.
+ * Page commits of a SQLite state store on a thread of their own (docs/design.md#one-transaction-per-page), so that the
+ * run's thread goes on with the next pages — answers parsed, stages run — while SQLite writes the last one (and file
+ * sinks get its bytes, CSV rendered there): with two cores, neither waits for the other. The thread has its own
+ * connection to the file (WAL: the run's connection reads what it commits, and its other writes wait their turn);
+ * pages commit in the order given, each whole, and those that wait there while a transaction is written share the
+ * next one. The store starts it (`page-commits.ts`); nothing outside the store knows it.
  */
 export function commitThread(path: string) {
   // Its heap holds the pages committing (up to 8) and the CSV text it renders, garbage once written. Its young
@@ -56,15 +54,15 @@ export function commitThread(path: string) {
 
   return {
     /**
-     * Commits the page, its sinks' rows with it, in one transaction on the thread (the records' text appended just
-     * before it); resolves once it is committed, to the length of each records' file.
+     * Commits the page on the thread — its files' bytes appended, then its transaction with its sinks' rows; resolves
+     * once it is committed, to the length of each file of its `appends`.
      */
-    commit(commit: PageCommit, records: readonly SinkRecords[] = []): Promise<number[]> {
+    commit(commit: PageCommit): Promise<number[]> {
       if (broken !== undefined) return Promise.reject(broken);
       const id = next++;
       return new Promise<number[]>((resolve, reject) => {
         waiting.set(id, { resolve, reject });
-        worker.postMessage({ type: 'commit', id, commit, records } satisfies CommitRequest);
+        worker.postMessage({ type: 'commit', id, commit } satisfies CommitRequest);
       });
     },
     /** Lets the thread go once what was sent is committed (or failed). */

@@ -4,10 +4,10 @@ import type Database from 'better-sqlite3';
 import { LeaseHeldError, type LeaseHolder } from '../../errors/lease-held-error.ts';
 import type { Lease } from '../interfaces.ts';
 import { quoteIdentifier } from '../../sql-identifier.ts';
+import { LEASE_SQL } from './statements.ts';
 
 /** How long a lease lives without renewal; holders renew at a third of it. */
 export const LEASE_TTL_MS = 60_000;
-
 
 interface LeaseRow {
   key: string;
@@ -29,7 +29,7 @@ const by = (h: LeaseHolder) => `pid ${h.pid} on ${h.host}, since ${h.since}`;
  */
 export function acquireLease(db: Database.Database, pipeline: string, ttlMs = LEASE_TTL_MS): Lease {
   // `pipeline` is the row's key: the table predates output leases, and old rows stay readable.
-  db.exec(`CREATE TABLE IF NOT EXISTS lease (pipeline TEXT PRIMARY KEY, holder TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at TEXT NOT NULL, renewed_at INTEGER NOT NULL)`);
+  db.exec(LEASE_SQL.storeTable);
   return hold(db, { table: 'lease', keyColumn: 'pipeline', key: pipeline, pipeline, ttlMs }, (live) => {
     const other = live[0] as LeaseRow;
     const holder = holderOf(other);
@@ -54,7 +54,7 @@ export function leaseOutput(
   pipeline: string,
   options: { ttlMs?: number; whileProcessLives?: boolean } = {},
 ): Lease {
-  db.exec(`CREATE TABLE IF NOT EXISTS output_leases (output TEXT PRIMARY KEY, pipeline TEXT NOT NULL, holder TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at TEXT NOT NULL, renewed_at INTEGER NOT NULL)`);
+  db.exec(LEASE_SQL.outputTable);
   const ttlMs = options.ttlMs ?? LEASE_TTL_MS;
   return hold(db, { table: 'output_leases', keyColumn: 'output', key: output.key, pipeline, ttlMs, only: true, whileProcessLives: options.whileProcessLives === true }, (live) => {
     const holder = holderOf(live[0] as LeaseRow);
@@ -85,15 +85,10 @@ function hold(db: Database.Database, options: HoldOptions, refuse: (live: LeaseR
   const holder = randomBytes(8).toString('hex');
   const host = hostname();
   const hasPipeline = options.table !== 'lease';
-  const columns = `${k} AS key, ${hasPipeline ? 'pipeline' : `${k} AS pipeline`}, holder, pid, host, acquired_at, renewed_at`;
-  const read = db.prepare(`SELECT ${columns} FROM ${table} ${options.only ? `WHERE ${k} = ?` : ''}`);
-  const write = db.prepare(
-    `INSERT INTO ${table} (${k}, ${hasPipeline ? 'pipeline, ' : ''}holder, pid, host, acquired_at, renewed_at) VALUES (?, ${hasPipeline ? '?, ' : ''}?, ?, ?, ?, ?)
-     ON CONFLICT (${k}) DO UPDATE SET ${hasPipeline ? 'pipeline = excluded.pipeline, ' : ''}holder = excluded.holder, pid = excluded.pid,
-       host = excluded.host, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at`,
-  );
-  const drop = db.prepare(`DELETE FROM ${table} WHERE ${k} = ? AND holder = ?`);
-  const renew = db.prepare(`UPDATE ${table} SET renewed_at = ? WHERE ${k} = ? AND holder = ?`);
+  const read = db.prepare(LEASE_SQL.read(table, k, hasPipeline, options.only === true));
+  const write = db.prepare(LEASE_SQL.write(table, k, hasPipeline));
+  const drop = db.prepare(LEASE_SQL.drop(table, k));
+  const renew = db.prepare(LEASE_SQL.renew(table, k));
 
   db.transaction(() => {
     const rows = (options.only ? read.all(key) : read.all()) as LeaseRow[];

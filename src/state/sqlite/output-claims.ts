@@ -1,6 +1,7 @@
 import { basename, dirname, join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { ValidationError } from '../../errors/validation-error.ts';
+import { CLAIM_SQL } from './statements.ts';
 
 /**
  * File outputs of a directory are registered in one small SQLite file there: which pipelines write each file and the
@@ -54,14 +55,10 @@ export function claimFile(
   claimant: Claimant,
   current: FileIdentity & { size: number },
 ): FileIdentity | undefined {
-  db.exec(`CREATE TABLE IF NOT EXISTS output_claims (
-    output TEXT NOT NULL, pipeline TEXT NOT NULL, state TEXT NOT NULL, shared INTEGER NOT NULL, dev TEXT, ino TEXT, claimed_at TEXT NOT NULL,
-    PRIMARY KEY (output, pipeline, state))`);
-  const claims = db.prepare(`SELECT pipeline, state, shared, dev, ino FROM output_claims WHERE output = ?`);
-  const lapse = db.prepare(`DELETE FROM output_claims WHERE output = ? AND NOT (pipeline = ? AND state = ?)`);
-  const upsert = db.prepare(`
-    INSERT INTO output_claims (output, pipeline, state, shared, dev, ino, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (output, pipeline, state) DO UPDATE SET shared = excluded.shared, dev = excluded.dev, ino = excluded.ino`);
+  db.exec(CLAIM_SQL.table);
+  const claims = db.prepare(CLAIM_SQL.claims);
+  const lapse = db.prepare(CLAIM_SQL.lapse);
+  const upsert = db.prepare(CLAIM_SQL.upsert);
 
   return db
     .transaction(() => {

@@ -1,33 +1,31 @@
 import type Database from 'better-sqlite3';
+import { appendFiles } from '../../commits/file-appends.ts';
 import { rowInserter } from '../../commits/row-insert.ts';
 import { crashPoint } from '../../crash-points.ts';
 import { OutputError } from '../../errors/output-error.ts';
-import type { JournalWrite, PageCommit, SpendRow } from '../interfaces.ts';
-import type { sinkCheckpoints } from './checkpoints.ts';
-import type { dedupeTables } from './seen-keys.ts';
-import type { stateStatements } from './statements.ts';
-
-/** What a page's transaction writes to, in the state store's file. */
-export interface PageTables {
-  readonly statements: ReturnType<typeof stateStatements>;
-  readonly checkpoints: ReturnType<typeof sinkCheckpoints>;
-  readonly dedupe: ReturnType<typeof dedupeTables>;
-  journal(entry: JournalWrite): void;
-  spend(row: SpendRow): void;
-}
+import type { Checkpoint, PageCommit } from '../interfaces.ts';
+import { sinkCheckpoints } from './checkpoints.ts';
+import { dedupeTables } from './seen-keys.ts';
+import { spendValues } from './spend.ts';
+import { runStatements, spendStatements } from './statements.ts';
 
 /**
- * A page's commit as one SQLite transaction (docs/design.md#one-transaction-per-page): its series' progress and stage
+ * A page's commit in a SQLite state file (docs/design.md#one-transaction-per-page), on a connection of its own (the
+ * commit thread's) or the store's: its files' bytes appended, then one transaction of its series' progress and stage
  * state, spend, dedupe keys, journal entry, the files' checkpoints, and the rows of the sinks in this file with theirs
  * (docs/design.md#the-commit-contract). Refused, whole, if the journal's number is not the one the page expects.
+ * Synchronous; returns the files' new lengths, in the order of `appends`.
  */
-export function pageTransaction(db: Database.Database, tables: PageTables): (commit: PageCommit) => void {
-  const { statements, checkpoints, dedupe } = tables;
+export function pageTransaction(db: Database.Database): (commit: PageCommit) => number[] {
+  const statements = runStatements(db);
+  const { insertSpend } = spendStatements(db);
+  const checkpoints = sinkCheckpoints(db);
+  const dedupe = dedupeTables(db);
   const insertRows = rowInserter(db);
-  return db.transaction((commit: PageCommit) => {
+  const transaction = db.transaction((commit: PageCommit, appended: readonly { sinkId: string; checkpoint: Checkpoint }[]) => {
     const seq = statements.nextSeq.get() as number;
     if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
-    for (const row of commit.spend) tables.spend(row);
+    for (const row of commit.spend) insertSpend.run(...spendValues(row));
     if (commit.dedupe) dedupe.write(commit.dedupe, commit.runId);
     const { state, ...progress } = commit.progress;
     const isSnapshot = state.kind === 'snapshot';
@@ -35,8 +33,9 @@ export function pageTransaction(db: Database.Database, tables: PageTables): (com
     // A snapshot replaces the changes before it; changes go after them.
     if (isSnapshot) statements.dropStateChanges.run(commit.runId, commit.series.seriesId);
     else if (state.json !== null) statements.addStateChanges.run(commit.runId, commit.series.seriesId, seq, state.json);
-    if (commit.journal) tables.journal(commit.journal);
-    for (const { sinkId, checkpoint } of commit.checkpoints) checkpoints.set(sinkId, checkpoint);
+    const journal = commit.journal;
+    if (journal) statements.insertPage.run(journal.seq, journal.runId, journal.pageKey, journal.seriesId, journal.number, journal.meta, journal.output, journal.raw, new Date().toISOString());
+    for (const { sinkId, checkpoint } of [...commit.checkpoints, ...appended]) checkpoints.set(sinkId, checkpoint);
     // The rows of the sinks in this file, each with its checkpoint: the page is in their tables wholly, or not at all.
     for (const rows of commit.rows) {
       if (rows.kind !== 'sqlite') throw new Error(`rows for ${rows.sinkId} are not for a SQLite table`);
@@ -45,4 +44,14 @@ export function pageTransaction(db: Database.Database, tables: PageTables): (com
     }
     crashPoint('page-transaction');
   });
+  return (commit) => {
+    const appends = commit.appends ?? [];
+    // The files' bytes go first: their new lengths are the checkpoints the transaction records.
+    const { lengths } = appendFiles(appends);
+    transaction(
+      commit,
+      appends.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: lengths[index] as number } })),
+    );
+    return lengths;
+  };
 }

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
-import { type DedupeWrites, type SeenKeyStore, UNFINISHED_SQL } from '../interfaces.ts';
+import type { DedupeWrites, SeenKeyStore } from '../interfaces.ts';
 import { pendingKeys } from '../pending-keys.ts';
+import { DEDUPE_SQL } from './statements.ts';
 
 /**
  * Dedupe state for the scopes `query` and `global` and for `persistent` dedupe, in an indexed table of the state store
@@ -8,30 +9,12 @@ import { pendingKeys } from '../pending-keys.ts';
  * what 10 M keys cost: docs/benchmarks.md#figures-the-code-cites).
  */
 export function dedupeTables(db: Database.Database) {
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS dedupe_keys (scope TEXT NOT NULL, key TEXT NOT NULL, run_id TEXT, PRIMARY KEY (scope, key)) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS sightings (
-      run_id TEXT NOT NULL,
-      dedupe_key TEXT NOT NULL,
-      query TEXT NOT NULL,
-      country TEXT NOT NULL,
-      lang TEXT NOT NULL,
-      page INTEGER NOT NULL,
-      position INTEGER NOT NULL,
-      rank INTEGER,
-      fetched_at TEXT NOT NULL,
-      first INTEGER NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS sightings_key ON sightings (dedupe_key);
-    CREATE INDEX IF NOT EXISTS sightings_run ON sightings (run_id);
-  `);
-  const lookup = db.prepare(`SELECT 1 FROM dedupe_keys WHERE scope = ? AND key = ?`).pluck();
-  const insertKey = db.prepare(`INSERT OR IGNORE INTO dedupe_keys (scope, key, run_id) VALUES (?, ?, ?)`);
-  const insertSighting = db.prepare(
-    `INSERT INTO sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
-  const forgetRun = db.prepare(`DELETE FROM dedupe_keys WHERE run_id = ?`);
-  const forgetFinished = db.prepare(`DELETE FROM dedupe_keys WHERE run_id IN (SELECT run_id FROM runs WHERE status NOT IN (${UNFINISHED_SQL}))`);
+  db.exec(DEDUPE_SQL.tables);
+  const lookup = db.prepare(DEDUPE_SQL.lookup).pluck();
+  const insertKey = db.prepare(DEDUPE_SQL.insertKey);
+  const insertSighting = db.prepare(DEDUPE_SQL.insertSighting);
+  const forgetRun = db.prepare(DEDUPE_SQL.forgetRun);
+  const forgetFinished = db.prepare(DEDUPE_SQL.forgetFinished);
   return {
     /** Run-scoped keys of runs that finished (or were abandoned): nobody resumes them. */
     forgetFinished: () => void forgetFinished.run(),

@@ -1,10 +1,161 @@
 import type Database from 'better-sqlite3';
+import { UNFINISHED_SQL } from '../interfaces.ts';
 
 /**
- * The SQLite state store's statements by name, prepared once on its connection: a reader sees what the store asks
- * of the file in one place (dedupe's and checkpoints' own are in seen-keys.ts and checkpoints.ts).
+ * Every statement the SQLite state store sends, by name and by role, so that a reader sees what the store asks of the
+ * file in one place: the tables each role keeps (created by `schema.ts`, or where they are first needed), the roles'
+ * statements prepared once on a connection, and the texts the lease, the output registry, checkpoints and dedupe
+ * prepare where they are used. Names in them are ours, never a user's.
  */
-export function stateStatements(db: Database.Database) {
+
+/** Runs and pages: the store's version and journal number, runs, series and their stage state, the journal, sink starts. */
+export const RUN_TABLES = `
+  CREATE TABLE IF NOT EXISTS webdata_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    pipeline TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    fingerprint TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    budget REAL,
+    summary TEXT,
+    error TEXT,
+    invocations INTEGER NOT NULL DEFAULT 1,
+    -- What else decides the run's money and rows (run/run-terms.ts), as JSON; null for runs of schema 2 and before.
+    terms TEXT
+  );
+  CREATE INDEX IF NOT EXISTS runs_pipeline ON runs (pipeline, started_at);
+  CREATE TABLE IF NOT EXISTS series (
+    run_id TEXT NOT NULL,
+    series_id TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    query TEXT NOT NULL,
+    country TEXT NOT NULL,
+    lang TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    next_page INTEGER,
+    pages INTEGER NOT NULL DEFAULT 0,
+    items_served INTEGER NOT NULL DEFAULT 0,
+    items_written INTEGER NOT NULL DEFAULT 0,
+    duplicates INTEGER NOT NULL DEFAULT 0,
+    digest TEXT,
+    no_new INTEGER NOT NULL DEFAULT 0,
+    cursor TEXT,
+    state TEXT,
+    error TEXT,
+    -- The class of the failure (bad_request, rate_limited, server, …) when the series failed.
+    error_kind TEXT,
+    PRIMARY KEY (run_id, series_id)
+  );
+  -- What each page changed in its series' stage states since the series' snapshot (series.state), in journal order.
+  CREATE TABLE IF NOT EXISTS series_state (
+    run_id TEXT NOT NULL,
+    series_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    changes TEXT NOT NULL,
+    PRIMARY KEY (run_id, series_id, seq)
+  );
+  CREATE TABLE IF NOT EXISTS pages (
+    seq INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    page_key TEXT NOT NULL,
+    series_id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    meta TEXT NOT NULL,
+    output TEXT NOT NULL,
+    -- The items as served: kept only when the journal is kept (retention), as an archive of raw answers.
+    raw TEXT,
+    committed_at TEXT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS pages_run ON pages (run_id, seq);
+  CREATE TABLE IF NOT EXISTS run_sinks (
+    run_id TEXT NOT NULL,
+    sink_id TEXT NOT NULL,
+    start_seq INTEGER NOT NULL,
+    start_bytes INTEGER,
+    PRIMARY KEY (run_id, sink_id)
+  );
+`;
+
+/** Spend: one row per request answered or failed. */
+export const SPEND_TABLE = `
+  CREATE TABLE IF NOT EXISTS spend (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    series_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    credits REAL NOT NULL,
+    uncertain INTEGER NOT NULL,
+    latency_ms REAL NOT NULL,
+    -- 1: a 2xx whose page was never committed (paid all the same; the page is fetched again on resume).
+    uncommitted INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE INDEX IF NOT EXISTS spend_run ON spend (run_id);
+`;
+
+/**
+ * Notifications: one per run's end (or missed occurrences) and webhook (docs/notifications.md), pending (with the body
+ * it sends) until delivered or given up. The webhook is a hash of its URL, the target its origin and path: never its
+ * query string.
+ */
+export const NOTIFICATIONS_TABLE = `
+  CREATE TABLE IF NOT EXISTS notifications (
+    run_id TEXT NOT NULL,
+    invocation INTEGER NOT NULL,
+    webhook TEXT NOT NULL,
+    pipeline TEXT NOT NULL,
+    target TEXT NOT NULL,
+    event TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    body TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, invocation, webhook)
+  );
+  CREATE INDEX IF NOT EXISTS notifications_pending ON notifications (pipeline, status);
+`;
+
+/**
+ * A schedule's occurrences, one row per (pipeline, due time), each claimed once whatever the number of workers
+ * (docs/design.md#schedules). due_at is ISO 8601 in UTC to the millisecond, so that text order is time order.
+ */
+export const OCCURRENCES_TABLE = `
+  CREATE TABLE IF NOT EXISTS occurrences (
+    pipeline TEXT NOT NULL,
+    due_at TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    run_id TEXT,
+    worker TEXT,
+    claimed_at TEXT NOT NULL,
+    note TEXT,
+    PRIMARY KEY (pipeline, due_at)
+  );
+  CREATE INDEX IF NOT EXISTS occurrences_run ON occurrences (run_id) WHERE run_id IS NOT NULL;
+`;
+
+/** What `schema.ts` asks of a file as it creates or brings up its tables. */
+export const SCHEMA_SQL = {
+  hasMeta: `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'webdata_meta'`,
+  /** Which of `count` names are tables (or anything else) of the file. */
+  present: (count: number) => `SELECT name FROM sqlite_master WHERE name IN (${Array.from({ length: count }, () => '?').join(', ')}) ORDER BY name`,
+  version: `SELECT value FROM webdata_meta WHERE key = 'state_schema'`,
+  insertVersion: `INSERT INTO webdata_meta (key, value) VALUES ('state_schema', ?)`,
+  updateVersion: `UPDATE webdata_meta SET value = ? WHERE key = 'state_schema'`,
+  startJournal: `INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('seq', '0')`,
+  columnsOf: `SELECT name FROM pragma_table_info(?)`,
+  addColumn: (table: string, column: string, declaration: string) => `ALTER TABLE ${table} ADD COLUMN ${column} ${declaration}`,
+} as const;
+
+/** Runs and pages, prepared once on the store's connection (and on its commit thread's). */
+export function runStatements(db: Database.Database) {
   const prepared = {
     insertRun: db.prepare(`INSERT INTO runs (run_id, pipeline, status, started_at, fingerprint, plan, budget, terms) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)`),
     reopenRun: db.prepare(
@@ -47,12 +198,27 @@ export function stateStatements(db: Database.Database) {
     dropRunPages: db.prepare(`DELETE FROM pages WHERE run_id = ?`),
     dropRunSeries: db.prepare(`DELETE FROM series WHERE run_id = ?`),
     markAbandoned: db.prepare(`UPDATE runs SET status = 'abandoned', finished_at = ? WHERE run_id = ?`),
+    runSinkStart: db.prepare(`INSERT OR IGNORE INTO run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES (?, ?, ?, ?)`),
+    runSinks: db.prepare(`SELECT sink_id, start_seq, start_bytes FROM run_sinks WHERE run_id = ?`),
+  };
+  // Named by their keys, typed as statements (a declaration file cannot name better-sqlite3's inferred class).
+  return prepared as Record<keyof typeof prepared, Database.Statement>;
+}
+
+/** Spend: a row written, and a run's totals. */
+export function spendStatements(db: Database.Database) {
+  const prepared = {
     insertSpend: db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COALESCE(SUM(CASE WHEN uncommitted = 1 THEN credits ELSE 0 END), 0) AS uncommitted, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
     spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
-    runSinkStart: db.prepare(`INSERT OR IGNORE INTO run_sinks (run_id, sink_id, start_seq, start_bytes) VALUES (?, ?, ?, ?)`),
-    runSinks: db.prepare(`SELECT sink_id, start_seq, start_bytes FROM run_sinks WHERE run_id = ?`),
+  };
+  return prepared as Record<keyof typeof prepared, Database.Statement>;
+}
+
+/** Notifications, and the failed series a run's notification lists. */
+export function notificationStatements(db: Database.Database) {
+  const prepared = {
     failedSeries: db.prepare(
       `SELECT series_id, endpoint, query, country, lang, error_kind, error FROM series WHERE run_id = ? AND status = 'ended' AND reason = 'failed' ORDER BY query, country, lang, series_id LIMIT ?`,
     ),
@@ -68,6 +234,13 @@ export function stateStatements(db: Database.Database) {
       ORDER BY created_at, rowid LIMIT @limit`),
     takeNotification: db.prepare(`UPDATE notifications SET status = 'sending', updated_at = @at
       WHERE run_id = @runId AND invocation = @invocation AND webhook = @webhook AND (status = 'pending' OR (status = 'sending' AND (updated_at < @staleBefore OR updated_at = @at)))`),
+  };
+  return prepared as Record<keyof typeof prepared, Database.Statement>;
+}
+
+/** Scheduled occurrences. */
+export function occurrenceStatements(db: Database.Database) {
+  const prepared = {
     // A claim is a row inserted once: the one whose insert took (changes = 1) holds it.
     claimOccurrence: db.prepare(`INSERT INTO occurrences (pipeline, due_at, outcome, worker, claimed_at, note) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
     settleOccurrence: db.prepare(
@@ -83,6 +256,70 @@ export function stateStatements(db: Database.Database) {
         AND due_at <= (SELECT due_at FROM occurrences WHERE pipeline = @pipeline AND run_id IS NULL AND outcome IN ('skipped', 'missed', 'failed')
                        ORDER BY due_at DESC LIMIT 1 OFFSET @keep)`),
   };
-  // Named by their keys, typed as statements (a declaration file cannot name better-sqlite3's inferred class).
   return prepared as Record<keyof typeof prepared, Database.Statement>;
 }
+
+/** Sink checkpoints, in whichever file the sink commits to (the state store's, or a SQLite sink's own). */
+export const CHECKPOINT_SQL = {
+  table: `CREATE TABLE IF NOT EXISTS sink_checkpoints (sink_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, bytes INTEGER, updated_at TEXT NOT NULL)`,
+  get: `SELECT seq, bytes FROM sink_checkpoints WHERE sink_id = ?`,
+  set: `
+    INSERT INTO sink_checkpoints (sink_id, seq, bytes, updated_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (sink_id) DO UPDATE SET seq = excluded.seq, bytes = excluded.bytes, updated_at = excluded.updated_at`,
+} as const;
+
+/** Dedupe keys of scopes wider than a series, and where items were seen. */
+export const DEDUPE_SQL = {
+  tables: `
+    CREATE TABLE IF NOT EXISTS dedupe_keys (scope TEXT NOT NULL, key TEXT NOT NULL, run_id TEXT, PRIMARY KEY (scope, key)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS sightings (
+      run_id TEXT NOT NULL,
+      dedupe_key TEXT NOT NULL,
+      query TEXT NOT NULL,
+      country TEXT NOT NULL,
+      lang TEXT NOT NULL,
+      page INTEGER NOT NULL,
+      position INTEGER NOT NULL,
+      rank INTEGER,
+      fetched_at TEXT NOT NULL,
+      first INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS sightings_key ON sightings (dedupe_key);
+    CREATE INDEX IF NOT EXISTS sightings_run ON sightings (run_id);
+  `,
+  lookup: `SELECT 1 FROM dedupe_keys WHERE scope = ? AND key = ?`,
+  insertKey: `INSERT OR IGNORE INTO dedupe_keys (scope, key, run_id) VALUES (?, ?, ?)`,
+  insertSighting: `INSERT INTO sightings (run_id, dedupe_key, query, country, lang, page, position, rank, fetched_at, first) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  forgetRun: `DELETE FROM dedupe_keys WHERE run_id = ?`,
+  forgetFinished: `DELETE FROM dedupe_keys WHERE run_id IN (SELECT run_id FROM runs WHERE status NOT IN (${UNFINISHED_SQL}))`,
+} as const;
+
+/**
+ * The leases: the state store's (`lease`, keyed by the pipeline: the table predates output leases, and old rows stay
+ * readable) and the outputs' (`output_leases`). `table` and `k` are quoted.
+ */
+export const LEASE_SQL = {
+  storeTable: `CREATE TABLE IF NOT EXISTS lease (pipeline TEXT PRIMARY KEY, holder TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at TEXT NOT NULL, renewed_at INTEGER NOT NULL)`,
+  outputTable: `CREATE TABLE IF NOT EXISTS output_leases (output TEXT PRIMARY KEY, pipeline TEXT NOT NULL, holder TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL, acquired_at TEXT NOT NULL, renewed_at INTEGER NOT NULL)`,
+  /** The holders: of the key `?` only (`only`), or every one. The store's table has no pipeline column: its key is the pipeline. */
+  read: (table: string, k: string, hasPipeline: boolean, only: boolean) =>
+    `SELECT ${k} AS key, ${hasPipeline ? 'pipeline' : `${k} AS pipeline`}, holder, pid, host, acquired_at, renewed_at FROM ${table} ${only ? `WHERE ${k} = ?` : ''}`,
+  write: (table: string, k: string, hasPipeline: boolean) =>
+    `INSERT INTO ${table} (${k}, ${hasPipeline ? 'pipeline, ' : ''}holder, pid, host, acquired_at, renewed_at) VALUES (?, ${hasPipeline ? '?, ' : ''}?, ?, ?, ?, ?)
+     ON CONFLICT (${k}) DO UPDATE SET ${hasPipeline ? 'pipeline = excluded.pipeline, ' : ''}holder = excluded.holder, pid = excluded.pid,
+       host = excluded.host, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at`,
+  drop: (table: string, k: string) => `DELETE FROM ${table} WHERE ${k} = ? AND holder = ?`,
+  renew: (table: string, k: string) => `UPDATE ${table} SET renewed_at = ? WHERE ${k} = ? AND holder = ?`,
+} as const;
+
+/** The output registry's claims: which pipelines write each file of a directory. */
+export const CLAIM_SQL = {
+  table: `CREATE TABLE IF NOT EXISTS output_claims (
+    output TEXT NOT NULL, pipeline TEXT NOT NULL, state TEXT NOT NULL, shared INTEGER NOT NULL, dev TEXT, ino TEXT, claimed_at TEXT NOT NULL,
+    PRIMARY KEY (output, pipeline, state))`,
+  claims: `SELECT pipeline, state, shared, dev, ino FROM output_claims WHERE output = ?`,
+  lapse: `DELETE FROM output_claims WHERE output = ? AND NOT (pipeline = ? AND state = ?)`,
+  upsert: `
+    INSERT INTO output_claims (output, pipeline, state, shared, dev, ino, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (output, pipeline, state) DO UPDATE SET shared = excluded.shared, dev = excluded.dev, ino = excluded.ino`,
+} as const;

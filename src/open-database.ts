@@ -2,7 +2,10 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 
-/** A connection to a SQLite file of the run (the state store, a sink's), with the settings every one of them gets. */
+/**
+ * A connection to a SQLite file of the run (the state store, a sink's, the commit thread's), with the settings every
+ * one of them gets.
+ */
 export function openDatabase(file: string): Database.Database {
   mkdirSync(dirname(file), { recursive: true });
   // Created readable by its owner only (a stricter umask narrows it further); SQLite gives its -wal and -shm files

@@ -1,0 +1,27 @@
+import type Database from 'better-sqlite3';
+import type { SpendRow, SpendStore } from '../spend-store.ts';
+import { spendStatements } from './statements.ts';
+
+/** A spend row as `insertSpend` takes it. */
+export function spendValues(row: SpendRow): unknown[] {
+  return [row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs, row.uncommitted ? 1 : 0];
+}
+
+/** The spend ledger in a SQLite state file (docs/design.md#spend-however-a-run-ends). */
+export function sqliteSpend(db: Database.Database): SpendStore {
+  const statements = spendStatements(db);
+  const write = db.transaction((rows: readonly SpendRow[]) => {
+    for (const row of rows) statements.insertSpend.run(...spendValues(row));
+  });
+  return {
+    async spend(rows) {
+      write(rows);
+    },
+    async spendOf(runId) {
+      const totals = statements.spendOf.get(runId) as { spent: number; uncertain: number; uncommitted: number; requests: number; retries: number };
+      const byStatus = Object.fromEntries((statements.spendByStatus.all(runId) as { status: string; n: number }[]).map((r) => [r.status, r.n]));
+      const byEndpoint = Object.fromEntries((statements.spendByPath.all(runId) as { path: string; credits: number }[]).map((r) => [r.path, r.credits]));
+      return { ...totals, byStatus, byEndpoint };
+    },
+  };
+}
