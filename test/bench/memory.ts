@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startSimulator } from '../../src/simulator/index.ts';
-import { measuredNode } from '../peak-rss.ts';
+import { measuredNode } from '../cli/peak-rss.ts';
 import { MEMORY_COUNTRIES, memorySearch } from '../fixtures/memory-plan.ts';
 import { log } from './throughput.ts';
 

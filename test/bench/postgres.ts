@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { dedupe, definePipeline, normalize, run, type RunSummary, searchPages, type Source, toPostgres, toSqlite } from '../../src/index.ts';
-import { postgresBin, startCluster, type Cluster } from '../pg-cluster.ts';
+import { postgresBin, startCluster, type Cluster } from '../postgres/pg-cluster.ts';
 import { bareFetch, CONCURRENCY, log, PAGES_PER_QUERY, PER_PAGE, perSecond, queryList, ratio, replay, setUp, timed } from './throughput.ts';
 
 /** A database to measure in: WEBDATA_BENCH_DATABASE_URL (a server where it may create databases), else a throwaway cluster. */

@@ -1,0 +1,87 @@
+import pg from 'pg';
+import { expect, it } from 'vitest';
+import { planningLock } from '../../src/distributed/plan-run.ts';
+import { postgresTarget } from '../../src/postgres/target.ts';
+import { postgresStateStore } from '../../src/state/postgres/store.ts';
+import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+
+// The planning lock (src/distributed/plan-run.ts): processes that join a run at work go in side by side, a planner
+// goes in alone, and a planner never plans while a process that saw a worker at work is on its way in. Each test waits
+// for what it can observe — a lock taken, or a session waiting in pg_locks — never a guessed time.
+
+type Decided = { joining: boolean };
+
+/** Settles to 'taken' when `taking` resolves, or 'waiting' once a session waits for an advisory lock (pg_locks). */
+async function takenOrWaiting(url: string, taking: Promise<unknown>): Promise<'taken' | 'waiting'> {
+  let taken = false;
+  void taking.then(() => (taken = true));
+  for (;;) {
+    if (taken) return 'taken';
+    const rows = await sql(url, `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`);
+    if (rows.length > 0 && !taken) return 'waiting';
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describePostgres('the planning lock: joiners side by side, a planner alone', () => {
+  it('two processes joining a run at work hold it at once; a third that would plan waits for both, then looks again', async () => {
+    const db = await testDatabase();
+    const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+    try {
+      const store = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+      const joiner = async () => ({ joining: true });
+      const first = await planningLock(store, 'p', joiner);
+      // Before the change the second waited here for the first to register and let go (joiners one after another).
+      const second = planningLock(store, 'p', joiner);
+      expect(await takenOrWaiting(db.url, second)).toBe('taken');
+      expect((await second).decided).toEqual({ joining: true });
+
+      // A process that finds no worker at work (say the ones the joiners saw just left) would plan: it waits for
+      // the joiners on their way in, and decides again once they are in (now it joins them).
+      const looks: Decided[] = [];
+      let registered = false;
+      const planner = planningLock(store, 'p', async () => {
+        const decided = { joining: registered };
+        looks.push(decided);
+        return decided;
+      });
+      expect(await takenOrWaiting(db.url, planner)).toBe('waiting');
+      registered = true;
+      await first.lock.release();
+      expect(await takenOrWaiting(db.url, planner)).toBe('waiting');
+      await (await second).lock.release();
+      const planned = await planner;
+      expect(looks).toEqual([{ joining: false }, { joining: true }]);
+      expect(planned.decided).toEqual({ joining: true });
+      await planned.lock.release();
+    } finally {
+      await pool.end();
+      await db.drop();
+    }
+  });
+
+  it('a planner holds it alone until it lets go: a process starting meanwhile looks only after, and so sees the planned run', async () => {
+    const db = await testDatabase();
+    const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+    try {
+      const store = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+      let planned = false;
+      const look = async () => ({ joining: planned });
+      const planner = await planningLock(store, 'p', look);
+      expect(planner.decided).toEqual({ joining: false });
+      const next = planningLock(store, 'p', look);
+      expect(await takenOrWaiting(db.url, next)).toBe('waiting');
+      planned = true;
+      await planner.lock.release();
+      expect((await next).decided).toEqual({ joining: true });
+      // Another pipeline's lock is its own.
+      const other = planningLock(store, 'q', async () => ({ joining: false }));
+      expect(await takenOrWaiting(db.url, other)).toBe('taken');
+      await (await other).lock.release();
+      await (await next).lock.release();
+    } finally {
+      await pool.end();
+      await db.drop();
+    }
+  });
+});

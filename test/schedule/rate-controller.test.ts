@@ -1,0 +1,210 @@
+// The rate controller on a clock of the test's own: when it raises, cuts and probes (src/schedule/rate-controller.ts).
+import { describe, expect, it } from 'vitest';
+import { createRateController } from '../../src/schedule/rate-controller.ts';
+
+/**
+ * A controller configured at 30/s against a server that accepts up to `limit` per second and answers at once (a 429
+ * for any request sent faster): `seconds` of requests at the controller's own rate, with the times of the 429s.
+ */
+function against(limit: number, seconds: number) {
+  let now = 0;
+  const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+  const refused: number[] = [];
+  const accepted: number[] = [];
+  while (now < seconds * 1000) {
+    if (controller.rate > limit) {
+      refused.push(now);
+      controller.onRateLimited(now);
+    } else {
+      accepted.push(now);
+      controller.onSuccess(now, 20);
+    }
+    now += 1000 / controller.rate;
+  }
+  return { controller, refused, accepted };
+}
+
+describe('probing past a learned limit', () => {
+  it('probes 15 s after reaching the limit, then half as often after each probe that failed (at most every 2 min)', () => {
+    const { controller, refused, accepted } = against(10, 600);
+    const late = refused.filter((at) => at > 30_000);
+    // Every 5 s, as before, a probe failed every 15–20 s for as long as the run lasted: about 30 here.
+    expect(late.length).toBeGreaterThanOrEqual(3);
+    expect(late.length).toBeLessThanOrEqual(6);
+    const gaps = late.slice(1).map((at, i) => (at - (late[i] ?? 0)) / 1000);
+    for (const [i, gap] of gaps.entries()) if (i > 0) expect(gap).toBeGreaterThanOrEqual((gaps[i - 1] ?? 0) - 1);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(140);
+    // Between probes it is back at the highest rate that held within seconds, not after another wait.
+    const lastFive = accepted.filter((at) => at > 300_000).length / 300;
+    expect(lastFive).toBeGreaterThan(9.85);
+    expect(controller.rate).toBeLessThanOrEqual(10);
+  });
+});
+
+/**
+ * The same controller against a token bucket of `burst` refilled at `limit` per second (the simulator's and, near
+ * enough, nginx's `limit_req`): its burst lets a rate a little over the limit hold for seconds before a 429 says so.
+ * Answers come at once; the 429's pause is left out (it only delays). Returns the 429s' times, the rate set by each
+ * cut, and what was accepted.
+ */
+function againstBucket(limit: number, burst: number, seconds: number, maxRate = 30, startGapMs = 0) {
+  let now = 0;
+  const controller = createRateController({ maxRate, maxConcurrency: 8 }, { now: () => now });
+  let tokens = burst;
+  let refilledAt = 0;
+  const refused: number[] = [];
+  const cuts: number[] = [];
+  let accepted = 0;
+  let highest = 0;
+  while (now < seconds * 1000) {
+    tokens = Math.min(burst, tokens + ((now - refilledAt) / 1000) * limit);
+    refilledAt = now;
+    if (tokens >= 1) {
+      tokens -= 1;
+      accepted += 1;
+      controller.onSuccess(now, 0);
+    } else {
+      refused.push(now);
+      if (controller.onRateLimited(now)) cuts.push(controller.rate);
+    }
+    if (refused.length >= 3) highest = Math.max(highest, controller.rate);
+    // A run slow to start: its first request, then nothing for a while (the bucket stays full meanwhile).
+    now += now === 0 && startGapMs > 0 ? startGapMs : 1000 / controller.rate;
+  }
+  return { refused, cuts, accepted, highest };
+}
+
+describe('the first seconds at an unknown limit, behind a burst', () => {
+  it('at three times a limit of 10/s with a burst of 2: two 429s at the opening and one crossing, then none for 30 s', () => {
+    const { refused, cuts, accepted, highest } = againstBucket(10, 2, 30);
+    // Before: the bisection's midpoint held 1–2 s on the burst, counted as held, and the fall back just under it failed
+    // again (five 429s, 93 % of the limit here).
+    expect(refused.length).toBe(3);
+    // The fall back after the crossing is under the limit, and nothing after it goes above.
+    expect(cuts[2]).toBeLessThanOrEqual(10);
+    expect(highest).toBeLessThanOrEqual(10.5);
+    expect(accepted / 300).toBeGreaterThan(0.97);
+  });
+
+  it('a raise that held only while the burst hid its excess is not what the rate falls back to', () => {
+    for (const limit of [5, 10, 20, 25]) {
+      const { refused, cuts } = againstBucket(limit, 3, 60);
+      // Every fall back after the opening's two cuts lands at the limit or under (before: just under the raise that
+      // had "held", over the limit, and a second 429 followed).
+      for (const rate of cuts.slice(2)) expect(rate).toBeLessThanOrEqual(limit * 1.005);
+      expect(refused.length).toBeLessThanOrEqual(5);
+    }
+  });
+
+  it('an opening slow to start still shows the whole burst: the crossing lands at the limit or under', () => {
+    // One request, 600 ms of nothing, then 30/s: over the whole opening, fewer were accepted than the limit's share
+    // of its time and the burst together, and the burst read as 1 (before) let the raise after the crossing come
+    // too soon, the fall back sit over the limit.
+    const { refused, cuts } = againstBucket(10, 2, 30, 30, 600);
+    expect(refused.length).toBe(3);
+    for (const rate of cuts.slice(2)) expect(rate).toBeLessThanOrEqual(10 * 1.005);
+  });
+
+  it('a known limit, configured, is never exceeded nor cut', () => {
+    const { refused, cuts, accepted } = againstBucket(20, 2, 60, 20);
+    expect(refused).toEqual([]);
+    expect(cuts).toEqual([]);
+    expect(accepted).toBeGreaterThanOrEqual(1200);
+  });
+});
+
+describe('a 429 at a rate the server was known to allow', () => {
+  it('steps down a little instead of to the accepted rate, which the opening and the pauses make read low', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    // The opening and the crossing: 30/s into a limit of 10 with a burst of 2, answered at once.
+    let tokens = 2;
+    let refilledAt = 0;
+    let refused = 0;
+    while (refused < 3) {
+      tokens = Math.min(2, tokens + ((now - refilledAt) / 1000) * 10);
+      refilledAt = now;
+      if (tokens >= 1) {
+        tokens -= 1;
+        controller.onSuccess(now, 0);
+      } else {
+        refused += 1;
+        controller.onRateLimited(now);
+      }
+      now += 1000 / controller.rate;
+    }
+    const settled = controller.rate;
+    expect(settled).toBeLessThanOrEqual(10.05);
+    // The 429's pause, then two sends bunched by a late timer into a bucket not yet refilled: a 429 at the rate the
+    // server is known to allow, a second after the crossing.
+    now += 250;
+    controller.onSuccess(now, 0);
+    now += 50;
+    controller.onRateLimited(now);
+    // Before: cut to the accepted rate of the last 3 s (the opening's cuts and the pause in it), 7.1/s here.
+    expect(controller.rate).toBeGreaterThanOrEqual(settled * 0.9 - 1e-9);
+  });
+});
+
+describe('a 429 right after a cut', () => {
+  it('is the old rate’s: the bucket it emptied has not refilled one request at the new rate yet', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 100; now += 33) controller.onSuccess(now, 0);
+    controller.onRateLimited(now);
+    now += 200;
+    controller.onRateLimited(now);
+    const cut = controller.rate;
+    expect(cut).toBe(7.5);
+    // The pause was short: the next request leaves 20 ms after the cut, into the empty bucket.
+    now += 20;
+    expect(controller.onRateLimited(now)).toBe(false);
+    expect(controller.rate).toBe(cut);
+    // One sent a full interval after the cut is the new rate's own.
+    now += 1000 / cut;
+    expect(controller.onRateLimited(now)).toBe(true);
+    expect(controller.rate).toBeLessThan(cut);
+  });
+});
+
+describe('the run’s first 429 after seconds at the configured rate', () => {
+  it('steps down 10 %, not by half: the rate held that long, a burst cannot hide 3x over a limit', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 20, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 17_000; now += 50) controller.onSuccess(now, 200);
+    controller.onRateLimited(now);
+    // Before: 10/s, half of a limit the run had held for 17 s (a 429 of jitter at a known limit cost (a) 0.89).
+    expect(controller.rate).toBeCloseTo(18, 5);
+  });
+
+  it('in the first seconds it still halves: at three times a limit, the burst is what held', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 130; now += 33) controller.onSuccess(now, 200);
+    controller.onRateLimited(now);
+    expect(controller.rate).toBe(15);
+  });
+});
+
+describe('a 429 before any answer could be timed', () => {
+  it('keeps the concurrency, so that the rate it falls back to is tried and not hidden under a halved concurrency', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 4 }, { now: () => now });
+    // nginx's limit_req answers a 429 at once: the first answer of the run is one, before any 200 came back.
+    now = 40;
+    controller.onRateLimited(10);
+    expect(controller.rate).toBe(15);
+    // Before: 2, which at 200 ms answers sends 10/s at most, whatever the rate: 15/s then seemed to hold.
+    expect(controller.concurrency).toBe(4);
+  });
+
+  it('still cuts the concurrency to what the new rate needs once answers are timed', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 30, maxConcurrency: 8 }, { now: () => now });
+    for (; now < 130; now += 33) controller.onSuccess(now, 200);
+    controller.onRateLimited(now);
+    // 15/s at 200 ms answers needs 7 in flight (twice the latency's worth, and one more): 8 becomes 7.
+    expect(controller.rate).toBe(15);
+    expect(controller.concurrency).toBe(7);
+  });
+});
