@@ -1,4 +1,4 @@
-// The package root: what a pipeline author writes with (test/package-exports.test.ts pins its values). Everything else
+// The package root: what a pipeline author writes with (test/package/package-exports.test.ts pins its values). Everything else
 // is a subpath — webdata-etl/errors (every error class), webdata-etl/client (the client on its own),
 // webdata-etl/notifications (a webhook receiver's), webdata-etl/scheduler, webdata-etl/simulator,
 // webdata-etl/analytics, webdata-etl/report (docs/development.md#what-the-package-exports).
