@@ -32,7 +32,7 @@ export function useCompileCache(warn: (line: string) => void = (line) => process
       }
     }
     const enabled = enableCompileCache(directory);
-    // A worker thread reads the variable when it starts (not this thread's setting): the run's threads follow it.
+    // A thread reads the variable when it starts (not this thread's setting): the run's threads follow it.
     if (enabled.directory) process.env.NODE_COMPILE_CACHE = enabled.directory;
   } catch {
     // No cache: the process starts as it always did.

@@ -6,7 +6,7 @@ import { holdSqliteAddon } from './hold-addons.ts';
 /**
  * A run's own thread, with a heap of its own size. Why: on the main thread V8 sizes the heap from the machine's memory
  * (a young generation that grows to 128 MB, an old generation allowed gigabytes, which it then fills lazily), and only
- * process flags bound it — which `node pipelines/x.ts` and a program calling `run` never pass. A worker thread's
+ * process flags bound it — which `node pipelines/x.ts` and a program calling `run` never pass. A thread's
  * `resourceLimits` bound the same heap from inside the program: about half the peak on the main thread, at the same
  * speed; a young generation of 8 MB rather than 16 lowers it again, at the same speed
  * (docs/benchmarks.md#figures-the-code-cites).
@@ -26,7 +26,7 @@ export function heapLimitMb(env: Readonly<Record<string, string | undefined>> = 
   return mb;
 }
 
-/** The worker entry `name` beside `from` (a module URL): `.ts` in the sources, `.js` in the built package. */
+/** The thread's entry module `name` beside `from` (a module URL): `.ts` in the sources, `.js` in the built package. */
 export function entryBeside(from: string, name: string): URL {
   return new URL(`./${name}${from.endsWith('.ts') ? '.ts' : '.js'}`, from);
 }
@@ -39,16 +39,16 @@ export function entryBeside(from: string, name: string): URL {
 export async function onBoundedThread<M>(
   entry: URL,
   workerData: unknown,
-  options: { heapMb: number; onMessage(message: M): void; attach?(worker: Worker): () => void },
+  options: { heapMb: number; onMessage(message: M): void; attach?(thread: Worker): () => void },
 ): Promise<number> {
   await holdSqliteAddon();
-  const worker = new Worker(entry, { workerData, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: options.heapMb } });
-  const detach = options.attach?.(worker);
-  worker.on('message', options.onMessage);
+  const thread = new Worker(entry, { workerData, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB, maxOldGenerationSizeMb: options.heapMb } });
+  const detach = options.attach?.(thread);
+  thread.on('message', options.onMessage);
   try {
     return await new Promise<number>((resolve, reject) => {
-      worker.once('error', reject);
-      worker.once('exit', resolve);
+      thread.once('error', reject);
+      thread.once('exit', resolve);
     });
   } catch (error) {
     throw threadFailure(error, options.heapMb);

@@ -1,6 +1,6 @@
 /**
  * Loads the SQLite addon on the thread that starts a run's thread, once per process, and keeps it loaded. Why: Node
- * unloads an addon when the last thread that loaded it exits, and only a worker's — never the main thread's. A run
+ * unloads an addon when the last thread that loaded it exits, and only a thread's other than the main one — never the main thread's. A run
  * thread (and its commit thread) were the only ones to load better-sqlite3 in the command line and in most calling
  * programs, so each exit unmapped it while V8 could still hold callbacks into it (the crash class of
  * WiseLibs/better-sqlite3#1476 and nodejs/node#63575). Held here, every later load shares one mapping that stays.

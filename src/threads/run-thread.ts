@@ -47,15 +47,15 @@ export interface RunThreadOptions<M> {
 export async function onRunThread<M>(entry: URL, data: unknown, options: RunThreadOptions<M>): Promise<number> {
   const { heapMb, onMessage, stop, abort, stdoutGone } = options;
   const given: RunThreadData = { data, aborted: { stop: stop?.aborted === true, abort: abort?.aborted === true } };
-  const attach = (worker: Worker) => {
+  const attach = (thread: Worker) => {
     const forward = (type: ParentMessage['type'], signal: AbortSignal) => () => {
       const message: ParentMessage = typeof signal.reason === 'string' ? { type, reason: signal.reason } : { type };
-      worker.postMessage(message);
+      thread.postMessage(message);
     };
     const onStop = stop && !stop.aborted ? forward('stop', stop) : undefined;
     const onAbort = abort && !abort.aborted ? forward('abort', abort) : undefined;
     // Unpiped from the parent's stdout when that failed: flowing, with no one reading, its chunks are dropped.
-    const drop = () => worker.stdout.resume();
+    const drop = () => thread.stdout.resume();
     if (onStop) stop?.addEventListener('abort', onStop, { once: true });
     if (onAbort) abort?.addEventListener('abort', onAbort, { once: true });
     if (stdoutGone?.aborted) drop();

@@ -27,7 +27,7 @@ export function commitThread(path: string) {
   // one takes a run of 5 M items past the 250 MB aim; 6 MB is where the measurements put it
   // (docs/benchmarks.md#figures-the-code-cites). The old generation may grow as the run's own (pages of large answers).
   const heapMb = heapLimitMb();
-  const worker = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
+  const thread = new Worker(entryBeside(import.meta.url, 'commit-thread-entry'), {
     workerData: { path, crashes: crashCount() },
     resourceLimits: { maxYoungGenerationSizeMb: 6, maxOldGenerationSizeMb: heapMb },
   });
@@ -40,7 +40,7 @@ export function commitThread(path: string) {
     for (const { reject } of waiting.values()) reject(broken);
     waiting.clear();
   };
-  worker.on('message', (message: CommitReply) => {
+  thread.on('message', (message: CommitReply) => {
     if (message.id === 0 && message.error) return fail(rebuilt(message.error));
     const waiter = waiting.get(message.id);
     waiting.delete(message.id);
@@ -48,8 +48,8 @@ export function commitThread(path: string) {
     else waiter?.resolve(message.bytes ?? []);
   });
   // Its heap limit says what to do as the run's own does (WEBDATA_HEAP_MB).
-  worker.on('error', (error) => fail(threadFailure(error, heapMb)));
-  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  thread.on('error', (error) => fail(threadFailure(error, heapMb)));
+  const exited = new Promise<void>((resolve) => thread.once('exit', () => resolve()));
   void exited.then(() => fail(new Error(`the commit thread of ${path} ended`)));
 
   return {
@@ -62,13 +62,13 @@ export function commitThread(path: string) {
       const id = next++;
       return new Promise<number[]>((resolve, reject) => {
         waiting.set(id, { resolve, reject });
-        worker.postMessage({ type: 'commit', id, commit } satisfies CommitRequest);
+        thread.postMessage({ type: 'commit', id, commit } satisfies CommitRequest);
       });
     },
     /** Lets the thread go once what was sent is committed (or failed). */
     async close(): Promise<void> {
-      if (broken === undefined) worker.postMessage({ type: 'close' } satisfies CommitRequest);
-      else await worker.terminate();
+      if (broken === undefined) thread.postMessage({ type: 'close' } satisfies CommitRequest);
+      else await thread.terminate();
       await exited;
     },
   };
