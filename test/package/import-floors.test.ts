@@ -115,6 +115,13 @@ describe('the floors of src/', () => {
     expect(said(imports.filter((edge) => !inFolder(edge.from, 'cli/') && floorOf(edge.from) < floorOf('cli/') && inFolder(edge.to, 'cli/')))).toEqual([]);
   });
 
+  it("the SQLite store is the store's business: nothing but state/ (and sinks/, for a file's lease and output registry) imports state/sqlite/", () => {
+    // The commit thread and the choice of a store sit behind the store's seam (docs/design.md#the-commit-contract):
+    // run/ once chose the commit thread by the store's database name and started it itself.
+    const reaching = imports.filter((edge) => inFolder(edge.to, 'state/sqlite/') && !inFolder(edge.from, 'state/') && !inFolder(edge.from, 'sinks/'));
+    expect(said(reaching)).toEqual([]);
+  });
+
   it('each floor uses only its own and the ones below it', () => {
     expect(said(imports.filter((edge) => !edge.dynamic && floorOf(edge.to) > floorOf(edge.from)))).toEqual([]);
   });
