@@ -16,6 +16,7 @@ import { storable } from '../postgres/storable.ts';
 import { postgresOutcomes, preparePostgresOutcomes } from './postgres-outcomes.ts';
 import { leaseTable, prepareTable, uniqueKey } from './postgres-table.ts';
 import type { SeriesOutcome } from './series-outcomes.ts';
+import { tableMembers } from './table-sink.ts';
 import type { PostgresRows, Sink, SinkContext } from './sink.ts';
 import { postgresCheckpoints, postgresSinkStatements, upsertTarget } from './statements.ts';
 
@@ -72,25 +73,11 @@ export function toPostgres(options: PostgresSinkOptions): Sink<Record<string, un
     schema,
     target,
     terms: { database: target.database, schema, table: config.table, mode, columns: config.columns ?? 'default' },
-    commits: {
-      kind: 'rows',
-      database: target.database,
-      rows: (page) => table.rows(page),
-      writeAlone: (rows, seq) => table.writeAlone(rows as PostgresRows, seq),
-      committed(seq) {
-        table.committed(seq);
-      },
-    },
-    open: (ctx: SinkContext) => table.open(ctx),
+    ...tableMembers(table, target.database),
     // The rows' `dedupe_key` is what a distributed run claims across workers: only a table that has it can follow.
     get claimsDedupeKeys() {
       return table.columns.includes('dedupe_key');
     },
-    held: () => table.held,
-    outcomes: (runId, outcomes) => table.outcomes(runId, outcomes),
-    discard: (runId) => table.discard(runId),
-    finish: (runId) => table.finish(runId),
-    close: () => table.close(),
   };
   return sink;
 }

@@ -15,6 +15,7 @@ import type { RowInsert } from '../commits/page-writes.ts';
 import { rowInserter } from '../commits/row-insert.ts';
 import { prepareSqliteOutcomes, type SqliteOutcomes, sqliteOutcomes } from './sqlite-outcomes.ts';
 import type { SeriesOutcome } from './series-outcomes.ts';
+import { tableMembers } from './table-sink.ts';
 import type { Sink, SinkContext, SqliteRows } from './sink.ts';
 import { sqliteSinkStatements } from './statements.ts';
 
@@ -60,21 +61,7 @@ export function toSqlite(options: SqliteSinkOptions): Sink<Record<string, unknow
     id,
     table: config.table,
     terms: { file: path, table: config.table, mode: config.mode, columns: config.columns ?? 'default' },
-    commits: {
-      kind: 'rows',
-      database: `sqlite:${path}`,
-      rows: (page: Page<Record<string, unknown>>): SqliteRows => table.rows(page),
-      writeAlone: (rows, seq) => table.writeAlone(rows as SqliteRows, seq),
-      committed(seq) {
-        table.committed(seq);
-      },
-    },
-    open: (ctx: SinkContext) => table.open(ctx),
-    held: () => table.held,
-    outcomes: (runId, outcomes) => table.outcomes(runId, outcomes),
-    discard: (runId) => table.discard(runId),
-    finish: (runId) => table.finish(runId),
-    close: () => table.close(),
+    ...tableMembers(table, `sqlite:${path}`),
   };
   return sink;
 }
