@@ -13,8 +13,8 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 // Each process loads what it needs, then waits for the same instant (argv[2]) to open the file: they start tens of
 // milliseconds apart, which would hide the race.
 const OPEN = `
-import { openDatabase } from '../src/open-database.ts';
-import { sqliteStateStore } from '../src/state/sqlite/store.ts';
+import { openDatabase } from './src/open-database.ts';
+import { sqliteStateStore } from './src/state/sqlite/store.ts';
 const at = Number(process.argv[2]);
 while (Date.now() < at);
 const db = openDatabase(process.argv[1]);
