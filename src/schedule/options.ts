@@ -45,6 +45,22 @@ export const schedulerOptionsSchema = z.strictObject({
       stallAfterMs: ms('time without success before giving up').default(5 * 60_000),
     })
     .default({ retries: 30, baseDelayMs: 250, maxDelayMs: 60_000, maxRetryAfterMs: 5 * 60_000, stallAfterMs: 5 * 60_000 }),
+  /**
+   * The API keys requests are spread over (docs/scheduler.md#a-pool-of-keys), by label: each with the run's `rate` and
+   * `concurrency` unless it says otherwise, and a share of the credits (`maxCredits`) if it has one. Each learns its own
+   * limit; a request goes to the key free soonest. @default one key, `default`
+   */
+  keys: z
+    .array(
+      z.strictObject({
+        label: z.string().min(1),
+        rate: rateSchema.optional(),
+        concurrency: z.int().positive({ error: 'must be a positive whole number' }).optional(),
+        maxCredits: z.number().nonnegative().optional(),
+      }),
+    )
+    .min(1)
+    .default([{ label: 'default' }]),
   /** Learn the server's limit from 429s and rate-limit headers (on by default). @default true */
   adaptive: z.boolean().default(true),
   /** Credits the run may spend in all, across resumes. */

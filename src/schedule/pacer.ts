@@ -9,6 +9,11 @@ export interface Pacer {
   readonly pausedUntil: number;
   /** Waits for the next free slot and takes it; resolves to its time. */
   acquire(signal?: AbortSignal): Promise<number>;
+  /**
+   * When the next free slot would be, were it taken now (clock time), without taking it: how a pool of keys sends a
+   * request to the key free soonest. A pacer shared beyond this process may not know it; then now.
+   */
+  nextSlot?(): number;
 }
 
 /**
@@ -47,6 +52,9 @@ export function createPacer(requestsPerSecond: number, clock: Clock): Pacer {
       if (at <= pausedUntil) return;
       pausedUntil = at;
       invalidate();
+    },
+    nextSlot() {
+      return Math.max(clock.now(), nextFree, pausedUntil);
     },
     async acquire(signal) {
       for (;;) {

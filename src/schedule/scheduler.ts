@@ -6,16 +6,16 @@ import { type Charge, createCreditMeter, type CreditMeter } from './credit-meter
 import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
 import { type ResolvedSchedulerOptions, resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
 import { nextStep, type Step } from './outcome-policy.ts';
+import { type KeyLane, KeyPool, type Retirement } from './key-pool.ts';
 import { createStops, type Stops } from './stops.ts';
-import { createThrottle, type Throttle } from './throttle.ts';
 import type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
-export type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
+export type { Answered, KeyStats, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
 interface Task {
   work: Required<Omit<Work, 'page'>>;
   page: number | undefined;
-  send: (signal: AbortSignal) => Promise<Answered>;
+  send: (signal: AbortSignal, key: string) => Promise<Answered>;
   resolve: (outcome: Outcome<Answered>) => void;
   attempts: number;
   rateLimitedAttempts: number;
@@ -24,6 +24,8 @@ interface Task {
 /** An attempt on its way: what its answer or its failure settles. */
 interface Sending {
   charge: Charge;
+  /** The key it went with. */
+  lane: KeyLane;
   sentAt: number;
   /** Lets a held virtual clock go on (see `Clock.hold`). */
   release: (() => void) | undefined;
@@ -34,6 +36,7 @@ interface Sending {
  * pausing and, with a round-robin queue class, fairness between series; the throttle (throttle.ts) spaces requests
  * evenly at a rate that adapts to the server; a credit meter reserves each request's weight before it is sent; the
  * outcome policy (outcome-policy.ts) says what a failure leads to, and `stops` (stops.ts) what may no longer be sent.
+ * The requests are spread over the run's keys (key-pool.ts), each with a throttle of its own; one key is the default.
  */
 export function createScheduler(options: SchedulerOptions = {}): Scheduler {
   return new RequestScheduler(resolveSchedulerOptions(options));
@@ -51,7 +54,9 @@ class RequestScheduler implements Scheduler {
   readonly #queue: PQueue<RoundRobinQueue, FairOptions>;
   readonly #listeners = new Set<(event: SchedulerEvent) => void>();
   readonly #stops: Stops;
-  readonly #throttle: Throttle;
+  readonly #pool: KeyPool;
+  /** Several keys: events say which key they are of, and a key's 401 or 403 retires it rather than stopping the run. */
+  readonly #pooled: boolean;
   // Stopping wakes whatever waits (`stops.signal`); `cancel` also aborts requests in flight.
   readonly #cancel = new AbortController();
   readonly #idleWaiters: (() => void)[] = [];
@@ -79,11 +84,12 @@ class RequestScheduler implements Scheduler {
     const emit = (event: SchedulerEvent) => this.#emit(event);
     // Waiting tasks must drain to their stopped outcome, even from a queue paused for a 429.
     this.#stops = createStops(emit, () => this.#queue.start());
-    this.#throttle = createThrottle({ config, clock: this.#clock, queue: this.#queue, emit, halt: this.#stops.signal });
+    this.#pool = new KeyPool(config.keys, config, { clock: this.#clock, queue: this.#queue, emit, halt: this.#stops.signal });
+    this.#pooled = config.keys.length > 1;
     this.#lastSuccessAt = this.#clock.now();
   }
 
-  request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>> {
+  request<T extends Answered>(work: Work, send: (signal: AbortSignal, key: string) => Promise<T>): Promise<Outcome<T>> {
     return new Promise<Outcome<T>>((resolve) => {
       const task: Task = {
         work: { series: work.series, path: work.path, weight: work.weight ?? this.#meter.weightOf(work.path) },
@@ -135,16 +141,14 @@ class RequestScheduler implements Scheduler {
       requests: { total: counters.total, byStatus: { ...counters.byStatus }, inFlight: this.#inFlight },
       retries: counters.retries,
       rateLimited: counters.rateLimited,
-      rateLimitedWaitMs: this.#throttle.pausedMs,
-      rate: this.#throttle.rate,
-      learnedLimit: this.#throttle.learnedLimit ?? null,
+      ...this.#pool.figures(),
       concurrency: this.#queue.concurrency,
       credits: this.#meter.snapshot(),
     };
   }
 
   heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void {
-    this.#throttle.heard(outcomes);
+    (this.#pool.lanes[0] as KeyLane).throttle.heard(outcomes); // a shared limit is one key's: no pool is distributed yet
   }
 
   on(listener: (event: SchedulerEvent) => void): () => void {
@@ -170,12 +174,18 @@ class RequestScheduler implements Scheduler {
     if (this.#endedByStop(task)) return;
     // No room left whatever happens to the requests in flight: refuse now rather than after waiting for the pacer.
     if (!this.#meter.couldTake(weight)) return this.#refuseForBudget(task);
+    let lane: KeyLane;
     try {
-      await this.#throttle.acquire(this.#stops.signal);
+      const acquired = await this.#pool.acquire(path, weight, this.#stops.signal);
+      // No key can ever serve it: their shares of the credits are spent, or each was retired (and the run stopped).
+      if ('none' in acquired) return acquired.none === 'budget' ? this.#refuseForBudget(task) : this.#finishStopped(task);
+      lane = acquired.lane;
     } catch (error) {
       return this.#finishUnsent(task, error);
     }
-    if (this.#endedByStop(task)) return;
+    // Every return before the request is sent gives the key back its slot in the queue and its share.
+    const unsent = () => this.#pool.settle(lane, weight, 0);
+    if (this.#endedByStop(task)) return unsent();
     for (;;) {
       const reservation = this.#meter.reserve(weight);
       // The local meter answers at once: not awaited, so that its requests keep the order and timing they always had.
@@ -185,31 +195,37 @@ class RequestScheduler implements Scheduler {
         try {
           taken = await reservation;
         } catch (error) {
+          unsent();
           return this.#finishUnsent(task, error);
         }
         // A shared meter answers after a round trip, in which the run may have stopped: what it took goes back.
         const stoppedMeanwhile = this.#stoppedOutcome(task);
         if (stoppedMeanwhile) {
           if (taken) this.#meter.release({ weight, path, series });
+          unsent();
           return this.#finish(task, stoppedMeanwhile);
         }
       }
       if (taken) break;
       // The budget cannot take this request: it is not sent, and its series stops.
-      if (!this.#meter.couldTake(weight)) return this.#refuseForBudget(task);
+      if (!this.#meter.couldTake(weight)) {
+        unsent();
+        return this.#refuseForBudget(task);
+      }
       // Only reservations of requests in flight stand in the way: one of them may yet be returned (a definite
       // failure), so wait for one to settle rather than end the series (or, in a loop, every series left) early.
       try {
         await this.#meter.whenSettled(this.#stops.signal);
       } catch {
+        unsent();
         return this.#finishStopped(task);
       }
-      if (this.#endedByStop(task)) return;
+      if (this.#endedByStop(task)) return unsent();
     }
-    const sending = this.#startSending(task);
+    const sending = this.#startSending(task, lane);
     let answer: Answered;
     try {
-      answer = await task.send(this.#cancel.signal);
+      answer = await task.send(this.#cancel.signal, lane.label);
     } catch (error) {
       return this.#sendFailed(task, sending, error);
     }
@@ -217,54 +233,66 @@ class RequestScheduler implements Scheduler {
   }
 
   /** Counts the attempt as sent and tells the listeners; holds a virtual clock while the request is in flight. */
-  #startSending(task: Task): Sending {
+  #startSending(task: Task, lane: KeyLane): Sending {
     const { series, path, weight } = task.work;
     const charge: Charge = { weight, path, series };
     task.attempts += 1;
     this.#counters.total += 1;
     this.#inFlight += 1;
-    this.#emit({ type: 'request', series, path, attempt: task.attempts, page: task.page });
+    lane.sending += 1;
+    lane.counts.requests += 1;
+    this.#emit({ type: 'request', series, path, attempt: task.attempts, page: task.page, ...this.#keyOf(lane) });
     const sentAt = this.#clock.now();
     const release = this.#clock.hold?.();
-    return { charge, sentAt, release };
+    return { charge, lane, sentAt, release };
+  }
+
+  /** The key an event is of, said when there are several. */
+  #keyOf(lane: KeyLane): { key?: string } {
+    return this.#pooled ? { key: lane.label } : {};
   }
 
   /** A 2xx (or any answer the client resolved with): charged, counted, learned from. */
-  #answered(task: Task, { charge, sentAt, release }: Sending, answer: Answered): void {
+  #answered(task: Task, { charge, lane, sentAt, release }: Sending, answer: Answered): void {
     const { series, path, weight } = task.work;
     release?.();
     this.#inFlight -= 1;
+    lane.sending -= 1;
     this.#meter.commit(charge);
+    this.#pool.settle(lane, weight, weight);
     const status = answer.status ?? 200;
     this.#countStatus(status);
-    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits: weight, uncertain: false });
+    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits: weight, uncertain: false, ...this.#keyOf(lane) });
     this.#lastSuccessAt = this.#clock.now();
     this.#consecutiveRateLimits = 0;
-    this.#throttle.onSuccess(sentAt);
-    const quota = this.#throttle.heed(answer.headers, this.#inFlight);
+    lane.throttle.onSuccess(sentAt);
+    const quota = lane.throttle.heed(answer.headers, lane.sending);
     if (quota) this.#stops.stopRun(quota);
     this.#finish(task, { ok: true, value: answer, attempts: task.attempts });
   }
 
   /** The client rejected: the reservation is counted as spent when the request may have been charged, else returned. */
-  #sendFailed(task: Task, { charge, sentAt, release }: Sending, error: unknown): void {
+  #sendFailed(task: Task, { charge, lane, sentAt, release }: Sending, error: unknown): void {
     release?.();
     this.#inFlight -= 1;
+    lane.sending -= 1;
     const uncertain = mayHaveBeenCharged(error);
     if (uncertain) this.#meter.uncertain(charge);
     else this.#meter.release(charge);
-    this.#failed(task, error, sentAt, uncertain ? charge.weight : 0);
+    this.#pool.settle(lane, charge.weight, uncertain ? charge.weight : 0);
+    this.#failed(task, error, sentAt, uncertain ? charge.weight : 0, lane);
   }
 
   /** Carries out what the outcome policy says a failed attempt leads to. */
-  #failed(task: Task, error: unknown, sentAt: number, credits: number): void {
+  #failed(task: Task, error: unknown, sentAt: number, credits: number, lane: KeyLane): void {
     const { series, path } = task.work;
     const status = (error as Partial<WebDataError>).status ?? (error as Partial<WebDataError>).kind ?? 'error';
     this.#countStatus(status);
-    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits, uncertain: credits > 0 });
+    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits, uncertain: credits > 0, ...this.#keyOf(lane) });
     const disposition = classify(error);
     if (disposition.action === 'rate_limited') {
       this.#counters.rateLimited += 1;
+      lane.counts.rateLimited += 1;
       task.rateLimitedAttempts += 1;
     }
     const counts = {
@@ -276,10 +304,10 @@ class RequestScheduler implements Scheduler {
       stalled: this.#stalled(),
       nowEpochMs: epochOf(this.#clock),
     };
-    this.#carryOut(task, nextStep(disposition, counts, this.#config, this.#random), error, sentAt);
+    this.#carryOut(task, nextStep(disposition, counts, this.#config, this.#random), error, sentAt, lane);
   }
 
-  #carryOut(task: Task, step: Step, error: unknown, sentAt: number): void {
+  #carryOut(task: Task, step: Step, error: unknown, sentAt: number, lane: KeyLane): void {
     const { series, path } = task.work;
     switch (step.do) {
       case 'fail':
@@ -289,18 +317,33 @@ class RequestScheduler implements Scheduler {
         return this.#retryLater(task, step.delayMs);
       case 'back_off':
         this.#consecutiveRateLimits += 1;
-        this.#throttle.onRateLimited(sentAt, step.pauseMs, step.cause);
+        lane.throttle.onRateLimited(sentAt, step.pauseMs, step.cause);
         this.#emit({ type: 'retry', series, path, reason: 'rate_limited', attempt: task.attempts, delayMs: step.pauseMs });
         return this.#retryLater(task, 0);
       case 'stop_run':
+        // A key refused (401) or out of credits (402): in a pool, that key is retired and the request goes to another.
+        if ((step.stop.reason === 'unauthorized' || step.stop.reason === 'payment_required') && this.#retired(task, lane, step.stop.reason, step.stop.message)) return;
         this.#stops.stopRun(step.stop);
         return this.#finishStopped(task);
       case 'forbid':
+        if (this.#retired(task, lane, 'forbidden', step.message)) return;
         this.#stops.forbid(path, error, step.message);
         return this.#finishStopped(task);
       case 'aborted':
         return this.#finish(task, { ok: false, kind: 'stopped', reason: 'aborted', error, attempts: task.attempts });
     }
+  }
+
+  /** In a pool, retires `lane` (a 401: for the run; a 402, a 403: for the endpoint) and sends the request on another
+   * key; false when no other key serves the endpoint (the run or the endpoint stops, as with one key), or one key only. */
+  #retired(task: Task, lane: KeyLane, reason: Retirement['reason'], message: string): boolean {
+    if (!this.#pooled) return false;
+    const path = reason === 'unauthorized' ? undefined : task.work.path;
+    const others = this.#pool.retire(lane, { reason, message, at: this.#clock.now(), path });
+    if (reason !== 'budget') this.#emit({ type: 'key_retired', key: lane.label, reason, message, path, at: new Date(epochOf(this.#clock)).toISOString() });
+    if (!others) return false;
+    this.#enqueue(task, true);
+    return true;
   }
 
   #retryLater(task: Task, delayMs: number): void {

@@ -31,6 +31,8 @@ export interface Throttle {
   readonly pausedMs: number;
   /** Waits for the next slot of the pacer. */
   acquire(signal: AbortSignal): Promise<number>;
+  /** When the pacer's next slot would be, were it taken now (clock time), without taking it. */
+  nextSlot(): number;
   /** A success: speed up after sustained ones. */
   onSuccess(sentAt: number): void;
   /** A 429 sent at `sentAt`: slow down, and pause every request for `pauseMs` (none when 0) because of `cause`. */
@@ -110,6 +112,10 @@ class AdaptiveThrottle implements Throttle {
 
   acquire(signal: AbortSignal): Promise<number> {
     return this.#pacer.acquire(signal);
+  }
+
+  nextSlot(): number {
+    return this.#pacer.nextSlot?.() ?? this.#clock.now();
   }
 
   onSuccess(sentAt: number): void {

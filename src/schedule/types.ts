@@ -42,7 +42,7 @@ export interface StopInfo {
 }
 
 export type SchedulerEvent =
-  | { type: 'request'; series: string; path: string; attempt: number; page?: number | undefined }
+  | { type: 'request'; series: string; path: string; attempt: number; page?: number | undefined; key?: string }
   | {
       type: 'response';
       series: string;
@@ -54,6 +54,8 @@ export type SchedulerEvent =
       credits: number;
       /** Counted as spent without certainty: a timeout or reset after sending, a malformed 2xx. */
       uncertain: boolean;
+      /** The label of the key it went with. */
+      key?: string;
     }
   | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
   | {
@@ -64,8 +66,20 @@ export type SchedulerEvent =
       until: string;
       /** What asked for it: `Retry-After 30 s`, `RateLimit: 0 left, window resets in 40 s`, `backoff after a 429`. */
       cause: string;
+      /** In a pool of keys, the key held back (the others go on). */
+      key?: string;
     }
-  | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers' }
+  | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers'; key?: string }
+  | {
+      type: 'key_retired';
+      key: string;
+      reason: 'unauthorized' | 'payment_required' | 'forbidden';
+      message: string;
+      /** The endpoint it is retired for; none: for the run. */
+      path?: string | undefined;
+      /** Wall-clock time (ISO 8601). */
+      at: string;
+    }
   | { type: 'stop'; reason: StopReason; message: string; path?: string | undefined };
 
 export interface SchedulerStats {
@@ -80,11 +94,24 @@ export interface SchedulerStats {
   learnedLimit: number | null;
   concurrency: number;
   credits: CreditSnapshot;
+  /** Each key of the pool: its requests, 429s, credits, the rate it runs at and the limit it learned, and whether it is retired. */
+  keys: KeyStats[];
+}
+
+export interface KeyStats {
+  label: string;
+  requests: number;
+  rateLimited: number;
+  credits: number;
+  rate: number;
+  learnedLimit: number | null;
+  concurrency: number;
+  retired: { reason: string; message: string; path: string | null } | null;
 }
 
 export interface Scheduler {
   /** Sends one request under the rate, concurrency and budget, retrying as the outcome table says. Never rejects. */
-  request<T extends Answered>(work: Work, send: (signal: AbortSignal) => Promise<T>): Promise<Outcome<T>>;
+  request<T extends Answered>(work: Work, send: (signal: AbortSignal, key: string) => Promise<T>): Promise<Outcome<T>>;
   /** Stops sending (waiting requests resolve as stopped); requests in flight settle and are kept: they are paid for. */
   stop(reason?: StopReason, message?: string): void;
   /** Stops and cancels requests in flight. */

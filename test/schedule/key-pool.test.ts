@@ -1,0 +1,115 @@
+// A pool of keys in one scheduler (src/schedule/key-pool.ts): each key its own limit, learned from its own answers; a
+// request to the key free soonest; a refused key retired, the others finishing the work. Over real sockets, against the
+// simulator's keys, in virtual time.
+import { describe, expect, it } from 'vitest';
+import { type Client, createClient } from '../../src/client/index.ts';
+import { createScheduler, type Outcome, type SchedulerEvent, type SchedulerOptions, virtualClock } from '../../src/schedule/index.ts';
+import { type SimulatedKey, startSimulator } from '../../src/simulator/index.ts';
+
+const KEYS = { a: 'sk_pool_a_0123456789', b: 'sk_pool_b_0123456789', c: 'sk_pool_c_0123456789' } as const;
+type Label = keyof typeof KEYS;
+
+/** The simulator with the given keys' plans, a client per key, and a scheduler over a pool of them, in one virtual time. */
+async function pool(plans: Partial<Record<Label, Omit<SimulatedKey, 'key' | 'name'>>>, options: SchedulerOptions) {
+  const clock = virtualClock(1_000_000);
+  const labels = Object.keys(plans) as Label[];
+  const sim = await startSimulator({ clock: clock.now, retryAfter: 'none', keys: labels.map((label) => ({ key: KEYS[label], name: label, ...plans[label] })) });
+  const clients = new Map<string, Client>(labels.map((label) => [label, createClient({ baseUrl: sim.url, apiKey: KEYS[label], timeoutMs: 2000 })]));
+  const events: SchedulerEvent[] = [];
+  const scheduler = createScheduler({ clock, random: () => 0.5, keys: labels.map((label) => ({ label })), ...options });
+  scheduler.on((event) => events.push(event));
+  const search = (q: string): Promise<Outcome<unknown>> =>
+    scheduler.request({ series: q, path: '/searchengine/search' }, (signal, key) => (clients.get(key) as Client).search({ q }, { signal }));
+  /** Accepted answers, by the key that got them, and 429s and 401s by key (the simulator's log). */
+  const byKey = (status: number) => Object.fromEntries(labels.map((label) => [label, sim.log().filter((entry) => entry.key === label && entry.status === status).length]));
+  return {
+    clock,
+    sim,
+    scheduler,
+    events,
+    search,
+    byKey,
+    async [Symbol.asyncDispose]() {
+      for (const client of clients.values()) await client.close();
+      await sim.close();
+    },
+  };
+}
+
+describe('a pool of keys', () => {
+  it('three keys whose limits the run is not told (8, 4 and 2 a second): each sent to near its own, the pool near their sum', async () => {
+    await using t = await pool(
+      { a: { ratePerSecond: 8, burst: 2 }, b: { ratePerSecond: 4, burst: 2 }, c: { ratePerSecond: 2, burst: 2 } },
+      { rate: { requestsPerSecond: 24 }, concurrency: 4 },
+    );
+    const started = t.clock.now();
+    const outcomes = await Promise.all(Array.from({ length: 420 }, (_, i) => t.search(`q${i}`)));
+    const seconds = (t.clock.now() - started) / 1000;
+    expect(outcomes.every((outcome) => outcome.ok)).toBe(true);
+    const accepted = t.byKey(200);
+    // Each key near its own share of the 14 a second: the work goes where the room is.
+    expect((accepted.a as number) / 420).toBeGreaterThan(0.5);
+    expect((accepted.b as number) / 420).toBeGreaterThan(0.22);
+    expect((accepted.c as number) / 420).toBeGreaterThan(0.1);
+    // The pool near the sum of the limits (420 at 14/s is 30 s), paying for the discovery of three unknown limits.
+    expect(420 / seconds / 14).toBeGreaterThan(0.85);
+    const refused = t.byKey(429);
+    expect(Object.values(refused).reduce((sum, n) => sum + n, 0) / 420).toBeLessThan(0.06);
+    // Each key learned its own limit: a 429 of the slowest never slowed the fastest.
+    const stats = t.scheduler.stats().keys;
+    expect(stats.map((key) => key.label)).toEqual(['a', 'b', 'c']);
+    const rate = (label: string) => stats.find((key) => key.label === label)?.rate as number;
+    expect(rate('a')).toBeGreaterThan(6.5);
+    expect(rate('b')).toBeLessThan(5);
+    expect(rate('c')).toBeLessThan(2.6);
+    expect(stats.reduce((sum, key) => sum + key.requests, 0)).toBe(t.scheduler.stats().requests.total);
+    // Events say which key they are of: a pause or a cut names its key.
+    expect(t.events.filter((event) => event.type === 'adapt').every((event) => 'key' in event && typeof event.key === 'string')).toBe(true);
+  });
+
+  it('a key revoked mid-run is retired at its first 401, the others finish the work, and the run goes on', async () => {
+    await using t = await pool({ a: { ratePerSecond: 10, burst: 2 }, b: { ratePerSecond: 10, burst: 2 } }, { rate: { requestsPerSecond: 10 }, concurrency: 3 });
+    const first = await Promise.all(Array.from({ length: 40 }, (_, i) => t.search(`before${i}`)));
+    expect(first.every((outcome) => outcome.ok)).toBe(true);
+    t.sim.updateKey('b', { status: 'revoked' });
+    const after = await Promise.all(Array.from({ length: 60 }, (_, i) => t.search(`after${i}`)));
+    expect(after.every((outcome) => outcome.ok)).toBe(true);
+    // Only requests already given the key before its first 401 came back: at most its concurrency.
+    expect(t.byKey(401).b).toBeGreaterThanOrEqual(1);
+    expect(t.byKey(401).b).toBeLessThanOrEqual(3);
+    const retired = t.events.filter((event) => event.type === 'key_retired');
+    expect(retired).toEqual([expect.objectContaining({ type: 'key_retired', key: 'b', reason: 'unauthorized' })]);
+    expect(t.scheduler.stopped).toBeUndefined();
+    const stats = t.scheduler.stats().keys;
+    expect(stats.find((key) => key.label === 'b')?.retired).toEqual(expect.objectContaining({ reason: 'unauthorized' }));
+    expect(stats.find((key) => key.label === 'a')?.retired).toBeNull();
+  });
+
+  it('every key refused: the run stops as with one key (unauthorized), after each key’s first 401s', async () => {
+    await using t = await pool({ a: { status: 'revoked' }, b: { status: 'revoked' } }, { rate: { requestsPerSecond: 10 }, concurrency: 2 });
+    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => t.search(`q${i}`)));
+    expect(t.scheduler.stopped?.reason).toBe('unauthorized');
+    expect(outcomes.every((outcome) => !outcome.ok && outcome.kind === 'stopped' && outcome.reason === 'unauthorized')).toBe(true);
+    expect((t.byKey(401).a as number) + (t.byKey(401).b as number)).toBeLessThanOrEqual(4);
+    expect(t.events.filter((event) => event.type === 'key_retired').map((event) => 'key' in event && event.key).sort()).toEqual(['a', 'b']);
+  });
+
+  it('a key’s share of the credits (maxCredits): it takes no more, the others take the rest, and the run’s budget caps them all', async () => {
+    await using t = await pool({ a: {}, b: {} }, { keys: [{ label: 'a', maxCredits: 7 }, { label: 'b' }], budget: { maxCredits: 30 }, concurrency: 4 });
+    const outcomes = await Promise.all(Array.from({ length: 40 }, (_, i) => t.search(`q${i}`)));
+    expect(outcomes.filter((outcome) => outcome.ok)).toHaveLength(30);
+    expect(outcomes.filter((outcome) => !outcome.ok && outcome.kind === 'stopped' && outcome.reason === 'budget')).toHaveLength(10);
+    expect(t.byKey(200)).toEqual({ a: 7, b: 23 });
+    expect(t.scheduler.stats().keys.map((key) => [key.label, key.credits])).toEqual([
+      ['a', 7],
+      ['b', 23],
+    ]);
+  });
+
+  it('one key is the run as before pools: its events say no key, and its stats one entry, "default"', async () => {
+    await using t = await pool({ a: { ratePerSecond: 5, burst: 1 } }, { keys: [{ label: 'default' }], rate: { requestsPerSecond: 20 }, concurrency: 2 });
+    await Promise.all(Array.from({ length: 20 }, (_, i) => t.search(`q${i}`)));
+    expect(t.events.some((event) => 'key' in event)).toBe(false);
+    expect(t.scheduler.stats().keys.map((key) => key.label)).toEqual(['default']);
+  });
+});
