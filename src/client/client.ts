@@ -80,7 +80,7 @@ export function createClient(options: ClientOptions): Client {
   const resolved = resolveClientOptions(options);
   const { baseUrl, apiKey, token, tokenHeader, tokenScheme, timeoutMs, maxBodyBytes, userAgent, onWarning } = resolved;
   // The token alone is enough: wherever the header's "Bearer <token>" is echoed, the token in it is redacted.
-  const redact = redactor([apiKey, token]);
+  const redact = redactor([apiKey, token, ...resolved.alsoRedact]);
   let warned = false;
   const echoed = () => {
     if (warned) return;

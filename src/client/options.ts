@@ -109,6 +109,11 @@ export const clientOptionsSchema = z.strictObject({
    * What was echoed is redacted before anything reads it; the warning is for whoever runs the server to fix.
    */
   onWarning: z.custom<(message: string) => void>((value) => typeof value === 'function', { error: 'must be a function (message) => void' }).optional(),
+  /**
+   * Other secrets an answer must not carry, redacted as the client's own key is: the other keys of a pool
+   * (docs/pipelines.md#a-pool-of-keys), which one server knows them all.
+   */
+  alsoRedact: z.array(z.string()).default([]),
   /** An undici dispatcher to send through; by default one that honours HTTPS_PROXY and NO_PROXY. */
   dispatcher: z.custom<Dispatcher>((value) => typeof value === 'object' && value !== null && 'dispatch' in value, {
     error: 'must be an undici Dispatcher',

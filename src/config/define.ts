@@ -5,6 +5,7 @@ import type { AnyStage } from '../pipeline/compose.ts';
 import type { CheckedStages, ItemsAfter } from '../pipeline/chain.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
+import { KEY_LABEL } from '../client/api-keys.ts';
 import { budgetSchema } from '../schedule/budget.ts';
 import { timeoutMsSchema, userAgentSchema } from '../client/options.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
@@ -55,6 +56,21 @@ export const pipelineSchema = z.strictObject({
     .refine((r) => (r.requests === undefined) === (r.intervalMs === undefined), { error: 'requests and intervalMs go together' })
     .refine((r) => !(r.requestsPerSecond !== undefined && r.requests !== undefined), { error: 'give requestsPerSecond or requests per intervalMs, not both' })
     .default({ concurrency: 4 }),
+  /**
+   * A pool of keys (WEBDATA_API_KEYS), per label: a key's own rate, concurrency and share of the credits where they
+   * differ from `rate`'s (docs/pipelines.md#a-pool-of-keys). Settings only: keys come from the environment, never a file.
+   */
+  keys: z
+    .record(
+      z.string().regex(KEY_LABEL, { error: 'must be a key label: 1 to 32 of a-z, 0-9, _ and -' }),
+      z.strictObject({
+        requestsPerSecond: z.number().positive().optional(),
+        concurrency: z.int().positive().optional(),
+        /** The most credits this key may spend in the run (the run's `budget` caps all keys together). */
+        maxCredits: z.number().nonnegative().optional(),
+      }),
+    )
+    .optional(),
   /** The most credits the run may spend, across all its resumes. */
   budget: budgetSchema.optional(),
   /** When `webdata-etl worker` runs it (docs/schedules.md); a pipeline without one runs when started. */

@@ -40,6 +40,7 @@ export const jsonConfigSchema = z.strictObject({
   endpoint: endpointConfigSchema.optional(),
   rate: shape.rate,
   budget: shape.budget,
+  keys: shape.keys,
   schedule: shape.schedule,
   credits: shape.credits,
   retry: shape.retry,

@@ -1,6 +1,7 @@
 import { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';
 import type { Pipeline } from '../config/define.ts';
 import { allowedHosts, hostRefused } from '../client/allowed-hosts.ts';
+import { type ApiKey, readApiKeys } from '../client/api-keys.ts';
 import { baseUrlSchema } from '../client/options.ts';
 
 /** Where the key goes, and who decided: shown before the first request and kept in the summary. */
@@ -35,12 +36,30 @@ export function resolveDestination(pipeline: Pipeline, input: DestinationInput, 
       : env.WEBDATA_BASE_URL
         ? [env.WEBDATA_BASE_URL, 'WEBDATA_BASE_URL']
         : [pipeline.api.baseUrl, input.pipelineFile ?? `pipeline "${pipeline.name}" (api.baseUrl)`];
-  const token = input.token ?? (input.apiKey ? undefined : env.WEBDATA_TOKEN);
-  const apiKey = input.apiKey ?? (input.token ? undefined : env.WEBDATA_API_KEY);
   // Every problem at once: a missing address and a missing key are two variables to set, not two runs to find them.
   const issues: ValidationIssue[] = [];
+  const given = input.apiKey !== undefined || input.token !== undefined;
+  // The environment's keys (docs/pipelines.md#a-pool-of-keys): one, or a pool; a key given in code is the one key.
+  let pool: ReturnType<typeof readApiKeys>;
+  try {
+    pool = given ? undefined : readApiKeys(env);
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    issues.push(...error.issues);
+  }
+  const keys: readonly ApiKey[] = input.apiKey !== undefined ? [{ label: 'default', key: input.apiKey }] : (pool?.keys ?? []);
+  const token = input.token ?? (given || pool ? undefined : env.WEBDATA_TOKEN);
   if (!baseUrl) issues.push({ path: 'api.baseUrl', message: 'set WEBDATA_BASE_URL (or --base-url, or api.baseUrl), e.g. "https://api.example.com/api/v1"' });
-  if (!apiKey && !token) issues.push({ path: 'apiKey', message: 'no credentials: set WEBDATA_API_KEY (or WEBDATA_TOKEN for a JWT)' });
+  // A key's settings name a key the environment holds: a label mistyped would leave that key at the pipeline's rate.
+  const labels = new Set(keys.map((key) => key.label));
+  for (const label of Object.keys(pipeline.keys ?? {})) {
+    if (keys.length > 0 && !labels.has(label)) {
+      issues.push({ path: `keys.${label}`, message: `no key is labelled "${label}": ${pool?.from ?? 'the run'} holds ${[...labels].map((each) => `"${each}"`).join(', ')}` });
+    }
+  }
+  if (keys.length === 0 && !token && issues.every((issue) => !issue.path.startsWith('WEBDATA_API_KEY'))) {
+    issues.push({ path: 'apiKey', message: 'no credentials: set WEBDATA_API_KEY (or WEBDATA_API_KEYS for a pool of keys, or WEBDATA_TOKEN for a JWT)' });
+  }
   // Its form too (the client checks it again): a wrong address is said with the missing key, not after it.
   const form = baseUrl ? baseUrlSchema.safeParse(baseUrl) : undefined;
   if (form && !form.success) issues.push(...form.error.issues.map((issue) => ({ path: 'api.baseUrl', message: issue.message })));
@@ -50,11 +69,14 @@ export function resolveDestination(pipeline: Pipeline, input: DestinationInput, 
   if (!baseUrl || !origin || issues.length > 0) {
     throw new ValidationError(baseUrl ? `Pipeline "${pipeline.name}" cannot reach the API` : `Pipeline "${pipeline.name}" has no API address`, issues);
   }
-  const given = input.apiKey !== undefined || input.token !== undefined;
-  const credentials = apiKey
-    ? `key from ${given ? (input.sources?.credentials ?? 'run() options') : 'WEBDATA_API_KEY'}`
-    : `token from ${given ? (input.sources?.credentials ?? 'run() options') : 'WEBDATA_TOKEN'}`;
-  return { baseUrl, apiKey, token, destination: { origin, from, credentials } satisfies Destination };
+  const said = given ? (input.sources?.credentials ?? 'run() options') : undefined;
+  const credentials =
+    keys.length > 1
+      ? `${keys.length} keys from ${pool?.from} (${keys.map((key) => key.label).join(', ')})`
+      : keys.length === 1
+        ? `key from ${said ?? pool?.from ?? 'WEBDATA_API_KEY'}`
+        : `token from ${said ?? 'WEBDATA_TOKEN'}`;
+  return { baseUrl, keys, token, destination: { origin, from, credentials } satisfies Destination };
 }
 
 /** `key from WEBDATA_API_KEY → https://api.example.com (from pipelines/x.json)` */

@@ -12,27 +12,33 @@ export function clientForRun(
   pipeline: Pipeline,
   options: RunOptions,
   emit: (event: RunEvent) => void,
-): { client: Client; destination: Destination; owned: boolean; secrets: (string | undefined)[] } {
+): { client: Client; clients: ReadonlyMap<string, Client>; destination: Destination; owned: boolean; secrets: (string | undefined)[] } {
   if (options.client) {
     const destination = { origin: new URL(options.client.baseUrl).origin, from: 'the client given to run()', credentials: 'the client’s own' };
-    return { client: options.client, destination, owned: false, secrets: [options.apiKey, options.token] };
+    return { client: options.client, clients: new Map([['default', options.client]]), destination, owned: false, secrets: [options.apiKey, options.token] };
   }
-  const { baseUrl, apiKey, token, destination } = resolveDestination(pipeline, options, options.env ?? process.env);
+  const { baseUrl, keys, token, destination } = resolveDestination(pipeline, options, options.env ?? process.env);
   const warned = new Set<string>();
-  const client = createClient({
-    baseUrl,
-    // Once per run: a server that echoes the key does so in every answer.
-    onWarning: (message) => {
-      if (warned.has(message)) return;
-      warned.add(message);
-      emit({ type: 'warning', message });
-    },
-    ...(apiKey ? { apiKey } : token ? { token } : {}),
-    ...(pipeline.api.timeoutMs ? { timeoutMs: pipeline.api.timeoutMs } : {}),
-    ...(pipeline.api.userAgent ? { userAgent: pipeline.api.userAgent } : {}),
-    ...(pipeline.api.extraCountries ? { extraCountries: pipeline.api.extraCountries } : {}),
-    ...(pipeline.api.extraLangs ? { extraLangs: pipeline.api.extraLangs } : {}),
-  });
-  // What the run must never write anywhere else: redacted from what it sends its webhooks.
-  return { client, destination, owned: true, secrets: [apiKey, token] };
+  const every = keys.map(({ key }) => key);
+  const made = (credential: { apiKey: string } | { token: string }) =>
+    createClient({
+      baseUrl,
+      // Once per run: a server that echoes the key does so in every answer.
+      onWarning: (message) => {
+        if (warned.has(message)) return;
+        warned.add(message);
+        emit({ type: 'warning', message });
+      },
+      ...credential,
+      // A pool's keys all go to one server: an answer to one key may echo another.
+      alsoRedact: every,
+      ...(pipeline.api.timeoutMs ? { timeoutMs: pipeline.api.timeoutMs } : {}),
+      ...(pipeline.api.userAgent ? { userAgent: pipeline.api.userAgent } : {}),
+      ...(pipeline.api.extraCountries ? { extraCountries: pipeline.api.extraCountries } : {}),
+      ...(pipeline.api.extraLangs ? { extraLangs: pipeline.api.extraLangs } : {}),
+    });
+  // One client per key (docs/pipelines.md#a-pool-of-keys), the key in its closure alone; a token is one credential.
+  const clients = new Map<string, Client>(keys.length > 0 ? keys.map(({ label, key }) => [label, made({ apiKey: key })]) : [['default', made({ token: token as string })]]);
+  // What the run must never write anywhere else: redacted from what it sends its webhooks, stores and prints.
+  return { client: clients.values().next().value as Client, clients, destination, owned: true, secrets: [...every, token] };
 }

@@ -44,7 +44,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   // Webhooks (a secret to sign with, allowed hosts) and the API (an address, a key) are checked before anything is
   // opened or spent, all of them at once: three variables missing are said together, not in three runs.
   const env = options.env ?? process.env;
-  const [webhooks, { client, destination, owned, secrets }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
+  const [webhooks, { client, clients, destination, owned, secrets }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
     () => readyWebhooks(pipeline.notify, env),
     () => clientForRun(pipeline, options, emit),
   ]);
@@ -74,7 +74,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     const replayed = await committer.replay();
 
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
-    const wired = wireRun({ pipeline, plan, opened, host, client, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock });
+    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock });
     // The commit loop, until the sources are done, the run stops, or something fails.
     let failure = await commitLoop(pipeline, wired, committer, host, options, emit);
     await committer.close();
@@ -97,7 +97,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
       await leaveRun(held, closed);
     } finally {
       await databases.closeAll();
-      if (owned) await client.close();
+      if (owned) for (const each of clients.values()) await each.close();
       phase('run-end');
     }
   }

@@ -1,3 +1,4 @@
+import { ValidationError } from '../errors/validation-error.ts';
 import type { Client } from '../client/client.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import { createPermits } from '../pipeline/permits.ts';
@@ -36,6 +37,8 @@ export function wireRun(parts: {
   opened: OpenedRun;
   host: RunHost;
   client: Client;
+  /** The run's clients by key label (one per key of a pool; one, `default`, otherwise). */
+  clients: ReadonlyMap<string, Client>;
   committer: ReturnType<typeof createCommitter>;
   states: SeriesStates;
   keys: SeenKeyStore;
@@ -49,13 +52,13 @@ export function wireRun(parts: {
   const { pipeline, plan, opened, host, committer, spentBefore, observer } = parts;
   const { runId, decision, previous, store } = opened;
   const { emit } = observer;
-  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host);
+  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, [...parts.clients.keys()]);
   scheduler.on(emit);
   host.watch(scheduler);
   const ledgerFailure = recordSpend(scheduler, committer, runId);
   const retryFailed = decision.mode === 'resume' && decision.retryFailed;
-  const { client, states, keys } = parts;
-  const source = sourceContext({ pipeline, runId, client, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
+  const { client, clients, states, keys } = parts;
+  const source = sourceContext({ pipeline, runId, client, clients, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
   emit({
     type: 'start',
     runId,
@@ -76,9 +79,17 @@ export function wireRun(parts: {
 }
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
-export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, host: RunHost): Scheduler {
+export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, host: RunHost, labels: readonly string[] = ['default']): Scheduler {
   const rate = pipeline.rate;
+  // A limit shared beyond this process is one pacer row and meter: each key of a pool needs its own, not built yet.
+  if (host.limits.pacer !== undefined && labels.length > 1) {
+    throw new ValidationError('A pool of keys in a distributed run', [
+      { path: 'WEBDATA_API_KEYS', message: `a distributed run sends with one key for now (this one holds ${labels.length}): run it with WEBDATA_API_KEY, or keep its state in SQLite` },
+    ]);
+  }
   return createScheduler({
+    // The run's keys, each with the pipeline's rate unless `keys.<label>` says otherwise (docs/pipelines.md#a-pool-of-keys).
+    keys: labels.map((label) => keySpec(label, pipeline.keys?.[label])),
     // Limits shared beyond this process own the budget (docs/design.md#the-run-host).
     ...host.limits,
     rate: rate.requestsPerSecond ? { requestsPerSecond: rate.requestsPerSecond } : rate.requests && rate.intervalMs ? { requests: rate.requests, intervalMs: rate.intervalMs } : undefined,
@@ -91,6 +102,16 @@ export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBef
     ...(pipeline.rateLimit ? { rateLimit: pipeline.rateLimit } : {}),
     ...(clock ? { clock } : {}),
   });
+}
+
+/** A key of the pool as the scheduler takes it: its label, and what of the pipeline's rate it overrides. */
+function keySpec(label: string, own: NonNullable<Pipeline['keys']>[string] | undefined) {
+  return {
+    label,
+    ...(own?.requestsPerSecond === undefined ? {} : { rate: { requestsPerSecond: own.requestsPerSecond } }),
+    ...(own?.concurrency === undefined ? {} : { concurrency: own.concurrency }),
+    ...(own?.maxCredits === undefined ? {} : { maxCredits: own.maxCredits }),
+  };
 }
 
 /**
@@ -158,6 +179,7 @@ export function sourceContext(parts: {
   pipeline: Pipeline;
   runId: string;
   client: Client;
+  clients: ReadonlyMap<string, Client>;
   scheduler: Scheduler;
   store: StateStore;
   committer: ReturnType<typeof createCommitter>;
@@ -184,6 +206,7 @@ export function sourceContext(parts: {
     seriesState: (stage, series, init) => states.get(stage, series, init),
     seenKeys: (runScoped) => keys.view(runScoped),
     client: parts.client,
+    clientFor: (key) => parts.clients.get(key) ?? parts.client,
     scheduler: parts.scheduler,
     async progress(series) {
       handed.check(series);

@@ -136,7 +136,7 @@ export function defineSource<I>(spec: SourceSpec<I>): Source<I> {
           paginator: paginatorFor(ownOf(series)),
           limits,
           stopAfterNoNew: spec.stopAfterNoNew,
-          fetch: (request, signal) => answered(() => spec.fetch(ownOf(series), request, { client: ctx.client, signal })),
+          fetch: (request, signal, key) => answered(() => spec.fetch(ownOf(series), request, { client: ctx.clientFor?.(key) ?? ctx.client, signal })),
         }),
       ) as AsyncIterable<Page<I>>,
   };

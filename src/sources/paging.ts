@@ -35,7 +35,8 @@ export interface SeriesPaging {
   /** End the series after this many pages in a row with nothing new after the stages (`no_new`). */
   stopAfterNoNew: number | undefined;
   /** Sends one request for the series (the scheduler calls it, retrying as its table says). */
-  fetch: (request: PageRequest, signal: AbortSignal) => Promise<AnsweredPage>;
+  /** Fetches a page with the key the scheduler chose (its label: `ctx.clientFor(key)` is its client). */
+  fetch: (request: PageRequest, signal: AbortSignal, key: string) => Promise<AnsweredPage>;
 }
 
 /**
@@ -149,8 +150,8 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
     let outcome: Outcome<AnsweredPage & { next: PageRequest | null }>;
     try {
       const asked = request;
-      outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint, page: asked.number }, async (signal) => {
-        const answer = await options.fetch(asked, signal);
+      outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint, page: asked.number }, async (signal, key) => {
+        const answer = await options.fetch(asked, signal, key);
         // Inside the request: a paginator that cannot read the answer fails the series as a malformed answer does.
         return { ...answer, next: following(paginator, answer, asked) };
       });

@@ -37,6 +37,11 @@ export type SeriesResume =
 /** What a source is given to fetch with. */
 export interface SourceContext extends RunContext {
   readonly client: Client;
+  /**
+   * The client of the key the scheduler gave a request (its `send`'s `key`): with a pool of keys, one client per key
+   * (docs/pipelines.md#a-pool-of-keys). Absent outside the runner: `client`.
+   */
+  clientFor?(key: string): Client;
   readonly scheduler: Scheduler;
   /** When resuming a run: where the series stands (undefined: start it from its first page). */
   progress(series: Series): Promise<SeriesResume | undefined>;
