@@ -79,6 +79,11 @@ export const keySchema = z
     endpoints: z.array(z.string()).optional(),
     /** `suspended` answers 403 (billing), `revoked` answers 401. @default 'active' */
     status: z.enum(['active', 'suspended', 'revoked']).default('active'),
+    /**
+     * The key is revoked (401, `status` becomes `revoked`) once it has been admitted this many requests: a key withdrawn
+     * mid-run, where it is, with no test or benchmark timing it. `null`: never. @default null
+     */
+    revokeAfter: z.int().nonnegative().nullable().default(null),
   })
   .refine((k) => k.key !== undefined || k.token !== undefined, { error: 'needs a key or a token' });
 

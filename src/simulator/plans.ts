@@ -19,6 +19,8 @@ export class KeyAccount {
   private tokens: number;
   private refilledAt: number;
   private inFlight = 0;
+  /** Requests admitted so far (for `revokeAfter`). */
+  private admitted = 0;
   private windowStart: number;
   private windowCount = 0;
 
@@ -44,6 +46,8 @@ export class KeyAccount {
 
   /** Admits a request (taking a token, a concurrency slot, a quota unit and reserving its weight) or refuses it. */
   admit(path: string, weight: number, now: number): Refusal | null {
+    // Revoked where its plan says, as a key is withdrawn between two of its requests.
+    if (this.plan.revokeAfter !== null && this.admitted >= this.plan.revokeAfter) this.plan = { ...this.plan, status: 'revoked' };
     const { plan } = this;
     if (plan.status === 'revoked') return { status: 401, reason: 'revoked' };
     if (plan.status === 'suspended') return { status: 403, reason: 'suspended' };
@@ -74,6 +78,7 @@ export class KeyAccount {
     if (plan.quota) this.windowCount += 1;
     this.inFlight += 1;
     this.reserved += weight;
+    this.admitted += 1;
     return null;
   }
 
