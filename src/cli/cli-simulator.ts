@@ -1,5 +1,8 @@
+import type { ApiKey } from '../client/api-keys.ts';
+import { UsageError } from '../errors/usage-error.ts';
 import type { RunOptions } from '../run/run-types.ts';
 import { type Simulator, startSimulator } from '../simulator/server.ts';
+import { parseSimulatorKeys, type SimulatorKeyPlan } from './simulator-keys.ts';
 
 /**
  * The simulator `--simulator` starts, for `run` and `worker` alike: one setup, so that the two never differ in what a
@@ -12,27 +15,65 @@ import { type Simulator, startSimulator } from '../simulator/server.ts';
  */
 export const CLI_SIMULATOR_DRIFT_MS = 5_000;
 
-/** A simulator on loopback with a key of its own (`name` in its stats), answering 20-80 ms late, drifting. */
-export function startCliSimulator(name: string, credits: number): Promise<Simulator> {
-  return startSimulator({
+/** The simulator of `--simulator`, and the pool of keys it was given (`--simulator-keys`), if any. */
+export type CliSimulator = Simulator & { readonly pool: readonly ApiKey[] | undefined };
+
+/** The variable that gives `--simulator` a pool of keys when `--simulator-keys` does not. */
+export const SIMULATOR_KEYS_VARIABLE = 'WEBDATA_SIMULATOR_KEYS';
+
+/**
+ * The pool `--simulator` is to start with (docs/cli.md#a-pool-of-keys-offline): `--simulator-keys`, else
+ * WEBDATA_SIMULATOR_KEYS (empty: unset), each key's credits `credits` unless the entry says. Checked before anything
+ * starts; the flag without `--simulator` is a mistake (the variable is only read with it).
+ */
+export function simulatorPool(
+  values: { simulator?: boolean | undefined; 'simulator-keys'?: string | undefined },
+  env: Readonly<Record<string, string | undefined>>,
+  credits: number,
+): SimulatorKeyPlan[] | undefined {
+  const flag = values['simulator-keys'];
+  if (flag !== undefined && !values.simulator) throw new UsageError('--simulator-keys gives the built-in simulator its keys: add --simulator (or leave it out)');
+  if (!values.simulator) return undefined;
+  const [source, text] = flag !== undefined ? ['--simulator-keys', flag] : [SIMULATOR_KEYS_VARIABLE, env[SIMULATOR_KEYS_VARIABLE]];
+  if (source === SIMULATOR_KEYS_VARIABLE && (text ?? '').trim() === '') return undefined;
+  return parseSimulatorKeys(source, text ?? '', { burst: 5, credits });
+}
+
+/**
+ * A simulator on loopback answering 20-80 ms late, drifting: with a key of its own (`name` in its stats, 10 r/s),
+ * or with the pool's keys, each a random key under its label with its own rate, burst, credits and revocation.
+ */
+export async function startCliSimulator(name: string, credits: number, pool?: readonly SimulatorKeyPlan[]): Promise<CliSimulator> {
+  const keys = pool?.map((plan) => ({ label: plan.label, key: `sim_${crypto.randomUUID().replaceAll('-', '')}` }));
+  const sim = await startSimulator({
     latencyMs: { min: 20, max: 80 },
     driftEveryMs: CLI_SIMULATOR_DRIFT_MS,
-    keys: [{ key: `sim_${crypto.randomUUID()}`, name, ratePerSecond: 10, burst: 5, credits }],
+    keys:
+      pool && keys
+        ? pool.map((plan, index) => ({ key: keys[index]?.key, name: plan.label, ratePerSecond: plan.ratePerSecond, burst: plan.burst, credits: plan.credits, revokeAfter: plan.revokeAfter ?? null }))
+        : [{ key: `sim_${crypto.randomUUID()}`, name, ratePerSecond: 10, burst: 5, credits }],
   });
+  return Object.assign(sim, { pool: keys });
 }
 
 /**
  * What a run is given to work against the simulator: its address and key, and the environment with the simulator's
  * host added to WEBDATA_ALLOWED_HOSTS. The simulator's own key goes to the simulator: the allow-list of the real key's
- * hosts admits it, and still holds for everything else the run sends to (its webhooks).
+ * hosts admits it, and still holds for everything else the run sends to (its webhooks). With a pool, the run's
+ * environment holds the simulator's keys as WEBDATA_API_KEYS, in place of every credential of the real environment:
+ * a real key is never sent to the simulator, nor a simulator's key anywhere else.
  */
-export function simulatorTarget(sim: Simulator, env: NodeJS.ProcessEnv): Pick<RunOptions, 'baseUrl' | 'apiKey' | 'sources' | 'env'> {
-  return { baseUrl: sim.url, apiKey: sim.apiKey, sources: { baseUrl: '--simulator', credentials: 'the built-in simulator' }, env: withSimulatorAllowed(env, sim.url) };
+export function simulatorTarget(sim: CliSimulator, env: NodeJS.ProcessEnv): Pick<RunOptions, 'baseUrl' | 'apiKey' | 'sources' | 'env'> {
+  const sources = { baseUrl: '--simulator', credentials: 'the built-in simulator' };
+  if (!sim.pool) return { baseUrl: sim.url, apiKey: sim.apiKey, sources, env: withSimulatorAllowed(env, sim.url) };
+  const { WEBDATA_API_KEY: _key, WEBDATA_API_KEYS_FILE: _file, WEBDATA_TOKEN: _token, ...others } = env;
+  const pooled = { ...others, WEBDATA_API_KEYS: sim.pool.map(({ label, key }) => `${label}=${key}`).join(',') };
+  return { baseUrl: sim.url, sources, env: withSimulatorAllowed(pooled, sim.url) };
 }
 
 /** WEBDATA_ALLOWED_HOSTS with the simulator's host added, when it is set (unset, any host is allowed). */
-function withSimulatorAllowed(env: NodeJS.ProcessEnv, simulatorUrl: string): Record<string, string | undefined> {
+function withSimulatorAllowed(env: Readonly<Record<string, string | undefined>>, simulatorUrl: string): Record<string, string | undefined> {
   const list = env.WEBDATA_ALLOWED_HOSTS;
-  if (list === undefined || list.trim() === '') return env;
+  if (list === undefined || list.trim() === '') return { ...env };
   return { ...env, WEBDATA_ALLOWED_HOSTS: `${list},${new URL(simulatorUrl).hostname}` };
 }

@@ -8,7 +8,7 @@ import { fileOf } from '../run/outputs.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { stopOnSignals } from './signals.ts';
 import type { RunSummary } from '../run/summary.ts';
-import { simulatorTarget, startCliSimulator } from './cli-simulator.ts';
+import { simulatorPool, simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { EXIT, exitCodeFor } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
 import { exitOnUncaughtInputErrors } from '../run/input-errors.ts';
@@ -28,6 +28,10 @@ const OPTIONS_HELP = `Options:
   --state <url>          keep the run state in PostgreSQL, postgres://user@host/db (overrides WEBDATA_STATE_URL and
                          the pipeline's state); the password comes from PGPASSWORD or ~/.pgpass, never a flag
   --simulator            run against a built-in simulator started for this run (no account, no network)
+  --simulator-keys <keys>
+                         give that simulator a pool of keys, label:rate[/burst[/credits]][@revoke-after] each,
+                         comma-separated (main:8,second:4/2); the run sends them as WEBDATA_API_KEYS, in place of
+                         the environment's keys (or WEBDATA_SIMULATOR_KEYS)
   --summary-json <file>  also write the run's summary to this file (- or /dev/stdout: stdout, where it goes anyway)
   --quiet                no progress or summary on stderr (errors still)
   --log-format <format>  text (default: a live line on a terminal, plain lines otherwise) or json
@@ -68,6 +72,7 @@ const flags = {
   'base-url': { type: 'string' },
   state: { type: 'string' },
   simulator: { type: 'boolean' },
+  'simulator-keys': { type: 'string' },
   'summary-json': { type: 'string' },
   quiet: { type: 'boolean' },
   'log-format': { type: 'string' },
@@ -162,6 +167,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const format = values['log-format'] ?? 'text';
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
+  const pool = simulatorPool(values, process.env, 100_000);
   const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
   const telemetrySetup = metricsSetup(values, process.env);
   // `-`, or a name of this process's stdout (/dev/stdout): stdout, where the summary goes anyway.
@@ -187,7 +193,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const telemetry = wantsTelemetry(telemetrySetup) ? await (await import('./run-telemetry.ts')).startTelemetry(telemetrySetup, reporter) : undefined;
   const signals = stopOnSignals((message) => reporter.log(message));
   // An explicit choice, never a fallback: the simulator runs only when asked for.
-  const sim = values.simulator ? await startCliSimulator('cli', 100_000) : undefined;
+  const sim = values.simulator ? await startCliSimulator('cli', 100_000, pool) : undefined;
   if (sim) reporter.log(`simulator at ${sim.url}`);
   let summary: RunSummary | undefined;
   let failure: unknown;

@@ -26,7 +26,7 @@ import { systemClock } from '../schedule/clock.ts';
 import type { StateStore } from '../state/interfaces.ts';
 import type { NotificationStore } from '../state/notification-store.ts';
 import { openStateStore } from '../state/open/open-state-store.ts';
-import { simulatorTarget, startCliSimulator } from './cli-simulator.ts';
+import { simulatorPool, simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { stopOnSignals } from './signals.ts';
@@ -54,6 +54,10 @@ Options:
                          and each pipeline's state); the password from PGPASSWORD or ~/.pgpass, never a flag
   --base-url <url>       the API's {base_url} (overrides WEBDATA_BASE_URL and the pipelines' api.baseUrl)
   --simulator            run against a built-in simulator started with the worker (no account, no network)
+  --simulator-keys <keys>
+                         give that simulator a pool of keys, label:rate[/burst[/credits]][@revoke-after] each,
+                         comma-separated (main:8,second:4/2); each run sends them as WEBDATA_API_KEYS, in place of
+                         the environment's keys (or WEBDATA_SIMULATOR_KEYS)
   --log-format <format>  text (default: plain lines) or json
   --quiet                no progress on stderr (occurrences, errors and summaries still)
   -h, --help             show this help
@@ -87,6 +91,7 @@ export async function workerCommand(args: string[]): Promise<number> {
       state: { type: 'string' },
       'base-url': { type: 'string' },
       simulator: { type: 'boolean' },
+      'simulator-keys': { type: 'string' },
       'log-format': { type: 'string' },
       quiet: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -100,6 +105,7 @@ export async function workerCommand(args: string[]): Promise<number> {
   const format = values['log-format'] ?? 'text';
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
+  const pool = simulatorPool(values, process.env, 1_000_000);
   const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
   const pipelines = await loadScheduled(positionals);
 
@@ -115,7 +121,7 @@ export async function workerCommand(args: string[]): Promise<number> {
   const signals = stopOnSignals((message) => say({ pipeline: '(worker)', message }), stopping);
   const databases = databaseRegistry();
   // Set up as for `run --simulator`: rankings drift, and WEBDATA_ALLOWED_HOSTS holds (with the simulator's host added).
-  const sim = values.simulator ? await startCliSimulator('worker', 1_000_000) : undefined;
+  const sim = values.simulator ? await startCliSimulator('worker', 1_000_000, pool) : undefined;
   try {
     const scheduled: Scheduled[] = [];
     for (const { file, pipeline } of pipelines) {
@@ -131,7 +137,7 @@ export async function workerCommand(args: string[]): Promise<number> {
         : {};
     const worker = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
     // Checked before anything runs, as each run checks its own: the webhooks a missed occurrence is told to.
-    const tellers = scheduled.map(({ pipeline, notifications }) => missedTeller({ pipeline, store: notifications, worker, env: target.env ?? process.env, secrets: [target.apiKey], say, mode, abortSignal: signals.abortSignal }));
+    const tellers = scheduled.map(({ pipeline, notifications }) => missedTeller({ pipeline, store: notifications, worker, env: target.env ?? process.env, secrets: [target.apiKey, ...(sim?.pool ?? []).map(({ key }) => key)], say, mode, abortSignal: signals.abortSignal }));
     for (const { pipeline } of scheduled) {
       const { cron, timezone, missed } = pipeline.schedule;
       say({ pipeline: pipeline.name, message: `scheduled "${cron}" in ${timezone} (missed: ${missed}) as worker ${worker}` });

@@ -50,11 +50,13 @@ export function resolveDestination(pipeline: Pipeline, input: DestinationInput, 
   const keys: readonly ApiKey[] = input.apiKey !== undefined ? [{ label: 'default', key: input.apiKey }] : (pool?.keys ?? []);
   const token = input.token ?? (given || pool ? undefined : env.WEBDATA_TOKEN);
   if (!baseUrl) issues.push({ path: 'api.baseUrl', message: 'set WEBDATA_BASE_URL (or --base-url, or api.baseUrl), e.g. "https://api.example.com/api/v1"' });
+  // Who set the environment's keys, when a caller did (`--simulator-keys`: the built-in simulator's pool).
+  const said = given ? (input.sources?.credentials ?? 'run() options') : input.sources?.credentials;
   // A key's settings name a key the environment holds: a label mistyped would leave that key at the pipeline's rate.
   const labels = new Set(keys.map((key) => key.label));
   for (const label of Object.keys(pipeline.keys ?? {})) {
     if (keys.length > 0 && !labels.has(label)) {
-      issues.push({ path: `keys.${label}`, message: `no key is labelled "${label}": ${pool?.from ?? 'the run'} holds ${[...labels].map((each) => `"${each}"`).join(', ')}` });
+      issues.push({ path: `keys.${label}`, message: `no key is labelled "${label}": ${said ?? pool?.from ?? 'the run'} holds ${[...labels].map((each) => `"${each}"`).join(', ')}` });
     }
   }
   if (keys.length === 0 && !token && issues.every((issue) => !issue.path.startsWith('WEBDATA_API_KEY'))) {
@@ -69,10 +71,9 @@ export function resolveDestination(pipeline: Pipeline, input: DestinationInput, 
   if (!baseUrl || !origin || issues.length > 0) {
     throw new ValidationError(baseUrl ? `Pipeline "${pipeline.name}" cannot reach the API` : `Pipeline "${pipeline.name}" has no API address`, issues);
   }
-  const said = given ? (input.sources?.credentials ?? 'run() options') : undefined;
   const credentials =
     keys.length > 1
-      ? `${keys.length} keys from ${pool?.from} (${keys.map((key) => key.label).join(', ')})`
+      ? `${keys.length} keys from ${said ?? pool?.from} (${keys.map((key) => key.label).join(', ')})`
       : keys.length === 1
         ? `key from ${said ?? pool?.from ?? 'WEBDATA_API_KEY'}`
         : `token from ${said ?? 'WEBDATA_TOKEN'}`;
