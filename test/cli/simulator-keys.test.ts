@@ -113,7 +113,7 @@ describe('webdata-etl run --simulator with a pool of keys', () => {
 });
 
 describe('webdata-etl worker --simulator with a pool of keys', () => {
-  it('WEBDATA_SIMULATOR_KEYS gives its simulator the pool: each run sends the two keys; a bad flag is refused (exit 2)', async () => {
+  it('WEBDATA_SIMULATOR_KEYS gives its simulator the pool: each run’s keys are its two, not WEBDATA_API_KEY; a bad flag is refused (exit 2)', async () => {
     using dir = workdir();
     const file = config(dir.dir, { name: 'pooled', schedule: { cron: '* * * * * *' }, sinks: [{ type: 'sqlite', path: 'out/results.sqlite' }] }, { queries: ['a'], countries: ['us'], maxPages: 2 });
     const bad = await cli(['worker', file, '--simulator', '--simulator-keys', 'a'], { cwd: dir.dir });
@@ -125,6 +125,6 @@ describe('webdata-etl worker --simulator with a pool of keys', () => {
     const done = await worker.done;
     expect(done.code, done.stderr).toBe(0);
     expect(done.stderr).toContain('pooled: 2 keys from the built-in simulator (a, b)');
-    expect(JSON.parse(done.stdout.split('\n')[0] as string)).toMatchObject({ pipeline: 'pooled', status: 'completed', pages: { fetched: 2 } });
+    expect(JSON.parse(done.stdout.split('\n')[0] as string)).toMatchObject({ pipeline: 'pooled', status: 'completed', pages: { fetched: 2 }, requests: { byStatus: { 200: 2 } } });
   }, 60_000);
 });
