@@ -7,8 +7,8 @@ type Paint = (code: number, text: string) => string;
 const KEYS_PER_LINE = 4;
 
 /**
- * A pool's keys at the end of a run, in one or two lines (`keys: fast 40 req · 2×429 · 8 r/s (learned 8.2) · 40
- * credits; slow …`), and a line for each retired key, loud: it needs a person (docs/pipelines.md#a-pool-of-keys).
+ * A pool's keys at the end of a run, in one or two lines (`keys: fast 40 req, 2×429, 40 credits, 8 r/s (learned 8.2
+ * r/s); slow …`), and a line for each retired key, loud: it needs a person (docs/pipelines.md#a-pool-of-keys).
  */
 export function keyLines(keys: readonly KeySummary[] | undefined, paint: Paint): string[] {
   if (!keys || keys.length === 0) return [];
@@ -19,13 +19,13 @@ export function keyLines(keys: readonly KeySummary[] | undefined, paint: Paint):
   return lines;
 }
 
-/** `40 req, 2×429, 40 credits, 8 r/s (learned 8.2)`. */
+/** `40 req, 2×429, 40 credits, 8 r/s (learned 8.2 r/s)`; `unpaced` for a key without a rate. */
 export function keyFigures(key: KeySummary): string {
   return [
     `${key.requests} req`,
     ...(key.rateLimited ? [`${key.rateLimited}×429`] : []),
     `${key.credits} credits`,
-    `${key.rate} r/s${key.learnedLimit === null ? '' : ` (learned ${key.learnedLimit})`}`,
+    `${key.rate === null ? 'unpaced' : `${key.rate} r/s`}${key.learnedLimit === null ? '' : ` (learned ${key.learnedLimit} r/s)`}`,
   ].join(', ');
 }
 

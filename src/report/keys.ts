@@ -9,7 +9,7 @@ import { escapeXml, formatNumber } from './svg.ts';
 export function keysTable(keys: readonly KeySummary[]): string {
   const rows = keys.map((key) => {
     const retired = key.retired ? `${key.retired.at.replace('T', ' ').slice(0, 19)}${key.retired.path === null ? '' : ` for ${key.retired.path}`}: ${key.retired.reason} (${key.retired.message})` : '–';
-    const cells = [key.label, formatNumber(key.requests), formatNumber(key.credits), formatNumber(key.rateLimited), `${formatNumber(key.rate)} r/s`, key.learnedLimit === null ? '–' : `${formatNumber(key.learnedLimit)} r/s`, retired];
+    const cells = [key.label, formatNumber(key.requests), formatNumber(key.credits), formatNumber(key.rateLimited), key.rate === null ? 'unpaced' : `${formatNumber(key.rate)} r/s`, key.learnedLimit === null ? '–' : `${formatNumber(key.learnedLimit)} r/s`, retired];
     return `<tr${key.retired ? ' class="retired"' : ''}>${cells.map((cell) => `<td>${escapeXml(cell)}</td>`).join('')}</tr>`;
   });
   return '<table><thead><tr><th>Key</th><th>Requests</th><th>Credits</th><th>429s</th><th>Rate</th><th>Learned limit</th><th>Retired</th></tr></thead>' + `<tbody>${rows.join('')}</tbody></table>`;

@@ -187,7 +187,9 @@ function reportGauges(
   if (stats.keys.length > 1) {
     for (const key of stats.keys) {
       const at = { ...base, 'webdata_etl.key': key.label };
-      result.observe(gauges.keyRate, key.retired?.path === null ? 0 : key.rate, at);
+      // A key retired for the run sends nothing more; an unpaced one has no rate to report.
+      if (key.retired?.path === null) result.observe(gauges.keyRate, 0, at);
+      else if (Number.isFinite(key.rate)) result.observe(gauges.keyRate, key.rate, at);
       if (key.learnedLimit !== null) result.observe(gauges.keyLimit, key.learnedLimit, at);
       result.observe(gauges.keyRetired, key.retired ? 1 : 0, at);
     }

@@ -17,7 +17,8 @@ export function summaryKeys(now: readonly KeyStats[], previous: Record<string, u
       requests: key.requests + (earlier?.requests ?? 0),
       credits: key.credits + (earlier?.credits ?? 0),
       rateLimited: key.rateLimited + (earlier?.rateLimited ?? 0),
-      rate: round(key.rate),
+      // Unpaced is an infinite rate, which JSON cannot hold.
+      rate: Number.isFinite(key.rate) ? round(key.rate) : null,
       learnedLimit: key.learnedLimit === null ? null : round(key.learnedLimit),
       retired: key.retired ?? earlier?.retired ?? null,
     };

@@ -11,8 +11,8 @@ export const keySummarySchema = z.object({
   credits: z.number(),
   /** Its 429s. */
   rateLimited: z.int(),
-  /** Requests a second it ran at when the run ended (this invocation's). */
-  rate: z.number(),
+  /** Requests a second it was paced to when the run ended (this invocation's); null: unpaced (no rate set or learned). */
+  rate: z.number().nullable(),
   /** The limit it learned from its own answers (requests a second); null: none taught it. */
   learnedLimit: z.number().nullable(),
   /** Retired for the run (`path` null: a 401) or for an endpoint (a 402, a 403): why, and when (ISO 8601). */
