@@ -85,7 +85,8 @@ describe('a pool of keys, visible', () => {
     }
     expect(total(all, 'webdata_etl_key_requests_total', { webdata_etl_key: 'slow', webdata_etl_status: '401' })).toBe(slow?.requests);
     expect(total(all, 'webdata_etl_key_rate', { webdata_etl_key: 'slow' })).toBe(0);
-    expect(total(all, 'webdata_etl_key_rate', { webdata_etl_key: 'fast' })).toBe(keys[0]?.rate);
+    // The summary rounds a rate to hundredths.
+    expect(total(all, 'webdata_etl_key_rate', { webdata_etl_key: 'fast' })).toBeCloseTo(keys[0]?.rate as number, 1);
     expect(total(all, 'webdata_etl_requests_total')).toBe(summary.requests.total);
     expect(all.filter((sample) => sample.name === 'webdata_etl_requests_total').every((sample) => sample.labels.webdata_etl_key === undefined)).toBe(true);
     // A label is the only thing a series says of a key: no key, and no other value, in any label.
@@ -147,6 +148,46 @@ describe('a pool of keys, visible', () => {
     const html = await cli(['report', 'out/results.sqlite', '--out', '-'], { cwd: dir.dir });
     expect(html.code).toBe(0);
     expect(html.stdout).not.toContain('Keys of run');
+  });
+
+  it('a resumed run: each key’s counts add up across its invocations, the retirement of the first kept; every key refused: the next step names them', async () => {
+    await using sim = await poolWithRevoked();
+    using dir = workdir();
+    const file = config(dir.dir, { rate: { requestsPerSecond: 20, concurrency: 2 } }, { queries: ['a', 'b', 'c', 'd'], countries: ['us'], maxPages: 2 });
+    const env = { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEYS: POOL };
+    // Ctrl-C while "d" is held in flight: the run cannot end before it.
+    const d = sim.park({ q: 'd' });
+    const running = startCli(['run', file, '--log-format', 'json'], { cwd: dir.dir, env });
+    await running.printed('"event":"series"');
+    await running.whileRunning(d.reached());
+    running.child.kill('SIGINT');
+    await running.printed('SIGINT: stopping');
+    d.release();
+    const interrupted = await running.done;
+    expect(interrupted.code).toBe(130);
+    const first = JSON.parse(interrupted.stdout) as RunSummary;
+    expect(first.status).toBe('interrupted');
+    const firstSlow = first.keys?.find((key) => key.label === 'slow');
+    expect(firstSlow?.retired?.reason).toBe('unauthorized');
+
+    // The next invocation resumes the run: each key's counts add to the first's, and slow stays said retired — by the
+    // first invocation's 401, or by this one's if it was sent a request again.
+    const resumed = await cli(['run', file], { cwd: dir.dir, env });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const summary = JSON.parse(resumed.stdout) as RunSummary;
+    expect(summary.runId).toBe(first.runId);
+    for (const key of summary.keys ?? []) expect(key.requests, key.label).toBe(sim.log().filter((entry) => entry.key === key.label).length);
+    expect(summary.keys?.reduce((sum, key) => sum + key.requests, 0)).toBe(summary.requests.total);
+    const slow = summary.keys?.find((key) => key.label === 'slow')?.retired;
+    expect(slow).toMatchObject({ reason: 'unauthorized', path: null });
+    expect((slow?.at as string) >= (firstSlow?.retired?.at as string)).toBe(true);
+
+    // Every key refused: the run stops (exit 3) and says which keys to fix, where.
+    await using refusing = await startSimulator({ keys: [{ key: KEYS.fast, name: 'fast', status: 'revoked' }, { key: KEYS.slow, name: 'slow', status: 'revoked' }] });
+    const refused = await cli(['run', config(dir.dir, { name: 'refused', sinks: [{ type: 'sqlite', path: 'refused/results.sqlite' }] })], { cwd: dir.dir, env: { WEBDATA_BASE_URL: refusing.url, WEBDATA_API_KEYS: `fast=${KEYS.fast},slow=${KEYS.slow}` } });
+    expect(refused.code, refused.stderr).toBe(3);
+    expect(refused.stderr).toContain('fix the keys fast (retired: unauthorized), slow (retired: unauthorized) in WEBDATA_API_KEYS, then run the same command');
+    noKeyIn(dir.dir, interrupted.stdout + interrupted.stderr + resumed.stdout + resumed.stderr + refused.stdout + refused.stderr);
   });
 
   it('one key: the summary has no keys (its figures are the run’s), and the final lines none', async () => {
