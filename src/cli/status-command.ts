@@ -24,8 +24,8 @@ Where the pipeline's latest run stands and who works it: series ended of the pla
 against the budget, the shared rate, a run-wide stop, and each worker (id, host, pid, leader, the pages it
 committed, the credits it was charged — pages it paid for but never committed included —, seconds since its
 last heartbeat). The workers' pages add up to the run's, and so do their credits. A pool of keys: each key's
-requests, 429s, credits and rates, and which were retired, when and why, as the run's last summary has them. A scheduled pipeline's
-schedule, its next occurrence, and what became of its latest ones (started, resumed, skipped, missed, failed;
+requests, 429s, credits and rates, and which were retired, when and why, as the run's last summary has them.
+A scheduled pipeline's schedule, its next occurrence, and what became of its latest ones (started, resumed, skipped, missed, failed;
 a claim made ahead of its time marked as an anomaly, naming its worker: docs/schedules.md). For runs whose state is in PostgreSQL (a distributed run's); watch it with
 \`watch webdata-etl status …\`.
 

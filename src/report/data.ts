@@ -41,7 +41,7 @@ const storedSummarySchema = z
     durationMs: z.number().optional().catch(undefined),
     requests: z.object({ total: z.number().optional().catch(undefined) }).optional().catch(undefined),
     items: z.object({ written: z.number().optional().catch(undefined) }).optional().catch(undefined),
-    /** A pool's keys: read key by key (keys.ts). */
+    /** A pool's keys: read key by key (reportKeys). */
     keys: z.unknown().optional(),
   })
   .catch({});
@@ -59,7 +59,7 @@ function storedSummary(json: unknown): z.infer<typeof storedSummarySchema> {
 const MAX_KEYS = 64;
 
 /** A stored summary's keys as the report shows them: each read as a key (or left out), its strings clipped. */
-export function reportKeys(stored: unknown): KeySummary[] | undefined {
+function reportKeys(stored: unknown): KeySummary[] | undefined {
   const keys = storedKeys(stored)?.slice(0, MAX_KEYS);
   return keys?.map((key) => ({
     ...key,
