@@ -1,17 +1,28 @@
 import type { RunSummary } from '../run/summary.ts';
 
 /**
- * The summary's last line: what to do next, when a run did not finish. Only what can help: after a 401 the same
- * command with the same key is refused again, so the line says which credential to fix (and that the run then resumes
- * where it stopped: nothing it committed is lost).
+ * The summary's last line: what to do next, when a run did not finish, or finished without a key of its pool. Only
+ * what can help: after a 401 the same command with the same key is refused again, so the line says which credential
+ * to fix (and that the run then resumes where it stopped: nothing it committed is lost).
  */
 export function nextStep(summary: RunSummary): string | undefined {
   if (summary.resumeAt) return `resume after ${summary.resumeAt} with the same command`;
+  const retired = (summary.keys ?? []).filter((key) => key.retired !== null);
   if (summary.reason === 'unauthorized') {
-    return `${fixCredentials(summary.destination.credentials)}, then run the same command: the run resumes where it stopped (with the same credentials it is refused again)`;
+    const fix = retired.length > 0 ? fixKeys(retired, summary.destination.credentials) : fixCredentials(summary.destination.credentials);
+    return `${fix}, then run the same command: the run resumes where it stopped (with the same credentials it is refused again)`;
   }
   if (summary.status === 'interrupted' || summary.status === 'stopped') return 'run the same command again to resume (or join the workers still at it)';
+  // The others finished the run: the retired key needs a person before the next one.
+  if (retired.length > 0) return `${fixKeys(retired, summary.destination.credentials).replace(/^fix/, 'check')}: the other keys did its share of this run`;
   return undefined;
+}
+
+/** "fix the key slow in WEBDATA_API_KEYS (retired: unauthorized)", from the pool's retired keys. */
+function fixKeys(retired: NonNullable<RunSummary['keys']>, credentials: string): string {
+  const source = /keys from ([A-Z][A-Z0-9_]*)/.exec(credentials)?.[1] ?? 'WEBDATA_API_KEYS';
+  const labels = retired.map((key) => `${key.label} (retired: ${key.retired?.reason}${key.retired?.path ? ` for ${key.retired.path}` : ''})`);
+  return `fix the key${retired.length === 1 ? '' : 's'} ${labels.join(', ')} in ${source}`;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { describeDestination } from '../run/destination.ts';
 import type { RunEvent } from '../run/run.ts';
 import type { RunSummary } from '../run/summary.ts';
+import { keyLines } from './key-lines.ts';
 import { nextStep } from './next-step.ts';
 
 export type ProgressMode = 'tty' | 'plain' | 'json' | 'quiet';
@@ -309,6 +310,7 @@ function summaryLines(summary: RunSummary, paint: Paint): string[] {
   lines.push(`series: ${summary.series.completed} completed, ${summary.series.failed} failed${stopped.length ? `, stopped: ${stopped.join(', ')}` : ''}\n`);
   const atLeastOnce = summary.outputs.filter((output) => output.delivery === 'at_least_once').map((output) => output.path);
   if (atLeastOnce.length > 0) lines.push(`at least once (a page may repeat after a crash): ${atLeastOnce.join(', ')}\n`);
+  lines.push(...keyLines(summary.keys, paint));
   if (summary.worker) lines.push(`this worker (${summary.worker.id}): ${summary.worker.pages} pages, ${summary.worker.credits} credits\n`);
   if (summary.message) lines.push(`${summary.message}\n`);
   const next = nextStep(summary);

@@ -10,10 +10,13 @@ import { loadPipeline } from '../config/load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { claimAnomaly } from '../recurring/claim-anomaly.ts';
 import { runsStatements as sql } from './statements.ts';
+import { keysNote } from './key-lines.ts';
+import { storedKeys } from '../run/summary-keys.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]
 
-Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, and why it stopped;
+Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, why it stopped, and a
+pool's keys (each one's requests and 429s, and which were retired: when and why with --json);
 and webhooks not (yet) told of a run's end (all notifications, delivered too, with --json).
 A scheduled pipeline's occurrences that made no run are listed among them in time order, by their due time and
 fate (skipped: its run was still at work; missed: no worker was up; failed: its run could not start), and a run
@@ -171,6 +174,7 @@ function notificationShown(n: NotificationRow) {
 function describe(row: RunRow, notifications: readonly NotificationRow[], occurrence?: OccurrenceRow) {
   // Summaries of interrupted invocations may be partial: read every field as optional.
   const summary = row.summary ? (JSON.parse(row.summary) as Partial<RunSummary>) : undefined;
+  const keys = storedKeys(summary?.keys);
   return {
     runId: row.run_id,
     pipeline: row.pipeline,
@@ -186,6 +190,8 @@ function describe(row: RunRow, notifications: readonly NotificationRow[], occurr
     /** Served, written, duplicates, dropped by stages (a summary older than `dropped` lacks it). */
     items: summary?.items,
     series: summary?.series,
+    /** A pool's keys (docs/pipelines.md#the-run-summary); none for one key, or a summary from before pools. */
+    ...(keys ? { keys } : {}),
     error: row.error,
     notifications: notifications.map(notificationShown),
     ...(occurrence ? { occurrence: occurrenceOf(occurrence) } : {}),
@@ -219,7 +225,7 @@ function cells(line: ReturnType<typeof describe> | ReturnType<typeof describeOcc
     run.credits.spent === undefined ? '' : `${run.credits.spent}${run.credits.budget === null ? '' : `/${run.credits.budget}`}`,
     `${run.rows ?? ''}${run.items?.dropped ? ` (${run.items.dropped} dropped)` : ''}`,
     run.series ? `${run.series.completed}/${run.series.total}${run.series.failed ? ` (${run.series.failed} failed)` : ''}` : '',
-    [note, scheduled, ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
+    [note, scheduled, keysNote(run.keys), ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
   ];
 }
 

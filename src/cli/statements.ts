@@ -27,3 +27,9 @@ export const runsStatements = {
   notifications: (notifications: string, byPipeline: boolean) =>
     `SELECT ${NOTIFICATIONS} FROM ${notifications} ${ofPipeline(byPipeline)} ORDER BY invocation, created_at`,
 };
+
+/** What `status` reads itself (PostgreSQL, `$n` bound), beside the distributed run's figures (distributed/status.ts). */
+export const statusStatements = {
+  /** A run's stored summary, if not larger than $2 characters (a real one is a few KB): $1 the run. */
+  summary: (runs: string) => `SELECT summary FROM ${runs} WHERE run_id = $1 AND length(summary) <= $2`,
+};

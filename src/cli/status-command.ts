@@ -12,14 +12,20 @@ import { postgresNameSchema, stateStoreWhere } from '../postgres/target.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { EXIT } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
+import type { KeySummary } from '../run/summary.ts';
+import { storedKeys } from '../run/summary-keys.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
+import { keyLines } from './key-lines.ts';
+import { statusStatements as statusSql } from './statements.ts';
 
 export const statusHelp = `Usage: webdata-etl status <pipeline.ts|pipeline.json> [--state postgres://…] [--json]
 
 Where the pipeline's latest run stands and who works it: series ended of the plan's, pages, rows, credits
 against the budget, the shared rate, a run-wide stop, and each worker (id, host, pid, leader, the pages it
 committed, the credits it was charged — pages it paid for but never committed included —, seconds since its
-last heartbeat). The workers' pages add up to the run's, and so do their credits. A scheduled pipeline's
-schedule, its next occurrence, and what became of its latest ones (started, resumed, skipped, missed, failed;
+last heartbeat). The workers' pages add up to the run's, and so do their credits. A pool of keys: each key's
+requests, 429s, credits and rates, and which were retired, when and why, as the run's last summary has them.
+A scheduled pipeline's schedule, its next occurrence, and what became of its latest ones (started, resumed, skipped, missed, failed;
 a claim made ahead of its time marked as an anomaly, naming its worker: docs/schedules.md). For runs whose state is in PostgreSQL (a distributed run's); watch it with
 \`watch webdata-etl status …\`.
 
@@ -53,10 +59,12 @@ export async function statusCommand(args: string[]): Promise<number> {
   const pool = openPool(target, 1);
   let report: RunStatusReport | undefined;
   let occurrences: OccurrenceStatus[] = [];
+  let keys: KeySummary[] | undefined;
   try {
     const schema = stateSchema ?? pipeline.state.schema;
     const where = stateStoreWhere(target);
     report = await atDatabase(where, () => runStatus(pool, schema, pipeline.name, pipeline.source.plan().seriesCount), pool);
+    if (report) keys = await atDatabase(where, () => summaryKeysOf(pool, schema, (report as RunStatusReport).runId), pool);
     if (pipeline.schedule) occurrences = await atDatabase(where, () => latestOccurrences(pool, schema, pipeline.name, SHOWN_OCCURRENCES), pool);
   } finally {
     await pool.end();
@@ -64,13 +72,32 @@ export async function statusCommand(args: string[]): Promise<number> {
   const schedule = pipeline.schedule ? scheduleReport(pipeline.schedule, occurrences) : undefined;
   if (values.json) {
     // The run's report as it was (null before the first run), with the schedule's beside it when there is one.
-    process.stdout.write(`${JSON.stringify(schedule ? { ...(report ?? { runId: null }), schedule } : (report ?? null))}\n`);
+    const shown = report && keys ? { ...report, keys } : report;
+    process.stdout.write(`${JSON.stringify(schedule ? { ...(shown ?? { runId: null }), schedule } : (shown ?? null))}\n`);
     return EXIT.ok;
   }
   if (!report) process.stderr.write(`pipeline "${pipeline.name}" has no runs yet\n`);
-  else process.stdout.write(describe(pipeline.name, report));
+  else process.stdout.write(describe(pipeline.name, report) + keyLines(keys, (_, text) => text).join(''));
   if (schedule) process.stdout.write(describeSchedule(schedule));
   return EXIT.ok;
+}
+
+/** Summaries larger than this are not read (a real one is a few KB). */
+const MAX_SUMMARY = 1_000_000;
+
+/**
+ * The pool's keys of the run's last summary (its latest invocation's end, docs/pipelines.md#the-run-summary): none
+ * while its first invocation runs, for a run with one key, or a summary from before pools.
+ */
+async function summaryKeysOf(pool: ReturnType<typeof openPool>, schema: string, runId: string): Promise<KeySummary[] | undefined> {
+  const { rows } = await pool.query<{ summary: string | null }>(statusSql.summary(`${quoteIdentifier(schema)}.runs`), [runId, MAX_SUMMARY]);
+  const stored = rows[0]?.summary;
+  if (typeof stored !== 'string') return undefined;
+  try {
+    return storedKeys((JSON.parse(stored) as { keys?: unknown } | null)?.keys);
+  } catch {
+    return undefined;
+  }
 }
 
 /** How many of a schedule's latest occurrences `status` shows. */

@@ -6,6 +6,8 @@ import { viewName } from '../analytics/views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { reportStatements as sql } from './statements.ts';
 import { urlLabel } from './url-label.ts';
+import type { KeySummary } from '../run/summary.ts';
+import { storedKeys } from '../run/summary-keys.ts';
 
 /*
  * The database is a file like any other: whoever could write it could put text where a number belongs, markup in
@@ -39,6 +41,8 @@ const storedSummarySchema = z
     durationMs: z.number().optional().catch(undefined),
     requests: z.object({ total: z.number().optional().catch(undefined) }).optional().catch(undefined),
     items: z.object({ written: z.number().optional().catch(undefined) }).optional().catch(undefined),
+    /** A pool's keys: read key by key (reportKeys). */
+    keys: z.unknown().optional(),
   })
   .catch({});
 
@@ -49,6 +53,19 @@ function storedSummary(json: unknown): z.infer<typeof storedSummarySchema> {
   } catch {
     return {};
   }
+}
+
+/** The most keys a panel lists: a pool holds at most 64; a tampered summary could hold any number. */
+const MAX_KEYS = 64;
+
+/** A stored summary's keys as the report shows them: each read as a key (or left out), its strings clipped. */
+function reportKeys(stored: unknown): KeySummary[] | undefined {
+  const keys = storedKeys(stored)?.slice(0, MAX_KEYS);
+  return keys?.map((key) => ({
+    ...key,
+    label: text(key.label),
+    retired: key.retired ? { reason: text(key.retired.reason), message: text(key.retired.message), at: text(key.retired.at), path: key.retired.path === null ? null : text(key.retired.path) } : null,
+  }));
 }
 
 export interface ReportFilter {
@@ -74,6 +91,8 @@ export interface RunRow {
   credits: number;
   uncertain: number;
   rows: number | undefined;
+  /** A pool's keys (none: one key, or a summary from before pools). */
+  keys: KeySummary[] | undefined;
 }
 
 export interface ReportData {
@@ -239,6 +258,7 @@ async function readRuns(reader: Reader, maxRuns: number): Promise<RunRow[]> {
       credits: finite(spent?.credits) ?? 0,
       uncertain: finite(spent?.uncertain) ?? 0,
       rows: summary.items?.written,
+      keys: reportKeys(summary.keys),
     };
   });
 }

@@ -6,6 +6,7 @@ import { isPostgresDatabase, openReader } from '../analytics/reader.ts';
 import { RUN_STATUSES } from '../run/summary.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
+import { keysTable } from './keys.ts';
 import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
 
 export const reportOptionsSchema = z.strictObject({
@@ -63,6 +64,10 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
   const latest = data.runs.at(-1);
 
   sections.push(section('Runs', summary(data)));
+  const pooled = data.runs.findLast((run) => run.keys !== undefined && run.keys.length > 0);
+  if (pooled?.keys) {
+    sections.push(section(`Keys of run ${pooled.runId}`, keysTable(pooled.keys), 'Each key of the pool of the latest run that had one: its requests, credits and 429s across the run, the rate it ran at and the limit it learned by the end, and when and why a key was retired.'));
+  }
   if (data.runs.length > 0) {
     sections.push(
       section(
@@ -191,7 +196,7 @@ h2 { font-size: 17px; margin: 0 0 6px; } .note { color: #6b7280; font-size: 13px
 .card { background: #f3f4f6; border-radius: 6px; padding: 8px 12px; } .card span { display: block; font-size: 12px; color: #6b7280; }
 .card strong { font-size: 18px; }
 table { width: 100%; border-collapse: collapse; font-size: 13px; } th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e5e7eb; }
-td.status.completed, td.status.budget { color: #15803d; } td.status.stopped, td.status.failed_series, td.status.interrupted { color: #b91c1c; }
+tr.retired td { color: #b91c1c; } td.status.completed, td.status.budget { color: #15803d; } td.status.stopped, td.status.failed_series, td.status.interrupted { color: #b91c1c; }
 svg { max-width: 100%; height: auto; display: block; } figure { margin: 0; } figcaption { font-size: 13px; font-weight: 600; margin-bottom: 4px; } .pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 16px; } svg .grid { stroke: #e5e7eb; } svg .axis { font-size: 11px; fill: #4b5563; }
 svg .label { font-size: 12px; fill: #111827; } svg .cell { font-size: 10px; } svg .incomplete { fill: #fef3c7; }
 .empty { text-align: center; padding: 32px; } code { background: #f3f4f6; padding: 1px 4px; border-radius: 3px; }

@@ -11,6 +11,7 @@ import { recordOutcomes } from './record-outcomes.ts';
 import type { RunEvent } from './run-types.ts';
 import { releaseSink } from './sinks-in-use.ts';
 import { runStopReason, summarize } from './summarize.ts';
+import { summaryKeys } from './summary-keys.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { RunSummary } from './summary.ts';
 import { phase } from '../phase-marks.ts';
@@ -119,6 +120,7 @@ async function endRun(parts: Closing, failure: unknown): Promise<EndedRun> {
       startedAt: previous?.startedAt ?? startedAt.toISOString(),
       finishedAt: finishedAt.toISOString(),
       durationMs: finishedAt.getTime() - startedAt.getTime() + Number(previous?.summary?.durationMs ?? 0),
+      ...summaryKeys(scheduler.stats().keys, previous?.summary),
     });
   };
   // Whoever records the run's summary records its series' outcomes too: the last process to leave it.

@@ -48,7 +48,7 @@ export interface RunMetrics {
  * A run's OpenTelemetry metrics (docs/observability.md), taken from the same events as its progress and summary, so
  * that they agree with them, and gauges read from the scheduler when a reader collects. `@opentelemetry/api` does
  * nothing until an application registers an SDK: then these reach whatever it exports to. Attributes: the pipeline,
- * the endpoint, the status, a distributed run's worker — never the key, never a query's text.
+ * the endpoint, the status, a distributed run's worker, a pool's key label — never the key, never a query's text.
  */
 export function runMetrics(pipeline: string): RunMetrics {
   // Taken per run: an SDK registered after the package was loaded, before the run, is the one they report to.
@@ -66,6 +66,9 @@ export function runMetrics(pipeline: string): RunMetrics {
   const duplicates = meter.createCounter('webdata_etl.items.duplicates', { description: 'Items dropped as duplicates', unit: '{item}' });
   const series = meter.createCounter('webdata_etl.series.ended', { description: 'Series that ended in this invocation, by reason', unit: '{series}' });
   const rate = meter.createGauge('webdata_etl.rate.paced', { description: 'Requests a second the run paces itself to', unit: '{request}/s' });
+  // A pool's keys, each by its label (never the key, never its fingerprint): the series above stay the run's totals.
+  const keyRequests = meter.createCounter('webdata_etl.key.requests', { description: 'A pool\'s key: requests answered (or failed without an answer), by status class', unit: '{request}' });
+  const keyCredits = meter.createCounter('webdata_etl.key.credits', { description: 'A pool\'s key: credits counted as spent, the uncertain ones included', unit: '{credit}' });
   let base: Attributes = { 'webdata_etl.pipeline': pipeline };
   // Series this process is paging: a request sent, no end yet.
   const active = new Set<string>();
@@ -84,6 +87,11 @@ export function runMetrics(pipeline: string): RunMetrics {
         duration.record(event.latencyMs / 1000, at);
         if (event.credits > 0) credits.add(event.credits, at);
         if (event.uncertain && event.credits > 0) uncertain.add(event.credits, at);
+        // Only a pool's answers name their key (docs/observability.md#a-pool-of-keys).
+        if (event.key === undefined) return;
+        const key = { ...base, 'webdata_etl.key': event.key };
+        keyRequests.add(1, { ...key, 'webdata_etl.status': statusClass(event.status) });
+        if (event.credits > 0) keyCredits.add(event.credits, key);
         return;
       }
       case 'retry':
@@ -154,6 +162,9 @@ function runGauges(meter: ReturnType<typeof metrics.getMeter>) {
     active: gauge('webdata_etl.series.active', 'Series this process is paging', '{series}'),
     workers: gauge('webdata_etl.run.workers', 'A distributed run\'s workers at work', '{worker}'),
     runSeries: gauge('webdata_etl.run.series', 'A distributed run\'s series by state: waiting (the queue\'s depth), active, ended', '{series}'),
+    keyRate: gauge('webdata_etl.key.rate', 'A pool\'s key: requests a second it is paced to', '{request}/s'),
+    keyLimit: gauge('webdata_etl.key.rate.limit', 'A pool\'s key: its limit as learned from its own answers (absent until one taught it)', '{request}/s'),
+    keyRetired: gauge('webdata_etl.key.retired', 'A pool\'s key: 1 once retired (a 401 for the run, a 402 or 403 for an endpoint), else 0', '{key}'),
   } satisfies Record<string, Observable>;
 }
 
@@ -172,6 +183,17 @@ function reportGauges(
   result.observe(gauges.uncommitted, backlog.uncommitted, base);
   result.observe(gauges.heldBack, backlog.heldBack, base);
   result.observe(gauges.active, figures.active, base);
+  // A pool's keys (one key: the run's figures are its own).
+  if (stats.keys.length > 1) {
+    for (const key of stats.keys) {
+      const at = { ...base, 'webdata_etl.key': key.label };
+      // A key retired for the run sends nothing more; an unpaced one has no rate to report.
+      if (key.retired?.path === null) result.observe(gauges.keyRate, 0, at);
+      else if (Number.isFinite(key.rate)) result.observe(gauges.keyRate, key.rate, at);
+      if (key.learnedLimit !== null) result.observe(gauges.keyLimit, key.learnedLimit, at);
+      result.observe(gauges.keyRetired, key.retired ? 1 : 0, at);
+    }
+  }
   if (!fleet) return;
   result.observe(gauges.workers, fleet.workers, base);
   for (const [state, count] of Object.entries(fleet.series)) result.observe(gauges.runSeries, count, { ...base, 'webdata_etl.state': state });

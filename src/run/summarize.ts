@@ -19,6 +19,8 @@ export interface RunFacts {
   startedAt: string;
   finishedAt: string;
   durationMs: number;
+  /** A pool's keys (none for one key). */
+  keys?: RunSummary['keys'];
 }
 
 /**
@@ -95,5 +97,6 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
     startedAt: facts.startedAt,
     finishedAt: facts.finishedAt,
     durationMs: facts.durationMs,
+    ...(facts.keys ? { keys: facts.keys } : {}),
   };
 }

@@ -4,6 +4,23 @@ export const RUN_STATUSES = ['completed', 'budget', 'failed_series', 'stopped', 
 
 const counts = z.record(z.string(), z.int());
 
+/** One key of a pool in the summary. */
+export const keySummarySchema = z.object({
+  label: z.string(),
+  requests: z.int(),
+  credits: z.number(),
+  /** Its 429s. */
+  rateLimited: z.int(),
+  /** Requests a second it was paced to when the run ended (this invocation's); null: unpaced (no rate set or learned). */
+  rate: z.number().nullable(),
+  /** The limit it learned from its own answers (requests a second); null: none taught it. */
+  learnedLimit: z.number().nullable(),
+  /** Retired for the run (`path` null: a 401) or for an endpoint (a 402, a 403): why, and when (ISO 8601). */
+  retired: z.object({ reason: z.string(), message: z.string(), at: z.string(), path: z.string().nullable() }).nullable(),
+});
+
+export type KeySummary = z.infer<typeof keySummarySchema>;
+
 /** What a run did: returned by `run()`, stored in the `runs` table, printed by the command line. */
 export const runSummarySchema = z.object({
   runId: z.string(),
@@ -64,6 +81,13 @@ export const runSummarySchema = z.object({
   startedAt: z.string(),
   finishedAt: z.string(),
   durationMs: z.number(),
+  /**
+   * A pool of keys (docs/pipelines.md#the-run-summary): each key by its label (never the key), across the run's
+   * invocations — its requests, credits, 429s, the rate it ran at and the limit it learned at the end, and whether,
+   * when and why it was retired. Absent for a run with one key (its figures are the run's) and in summaries from before
+   * pools.
+   */
+  keys: z.array(keySummarySchema).optional(),
   /** A distributed run: this worker's share of it (the rest of the summary is the whole run's). */
   worker: z.object({ id: z.string(), host: z.string(), pid: z.int(), pages: z.int(), credits: z.number() }).optional(),
 });

@@ -1,4 +1,4 @@
-import type { Clock } from './clock.ts';
+import { type Clock, epochOf } from './clock.ts';
 import type { ResolvedSchedulerOptions } from './options.ts';
 import { createThrottle, type QueueControls, type Throttle } from './throttle.ts';
 import type { KeyStats, SchedulerEvent, SchedulerStats } from './types.ts';
@@ -88,9 +88,11 @@ export class KeyPool {
   readonly lanes: readonly KeyLane[];
   readonly #queue: QueueControls;
   readonly #waiting = new Set<() => void>();
+  readonly #clock: Clock;
 
   constructor(specs: readonly KeySpec[], config: ResolvedSchedulerOptions, parts: { clock: Clock; emit: (event: SchedulerEvent) => void; halt: AbortSignal; queue: QueueControls }) {
     this.#queue = parts.queue;
+    this.#clock = parts.clock;
     const alone = specs.length === 1;
     this.lanes = specs.map((spec) => new KeyLane(spec, config, { ...parts, ...(alone ? { queue: parts.queue } : { queue: undefined }), resized: () => this.#resized() }));
     if (!alone) this.#resized();
@@ -159,9 +161,20 @@ export class KeyPool {
         rate: lane.throttle.rate,
         learnedLimit: lane.throttle.learnedLimit ?? null,
         concurrency: lane.concurrency,
-        retired: lane.retired ? { reason: lane.retired.reason, message: lane.retired.message, path: null } : null,
+        retired: this.#retiredOf(lane),
       })),
     };
+  }
+
+  /**
+   * Why and when a key was retired, said in wall-clock time: for the run, else for the first endpoint it was retired
+   * for (a key refused on two endpoints says the first; its events say each).
+   */
+  #retiredOf(lane: KeyLane): KeyStats['retired'] {
+    const retirement = lane.retired ?? [...lane.retiredFor.values()].sort((a, b) => a.at - b.at)[0];
+    if (!retirement) return null;
+    const at = new Date(epochOf(this.#clock) - (this.#clock.now() - retirement.at)).toISOString();
+    return { reason: retirement.reason, message: retirement.message, path: retirement.path ?? null, at };
   }
 
   /** The queue runs as many requests at once as the keys still at work allow between them. */

@@ -106,7 +106,8 @@ export interface KeyStats {
   rate: number;
   learnedLimit: number | null;
   concurrency: number;
-  retired: { reason: string; message: string; path: string | null } | null;
+  /** Why and when (ISO 8601) it was retired: for the run (`path` null, a 401), or for an endpoint (a 402, a 403). */
+  retired: { reason: string; message: string; path: string | null; at: string } | null;
 }
 
 export interface Scheduler {
