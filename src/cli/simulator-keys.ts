@@ -26,7 +26,7 @@ const MAX_RATE = 10_000;
 const MAX_COUNT = 1_000_000_000;
 
 /**
- * The keys of `--keys` / `--simulator-keys` / WEBDATA_SIMULATOR_KEYS (docs/cli.md#simulate): `main:8,second:4/2,
+ * The keys of `--keys` / `--simulator-keys` / WEBDATA_SIMULATOR_KEYS (docs/cli.md#a-pool-of-keys-offline): `main:8,second:4/2,
  * spare:2/2/500@40` — each a label, its requests per second, then optionally its burst, its credits, and after `@`
  * the number of requests after which it is revoked. Every problem at once, each naming `source` and the entry.
  */
