@@ -98,6 +98,21 @@ function describeSchedule(schedule: ReturnType<typeof scheduleReport>): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** A pool's keys, one line each: rate, pause, share, retirement (docs/distributed.md#watching-a-run). */
+function describeKeys(keys: RunStatusReport['keys']): string[] {
+  const width = Math.max(0, ...keys.map((key) => key.label.length));
+  return keys.map((key, i) => {
+    const retired = key.retired.map((r) => `retired${r.path === null ? '' : ` for ${r.path}`} (${r.reason}${r.message ? `: ${r.message}` : ''})`);
+    const parts = [
+      `rate ${key.rate === null ? 'unpaced' : `${key.rate} requests/s`}`,
+      ...(key.pausedSeconds > 0 ? [`paused ${key.pausedSeconds} s`] : []),
+      ...(key.credits.share === null ? [] : [`credits ${key.credits.spent} of ${key.credits.share}`]),
+      ...retired,
+    ];
+    return `${i === 0 ? 'keys: ' : '      '}${key.label.padEnd(width)}  ${parts.join(', ')}`;
+  });
+}
+
 function describe(pipeline: string, report: RunStatusReport): string {
   const { credits, series } = report;
   const lines = [
@@ -106,6 +121,7 @@ function describe(pipeline: string, report: RunStatusReport): string {
     `credits: ${credits.spent}${credits.budget === null ? '' : ` of ${credits.budget}`}${credits.uncertain ? ` (${credits.uncertain} uncertain)` : ''}${credits.reserved ? `, ${credits.reserved} reserved` : ''}` +
       `; rate: ${report.rate === null ? 'unpaced' : `${report.rate} requests/s`}`,
   ];
+  lines.push(...describeKeys(report.keys));
   if (report.workers.length === 0) return `${lines.join('\n')}\n`;
   const table = [['worker', 'host', 'pid', 'status', 'pages', 'credits', 'last beat']];
   for (const w of report.workers) {

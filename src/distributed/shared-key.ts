@@ -1,8 +1,7 @@
 import { retrying } from '../postgres/failure.ts';
 import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
-import type { FleetKey, FleetKeys } from '../schedule/fleet-key.ts';
-import type { Retirement } from '../schedule/key-pool.ts';
+import type { FleetKey, FleetKeys, Retirement } from '../schedule/fleet-key.ts';
 import type { SharedPacerFactory } from './shared-pacer.ts';
 import { keyStatements } from './statements.ts';
 

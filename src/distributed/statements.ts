@@ -274,7 +274,7 @@ export function statusStatements(s: string) {
               COALESCE(SUM(pages), 0)::int AS pages, COALESCE(SUM(items_written), 0)::int AS rows FROM ${s}.series WHERE run_id = $1`,
     limits: `SELECT spent, uncertain, reserved, budget, interval_ms, stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
     /** A pool's keys: each one's shared row (none before the schema had them: `relationExists`). */
-    keys: `SELECT label, interval_ms, greatest(extract(epoch FROM paused_until - clock_timestamp()), 0)::float8 AS paused_seconds,
+    keys: `SELECT label, interval_ms, (CASE WHEN paused_until > clock_timestamp() THEN extract(epoch FROM paused_until - clock_timestamp()) ELSE 0 END)::float8 AS paused_seconds,
                   max_credits, spent, reserved, retired_reason, retired_message, retired_paths
              FROM ${s}.key_limits WHERE run_id = $1 ORDER BY label`,
     /** Its workers, with whether each is at work ($2 the stale limit in seconds, $3 the liveness locks' prefix). */
@@ -282,8 +282,8 @@ export function statusStatements(s: string) {
             extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
             ${workerAlive('$2', '$3')} AS alive, ${workerMayBeAlive('$2', '$3')} AS reconnecting
        FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
-    /** Whether the schema has a schedule's occurrences (one before its migration 6 has none): $1 the table's quoted name. */
-    occurrencesExist: `SELECT to_regclass($1) IS NOT NULL AS found`,
+    /** Whether the schema has a table (occurrences: migration 7; key_limits: 8): $1 the table's quoted name. */
+    tableExists: `SELECT to_regclass($1) IS NOT NULL AS found`,
     /** The pipeline's latest occurrences, latest first ($2 how many). */
     occurrences: `SELECT due_at, outcome, run_id, worker, claimed_at, note FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
   } as const;

@@ -1,4 +1,12 @@
-import type { Retirement } from './key-pool.ts';
+/** Why a key takes no more requests: for the run (a 401), or for one endpoint (a 402, a 403), or its credits' share. */
+export interface Retirement {
+  reason: 'unauthorized' | 'payment_required' | 'forbidden' | 'budget';
+  message: string;
+  /** Clock time. */
+  at: number;
+  /** The endpoint it is retired for; none: for the run. */
+  path?: string | undefined;
+}
 
 /**
  * A key of a pool as the other processes of a distributed run share it (docs/distributed.md#a-pool-of-keys-across-workers):

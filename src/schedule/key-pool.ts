@@ -1,5 +1,5 @@
 import { type Clock, epochOf } from './clock.ts';
-import type { FleetKey } from './fleet-key.ts';
+import type { FleetKey, Retirement } from './fleet-key.ts';
 import type { ResolvedSchedulerOptions } from './options.ts';
 import type { Stops } from './stops.ts';
 import { createThrottle, type QueueControls, type Throttle } from './throttle.ts';
@@ -8,15 +8,7 @@ import type { KeyStats, SchedulerEvent, SchedulerStats } from './types.ts';
 /** One key of a pool as the scheduler is given it: its label, and what of the run's rate it overrides. */
 export type KeySpec = NonNullable<ResolvedSchedulerOptions['keys']>[number];
 
-/** Why a key takes no more requests: for the run (a 401), or for one endpoint (a 402, a 403), or its credits' share. */
-export interface Retirement {
-  reason: 'unauthorized' | 'payment_required' | 'forbidden' | 'budget';
-  message: string;
-  /** Clock time. */
-  at: number;
-  /** The endpoint it is retired for; none: for the run. */
-  path?: string | undefined;
-}
+export type { Retirement } from './fleet-key.ts';
 
 /**
  * One key of the run (docs/scheduler.md#a-pool-of-keys): its own throttle — pacer, rate controller, pauses, learned
