@@ -196,7 +196,10 @@ export class KeyPool {
     if (this.lanes.some((lane) => !lane.retired && !lane.retiredFor.has(path))) return { none: 'budget' };
     // The last keys were retired by other processes: this one stops as one key's own answer would have stopped it.
     const stops = this.#stops;
-    const last = this.lanes.map((lane) => lane.retired ?? lane.retiredFor.get(path)).findLast((each) => each !== undefined);
+    // The latest retirement decides, as the last key's own refusal decides in one process.
+    const last = this.lanes
+      .map((lane) => lane.retired ?? lane.retiredFor.get(path))
+      .reduce<Retirement | undefined>((latest, each) => (each && (!latest || each.at >= latest.at) ? each : latest), undefined);
     if (stops && !stops.run && !stops.forbidden.has(path) && last) {
       if (last.reason === 'forbidden') stops.forbid(path, undefined, last.message);
       else stops.stopRun({ reason: last.reason === 'unauthorized' ? 'unauthorized' : 'payment_required', message: last.message });

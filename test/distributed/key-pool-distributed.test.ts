@@ -127,7 +127,8 @@ describePostgres('a pool of keys shared by the workers of a distributed run', ()
       const text = await cli(['status', file], { cwd: dir.dir, env: {} });
       expect(text.stdout).toMatch(/^keys: a {2}rate unpaced$/m);
       expect(text.stdout).toMatch(/^ {6}b {2}rate unpaced, retired \(unauthorized: .+\)$/m);
-      for (const key of Object.values(KEYS)) expect(status.stdout + text.stdout).not.toContain(key);
+      const rows = JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.key_limits'));
+      for (const key of Object.values(KEYS)) expect(status.stdout + text.stdout + rows).not.toContain(key);
     } finally {
       await db.drop();
     }
