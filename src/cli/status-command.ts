@@ -71,13 +71,15 @@ export async function statusCommand(args: string[]): Promise<number> {
   }
   const schedule = pipeline.schedule ? scheduleReport(pipeline.schedule, occurrences) : undefined;
   if (values.json) {
-    // The run's report as it was (null before the first run), with the schedule's beside it when there is one.
-    const shown = report && keys ? { ...report, keys } : report;
+    // The run's report as it was (null before the first run), with the schedule's beside it when there is one. `keys`
+    // are a distributed pool's live shared rows; `summaryKeys` the pool as the run's last summary counted it.
+    const shown = report && keys ? { ...report, summaryKeys: keys } : report;
     process.stdout.write(`${JSON.stringify(schedule ? { ...(shown ?? { runId: null }), schedule } : (shown ?? null))}\n`);
     return EXIT.ok;
   }
   if (!report) process.stderr.write(`pipeline "${pipeline.name}" has no runs yet\n`);
-  else process.stdout.write(describe(pipeline.name, report) + keyLines(keys, (_, text) => text).join(''));
+  // A distributed pool's live rows say its keys (describe); the last summary's counts, when there are none.
+  else process.stdout.write(describe(pipeline.name, report) + (report.keys.length > 0 ? '' : keyLines(keys, (_, text) => text).join('')));
   if (schedule) process.stdout.write(describeSchedule(schedule));
   return EXIT.ok;
 }
@@ -125,6 +127,21 @@ function describeSchedule(schedule: ReturnType<typeof scheduleReport>): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** A pool's keys, one line each: rate, pause, share, retirement (docs/distributed.md#watching-a-run). */
+function describeKeys(keys: RunStatusReport['keys']): string[] {
+  const width = Math.max(0, ...keys.map((key) => key.label.length));
+  return keys.map((key, i) => {
+    const retired = key.retired.map((r) => `retired${r.path === null ? '' : ` for ${r.path}`} (${r.reason}${r.message ? `: ${r.message}` : ''})`);
+    const parts = [
+      `rate ${key.rate === null ? 'unpaced' : `${key.rate} requests/s`}`,
+      ...(key.pausedSeconds > 0 ? [`paused ${key.pausedSeconds} s`] : []),
+      ...(key.credits.share === null ? [] : [`credits ${key.credits.spent} of ${key.credits.share}`]),
+      ...retired,
+    ];
+    return `${i === 0 ? 'keys: ' : '      '}${key.label.padEnd(width)}  ${parts.join(', ')}`;
+  });
+}
+
 function describe(pipeline: string, report: RunStatusReport): string {
   const { credits, series } = report;
   const lines = [
@@ -133,6 +150,7 @@ function describe(pipeline: string, report: RunStatusReport): string {
     `credits: ${credits.spent}${credits.budget === null ? '' : ` of ${credits.budget}`}${credits.uncertain ? ` (${credits.uncertain} uncertain)` : ''}${credits.reserved ? `, ${credits.reserved} reserved` : ''}` +
       `; rate: ${report.rate === null ? 'unpaced' : `${report.rate} requests/s`}`,
   ];
+  lines.push(...describeKeys(report.keys));
   if (report.workers.length === 0) return `${lines.join('\n')}\n`;
   const table = [['worker', 'host', 'pid', 'status', 'pages', 'credits', 'last beat']];
   for (const w of report.workers) {

@@ -122,5 +122,6 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
   // No worker may be at work (or this planning would not happen): what the run's workers still hold is a dead one's.
   await expireGoneWorkers(store.pool, store.schema, plan.runId);
   await store.pool.query(sql.planLimits, [plan.runId, plan.budget, plan.spentBefore]);
+  await store.pool.query(sql.planKeys, [plan.runId]);
   return queue;
 }

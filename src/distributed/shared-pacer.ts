@@ -4,7 +4,7 @@ import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Clock } from '../schedule/clock.ts';
 import type { Pacer } from '../schedule/pacer.ts';
-import { pacerStatements } from './statements.ts';
+import { keyStatements, pacerStatements } from './statements.ts';
 
 export interface SharedPacerOptions {
   /** Whether this worker holds the run's rate leadership now: only the leader's rate changes reach the row. */
@@ -19,53 +19,72 @@ export interface SharedPacerOptions {
  * A pacer factory for the scheduler's `pacer` option (docs/design.md#past-one-machine) whose slots every worker of a
  * run takes from one row of `run_limits`: one rate limit however many machines share it. The row's `next_at` is the
  * theoretical arrival time of the next free slot, advanced with the database's clock, so that workers with skewed
- * clocks still space their requests on one time line; each worker then waits out its slot by its own clock.
+ * clocks still space their requests on one time line; each worker then waits out its slot by its own clock. In a pool
+ * of keys, each key's pacer (the factory given its label) takes its slots from that key's row of `key_limits`, with
+ * the same rules: one rate limit per key however many machines hold it.
  */
 export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): SharedPacerFactory {
-  const statements = pacerStatements(quoteIdentifier(schema));
+  const s = quoteIdentifier(schema);
   const where = options.where ?? `the shared rate limit (PostgreSQL, schema "${schema}")`;
-  const shared: Shared = {
-    pool,
-    runId,
-    statements,
-    where,
-    leads: options.leads,
-    onSlot: options.onSlot,
-    unreported: [],
-    reported: { accepted: 0, rejected: 0 },
-    offsetMs: undefined,
-    channel: limitsChannel(schema, runId),
-    pacers: new Set(),
-    intervals: [],
+  const channel = limitsChannel(schema, runId);
+  const rows = new Map<string | undefined, Shared>();
+  const sharedFor = (key: string | undefined): Shared => {
+    let shared = rows.get(key);
+    if (!shared) {
+      const statements = pacerStatements(s, key !== undefined);
+      shared = { pool, runId, key, statements, ensure: keyStatements(s).ensure, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined, channel, pacers: new Set(), intervals: [], retirements: [] };
+      rows.set(key, shared);
+    }
+    return shared;
   };
-  return Object.assign((requestsPerSecond: number, clock: Clock) => new SharedPacer(shared, requestsPerSecond, clock), {
-    report: (accepted: boolean, sentAt: number) => void shared.unreported.push({ accepted, sentAt, pacedMs: pacedAt(shared, sentAt) }),
-    renew: () => {
-      for (const pacer of shared.pacers) pacer.renew();
+  return Object.assign((requestsPerSecond: number, clock: Clock, key?: string) => new SharedPacer(sharedFor(key), requestsPerSecond, clock), {
+    report: (accepted: boolean, sentAt: number, key?: string) => {
+      const shared = sharedFor(key);
+      shared.unreported.push({ accepted, sentAt, pacedMs: pacedAt(shared, sentAt) });
     },
-    channel: shared.channel,
+    renew: (told?: string) => {
+      // A key's change is told with its label ('rate b'): only that key's pacers take their slots again.
+      const key = told?.includes(' ') ? told.slice(told.indexOf(' ') + 1) : undefined;
+      for (const [label, shared] of rows) if (key === undefined || label === key) for (const pacer of shared.pacers) pacer.renew();
+    },
+    retirements: (key: string) => sharedFor(key).retirements,
+    channel,
   });
 }
 
 /** The pacer factory for the scheduler, and where this worker reports its answers (they go with its next slot). */
-export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock) => Pacer) & {
-  /** An answer this worker got: accepted (2xx) or not (429), for a request sent at `sentAt` (the scheduler's clock). */
-  report(accepted: boolean, sentAt: number): void;
-  /** The run's rate or pause changed (a notification on `channel`): slots waited for are taken again. */
-  renew(): void;
+export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock, key?: string) => Pacer) & {
+  /** An answer this worker got: accepted (2xx) or not (429), for a request sent at `sentAt` (the scheduler's clock), with the key of a pool it went with. */
+  report(accepted: boolean, sentAt: number, key?: string): void;
+  /** The run's rate or pause changed (a notification on `channel`, its payload `told`): slots waited for are taken again. */
+  renew(told?: string): void;
+  /** A pool's key's retirements, as its row said at its latest slot. */
+  retirements(key: string): readonly KeyRetirement[];
   /** The notification channel of the run's terms, for the worker to LISTEN on. */
   readonly channel: string;
 };
+
+/** A key retired by some worker: for the run (no path), or for an endpoint. */
+export interface KeyRetirement {
+  reason: 'unauthorized' | 'payment_required' | 'forbidden';
+  message: string;
+  path?: string;
+}
 
 /** The channel on which a run's changes of rate and pause are told: a name of the run's own, short and safe. */
 export function limitsChannel(schema: string, runId: string): string {
   return `webdata_limits_${createHash('sha256').update(`${schema}\n${runId}`).digest('hex').slice(0, 24)}`;
 }
 
+/** One row's side of the pacers made here: the run's (`key` undefined) or a pool's key's. */
 interface Shared {
   pool: Pool;
   runId: string;
+  /** The pool's key whose row it is; undefined: the run's row. */
+  key: string | undefined;
   statements: ReturnType<typeof pacerStatements>;
+  /** Writes a key's row, if no worker has yet. */
+  ensure: string;
   where: string;
   leads: () => boolean;
   onSlot: ((slot: SharedSlot) => void) | undefined;
@@ -85,6 +104,8 @@ interface Shared {
    * not taken for a failure of the slower rate (docs/distributed-design.md#one-rate-shared).
    */
   intervals: { from: number; intervalMs: number }[];
+  /** A key's retirements as its row said at the latest slot (replaced in place, so readers keep the array). */
+  retirements: KeyRetirement[];
 }
 
 /** How many changes of the interval a worker keeps: answers come back within seconds, changes are seconds apart. */
@@ -118,6 +139,8 @@ export interface SharedSlot {
   reported: { accepted: number; rejected: number };
   /** When the latest rejected request any worker reported was sent, on this worker's clock (null: none yet). */
   rejectedSentAt: number | null;
+  /** The pool's key whose row gave the slot; undefined: the run's row (one key). */
+  key?: string;
 }
 
 class SharedPacer implements Pacer {
@@ -142,7 +165,10 @@ class SharedPacer implements Pacer {
     this.#clock = clock;
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
-    if (shared.leads()) this.#write(shared.statements.seed, this.#intervalMs, false);
+    // A key's row is written by the first worker holding the key, with its rate: a key the leader does not hold is
+    // paced all the same (learning it waits for a leader holding it).
+    if (shared.key !== undefined) this.#write(shared.ensure, [shared.runId, shared.key, this.#intervalMs, null]);
+    else if (shared.leads()) this.#write(shared.statements.seed, [shared.runId, this.#intervalMs]);
     shared.pacers.add(this);
   }
 
@@ -160,7 +186,7 @@ class SharedPacer implements Pacer {
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
     pacingUnder(this.#shared, this.#intervalMs, this.#clock.now());
-    this.#write(this.#shared.statements.setInterval, this.#intervalMs);
+    this.#change(this.#shared.statements.setInterval, this.#intervalMs);
     this.renew();
   }
 
@@ -169,7 +195,7 @@ class SharedPacer implements Pacer {
     this.#pausedUntil = at;
     this.#pauses += 1;
     // Sent as a length of time from now: the database turns it into its own time, whatever this machine's clock says.
-    this.#write(this.#shared.statements.pause, at - this.#clock.now());
+    this.#change(this.#shared.statements.pause, at - this.#clock.now());
   }
 
   /** The run's rate or pause changed (told by the database): slots waited for now are taken again under the new terms. */
@@ -223,7 +249,8 @@ class SharedPacer implements Pacer {
     const rejectedPaced = rejected.map((answer) => answer.pacedMs ?? null);
     let rows: SlotRow[];
     try {
-      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, [runId, accepted, rejectedAt, rejectedPaced])).rows, { idempotent: true });
+      const values = [runId, accepted, rejectedAt, rejectedPaced, ...this.#label()];
+      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, values)).rows, { idempotent: true });
     } catch (error) {
       this.#shared.unreported.push(...report);
       throw error;
@@ -231,7 +258,8 @@ class SharedPacer implements Pacer {
     const row = rows[0];
     this.#shared.reported.accepted += accepted;
     this.#shared.reported.rejected += Number(row?.counted_rejected ?? 0);
-    if (!row) throw new Error(`${where}: run ${runId} has no row in run_limits: a distributed run's limits are written when it is planned`);
+    if (!row) throw new Error(`${where}: run ${runId} has no row in ${this.#shared.key === undefined ? 'run_limits' : `key_limits for key ${this.#shared.key}`}: a distributed run's limits are written when it is planned, a key's when a worker holding it joins`);
+    if (this.#shared.key !== undefined) this.#shared.retirements.splice(0, Infinity, ...retirementsOf(row));
     const taken = {
       intervalMs: Number(row.interval_ms),
       waitMs: Number(row.wait_ms),
@@ -240,6 +268,7 @@ class SharedPacer implements Pacer {
       outcomes: { accepted: Number(row.accepted), rejected: Number(row.rejected) },
       reported: { ...this.#shared.reported },
       rejectedSentAt: row.rejected_sent_epoch_ms === null || offset === undefined ? null : Number(row.rejected_sent_epoch_ms) - offset,
+      ...(this.#shared.key === undefined ? {} : { key: this.#shared.key }),
     };
     // The slot by both clocks: how far the database's is from this worker's (one round trip's error at most).
     this.#shared.offsetMs = taken.slotEpochMs - (this.#clock.now() + taken.waitMs);
@@ -249,11 +278,21 @@ class SharedPacer implements Pacer {
     return taken;
   }
 
-  #write(text: string, value: number, told = true): void {
-    const { pool, runId, where, channel } = this.#shared;
+  /** The label parameter of a key's row's statements (none for the run's row). */
+  #label(): string[] {
+    return this.#shared.key === undefined ? [] : [this.#shared.key];
+  }
+
+  /** A change of the row's terms ($2 `value`), told on the run's channel. */
+  #change(text: string, value: number): void {
+    this.#write(text, [this.#shared.runId, value, this.#shared.channel, ...this.#label()]);
+  }
+
+  #write(text: string, values: unknown[]): void {
+    const { pool, where } = this.#shared;
     // Setting a value, or raising one to a maximum: safe to repeat.
     this.#writes = this.#writes
-      .then(() => retrying(where, () => pool.query(text, told ? [runId, value, channel] : [runId, value]), { idempotent: true }))
+      .then(() => retrying(where, () => pool.query(text, values), { idempotent: true }))
       .then(
         () => undefined,
         (error: unknown) => {
@@ -281,6 +320,19 @@ interface SlotRow {
   rejected_sent_epoch_ms: number | null;
   /** How many of the 429s this statement carried it counted (those a cut did not answer already). */
   counted_rejected: number;
+  /** A key's row: retired for the run (a 401), and for endpoints (path: why). */
+  retired_reason: string | null;
+  retired_message: string | null;
+  retired_paths: Record<string, { reason: string; message: string }> | null;
+}
+
+/** A key's retirements as its row holds them (values from the database: only the reasons a worker writes count). */
+function retirementsOf(row: SlotRow): KeyRetirement[] {
+  const known = (reason: string): reason is KeyRetirement['reason'] => reason === 'unauthorized' || reason === 'payment_required' || reason === 'forbidden';
+  const all: KeyRetirement[] = [];
+  if (row.retired_reason !== null && known(row.retired_reason)) all.push({ reason: row.retired_reason, message: row.retired_message ?? '' });
+  for (const [path, each] of Object.entries(row.retired_paths ?? {})) if (known(each.reason)) all.push({ reason: each.reason, message: String(each.message), path });
+  return all;
 }
 
 function intervalOf(requestsPerSecond: number): number {

@@ -95,6 +95,9 @@ export function planStatements(s: string) {
     /** The run's shared limits ($2 the budget, $3 the spend before), and no stop. */
     planLimits: `INSERT INTO ${s}.run_limits (run_id, planned, budget, spent) VALUES ($1, true, $2, $3)
      ON CONFLICT (run_id) DO UPDATE SET planned = true, budget = excluded.budget, stop_reason = NULL, stop_message = NULL, interval_ms = 0`,
+    // A pool's keys start each invocation afresh, as in one process: rates learned again, retirements and shares anew.
+    /** The run's keys' rows, gone: the workers write them again as they join. */
+    planKeys: `DELETE FROM ${s}.key_limits WHERE run_id = $1`,
   } as const;
 }
 
@@ -162,8 +165,20 @@ function countedRejected(what: string): string {
   return `(SELECT ${what} FROM unnest($3::float8[], $4::float8[]) AS r(at, paced) WHERE r.paced IS NULL OR r.paced >= interval_ms - 0.001)`;
 }
 
-/** The shared pacer: $1 the run, $2 an interval or a length of time in ms, $3 the channel the change is told on. */
-export function pacerStatements(s: string) {
+/**
+ * The shared pacer: $1 the run, $2 an interval or a length of time in ms, $3 the channel the change is told on. The
+ * run's row in `run_limits` (one key); or, `keyed`, a pool's key's row in `key_limits`, its label the parameter after
+ * the others ($5 of `acquire`, $4 of `setInterval` and `pause`), told with the change so that only its pacers renew.
+ */
+export function pacerStatements(s: string, keyed = false) {
+  const table = keyed ? `${s}.key_limits` : `${s}.run_limits`;
+  const row = (label: string) => (keyed ? `run_id = $1 AND label = ${label}::text` : 'run_id = $1');
+  const told = (what: string) => (keyed ? `'${what} ' || $4::text` : `'${what}'`);
+  // A key's row answers with the run's stop (one row for the run) and the key's retirements; the run's row with none.
+  const stop = keyed
+    ? `(SELECT stop_reason FROM ${s}.run_limits WHERE run_id = $1) AS stop_reason, (SELECT stop_message FROM ${s}.run_limits WHERE run_id = $1) AS stop_message`
+    : 'stop_reason, stop_message';
+  const retired = keyed ? 'retired_reason, retired_message, retired_paths' : 'NULL::text AS retired_reason, NULL::text AS retired_message, NULL::jsonb AS retired_paths';
   return {
     // One round trip per slot. GREATEST with the database's clock skips the slots of an idle spell (a burst must not
     // follow it); with `paused_until`, every worker obeys a pause any of them wrote. The wait is measured at the
@@ -174,18 +189,18 @@ export function pacerStatements(s: string) {
     // counts only if it was paced no faster than the row's interval now: one sent before a cut reached its worker
     // was paced under the faster rate the cut already answers, and must neither cut again nor mark that rate as the
     // lowest that failed. One paced under an unknown interval (its worker's first slot) counts.
-    acquire: `UPDATE ${s}.run_limits
+    acquire: `UPDATE ${table}
                  SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
                      accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
                      rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))
-               WHERE run_id = $1
+               WHERE ${row('$5')}
            RETURNING interval_ms,
                      extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
                      extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
-                     stop_reason, stop_message, accepted, rejected,
+                     ${stop}, ${retired}, accepted, rejected,
                      extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms, ${countedRejected('count(*)')}::int AS counted_rejected`,
     // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
-    seed: `UPDATE ${s}.run_limits SET interval_ms = $2 WHERE run_id = $1 AND interval_ms = 0`,
+    seed: `UPDATE ${table} SET interval_ms = $2 WHERE ${row('$3')} AND interval_ms = 0`,
     // A new rate or a pause is told to every worker (`limitsChannel`): slots they were granted under the old terms and
     // still wait for are taken again, as the local pacer's reservations are, so that a cut is not followed by a burst.
     // The slots reserved under the old terms are given back too (`next_at` no later than one new interval from now):
@@ -193,15 +208,45 @@ export function pacerStatements(s: string) {
     // change.
     // Not before a whole new interval after the latest slot that may have begun (the latest handed out, or now): the
     // next_at left by the old interval may be only an old interval after it, a slot too early after a cut.
-    setInterval: `WITH changed AS (UPDATE ${s}.run_limits SET interval_ms = $2,
+    setInterval: `WITH changed AS (UPDATE ${table} SET interval_ms = $2,
                                      next_at = GREATEST(LEAST(next_at, clock_timestamp() + $2 * interval '1 millisecond'),
                                                         LEAST(next_at - interval_ms * interval '1 millisecond', clock_timestamp()) + $2 * interval '1 millisecond')
-                                   WHERE run_id = $1 RETURNING run_id)
-                  SELECT pg_notify($3, 'rate') FROM changed`,
-    pause: `WITH changed AS (UPDATE ${s}.run_limits SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'),
+                                   WHERE ${row('$4')} RETURNING run_id)
+                  SELECT pg_notify($3, ${told('rate')}) FROM changed`,
+    pause: `WITH changed AS (UPDATE ${table} SET paused_until = GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'),
                                                     next_at = LEAST(next_at, GREATEST(paused_until, clock_timestamp() + $2 * interval '1 millisecond'))
-                         WHERE run_id = $1 RETURNING run_id)
-            SELECT pg_notify($3, 'pause') FROM changed`,
+                         WHERE ${row('$4')} RETURNING run_id)
+            SELECT pg_notify($3, ${told('pause')}) FROM changed`,
+  } as const;
+}
+
+/**
+ * A pool's key as the workers of a run share it (`key_limits`, shared-key.ts): $1 the run, $2 the key's label. A
+ * worker that holds the key writes its row (`ensure`); its share of the credits is reserved and settled there; its
+ * retirement is written there and told on the run's channel ($6), and read by every worker with its next slot.
+ */
+export function keyStatements(s: string) {
+  return {
+    /** The key's row ($3 its interval, 0: none yet; $4 its share of the credits, null: none): what is set stays. */
+    ensure: `INSERT INTO ${s}.key_limits (run_id, label, interval_ms, max_credits) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (run_id, label) DO UPDATE
+               SET interval_ms = CASE WHEN key_limits.interval_ms = 0 THEN excluded.interval_ms ELSE key_limits.interval_ms END,
+                   max_credits = COALESCE(key_limits.max_credits, excluded.max_credits)`,
+    /** $3 credits, if the key's share can take them beside what it spent and what is reserved: answers a row if so. */
+    reserve: `UPDATE ${s}.key_limits SET reserved = reserved + $3
+               WHERE run_id = $1 AND label = $2 AND (max_credits IS NULL OR spent + reserved + $3 <= max_credits) RETURNING 1`,
+    /** Settled reservations: $3 held, $4 of them spent. */
+    settle: `UPDATE ${s}.key_limits SET reserved = reserved - $3, spent = spent + $4 WHERE run_id = $1 AND label = $2`,
+    /** Retired ($3 why, $4 the message) for the run, or ($5) for one endpoint; the first retirement of each stands. */
+    retire: `WITH changed AS (
+               UPDATE ${s}.key_limits
+                  SET retired_reason = CASE WHEN $5::text IS NULL THEN COALESCE(retired_reason, $3::text) ELSE retired_reason END,
+                      retired_message = CASE WHEN $5::text IS NULL AND retired_reason IS NULL THEN $4::text ELSE retired_message END,
+                      retired_at = CASE WHEN $5::text IS NULL THEN COALESCE(retired_at, clock_timestamp()) ELSE retired_at END,
+                      retired_paths = CASE WHEN $5::text IS NULL OR retired_paths ? $5::text THEN retired_paths
+                                           ELSE retired_paths || jsonb_build_object($5::text, jsonb_build_object('reason', $3::text, 'message', $4::text)) END
+                WHERE run_id = $1 AND label = $2 RETURNING run_id)
+             SELECT pg_notify($6, 'retired ' || $2::text) FROM changed`,
   } as const;
 }
 
@@ -228,13 +273,17 @@ export function statusStatements(s: string) {
     series: `SELECT COUNT(*) FILTER (WHERE status = 'ended')::int AS ended, COUNT(*) FILTER (WHERE status = 'stopped')::int AS stopped,
               COALESCE(SUM(pages), 0)::int AS pages, COALESCE(SUM(items_written), 0)::int AS rows FROM ${s}.series WHERE run_id = $1`,
     limits: `SELECT spent, uncertain, reserved, budget, interval_ms, stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
+    /** A pool's keys: each one's shared row (none before the schema had them: `relationExists`). */
+    keys: `SELECT label, interval_ms, (CASE WHEN paused_until > clock_timestamp() THEN extract(epoch FROM paused_until - clock_timestamp()) ELSE 0 END)::float8 AS paused_seconds,
+                  max_credits, spent, reserved, retired_reason, retired_message, retired_paths
+             FROM ${s}.key_limits WHERE run_id = $1 ORDER BY label`,
     /** Its workers, with whether each is at work ($2 the stale limit in seconds, $3 the liveness locks' prefix). */
     workers: `SELECT worker_id, host, pid, status, leader, pages, credits, started_at,
             extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
             ${workerAlive('$2', '$3')} AS alive, ${workerMayBeAlive('$2', '$3')} AS reconnecting
        FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
-    /** Whether the schema has a schedule's occurrences (one before its migration 6 has none): $1 the table's quoted name. */
-    occurrencesExist: `SELECT to_regclass($1) IS NOT NULL AS found`,
+    /** Whether the schema has a table (occurrences: migration 7; key_limits: 8): $1 the table's quoted name. */
+    tableExists: `SELECT to_regclass($1) IS NOT NULL AS found`,
     /** The pipeline's latest occurrences, latest first ($2 how many). */
     occurrences: `SELECT due_at, outcome, run_id, worker, claimed_at, note FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,
   } as const;

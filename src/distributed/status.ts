@@ -16,6 +16,8 @@ export interface RunStatusReport {
   /** Requests per second of the shared pacer (null: unpaced, or no worker has set it yet). */
   rate: number | null;
   stop: { reason: string; message: string | null } | null;
+  /** A pool's keys, each one's shared row (docs/distributed.md#a-pool-of-keys-across-workers); none with one key. */
+  keys: KeyStatus[];
   workers: {
     id: string;
     host: string;
@@ -30,6 +32,18 @@ export interface RunStatusReport {
     /** Seconds since its last beat, by the database's clock. */
     lastBeatSeconds: number;
   }[];
+}
+
+/** A pool's key as its shared row says: its rate, its pause, its share, and its retirements. */
+export interface KeyStatus {
+  label: string;
+  /** Requests per second of its row (null: unpaced). */
+  rate: number | null;
+  /** Seconds its row is still paused for (0: not paused). */
+  pausedSeconds: number;
+  credits: { spent: number; reserved: number; share: number | null };
+  /** Retired for the run (a 401), and for endpoints (a 402, a 403). */
+  retired: { reason: string; message: string | null; path: string | null }[];
 }
 
 /** The latest run of `pipeline` in the state schema, with its workers; undefined before its first run. */
@@ -70,6 +84,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
     sql.workers,
     [run.run_id, STALE_SECONDS, workerLockPrefix(schema, run.run_id)],
   );
+  const keys = await keyRows(pool, schema, run.run_id);
   return {
     runId: run.run_id,
     status: run.status,
@@ -81,6 +96,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
     credits: { spent: limits?.spent ?? 0, uncertain: limits?.uncertain ?? 0, reserved: limits?.reserved ?? 0, budget: limits?.budget ?? null },
     rate: limits && limits.interval_ms > 0 ? Math.round((1000 / limits.interval_ms) * 100) / 100 : null,
     stop: limits?.stop_reason ? { reason: limits.stop_reason, message: limits.stop_message } : null,
+    keys: keys.length > 1 ? keys : [],
     workers: workers.rows.map((w) => ({
       id: w.worker_id,
       host: w.host,
@@ -94,6 +110,34 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
       lastBeatSeconds: Math.round(w.last_beat * 10) / 10,
     })),
   };
+}
+
+/** The run's keys' rows (none before the schema had them). */
+async function keyRows(pool: Pool, schema: string, runId: string): Promise<KeyStatus[]> {
+  const s = quoteIdentifier(schema);
+  const sql = statusStatements(s);
+  if ((await pool.query<{ found: boolean }>(sql.tableExists, [`${s}.key_limits`])).rows[0]?.found !== true) return [];
+  const { rows } = await pool.query<{
+    label: string;
+    interval_ms: number;
+    paused_seconds: number;
+    max_credits: number | null;
+    spent: number;
+    reserved: number;
+    retired_reason: string | null;
+    retired_message: string | null;
+    retired_paths: Record<string, { reason: string; message: string }> | null;
+  }>(sql.keys, [runId]);
+  return rows.map((row) => ({
+    label: row.label,
+    rate: row.interval_ms > 0 ? Math.round((1000 / row.interval_ms) * 100) / 100 : null,
+    pausedSeconds: Math.round(row.paused_seconds * 10) / 10,
+    credits: { spent: row.spent, reserved: row.reserved, share: row.max_credits },
+    retired: [
+      ...(row.retired_reason === null ? [] : [{ reason: row.retired_reason, message: row.retired_message, path: null }]),
+      ...Object.entries(row.retired_paths ?? {}).map(([path, each]) => ({ reason: String(each.reason), message: String(each.message), path })),
+    ],
+  }));
 }
 
 /** A scheduled occurrence as `status` shows it. */
@@ -111,7 +155,7 @@ export interface OccurrenceStatus {
 export async function latestOccurrences(pool: Pool, schema: string, pipeline: string, limit: number): Promise<OccurrenceStatus[]> {
   const s = quoteIdentifier(schema);
   const sql = statusStatements(s);
-  const exists = (await pool.query<{ found: boolean }>(sql.occurrencesExist, [`${s}.occurrences`])).rows[0]?.found === true;
+  const exists = (await pool.query<{ found: boolean }>(sql.tableExists, [`${s}.occurrences`])).rows[0]?.found === true;
   if (!exists) return [];
   const { rows } = await pool.query<{ due_at: Date; outcome: string; run_id: string | null; worker: string | null; claimed_at: Date; note: string | null }>(sql.occurrences, [pipeline, limit]);
   return rows.map((row) => ({ dueAt: row.due_at.toISOString(), outcome: row.outcome, runId: row.run_id, worker: row.worker, claimedAt: row.claimed_at.toISOString(), note: row.note }));

@@ -11,8 +11,8 @@ export interface WorkerSessionOptions {
   schema: string;
   runId: string;
   workerId: string;
-  /** The run's rate or pause changed (a notification on the run's channel). */
-  onTermsChanged: () => void;
+  /** The run's rate or pause changed, or a pool's key's (a notification on the run's channel, `told` its payload). */
+  onTermsChanged: (told: string | undefined) => void;
   /** A series of the run ended near its end (`seriesEndedChannel`): a worker waiting for the queue asks again. */
   onSeriesEnded: () => void;
 }
@@ -29,7 +29,7 @@ export class WorkerSession {
   readonly #livenessLock: string;
   readonly #leaderLock: string;
   readonly #channel: string;
-  readonly #onTermsChanged: () => void;
+  readonly #onTermsChanged: (told: string | undefined) => void;
   readonly #endedChannel: string;
   readonly #onSeriesEnded: () => void;
   #held: HeldLock | undefined;
@@ -102,7 +102,7 @@ export class WorkerSession {
     held.client.on('error', lost);
     held.client.on('end', lost);
     held.client.on('notification', (message) => {
-      if (message.channel === this.#channel) this.#onTermsChanged();
+      if (message.channel === this.#channel) this.#onTermsChanged(message.payload);
       if (message.channel === this.#endedChannel) this.#onSeriesEnded();
     });
     try {

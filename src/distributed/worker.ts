@@ -4,7 +4,9 @@ import type { PgBoss } from 'pg-boss';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { STALE_SECONDS } from './liveness.ts';
 import { expireDeadWorkers, type SharedMeter, sharedMeter } from './shared-meter.ts';
+import { sharedKeys } from './shared-key.ts';
 import { type SharedPacerFactory, type SharedSlot, sharedPacer } from './shared-pacer.ts';
+import type { FleetKeys } from '../schedule/fleet-key.ts';
 import type { StopReason } from '../schedule/classify.ts';
 import type { Scheduler } from '../schedule/scheduler.ts';
 import type { WorkerShare } from '../host/run-host.ts';
@@ -43,8 +45,8 @@ export class RunWorker {
   readonly queue: SeriesQueue;
   /** The run's state store as this worker commits to it: behind the series-row fence (`PostgresStateStore.fenced`). */
   readonly store: StateStore;
-  /** The run's one rate limit and one budget, for this worker's scheduler. */
-  readonly limits: { meter: SharedMeter; pacer: SharedPacerFactory; learns: () => boolean };
+  /** The run's one rate limit and one budget, for this worker's scheduler; in a pool, each key's rate limit, share and retirements. */
+  readonly limits: { meter: SharedMeter; pacer: SharedPacerFactory; learns: () => boolean; fleet: FleetKeys };
   readonly #store: PostgresStateStore;
   readonly #boss: PgBoss;
   readonly #runId: string;
@@ -55,8 +57,9 @@ export class RunWorker {
   readonly #pacer: SharedPacerFactory;
   readonly #meter: SharedMeter;
   #scheduler: Scheduler | undefined;
-  // The answers of the other workers, as the leader last saw the run's totals (its own were heard as they came).
-  #others: { accepted: number; rejected: number } | undefined;
+  // The answers of the other workers, as the leader last saw the run's totals (its own were heard as they came), by
+  // the key of a pool whose row the slot came from ('' : the run's row, one key).
+  readonly #others = new Map<string, { accepted: number; rejected: number }>();
   // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
   #touchedAt = 0;
   #beating: Promise<void> | undefined;
@@ -85,9 +88,9 @@ export class RunWorker {
         this.#hear(slot);
       },
     });
-    this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: () => this.#pacer.renew(), onSeriesEnded: () => this.queue.wake() });
+    this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: (told) => this.#pacer.renew(told), onSeriesEnded: () => this.queue.wake() });
     this.#meter = sharedMeter(store.pool, store.schema, runId, this.id, { weights: options.weights });
-    this.limits = { meter: this.#meter, pacer: this.#pacer, learns: () => this.#session.leader };
+    this.limits = { meter: this.#meter, pacer: this.#pacer, learns: () => this.#session.leader, fleet: sharedKeys(store.pool, store.schema, runId, this.#pacer) };
     this.queue = new SeriesQueue({
       boss,
       queue: options.queue,
@@ -120,7 +123,7 @@ export class RunWorker {
         // What the server said of this worker's requests, for the leader's learning (the others' go via the row).
         const status = String(event.status);
         const accepted = status.startsWith('2');
-        if (accepted || status === '429') this.#pacer.report(accepted, performance.now() - event.latencyMs);
+        if (accepted || status === '429') this.#pacer.report(accepted, performance.now() - event.latencyMs, event.key);
       }
       if (event.type === 'stop' && RUN_WIDE.has(event.reason)) {
         void this.#store.pool.query(this.#sql.stopRun, [this.#runId, event.reason, event.message]).catch(() => undefined);
@@ -188,13 +191,13 @@ export class RunWorker {
   /** The leader hears the other workers' answers, as the run's totals in the slot say them, for its learning. */
   #hear(slot: SharedSlot): void {
     const now = { accepted: slot.outcomes.accepted - slot.reported.accepted, rejected: slot.outcomes.rejected - slot.reported.rejected };
-    const others = this.#others;
+    const others = this.#others.get(slot.key ?? '');
     if (this.#session.leader && others && this.#scheduler) {
       const accepted = Math.max(0, now.accepted - others.accepted);
       const rejected = Math.max(0, now.rejected - others.rejected);
-      this.#scheduler.heard({ accepted, rejected, ...(slot.rejectedSentAt === null ? {} : { rejectedSentAt: slot.rejectedSentAt }) });
+      this.#scheduler.heard({ accepted, rejected, ...(slot.rejectedSentAt === null ? {} : { rejectedSentAt: slot.rejectedSentAt }) }, slot.key);
     }
-    this.#others = now;
+    this.#others.set(slot.key ?? '', now);
   }
 
   /**

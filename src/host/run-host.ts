@@ -39,7 +39,7 @@ export interface RunHost {
   /** Whether another process may have paged a series in this very invocation: its progress is read even in a new run. */
   readonly sharesSeries: boolean;
   /** The scheduler's limits when they are shared beyond this process; empty: its own pacer and credit meter. */
-  readonly limits: Pick<SchedulerOptions, 'pacer' | 'meter' | 'learns'>;
+  readonly limits: Pick<SchedulerOptions, 'pacer' | 'meter' | 'learns' | 'fleet'>;
   /** This process as one of the run's workers, for the `start` event: its id, and whether it joined others at work. */
   readonly member: { id: string; joined: boolean } | undefined;
   /** The series this process is to page, out of a source's own (`all`); absent, a source pages all of them. */

@@ -1,4 +1,3 @@
-import { ValidationError } from '../errors/validation-error.ts';
 import type { Client } from '../client/client.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import { createPermits } from '../pipeline/permits.ts';
@@ -81,16 +80,11 @@ export function wireRun(parts: {
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
 export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, host: RunHost, labels: readonly string[] = ['default']): Scheduler {
   const rate = pipeline.rate;
-  // A limit shared beyond this process is one pacer row and meter: each key of a pool needs its own, not built yet.
-  if (host.limits.pacer !== undefined && labels.length > 1) {
-    throw new ValidationError('A pool of keys in a distributed run', [
-      { path: 'WEBDATA_API_KEYS', message: `a distributed run sends with one key for now (this one holds ${labels.length}): run it with WEBDATA_API_KEY, or keep its state in SQLite` },
-    ]);
-  }
   return createScheduler({
     // The run's keys, each with the pipeline's rate unless `keys.<label>` says otherwise (docs/pipelines.md#a-pool-of-keys).
     keys: labels.map((label) => keySpec(label, pipeline.keys?.[label])),
-    // Limits shared beyond this process own the budget (docs/design.md#the-run-host).
+    // Limits shared beyond this process own the budget (docs/design.md#the-run-host); in a pool, each key has its own
+    // shared pacer row, share and retirements (docs/distributed.md#a-pool-of-keys-across-workers).
     ...host.limits,
     rate: rate.requestsPerSecond ? { requestsPerSecond: rate.requestsPerSecond } : rate.requests && rate.intervalMs ? { requests: rate.requests, intervalMs: rate.intervalMs } : undefined,
     concurrency: rate.concurrency,

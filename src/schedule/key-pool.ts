@@ -1,20 +1,14 @@
 import { type Clock, epochOf } from './clock.ts';
+import type { FleetKey, Retirement } from './fleet-key.ts';
 import type { ResolvedSchedulerOptions } from './options.ts';
+import type { Stops } from './stops.ts';
 import { createThrottle, type QueueControls, type Throttle } from './throttle.ts';
 import type { KeyStats, SchedulerEvent, SchedulerStats } from './types.ts';
 
 /** One key of a pool as the scheduler is given it: its label, and what of the run's rate it overrides. */
 export type KeySpec = NonNullable<ResolvedSchedulerOptions['keys']>[number];
 
-/** Why a key takes no more requests: for the run (a 401), or for one endpoint (a 402, a 403), or its credits' share. */
-export interface Retirement {
-  reason: 'unauthorized' | 'payment_required' | 'forbidden' | 'budget';
-  message: string;
-  /** Clock time. */
-  at: number;
-  /** The endpoint it is retired for; none: for the run. */
-  path?: string | undefined;
-}
+export type { Retirement } from './fleet-key.ts';
 
 /**
  * One key of the run (docs/scheduler.md#a-pool-of-keys): its own throttle — pacer, rate controller, pauses, learned
@@ -37,6 +31,10 @@ export class KeyLane {
   retired: Retirement | undefined;
   /** Retired for these endpoints (a 402, a 403). */
   readonly retiredFor = new Map<string, Retirement>();
+  /** In a pool shared with other processes (a distributed run): the key's share and retirements as they all see them. */
+  readonly fleet: FleetKey | undefined;
+  /** Its share of the credits across those processes is spent: no request goes to it again. */
+  shareSpent = false;
   #concurrency: number;
 
   constructor(spec: KeySpec, config: ResolvedSchedulerOptions, parts: { clock: Clock; emit: (event: SchedulerEvent) => void; halt: AbortSignal; queue?: QueueControls; resized: () => void }) {
@@ -61,7 +59,9 @@ export class KeyLane {
     // In a pool, a key's adapting and pauses say which key (one key alone: as before pools).
     const pooled = parts.queue === undefined;
     const emit = (event: SchedulerEvent) => parts.emit(pooled && (event.type === 'adapt' || event.type === 'pause') ? { ...event, key: this.label } : event);
-    this.throttle = createThrottle({ config: own, clock: parts.clock, queue, emit, halt: parts.halt });
+    // A pool's key paces on its own shared row when the run shares its limits (one key alone: the run's row, as before).
+    this.fleet = pooled ? config.fleet?.(spec.label, spec.maxCredits) : undefined;
+    this.throttle = createThrottle({ config: own, clock: parts.clock, queue, emit, halt: parts.halt, key: pooled ? spec.label : undefined });
   }
 
   get concurrency(): number {
@@ -70,10 +70,13 @@ export class KeyLane {
 
   /** Whether a request to `path` of `weight` credits may go to this key now or later. */
   serves(path: string, weight: number): boolean {
-    if (this.retired || this.retiredFor.has(path)) return false;
+    if (this.retired || this.retiredFor.has(path) || this.shareSpent) return false;
     return this.maxCredits === undefined || this.spent + this.reserved + weight <= this.maxCredits;
   }
 }
+
+/** The run's stops, for when other processes retired the last keys serving a request (see `KeyPool.acquire`). */
+type PoolStops = Pick<Stops, 'run' | 'forbidden' | 'stopRun' | 'forbid'>;
 
 /** What a request waiting for a key gets: a key, or why none of the pool can ever serve it. */
 export type Acquired = { lane: KeyLane } | { none: 'retired' | 'budget' };
@@ -89,10 +92,14 @@ export class KeyPool {
   readonly #queue: QueueControls;
   readonly #waiting = new Set<() => void>();
   readonly #clock: Clock;
+  readonly #emit: (event: SchedulerEvent) => void;
+  readonly #stops: PoolStops | undefined;
 
-  constructor(specs: readonly KeySpec[], config: ResolvedSchedulerOptions, parts: { clock: Clock; emit: (event: SchedulerEvent) => void; halt: AbortSignal; queue: QueueControls }) {
+  constructor(specs: readonly KeySpec[], config: ResolvedSchedulerOptions, parts: { clock: Clock; emit: (event: SchedulerEvent) => void; halt: AbortSignal; queue: QueueControls; stops?: PoolStops }) {
     this.#queue = parts.queue;
     this.#clock = parts.clock;
+    this.#emit = parts.emit;
+    this.#stops = parts.stops;
     const alone = specs.length === 1;
     this.lanes = specs.map((spec) => new KeyLane(spec, config, { ...parts, ...(alone ? { queue: parts.queue } : { queue: undefined }), resized: () => this.#resized() }));
     if (!alone) this.#resized();
@@ -102,8 +109,9 @@ export class KeyPool {
   async acquire(path: string, weight: number, signal: AbortSignal): Promise<Acquired> {
     for (;;) {
       signal.throwIfAborted();
+      this.#hearFleet();
       const serving = this.lanes.filter((lane) => lane.serves(path, weight));
-      if (serving.length === 0) return { none: this.lanes.some((lane) => !lane.retired && !lane.retiredFor.has(path)) ? 'budget' : 'retired' };
+      if (serving.length === 0) return this.#none(path);
       const free = this.lanes.length === 1 ? serving : serving.filter((lane) => lane.inFlight < lane.concurrency);
       if (free.length === 0) {
         await this.#wake(signal);
@@ -114,14 +122,22 @@ export class KeyPool {
       lane.reserved += weight;
       try {
         await lane.throttle.acquire(signal);
+        // A shared pacer's slot read what other processes told of the key: it may be retired now.
+        this.#hearFleet();
+        // Retired while this request waited for its slot (another request's 401): it goes to another key.
+        if (lane.retired || lane.retiredFor.has(path)) {
+          this.#letGo(lane, weight);
+          continue;
+        }
+        // The key's share across every process of a distributed run, reserved where they all see it.
+        if (lane.fleet && !(await lane.fleet.reserve(weight))) {
+          lane.shareSpent = true;
+          this.#letGo(lane, weight);
+          continue;
+        }
       } catch (error) {
-        this.settle(lane, weight, 0);
+        this.#letGo(lane, weight);
         throw error;
-      }
-      // Retired while this request waited for its slot (another request's 401): it goes to another key.
-      if (lane.retired || lane.retiredFor.has(path)) {
-        this.settle(lane, weight, 0);
-        continue;
       }
       return { lane };
     }
@@ -129,16 +145,18 @@ export class KeyPool {
 
   /** A request given `lane` settled: `charged` of its `weight` reserved credits were taken (0: none). */
   settle(lane: KeyLane, weight: number, charged: number): void {
-    lane.inFlight -= 1;
-    lane.reserved -= weight;
+    lane.fleet?.settle(weight, charged);
     lane.spent += charged;
-    this.#wakeAll();
+    this.#letGo(lane, weight);
   }
 
   /** Retires `lane` (for `path` only, when given); says whether any key still serves `path`. */
   retire(lane: KeyLane, retirement: Retirement): boolean {
+    const known = retirement.path === undefined ? lane.retired : lane.retiredFor.get(retirement.path);
     if (retirement.path === undefined) lane.retired ??= retirement;
     else if (!lane.retiredFor.has(retirement.path)) lane.retiredFor.set(retirement.path, retirement);
+    // Told to the other processes of a distributed run, which then send nothing more with it.
+    if (!known && retirement.reason !== 'budget') lane.fleet?.retire(retirement);
     this.#resized();
     return this.lanes.some((each) => !each.retired && (retirement.path === undefined || !each.retiredFor.has(retirement.path)));
   }
@@ -175,6 +193,47 @@ export class KeyPool {
     if (!retirement) return null;
     const at = new Date(epochOf(this.#clock) - (this.#clock.now() - retirement.at)).toISOString();
     return { reason: retirement.reason, message: retirement.message, path: retirement.path ?? null, at };
+  }
+
+  /** A request taken by `lane` and not sent: its slot in the key's concurrency and its local share go back. */
+  #letGo(lane: KeyLane, weight: number): void {
+    lane.inFlight -= 1;
+    lane.reserved -= weight;
+    this.#wakeAll();
+  }
+
+  /** No key serves `path`: their shares are spent, or each is retired (by this process, which then stopped, or others). */
+  #none(path: string): Acquired {
+    if (this.lanes.some((lane) => !lane.retired && !lane.retiredFor.has(path))) return { none: 'budget' };
+    // The last keys were retired by other processes: this one stops as one key's own answer would have stopped it.
+    const stops = this.#stops;
+    // The latest retirement decides, as the last key's own refusal decides in one process.
+    const last = this.lanes
+      .map((lane) => lane.retired ?? lane.retiredFor.get(path))
+      .reduce<Retirement | undefined>((latest, each) => (each && (!latest || each.at >= latest.at) ? each : latest), undefined);
+    if (stops && !stops.run && !stops.forbidden.has(path) && last) {
+      if (last.reason === 'forbidden') stops.forbid(path, undefined, last.message);
+      else stops.stopRun({ reason: last.reason === 'unauthorized' ? 'unauthorized' : 'payment_required', message: last.message });
+    }
+    return { none: 'retired' };
+  }
+
+  /** Takes in the retirements other processes told of each key (a distributed run), as if this one had met them. */
+  #hearFleet(): void {
+    let changed = false;
+    for (const lane of this.lanes) {
+      for (const heard of lane.fleet?.heard() ?? []) {
+        if (heard.path === undefined ? lane.retired : lane.retiredFor.has(heard.path)) continue;
+        const retirement = { ...heard, at: this.#clock.now() };
+        if (heard.path === undefined) lane.retired = retirement;
+        else lane.retiredFor.set(heard.path, retirement);
+        changed = true;
+        if (heard.reason !== 'budget') {
+          this.#emit({ type: 'key_retired', key: lane.label, reason: heard.reason, message: `another worker: ${heard.message}`, path: heard.path, at: new Date(epochOf(this.#clock)).toISOString() });
+        }
+      }
+    }
+    if (changed) this.#resized();
   }
 
   /** The queue runs as many requests at once as the keys still at work allow between them. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { Clock } from './clock.ts';
 import type { CreditMeter } from './credit-meter.ts';
+import type { FleetKeys } from './fleet-key.ts';
 import type { Pacer } from './pacer.ts';
 import { budgetSchema } from './budget.ts';
 
@@ -86,7 +87,10 @@ export const schedulerOptionsSchema = z.strictObject({
    * slot at a rate). Default: in-process ones.
    */
   meter: z.custom<CreditMeter>((v) => typeof v === 'object' && v !== null && 'reserve' in v && 'commit' in v && 'release' in v).optional(),
-  pacer: z.custom<(requestsPerSecond: number, clock: Clock) => Pacer>((v) => typeof v === 'function').optional(),
+  /** In a pool, each key's pacer is made with its label (`key`), so that a shared one paces each key on its own. */
+  pacer: z.custom<(requestsPerSecond: number, clock: Clock, key?: string) => Pacer>((v) => typeof v === 'function').optional(),
+  /** A pool's keys as other processes share them: each key's credit share and retirements (fleet-key.ts). */
+  fleet: z.custom<FleetKeys>((v) => typeof v === 'function').optional(),
   /**
    * With a pacer shared by many processes: whether this one learns the rate now (one at a time does, the run's
    * leader, and hears the others' answers through `heard`); the others follow the shared rate and do not adapt.

@@ -84,7 +84,7 @@ class RequestScheduler implements Scheduler {
     const emit = (event: SchedulerEvent) => this.#emit(event);
     // Waiting tasks must drain to their stopped outcome, even from a queue paused for a 429.
     this.#stops = createStops(emit, () => this.#queue.start());
-    this.#pool = new KeyPool(config.keys, config, { clock: this.#clock, queue: this.#queue, emit, halt: this.#stops.signal });
+    this.#pool = new KeyPool(config.keys, config, { clock: this.#clock, queue: this.#queue, emit, halt: this.#stops.signal, stops: this.#stops });
     this.#pooled = config.keys.length > 1;
     this.#lastSuccessAt = this.#clock.now();
   }
@@ -147,8 +147,8 @@ class RequestScheduler implements Scheduler {
     };
   }
 
-  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void {
-    (this.#pool.lanes[0] as KeyLane).throttle.heard(outcomes); // a shared limit is one key's: no pool is distributed yet
+  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }, key?: string): void {
+    (this.#pool.lanes.find((lane) => lane.label === key) ?? (this.#pool.lanes[0] as KeyLane)).throttle.heard(outcomes);
   }
 
   on(listener: (event: SchedulerEvent) => void): () => void {

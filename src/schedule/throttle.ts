@@ -53,6 +53,8 @@ export interface ThrottleOptions {
   emit: (event: SchedulerEvent) => void;
   /** Aborted when the run stops: a pause's timer then lets go. */
   halt: AbortSignal;
+  /** In a pool, the label of the key it paces: the pacer factory is given it. */
+  key?: string | undefined;
 }
 
 // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
@@ -82,7 +84,7 @@ class AdaptiveThrottle implements Throttle {
   // Whether the server's headers show a fixed window (used whole) or a bucket (spread evenly), and where the window ends.
   readonly #windows = windowTracker();
 
-  constructor({ config, clock, queue, emit, halt }: ThrottleOptions) {
+  constructor({ config, clock, queue, emit, halt, key }: ThrottleOptions) {
     this.#config = config;
     this.#clock = clock;
     this.#queue = queue;
@@ -95,7 +97,7 @@ class AdaptiveThrottle implements Throttle {
     // Sharing a pacer, the learner also hears other processes' answers, late: it learns the limit from 2 s of them at least
     // (the window being 3 s, 3 s never came: the span is measured from its first answer to now, so it stayed unlearned).
     this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
-    this.#pacer = (config.pacer ?? createPacer)(paced(maxRate), clock);
+    this.#pacer = config.pacer ? config.pacer(paced(maxRate), clock, key) : createPacer(paced(maxRate), clock);
   }
 
   get rate(): number {

@@ -131,8 +131,11 @@ export interface Scheduler {
   /** Resolves once no request is waiting, in flight, or sleeping before a retry. */
   onIdle(): Promise<void>;
   stats(): SchedulerStats;
-  /** Answers other processes got under the same shared pacer (a distributed run): the rate learner counts them. */
-  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
+  /**
+   * Answers other processes got under the same shared pacer (a distributed run): the rate learner counts them. In a
+   * pool, `key` says whose pacer (each key has its own); none: the first key's.
+   */
+  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }, key?: string): void;
   /** Subscribes to events (progress, logs); returns the unsubscribe function. */
   on(listener: (event: SchedulerEvent) => void): () => void;
 }

@@ -252,7 +252,7 @@ describePostgres('a pool of keys in status (state in PostgreSQL, one process)', 
       expect(status.stdout).toMatch(/keys: fast \d+ req, /);
       expect(status.stdout).toContain(`key slow retired at ${(slow?.retired?.at as string).replace('T', ' ').slice(0, 19)} (unauthorized: `);
       const json = await cli(['status', file, '--json'], { cwd: dir.dir });
-      expect((JSON.parse(json.stdout) as { keys: unknown }).keys).toEqual(summary.keys);
+      expect((JSON.parse(json.stdout) as { summaryKeys: unknown }).summaryKeys).toEqual(summary.keys);
       noKeyIn(dir.dir, result.stdout + result.stderr + status.stdout + json.stdout);
     } finally {
       await db.drop();

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { type Client, createClient } from '../../src/client/index.ts';
 import { createScheduler, type Outcome, type SchedulerEvent, type SchedulerOptions, virtualClock } from '../../src/schedule/index.ts';
 import { type SimulatedKey, startSimulator } from '../../src/simulator/index.ts';
+import type { FleetKey, FleetKeys, Retirement } from '../../src/schedule/fleet-key.ts';
 
 const KEYS = { a: 'sk_pool_a_0123456789', b: 'sk_pool_b_0123456789', c: 'sk_pool_c_0123456789' } as const;
 type Label = keyof typeof KEYS;
@@ -111,5 +112,54 @@ describe('a pool of keys', () => {
     await Promise.all(Array.from({ length: 20 }, (_, i) => t.search(`q${i}`)));
     expect(t.events.some((event) => 'key' in event)).toBe(false);
     expect(t.scheduler.stats().keys.map((key) => key.label)).toEqual(['default']);
+  });
+});
+
+// What other processes of a distributed run share of each key (the scheduler's `fleet` seam, src/schedule/fleet-key.ts),
+// told here by a fleet of the test's own: their retirements, and each key's share as they all reserve it.
+describe("a pool's keys as other processes share them", () => {
+  type Heard = ReturnType<FleetKey['heard']>;
+  const fleet = (told: Partial<Record<Label, Heard[number][]>>, shares: Partial<Record<Label, number>> = {}) => {
+    const retired: { key: string; retirement: Retirement }[] = [];
+    const keys: FleetKeys = (key) => ({
+      reserve: () => {
+        const left = shares[key as Label];
+        if (left === undefined) return true;
+        shares[key as Label] = left - 1;
+        return Promise.resolve(left > 0);
+      },
+      settle: () => undefined,
+      retire: (retirement) => void retired.push({ key, retirement }),
+      heard: () => told[key as Label] ?? [],
+    });
+    return { keys, retired, told };
+  };
+
+  it('a key another process retired gets no request here; the last keys retired there stop the run as their answer would here', async () => {
+    const shared = fleet({ b: [{ reason: 'unauthorized', message: 'HTTP 401: the key was refused' }] });
+    await using run = await pool({ a: {}, b: {} }, { concurrency: 2, fleet: shared.keys });
+    const first = await Promise.all(['one', 'two', 'three', 'four'].map((q) => run.search(q)));
+    expect(first.every((outcome) => outcome.ok)).toBe(true);
+    expect(run.byKey(200)).toEqual({ a: 4, b: 0 });
+    expect(run.events.filter((event) => event.type === 'key_retired')).toMatchObject([{ key: 'b', reason: 'unauthorized', message: 'another worker: HTTP 401: the key was refused' }]);
+    // Heard here, not met here: not told back.
+    expect(shared.retired).toEqual([]);
+    // Later, a is retired there for the endpoint: the latest retirement decides how the run stops, as in one process.
+    await run.clock.sleep(1000);
+    shared.told.a = [{ reason: 'payment_required', message: 'HTTP 402: no credits left', path: '/searchengine/search' }];
+    const last = await run.search('five');
+    expect(last).toMatchObject({ ok: false, kind: 'stopped', reason: 'payment_required' });
+    expect(run.scheduler.stopped).toMatchObject({ reason: 'payment_required', message: 'HTTP 402: no credits left' });
+    expect(run.sim.stats().requests).toBe(4);
+  });
+
+  it("a key's share as all the processes reserve it: once it refuses, the key's requests go to the others; a key retired here is told to them", async () => {
+    const shared = fleet({}, { b: 1 });
+    await using run = await pool({ a: {}, b: {}, c: { status: 'revoked' } }, { concurrency: 1, keys: [{ label: 'a' }, { label: 'b', maxCredits: 100 }, { label: 'c' }], fleet: shared.keys });
+    const outcomes = await Promise.all(['one', 'two', 'three', 'four', 'five'].map((q) => run.search(q)));
+    expect(outcomes.every((outcome) => outcome.ok)).toBe(true);
+    expect(run.byKey(200)).toMatchObject({ a: 4, b: 1 });
+    expect(run.byKey(401).c).toBe(1);
+    expect(shared.retired).toMatchObject([{ key: 'c', retirement: { reason: 'unauthorized' } }]);
   });
 });

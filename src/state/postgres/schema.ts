@@ -193,6 +193,30 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
     );
     CREATE INDEX occurrences_run ON ${s}.occurrences (run_id) WHERE run_id IS NOT NULL;
   `,
+  // 8: a pool of keys in a distributed run (docs/distributed.md#a-pool-of-keys-across-workers): each key's own pacer
+  // (as run_limits' for one key), its share of the credits across the workers, and its retirements (a 401: for the
+  // run; a 402 or 403: for the endpoints in retired_paths), which every worker reads with its next slot of that key.
+  // A run with one key keeps its run_limits row alone.
+  (s) => `
+    CREATE TABLE ${s}.key_limits (
+      run_id text NOT NULL,
+      label text NOT NULL,
+      interval_ms double precision NOT NULL DEFAULT 0,
+      next_at timestamptz NOT NULL DEFAULT '-infinity',
+      paused_until timestamptz NOT NULL DEFAULT '-infinity',
+      accepted bigint NOT NULL DEFAULT 0,
+      rejected bigint NOT NULL DEFAULT 0,
+      rejected_sent_at timestamptz,
+      max_credits double precision,
+      spent double precision NOT NULL DEFAULT 0,
+      reserved double precision NOT NULL DEFAULT 0,
+      retired_reason text,
+      retired_message text,
+      retired_at timestamptz,
+      retired_paths jsonb NOT NULL DEFAULT '{}',
+      PRIMARY KEY (run_id, label)
+    );
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */
