@@ -61,7 +61,7 @@ export class KeyLane {
     // In a pool, a key's adapting and pauses say which key (one key alone: as before pools).
     const pooled = parts.queue === undefined;
     const emit = (event: SchedulerEvent) => parts.emit(pooled && (event.type === 'adapt' || event.type === 'pause') ? { ...event, key: this.label } : event);
-    this.throttle = createThrottle({ config: own, clock: parts.clock, queue, emit, halt: parts.halt });
+    this.throttle = createThrottle({ config: own, clock: parts.clock, queue, emit, halt: parts.halt, start: spec.start });
   }
 
   get concurrency(): number {
@@ -160,6 +160,7 @@ export class KeyPool {
         learnedLimit: lane.throttle.learnedLimit ?? null,
         concurrency: lane.concurrency,
         retired: lane.retired ? { reason: lane.retired.reason, message: lane.retired.message, path: null } : null,
+        known: lane.throttle.known ?? null,
       })),
     };
   }

@@ -5,6 +5,7 @@
  */
 import type { StopReason } from './classify.ts';
 import type { CreditSnapshot } from './credit-meter.ts';
+import type { KnownLimit } from './rate-controller.ts';
 
 /** One request of a run: which series it belongs to and which endpoint it calls. */
 export interface Work {
@@ -107,6 +108,8 @@ export interface KeyStats {
   learnedLimit: number | null;
   concurrency: number;
   retired: { reason: string; message: string; path: string | null } | null;
+  /** What its throttle knows of the server's limit, for a later run to start from (docs/scheduler.md#a-remembered-start). */
+  known: KnownLimit | null;
 }
 
 export interface Scheduler {
