@@ -193,6 +193,20 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
     );
     CREATE INDEX occurrences_run ON ${s}.occurrences (run_id) WHERE run_id IS NOT NULL;
   `,
+  // 8: what keys learned of the server's limits (docs/scheduler.md#a-remembered-start), by the key's fingerprint under
+  // the schema's own secret (meta, 'key_secret') and the API's origin and path: never a key. The schema's, not a
+  // pipeline's: the next run of any pipeline with the key starts there.
+  (s) => `
+    CREATE TABLE ${s}.meta (key text PRIMARY KEY, value text NOT NULL);
+    CREATE TABLE ${s}.key_limits (
+      fingerprint text NOT NULL,
+      api text NOT NULL,
+      rate double precision NOT NULL,
+      above double precision,
+      learned_at timestamptz NOT NULL,
+      PRIMARY KEY (fingerprint, api)
+    );
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */
