@@ -4,7 +4,7 @@
 // then PostgreSQL's.
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
-import { cli, config } from '../cli-helpers.ts';
+import { cli, config, startCli } from '../cli-helpers.ts';
 import { filesHolding, sqliteRows, workdir } from '../pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
 
@@ -21,16 +21,19 @@ async function bench(state: Record<string, unknown>) {
     ],
   });
   const dir = workdir();
+  const pipeline = (name: string) => config(dir.dir, { name, state, rate: { requestsPerSecond: 24, concurrency: 3 }, sinks: [{ type: 'csv', path: `out/${name}.csv` }] }, SEARCH);
   const run = async (name: string, key: keyof typeof KEYS) => {
     const before = sim.log().length;
-    const file = config(dir.dir, { name, state, rate: { requestsPerSecond: 24, concurrency: 3 }, sinks: [{ type: 'csv', path: `out/${name}.csv` }] }, SEARCH);
+    const file = pipeline(name);
     const result = await cli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEYS[key] } });
     expect(result.code, result.stderr).toBe(0);
     const log = sim.log().slice(before);
     return { result, rateLimited: log.filter((entry) => entry.status === 429).length, accepted: log.filter((entry) => entry.status === 200).length };
   };
   return {
+    sim,
     dir,
+    pipeline,
     run,
     async [Symbol.asyncDispose]() {
       dir[Symbol.dispose]();
@@ -71,6 +74,25 @@ describe('limits remembered, SQLite state', () => {
     const printed = [first, second, stranger].map((run) => run.result.stdout + run.result.stderr).join('\n');
     expect(printed).not.toContain(String(secret[0]?.value));
     noKeyIn(t.dir.dir, printed);
+  });
+
+  it('a run interrupted (Ctrl-C) keeps what its key learned before it stopped', async () => {
+    await using t = await bench({ path: 'state.sqlite' });
+    // The last query's pages are held: the run cannot end before its signal. Reached only after the first four
+    // queries' 40 pages, long after the discovery's 429s were answered.
+    const held = t.sim.park({ q: 'filter' });
+    const running = startCli(['run', t.pipeline('interrupted')], { cwd: t.dir.dir, env: { WEBDATA_BASE_URL: t.sim.url, WEBDATA_API_KEY: KEYS.learner } });
+    await running.whileRunning(held.reached());
+    expect(t.sim.log().some((entry) => entry.status === 429)).toBe(true);
+    running.child.kill('SIGINT');
+    await running.printed('SIGINT: stopping');
+    held.release();
+    const interrupted = await running.done;
+    expect(interrupted.code).toBe(130);
+    const remembered = sqliteRows(t.dir.path('state.sqlite'), 'SELECT rate FROM key_limits');
+    expect(remembered).toHaveLength(1);
+    expect(remembered[0]?.rate).toBeGreaterThan(6);
+    noKeyIn(t.dir.dir, interrupted.stdout + interrupted.stderr);
   });
 });
 
