@@ -43,7 +43,7 @@ export function clientForRun(
   // One client per key (docs/pipelines.md#a-pool-of-keys), the key in its closure alone; a token is one credential.
   const clients = new Map<string, Client>(keys.length > 0 ? keys.map(({ label, key }) => [label, made({ apiKey: key })]) : [['default', made({ token: token as string })]]);
   // What the run must never write anywhere else: redacted from what it sends its webhooks, stores and prints.
-  // A key is known to a database only by its fingerprint under the database's secret (docs/security.md#api-keys).
+  // A key is known to a database only by its fingerprint under the database's secret (docs/security.md#where-the-key-goes).
   const api = new URL(baseUrl);
   const identities: KeyIdentities | undefined =
     keys.length === 0 ? undefined : { api: `${api.origin}${api.pathname}`, fingerprints: (secret) => new Map(keys.map(({ label, key }) => [label, keyFingerprint(key, secret)])) };

@@ -1,7 +1,5 @@
 import type { RateStart } from './options.ts';
 
-export type { RateStart } from './options.ts';
-
 /**
  * Adapts the sending rate and concurrency to what the server accepts.
  *

@@ -1,10 +1,10 @@
 import { describeWait } from '../client/retry-after.ts';
 import { type Clock, epochOf } from './clock.ts';
-import { type ResolvedSchedulerOptions, requestsPerSecond } from './options.ts';
+import { type RateStart, type ResolvedSchedulerOptions, requestsPerSecond } from './options.ts';
 import { createPacer, type Pacer } from './pacer.ts';
 import { decidePause } from './pause-rule.ts';
 import { type RateLimitHint, readRateLimitHeaders } from './rate-limit-headers.ts';
-import { createRateController, type KnownLimit, type RateController, type RateStart } from './rate-controller.ts';
+import { createRateController, type KnownLimit, type RateController } from './rate-controller.ts';
 import { windowTracker } from './window-tracker.ts';
 import type { ResponseHeaders, SchedulerEvent, StopInfo } from './types.ts';
 
