@@ -1,4 +1,7 @@
+import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
+
+export type { KnownLimit } from './limit-knowledge.ts';
 
 /**
  * Adapts the sending rate and concurrency to what the server accepts.
@@ -23,24 +26,9 @@ export interface RateController {
   onRateLimited(sentAt: number): boolean;
   /** An outside cap (rate-limit headers): the rate is held at or below it until `until`. */
   capUntil(rate: number, until: number): boolean;
-  /**
-   * What it knows of the server's limit, for a later run to start from (docs/scheduler.md#a-remembered-start): none
-   * until a 429 showed one or a start gave one. `measured`: this run learned it (a 429 cut, or a raise held) rather
-   * than only starting from it.
-   */
+  /** What it knows of the server's limit, for a later run to start from (limit-knowledge.ts). */
   readonly known: KnownLimit | undefined;
 }
-
-/** A server's limit as a controller knew it: the rate known to hold, and the lowest rate that earned a 429. */
-export interface KnownLimit {
-  /** Requests a second that held. */
-  rate: number;
-  /** The lowest rate that earned a 429 (the limit lies under it), when one did. */
-  above: number | null;
-  /** Learned by this controller (a 429 cut, a raise that held), not only given as its start. */
-  measured: boolean;
-}
-
 
 export interface RateControllerOptions {
   /** Configured requests per second (`Infinity`: none configured). */
@@ -139,8 +127,7 @@ class BracketingController implements RateController {
   /** Whether the last raise was a probe past the learned limit. */
   #probing = false;
   #probeEveryMs = PROBE_EVERY_MS.first;
-  /** Whether this controller learned anything of the limit itself (a 429 cut, a raise that held). */
-  #measured = false;
+  readonly #knowledge = new LimitKnowledge();
   // Send times of accepted and of rejected requests, newest last, bounded.
   readonly #accepted: number[] = [];
   readonly #rejected: number[] = [];
@@ -169,7 +156,10 @@ class BracketingController implements RateController {
     const rate = Math.max(this.#minRate, start.rate);
     this.#rate = rate;
     this.#good = rate;
-    this.#bad = Math.max(start.above ?? rate * ASSUMED_ABOVE, rate * 1.01);
+    // A 429 remembered near the rate bounds the limit; one far above (a pool's key raised while barely used) is no guide.
+    const above = start.above ?? Number.POSITIVE_INFINITY;
+    this.#bad = above <= rate * 1.1 ? Math.max(above, rate * 1.01) : rate * ASSUMED_ABOVE;
+    this.#knowledge.started(start, this.#bad);
     if (start.trusted) this.#floor = rate;
     else this.#probeEveryMs = UNTRUSTED_PROBE_MS;
   }
@@ -188,8 +178,7 @@ class BracketingController implements RateController {
   }
 
   get known(): KnownLimit | undefined {
-    if (this.#bad === undefined) return undefined;
-    return { rate: Math.min(this.#good ?? this.#floor ?? this.#rate, this.#bad), above: this.#bad, measured: this.#measured };
+    return this.#knowledge.known;
   }
 
   onSuccess(sentAt: number, latencyMs: number): boolean {
@@ -212,7 +201,7 @@ class BracketingController implements RateController {
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
     if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate }, now)));
     this.#lastChangeAt = now;
-    this.#measured = true;
+    if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#sendingRate(now));
     const highest = this.#good;
     // Once a limit was seen, what held is what the server is known to allow, not the rate: a burst hides excess.
     this.#good = Math.max(this.#good ?? 0, this.#floor ?? rate);
@@ -280,7 +269,7 @@ class BracketingController implements RateController {
     this.#concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), this.#neededConcurrency())));
     this.#lastCutAt = now;
     this.#lastChangeAt = now;
-    this.#measured = true;
+    this.#knowledge.cut(failedRate);
     this.#probing = false;
     this.#unproven = undefined;
     // A 429 at a rate once known to be allowed: the limit fell.

@@ -22,13 +22,16 @@ async function bench(state: Record<string, unknown>) {
   });
   const dir = workdir();
   const pipeline = (name: string) => config(dir.dir, { name, state, rate: { requestsPerSecond: 24, concurrency: 3 }, sinks: [{ type: 'csv', path: `out/${name}.csv` }] }, SEARCH);
-  const run = async (name: string, key: keyof typeof KEYS) => {
+  /** A run of pipeline `name` with one key, or with a pool (`WEBDATA_API_KEYS`, as given). */
+  const run = async (name: string, key: keyof typeof KEYS | { pool: string }) => {
     const before = sim.log().length;
     const file = pipeline(name);
-    const result = await cli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEYS[key] } });
+    const credentials: Record<string, string> = typeof key === 'string' ? { WEBDATA_API_KEY: KEYS[key] } : { WEBDATA_API_KEYS: key.pool };
+    const result = await cli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, ...credentials } });
     expect(result.code, result.stderr).toBe(0);
     const log = sim.log().slice(before);
-    return { result, rateLimited: log.filter((entry) => entry.status === 429).length, accepted: log.filter((entry) => entry.status === 200).length };
+    const count = (status: number, name?: string) => log.filter((entry) => entry.status === status && (name === undefined || entry.key === name)).length;
+    return { result, rateLimited: count(429), accepted: count(200), rateLimitedOf: (name: string) => count(429, name) };
   };
   return {
     sim,
@@ -74,6 +77,18 @@ describe('limits remembered, SQLite state', () => {
     const printed = [first, second, stranger].map((run) => run.result.stdout + run.result.stderr).join('\n');
     expect(printed).not.toContain(String(secret[0]?.value));
     noKeyIn(t.dir.dir, printed);
+  });
+
+  it('a pool: each key remembered by its fingerprint, whatever its label; the next run with the same keys under other labels pays no discovery', async () => {
+    await using t = await bench({ path: 'state.sqlite' });
+    const first = await t.run('pool-first', { pool: `a=${KEYS.learner},b=${KEYS.other}` });
+    expect(first.rateLimitedOf('learner')).toBeGreaterThan(0);
+    expect(first.rateLimitedOf('other')).toBeGreaterThan(0);
+    expect(sqliteRows(t.dir.path('state.sqlite'), 'SELECT count(*) AS n FROM key_limits')).toEqual([{ n: 2 }]);
+    const second = await t.run('pool-second', { pool: `main=${KEYS.other}\nspare=${KEYS.learner}` });
+    expect(second.rateLimitedOf('learner')).toBeLessThanOrEqual(1);
+    expect(second.rateLimitedOf('other')).toBeLessThanOrEqual(1);
+    noKeyIn(t.dir.dir, [first, second].map((run) => run.result.stdout + run.result.stderr).join('\n'));
   });
 
   it('a run interrupted (Ctrl-C) keeps what its key learned before it stopped', async () => {
