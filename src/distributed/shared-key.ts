@@ -7,7 +7,7 @@ import { keyStatements } from './statements.ts';
 
 /**
  * The scheduler's `fleet` option in a distributed run (docs/distributed.md#a-pool-of-keys-across-workers): each key of
- * a pool as every worker holding it shares it, in its row of `key_limits` — its share of the credits
+ * a pool as every worker holding it shares it, in its row of `run_key_limits` — its share of the credits
  * (`keys.<label>.maxCredits`) reserved there in one conditional UPDATE, so that no interleaving of workers passes it;
  * its retirement written there and told on the run's channel, and read back by every worker with the next slot its
  * pacer takes from the same row (`pacer.retirements`). The run's budget stays the run's meter's (shared-meter.ts).

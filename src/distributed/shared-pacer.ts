@@ -20,7 +20,7 @@ export interface SharedPacerOptions {
  * run takes from one row of `run_limits`: one rate limit however many machines share it. The row's `next_at` is the
  * theoretical arrival time of the next free slot, advanced with the database's clock, so that workers with skewed
  * clocks still space their requests on one time line; each worker then waits out its slot by its own clock. In a pool
- * of keys, each key's pacer (the factory given its label) takes its slots from that key's row of `key_limits`, with
+ * of keys, each key's pacer (the factory given its label) takes its slots from that key's row of `run_key_limits`, with
  * the same rules: one rate limit per key however many machines hold it.
  */
 export function sharedPacer(pool: Pool, schema: string, runId: string, options: SharedPacerOptions): SharedPacerFactory {
@@ -258,7 +258,7 @@ class SharedPacer implements Pacer {
     const row = rows[0];
     this.#shared.reported.accepted += accepted;
     this.#shared.reported.rejected += Number(row?.counted_rejected ?? 0);
-    if (!row) throw new Error(`${where}: run ${runId} has no row in ${this.#shared.key === undefined ? 'run_limits' : `key_limits for key ${this.#shared.key}`}: a distributed run's limits are written when it is planned, a key's when a worker holding it joins`);
+    if (!row) throw new Error(`${where}: run ${runId} has no row in ${this.#shared.key === undefined ? 'run_limits' : `run_key_limits for key ${this.#shared.key}`}: a distributed run's limits are written when it is planned, a key's when a worker holding it joins`);
     if (this.#shared.key !== undefined) this.#shared.retirements.splice(0, Infinity, ...retirementsOf(row));
     const taken = {
       intervalMs: Number(row.interval_ms),

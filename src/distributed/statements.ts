@@ -97,7 +97,7 @@ export function planStatements(s: string) {
      ON CONFLICT (run_id) DO UPDATE SET planned = true, budget = excluded.budget, stop_reason = NULL, stop_message = NULL, interval_ms = 0`,
     // A pool's keys start each invocation afresh, as in one process: rates learned again, retirements and shares anew.
     /** The run's keys' rows, gone: the workers write them again as they join. */
-    planKeys: `DELETE FROM ${s}.key_limits WHERE run_id = $1`,
+    planKeys: `DELETE FROM ${s}.run_key_limits WHERE run_id = $1`,
   } as const;
 }
 
@@ -167,11 +167,11 @@ function countedRejected(what: string): string {
 
 /**
  * The shared pacer: $1 the run, $2 an interval or a length of time in ms, $3 the channel the change is told on. The
- * run's row in `run_limits` (one key); or, `keyed`, a pool's key's row in `key_limits`, its label the parameter after
+ * run's row in `run_limits` (one key); or, `keyed`, a pool's key's row in `run_key_limits`, its label the parameter after
  * the others ($5 of `acquire`, $4 of `setInterval` and `pause`), told with the change so that only its pacers renew.
  */
 export function pacerStatements(s: string, keyed = false) {
-  const table = keyed ? `${s}.key_limits` : `${s}.run_limits`;
+  const table = keyed ? `${s}.run_key_limits` : `${s}.run_limits`;
   const row = (label: string) => (keyed ? `run_id = $1 AND label = ${label}::text` : 'run_id = $1');
   const told = (what: string) => (keyed ? `'${what} ' || $4::text` : `'${what}'`);
   // A key's row answers with the run's stop (one row for the run) and the key's retirements; the run's row with none.
@@ -221,25 +221,25 @@ export function pacerStatements(s: string, keyed = false) {
 }
 
 /**
- * A pool's key as the workers of a run share it (`key_limits`, shared-key.ts): $1 the run, $2 the key's label. A
+ * A pool's key as the workers of a run share it (`run_key_limits`, shared-key.ts): $1 the run, $2 the key's label. A
  * worker that holds the key writes its row (`ensure`); its share of the credits is reserved and settled there; its
  * retirement is written there and told on the run's channel ($6), and read by every worker with its next slot.
  */
 export function keyStatements(s: string) {
   return {
     /** The key's row ($3 its interval, 0: none yet; $4 its share of the credits, null: none): what is set stays. */
-    ensure: `INSERT INTO ${s}.key_limits (run_id, label, interval_ms, max_credits) VALUES ($1, $2, $3, $4)
+    ensure: `INSERT INTO ${s}.run_key_limits (run_id, label, interval_ms, max_credits) VALUES ($1, $2, $3, $4)
              ON CONFLICT (run_id, label) DO UPDATE
-               SET interval_ms = CASE WHEN key_limits.interval_ms = 0 THEN excluded.interval_ms ELSE key_limits.interval_ms END,
-                   max_credits = COALESCE(key_limits.max_credits, excluded.max_credits)`,
+               SET interval_ms = CASE WHEN run_key_limits.interval_ms = 0 THEN excluded.interval_ms ELSE run_key_limits.interval_ms END,
+                   max_credits = COALESCE(run_key_limits.max_credits, excluded.max_credits)`,
     /** $3 credits, if the key's share can take them beside what it spent and what is reserved: answers a row if so. */
-    reserve: `UPDATE ${s}.key_limits SET reserved = reserved + $3
+    reserve: `UPDATE ${s}.run_key_limits SET reserved = reserved + $3
                WHERE run_id = $1 AND label = $2 AND (max_credits IS NULL OR spent + reserved + $3 <= max_credits) RETURNING 1`,
     /** Settled reservations: $3 held, $4 of them spent. */
-    settle: `UPDATE ${s}.key_limits SET reserved = reserved - $3, spent = spent + $4 WHERE run_id = $1 AND label = $2`,
+    settle: `UPDATE ${s}.run_key_limits SET reserved = reserved - $3, spent = spent + $4 WHERE run_id = $1 AND label = $2`,
     /** Retired ($3 why, $4 the message) for the run, or ($5) for one endpoint; the first retirement of each stands. */
     retire: `WITH changed AS (
-               UPDATE ${s}.key_limits
+               UPDATE ${s}.run_key_limits
                   SET retired_reason = CASE WHEN $5::text IS NULL THEN COALESCE(retired_reason, $3::text) ELSE retired_reason END,
                       retired_message = CASE WHEN $5::text IS NULL AND retired_reason IS NULL THEN $4::text ELSE retired_message END,
                       retired_at = CASE WHEN $5::text IS NULL THEN COALESCE(retired_at, clock_timestamp()) ELSE retired_at END,
@@ -276,13 +276,13 @@ export function statusStatements(s: string) {
     /** A pool's keys: each one's shared row (none before the schema had them: `relationExists`). */
     keys: `SELECT label, interval_ms, (CASE WHEN paused_until > clock_timestamp() THEN extract(epoch FROM paused_until - clock_timestamp()) ELSE 0 END)::float8 AS paused_seconds,
                   max_credits, spent, reserved, retired_reason, retired_message, retired_paths
-             FROM ${s}.key_limits WHERE run_id = $1 ORDER BY label`,
+             FROM ${s}.run_key_limits WHERE run_id = $1 ORDER BY label`,
     /** Its workers, with whether each is at work ($2 the stale limit in seconds, $3 the liveness locks' prefix). */
     workers: `SELECT worker_id, host, pid, status, leader, pages, credits, started_at,
             extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 AS last_beat,
             ${workerAlive('$2', '$3')} AS alive, ${workerMayBeAlive('$2', '$3')} AS reconnecting
        FROM ${s}.workers WHERE run_id = $1 ORDER BY started_at`,
-    /** Whether the schema has a table (occurrences: migration 7; key_limits: 8): $1 the table's quoted name. */
+    /** Whether the schema has a table (occurrences: migration 7; run_key_limits: 8): $1 the table's quoted name. */
     tableExists: `SELECT to_regclass($1) IS NOT NULL AS found`,
     /** The pipeline's latest occurrences, latest first ($2 how many). */
     occurrences: `SELECT due_at, outcome, run_id, worker, claimed_at, note FROM ${s}.occurrences WHERE pipeline = $1 ORDER BY due_at DESC LIMIT $2`,

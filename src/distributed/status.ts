@@ -116,7 +116,7 @@ export async function runStatus(pool: Pool, schema: string, pipeline: string, se
 async function keyRows(pool: Pool, schema: string, runId: string): Promise<KeyStatus[]> {
   const s = quoteIdentifier(schema);
   const sql = statusStatements(s);
-  if ((await pool.query<{ found: boolean }>(sql.tableExists, [`${s}.key_limits`])).rows[0]?.found !== true) return [];
+  if ((await pool.query<{ found: boolean }>(sql.tableExists, [`${s}.run_key_limits`])).rows[0]?.found !== true) return [];
   const { rows } = await pool.query<{
     label: string;
     interval_ms: number;

@@ -10,6 +10,7 @@ import { type Held, openRun } from './open-run.ts';
 import { explainOutputFailure } from './output-error.ts';
 import { outputSuspects } from './outputs.ts';
 import { clientForRun } from './run-client.ts';
+import { keepLimits, limitMemory } from './limit-memory.ts';
 import { runModule } from './run-module.ts';
 import { runObserver } from './run-observer.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
@@ -44,7 +45,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   // Webhooks (a secret to sign with, allowed hosts) and the API (an address, a key) are checked before anything is
   // opened or spent, all of them at once: three variables missing are said together, not in three runs.
   const env = options.env ?? process.env;
-  const [webhooks, { client, clients, destination, owned, secrets }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
+  const [webhooks, { client, clients, destination, owned, secrets, identities }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
     () => readyWebhooks(pipeline.notify, env),
     () => clientForRun(pipeline, options, emit),
   ]);
@@ -73,11 +74,15 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys });
     const replayed = await committer.replay();
 
+    // What the keys learned of the server's limit in earlier runs: where their rate controllers start.
+    const memory = await limitMemory(store, host, identities);
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
-    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock });
+    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts });
     // The commit loop, until the sources are done, the run stops, or something fails.
     let failure = await commitLoop(pipeline, wired, committer, host, options, emit);
     await committer.close();
+    // However it ended: what was learned before a failure or an interruption is worth as much.
+    await keepLimits(memory, wired.scheduler, emit, redact);
 
     phase('closing');
     // A stage's error may hold anything it was given: redacted before it is stored in the runs table, or thrown.

@@ -3,6 +3,7 @@ import type { SeriesStates } from '../pipeline/context.ts';
 import { createPermits } from '../pipeline/permits.ts';
 import type { Budget } from '../schedule/budget.ts';
 import type { Clock } from '../schedule/clock.ts';
+import type { RateStart } from '../schedule/options.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import type { SeriesEndReason, SourceContext, SourcePlan } from '../sources/source.ts';
 import type { Series } from '../pipeline/page.ts';
@@ -47,11 +48,13 @@ export function wireRun(parts: {
   destination: Destination;
   observer: RunObserver;
   clock: Clock | undefined;
+  /** Where each key's rate controller starts, by label: what the store remembered (remembered-limits.ts). */
+  starts?: ReadonlyMap<string, RateStart> | undefined;
 }): WiredRun {
   const { pipeline, plan, opened, host, committer, spentBefore, observer } = parts;
   const { runId, decision, previous, store } = opened;
   const { emit } = observer;
-  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, [...parts.clients.keys()]);
+  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, [...parts.clients.keys()], parts.starts);
   scheduler.on(emit);
   host.watch(scheduler);
   const ledgerFailure = recordSpend(scheduler, committer, runId);
@@ -78,11 +81,19 @@ export function wireRun(parts: {
 }
 
 /** The scheduler of a run: the pipeline's rate, concurrency and retries; the budget across all its invocations. */
-export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBefore: number, clock: Clock | undefined, host: RunHost, labels: readonly string[] = ['default']): Scheduler {
+export function schedulerFor(
+  pipeline: Pipeline,
+  budget: Budget | null,
+  spentBefore: number,
+  clock: Clock | undefined,
+  host: RunHost,
+  labels: readonly string[] = ['default'],
+  starts: ReadonlyMap<string, RateStart> = new Map(),
+): Scheduler {
   const rate = pipeline.rate;
   return createScheduler({
     // The run's keys, each with the pipeline's rate unless `keys.<label>` says otherwise (docs/pipelines.md#a-pool-of-keys).
-    keys: labels.map((label) => keySpec(label, pipeline.keys?.[label])),
+    keys: labels.map((label) => keySpec(label, pipeline.keys?.[label], starts.get(label))),
     // Limits shared beyond this process own the budget (docs/design.md#the-run-host); in a pool, each key has its own
     // shared pacer row, share and retirements (docs/distributed.md#a-pool-of-keys-across-workers).
     ...host.limits,
@@ -98,10 +109,14 @@ export function schedulerFor(pipeline: Pipeline, budget: Budget | null, spentBef
   });
 }
 
-/** A key of the pool as the scheduler takes it: its label, and what of the pipeline's rate it overrides. */
-function keySpec(label: string, own: NonNullable<Pipeline['keys']>[string] | undefined) {
+/**
+ * A key of the pool as the scheduler takes it: its label, what of the pipeline's rate it overrides, and where its rate
+ * controller starts (what the store remembered of its limit).
+ */
+function keySpec(label: string, own: NonNullable<Pipeline['keys']>[string] | undefined, start: RateStart | undefined) {
   return {
     label,
+    ...(start === undefined ? {} : { start }),
     ...(own?.requestsPerSecond === undefined ? {} : { rate: { requestsPerSecond: own.requestsPerSecond } }),
     ...(own?.concurrency === undefined ? {} : { concurrency: own.concurrency }),
     ...(own?.maxCredits === undefined ? {} : { maxCredits: own.maxCredits }),

@@ -15,6 +15,18 @@ export const rateSchema = z.union([
   z.strictObject({ requests: z.int().positive(), intervalMs: z.int().positive() }),
 ]);
 
+/**
+ * Where a key's rate controller starts (docs/scheduler.md#a-remembered-start): what an earlier run learned of its limit
+ * — the rate that held, the lowest that earned a 429. `trusted`: learned recently, so the rate is taken as allowed (a
+ * 429 at it is a bunching, not a fall) and the first probe past it waits as long as after a limit learned now;
+ * otherwise it is a first guess, probed past soon. Used only under the configured rate, which it never exceeds.
+ */
+export const rateStartSchema = z.strictObject({
+  rate: positive('requests per second that held'),
+  above: positive('requests per second that earned a 429').nullable().optional(),
+  trusted: z.boolean(),
+});
+
 export const schedulerOptionsSchema = z.strictObject({
   /** The plan's rate. Omitted: no pacing until the server's 429s or rate-limit headers teach one. */
   rate: rateSchema.optional(),
@@ -58,6 +70,7 @@ export const schedulerOptionsSchema = z.strictObject({
         rate: rateSchema.optional(),
         concurrency: z.int().positive({ error: 'must be a positive whole number' }).optional(),
         maxCredits: z.number().nonnegative().optional(),
+        start: rateStartSchema.optional(),
       }),
     )
     .min(1)
@@ -101,6 +114,7 @@ export const schedulerOptionsSchema = z.strictObject({
 export type SchedulerOptions = z.input<typeof schedulerOptionsSchema>;
 export type ResolvedSchedulerOptions = z.output<typeof schedulerOptionsSchema>;
 export type Rate = z.input<typeof rateSchema>;
+export type RateStart = z.output<typeof rateStartSchema>;
 
 export function resolveSchedulerOptions(options: SchedulerOptions): ResolvedSchedulerOptions {
   return ValidationError.parse(schedulerOptionsSchema, options, 'Invalid scheduler options');

@@ -1,3 +1,8 @@
+import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
+import type { RateStart } from './options.ts';
+
+export type { KnownLimit } from './limit-knowledge.ts';
+
 /**
  * Adapts the sending rate and concurrency to what the server accepts.
  *
@@ -21,6 +26,8 @@ export interface RateController {
   onRateLimited(sentAt: number): boolean;
   /** An outside cap (rate-limit headers): the rate is held at or below it until `until`. */
   capUntil(rate: number, until: number): boolean;
+  /** What it knows of the server's limit, for a later run to start from (limit-knowledge.ts). */
+  readonly known: KnownLimit | undefined;
 }
 
 export interface RateControllerOptions {
@@ -38,6 +45,8 @@ export interface RateControllerOptions {
    * processes too (a distributed run's leader hears them late): a short span of them reads low.
    */
   learnAfterMs?: number;
+  /** What an earlier run learned of the limit; used when under the configured rate (else the limit is not ours to meet). */
+  start?: RateStart | undefined;
 }
 
 const SAMPLE_LIMIT = 256;
@@ -48,6 +57,10 @@ const SAMPLE_LIMIT = 256;
  * (docs/benchmarks.md#figures-the-code-cites).
  */
 const PROBE_EVERY_MS = { first: 30_000, max: 120_000 };
+/** A remembered limit not trusted (old): the first probe past it comes this soon. */
+const UNTRUSTED_PROBE_MS = 5000;
+/** Over a remembered rate (by this factor) the limit is assumed to lie when no 429 was remembered with it. */
+const ASSUMED_ABOVE = 1.05;
 /**
  * A raise into rates that never held counts as held only after this many times the time its step takes to drain the
  * server's burst (were the limit at the rate before the step), and at most after HOLD_MAX_MS
@@ -114,6 +127,7 @@ class BracketingController implements RateController {
   /** Whether the last raise was a probe past the learned limit. */
   #probing = false;
   #probeEveryMs = PROBE_EVERY_MS.first;
+  readonly #knowledge = new LimitKnowledge();
   // Send times of accepted and of rejected requests, newest last, bounded.
   readonly #accepted: number[] = [];
   readonly #rejected: number[] = [];
@@ -129,6 +143,25 @@ class BracketingController implements RateController {
     this.#rate = options.maxRate;
     this.#concurrency = options.maxConcurrency;
     this.#lastChangeAt = clock.now();
+    const start = options.start;
+    if (start && start.rate < options.maxRate) this.#startAt(start);
+  }
+
+  /**
+   * Starts at what an earlier run learned: the rate that held as the highest known to hold, the limit above it, so
+   * that the next raise is a probe past it (after PROBE_EVERY_MS.first, as at a limit learned now; sooner when the
+   * start is not trusted), and a 429 at it steps down a little (trusted) or cuts as a limit that fell.
+   */
+  #startAt(start: RateStart): void {
+    const rate = Math.max(this.#minRate, start.rate);
+    this.#rate = rate;
+    this.#good = rate;
+    // A 429 remembered near the rate bounds the limit; one far above (a pool's key raised while barely used) is no guide.
+    const above = start.above ?? Number.POSITIVE_INFINITY;
+    this.#bad = above <= rate * 1.1 ? Math.max(above, rate * 1.01) : rate * ASSUMED_ABOVE;
+    this.#knowledge.started(start, this.#bad);
+    if (start.trusted) this.#floor = rate;
+    else this.#probeEveryMs = UNTRUSTED_PROBE_MS;
   }
 
   get rate(): number {
@@ -142,6 +175,10 @@ class BracketingController implements RateController {
 
   get ceiling(): number | undefined {
     return this.#ceiling;
+  }
+
+  get known(): KnownLimit | undefined {
+    return this.#knowledge.known;
   }
 
   onSuccess(sentAt: number, latencyMs: number): boolean {
@@ -164,6 +201,7 @@ class BracketingController implements RateController {
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
     if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate }, now)));
     this.#lastChangeAt = now;
+    if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#sendingRate(now));
     const highest = this.#good;
     // Once a limit was seen, what held is what the server is known to allow, not the rate: a burst hides excess.
     this.#good = Math.max(this.#good ?? 0, this.#floor ?? rate);
@@ -231,6 +269,7 @@ class BracketingController implements RateController {
     this.#concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), this.#neededConcurrency())));
     this.#lastCutAt = now;
     this.#lastChangeAt = now;
+    this.#knowledge.cut(failedRate);
     this.#probing = false;
     this.#unproven = undefined;
     // A 429 at a rate once known to be allowed: the limit fell.

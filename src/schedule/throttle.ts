@@ -1,10 +1,10 @@
 import { describeWait } from '../client/retry-after.ts';
 import { type Clock, epochOf } from './clock.ts';
-import { type ResolvedSchedulerOptions, requestsPerSecond } from './options.ts';
+import { type RateStart, type ResolvedSchedulerOptions, requestsPerSecond } from './options.ts';
 import { createPacer, type Pacer } from './pacer.ts';
 import { decidePause } from './pause-rule.ts';
 import { type RateLimitHint, readRateLimitHeaders } from './rate-limit-headers.ts';
-import { createRateController, type RateController } from './rate-controller.ts';
+import { createRateController, type KnownLimit, type RateController } from './rate-controller.ts';
 import { windowTracker } from './window-tracker.ts';
 import type { ResponseHeaders, SchedulerEvent, StopInfo } from './types.ts';
 
@@ -29,6 +29,8 @@ export interface Throttle {
   readonly learnedLimit: number | undefined;
   /** Time spent paused for 429s and exhausted allowances. */
   readonly pausedMs: number;
+  /** What it knows of the server's limit, for a later run to start from (docs/scheduler.md#a-remembered-start). */
+  readonly known: KnownLimit | undefined;
   /** Waits for the next slot of the pacer. */
   acquire(signal: AbortSignal): Promise<number>;
   /** When the pacer's next slot would be, were it taken now (clock time), without taking it. */
@@ -55,6 +57,8 @@ export interface ThrottleOptions {
   halt: AbortSignal;
   /** In a pool, the label of the key it paces: the pacer factory is given it. */
   key?: string | undefined;
+  /** What an earlier run learned of the limit: the rate controller starts there (docs/scheduler.md#a-remembered-start). */
+  start?: RateStart | undefined;
 }
 
 // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
@@ -84,7 +88,7 @@ class AdaptiveThrottle implements Throttle {
   // Whether the server's headers show a fixed window (used whole) or a bucket (spread evenly), and where the window ends.
   readonly #windows = windowTracker();
 
-  constructor({ config, clock, queue, emit, halt, key }: ThrottleOptions) {
+  constructor({ config, clock, queue, emit, halt, key, start }: ThrottleOptions) {
     this.#config = config;
     this.#clock = clock;
     this.#queue = queue;
@@ -96,8 +100,10 @@ class AdaptiveThrottle implements Throttle {
     const minRate = Number.isFinite(maxRate) ? maxRate / 20 : 1;
     // Sharing a pacer, the learner also hears other processes' answers, late: it learns the limit from 2 s of them at least
     // (the window being 3 s, 3 s never came: the span is measured from its first answer to now, so it stayed unlearned).
-    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
-    this.#pacer = config.pacer ? config.pacer(paced(maxRate), clock, key) : createPacer(paced(maxRate), clock);
+    // A start from an earlier run only where this one adapts: otherwise the configured rate is what it sends at.
+    const from = config.adaptive ? start : undefined;
+    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, start: from, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
+    this.#pacer = config.pacer ? config.pacer(paced(this.#controller.rate), clock, key) : createPacer(paced(this.#controller.rate), clock);
   }
 
   get rate(): number {
@@ -110,6 +116,10 @@ class AdaptiveThrottle implements Throttle {
 
   get pausedMs(): number {
     return this.#pausedMs;
+  }
+
+  get known(): KnownLimit | undefined {
+    return this.#controller.known;
   }
 
   acquire(signal: AbortSignal): Promise<number> {

@@ -5,6 +5,7 @@
  */
 import type { StopReason } from './classify.ts';
 import type { CreditSnapshot } from './credit-meter.ts';
+import type { KnownLimit } from './rate-controller.ts';
 
 /** One request of a run: which series it belongs to and which endpoint it calls. */
 export interface Work {
@@ -108,6 +109,8 @@ export interface KeyStats {
   concurrency: number;
   /** Why and when (ISO 8601) it was retired: for the run (`path` null, a 401), or for an endpoint (a 402, a 403). */
   retired: { reason: string; message: string; path: string | null; at: string } | null;
+  /** What its throttle knows of the server's limit, for a later run to start from (docs/scheduler.md#a-remembered-start). */
+  known: KnownLimit | null;
 }
 
 export interface Scheduler {

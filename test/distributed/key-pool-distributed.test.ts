@@ -58,14 +58,14 @@ describePostgres('a pool of keys shared by the workers of a distributed run', ()
       expect(limited('a')).toBeLessThanOrEqual(2);
       expect(limited('b')).toBeLessThanOrEqual(2);
       // Both workers took slots from each key's row; no key's row holds a key.
-      const rows = await sql(db.url, 'SELECT label, interval_ms, max_credits, spent, reserved, accepted FROM webdata.key_limits ORDER BY label');
+      const rows = await sql(db.url, 'SELECT label, interval_ms, max_credits, spent, reserved, accepted FROM webdata.run_key_limits ORDER BY label');
       expect(rows.map((row) => row.label)).toEqual(['a', 'b']);
       expect(rows[1]).toMatchObject({ max_credits: 12, spent: 12, reserved: 0 });
       // Each row paced at its key's rate at most (the leader may have slowed it since, from the answers).
       expect(Number(rows[0]?.interval_ms)).toBeGreaterThanOrEqual(1000 / (8 * 0.99) - 0.001);
       expect(Number(rows[1]?.interval_ms)).toBeGreaterThanOrEqual(1000 / (4 * 0.99) - 0.001);
       expect(rows.every((row) => Number(row.accepted) > 0)).toBe(true);
-      const everything = JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.key_limits')) + JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.run_limits'));
+      const everything = JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.run_key_limits')) + JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.run_limits'));
       for (const key of Object.values(KEYS)) expect(everything).not.toContain(key);
       for (const result of results) for (const key of Object.values(KEYS)) expect(result.stdout + result.stderr).not.toContain(key);
       for (const key of Object.values(KEYS)) expect(filesHolding(dir.dir, key)).toEqual([]);
@@ -112,7 +112,7 @@ describePostgres('a pool of keys shared by the workers of a distributed run', ()
       const afterwards = log.slice(revokedAt + 1).filter((entry) => entry.key === 'b');
       expect(afterwards.length).toBeLessThanOrEqual(3);
       expect(log.slice(revokedAt + 1).filter((entry) => entry.key === 'a').length).toBeGreaterThan(40);
-      const [row] = await sql(db.url, "SELECT retired_reason, retired_at IS NOT NULL AS dated FROM webdata.key_limits WHERE label = 'b'");
+      const [row] = await sql(db.url, "SELECT retired_reason, retired_at IS NOT NULL AS dated FROM webdata.run_key_limits WHERE label = 'b'");
       expect(row).toEqual({ retired_reason: 'unauthorized', dated: true });
       const [stop] = await sql(db.url, 'SELECT stop_reason FROM webdata.run_limits');
       expect(stop).toEqual({ stop_reason: null });
@@ -127,7 +127,7 @@ describePostgres('a pool of keys shared by the workers of a distributed run', ()
       const text = await cli(['status', file], { cwd: dir.dir, env: {} });
       expect(text.stdout).toMatch(/^keys: a {2}rate unpaced$/m);
       expect(text.stdout).toMatch(/^ {6}b {2}rate unpaced, retired \(unauthorized: .+\)$/m);
-      const rows = JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.key_limits'));
+      const rows = JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.run_key_limits'));
       for (const key of Object.values(KEYS)) expect(status.stdout + text.stdout + rows).not.toContain(key);
     } finally {
       await db.drop();

@@ -26,7 +26,7 @@ describePostgres("a pool's keys shared by the workers of a run, in PostgreSQL", 
     return id;
   };
   const keyRow = async (id: string, label: string) =>
-    (await sql(db.url, `SELECT interval_ms, extract(epoch FROM paused_until) * 1000 AS paused_ms, spent, reserved, max_credits, rejected FROM ${S}.key_limits WHERE run_id = $1 AND label = $2`, [id, label]))[0];
+    (await sql(db.url, `SELECT interval_ms, extract(epoch FROM paused_until) * 1000 AS paused_ms, spent, reserved, max_credits, rejected FROM ${S}.run_key_limits WHERE run_id = $1 AND label = $2`, [id, label]))[0];
 
   beforeAll(async () => {
     db = await testDatabase();
@@ -107,7 +107,7 @@ describePostgres("a pool's keys shared by the workers of a run, in PostgreSQL", 
     one.keys('b', undefined).retire({ reason: 'payment_required', message: 'HTTP 402: no credits left', at: 0, path: '/searchengine/search' });
     one.keys('b', undefined).retire({ reason: 'unauthorized', message: 'HTTP 401: the key was refused', at: 0 });
     // The second retirement of the run stands not over the first: written once each, in the order given.
-    await expect.poll(async () => (await sql(db.url, `SELECT retired_reason FROM ${S}.key_limits WHERE run_id = $1 AND label = 'b'`, [id]))[0]?.retired_reason).toBe('unauthorized');
+    await expect.poll(async () => (await sql(db.url, `SELECT retired_reason FROM ${S}.run_key_limits WHERE run_id = $1 AND label = 'b'`, [id]))[0]?.retired_reason).toBe('unauthorized');
     await two.b.acquire();
     expect(two.keys('b', undefined).heard()).toEqual([
       { reason: 'unauthorized', message: 'HTTP 401: the key was refused' },

@@ -198,7 +198,7 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
   // run; a 402 or 403: for the endpoints in retired_paths), which every worker reads with its next slot of that key.
   // A run with one key keeps its run_limits row alone.
   (s) => `
-    CREATE TABLE ${s}.key_limits (
+    CREATE TABLE ${s}.run_key_limits (
       run_id text NOT NULL,
       label text NOT NULL,
       interval_ms double precision NOT NULL DEFAULT 0,
@@ -215,6 +215,20 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       retired_at timestamptz,
       retired_paths jsonb NOT NULL DEFAULT '{}',
       PRIMARY KEY (run_id, label)
+    );
+  `,
+  // 9: what keys learned of the server's limits (docs/scheduler.md#a-remembered-start), by the key's fingerprint under
+  // the schema's own secret (meta, 'key_secret') and the API's origin and path: never a key. The schema's, not a
+  // pipeline's: the next run of any pipeline with the key starts there.
+  (s) => `
+    CREATE TABLE ${s}.meta (key text PRIMARY KEY, value text NOT NULL);
+    CREATE TABLE ${s}.key_limits (
+      fingerprint text NOT NULL,
+      api text NOT NULL,
+      rate double precision NOT NULL,
+      above double precision,
+      learned_at timestamptz NOT NULL,
+      PRIMARY KEY (fingerprint, api)
     );
   `,
 ];

@@ -101,6 +101,17 @@ export function spendStatements(s: string) {
   } as const;
 }
 
+/** Keys' remembered limits, and the schema's secret their fingerprints are taken under (made once: the first insert stands). */
+export function limitStatements(s: string) {
+  return {
+    makeSecret: `INSERT INTO ${s}.meta (key, value) VALUES ('key_secret', $1) ON CONFLICT (key) DO NOTHING`,
+    secret: `SELECT value FROM ${s}.meta WHERE key = 'key_secret'`,
+    limitsOf: `SELECT fingerprint, api, rate, above, learned_at FROM ${s}.key_limits WHERE api = $1 AND fingerprint = ANY($2::text[])`,
+    remember: `INSERT INTO ${s}.key_limits (fingerprint, api, rate, above, learned_at) SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::timestamptz[])
+      ON CONFLICT (fingerprint, api) DO UPDATE SET rate = excluded.rate, above = excluded.above, learned_at = excluded.learned_at`,
+  } as const;
+}
+
 /** Notifications, and the failed series a run's notification lists. */
 export function notificationStatements(s: string) {
   return {

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { ValidationError } from '../../errors/validation-error.ts';
-import { NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, RUN_TABLES, SCHEMA_SQL, SPEND_TABLE } from './statements.ts';
+import { KEY_LIMITS_TABLE, NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, RUN_TABLES, SCHEMA_SQL, SPEND_TABLE } from './statements.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
@@ -19,14 +19,15 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'output_claims',
   'notifications',
   'occurrences',
+  'key_limits',
 ]);
 
 /**
  * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: spend
  * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`; 4: notifications of
- * runs' ends, `notifications`; 5: scheduled occurrences and their claims, `occurrences`).
+ * runs' ends, `notifications`; 5: scheduled occurrences and their claims, `occurrences`; 6: what keys learned of the server's limits, `key_limits`).
  */
-export const STATE_SCHEMA_VERSION = 5;
+export const STATE_SCHEMA_VERSION = 6;
 
 /**
  * Creates the state tables in a SQLite file, or brings an older file's up to this version and marks it, so that an
@@ -43,7 +44,7 @@ export function migrate(db: Database.Database): void {
 function migrateInTransaction(db: Database.Database): void {
   refuseNewerSchema(db);
   // Each role's tables (statements.ts).
-  for (const tables of [RUN_TABLES, SPEND_TABLE, NOTIFICATIONS_TABLE, OCCURRENCES_TABLE]) db.exec(tables);
+  for (const tables of [RUN_TABLES, SPEND_TABLE, NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, KEY_LIMITS_TABLE]) db.exec(tables);
   const version = db.prepare(SCHEMA_SQL.version).pluck().get() as string | undefined;
   // Each version so far only added tables or columns: an older file is brought up by the CREATEs above and the columns
   // below, then marked, so that an older webdata-etl refuses it rather than resume without what it cannot read.

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { StateStore } from '../interfaces.ts';
+import { sqliteLimits } from './limits.ts';
 import { sqliteNotifications } from './notifications.ts';
 import { sqliteOccurrences } from './occurrences.ts';
 import { sqlitePageCommits } from './page-commits.ts';
@@ -15,7 +16,7 @@ export interface SqliteStateStore extends StateStore {
 
 /**
  * The run-state store in a SQLite file (docs/design.md#the-state-store), one module per role: runs and pages
- * (`runs.ts`, a page's commit in `page-commits.ts`), notifications, occurrences, spend. One database per pipeline, the
+ * (`runs.ts`, a page's commit in `page-commits.ts`), notifications, occurrences, spend, keys' limits. One database per pipeline, the
  * SQLite sink's own when there is one, so that a page's rows and its state commit in one transaction. Every call does
  * its work before it returns (better-sqlite3 is synchronous), but a page's commit on the commit thread (`commitThread`:
  * a run's store; else on this connection). `clock`: the store's clock, which its claims of scheduled occurrences are
@@ -31,5 +32,6 @@ export function sqliteStateStore(db: Database.Database, options: { clock?: () =>
     ...sqliteNotifications(db),
     ...sqliteOccurrences(db, options.clock ?? Date.now),
     ...sqliteSpend(db),
+    ...sqliteLimits(db),
   };
 }

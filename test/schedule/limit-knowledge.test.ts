@@ -1,0 +1,38 @@
+// What a rate controller keeps for a later run (src/schedule/limit-knowledge.ts): a rate counts as held only while it
+// was used; with none held, a guess safely under the lowest rate that failed.
+import { describe, expect, it } from 'vitest';
+import { LimitKnowledge } from '../../src/schedule/limit-knowledge.ts';
+
+describe('what a controller knows of the limit', () => {
+  it('nothing before a 429 or a start: a rate under the server’s limit teaches nothing of it', () => {
+    const knowledge = new LimitKnowledge();
+    knowledge.held(5, 5);
+    expect(knowledge.known).toBeUndefined();
+  });
+
+  it('a rate held while barely used (a key of a pool, sending at half its rate) is not known to hold: the guess stays under the failure', () => {
+    const knowledge = new LimitKnowledge();
+    knowledge.cut(12);
+    knowledge.held(11.5, 5.5);
+    expect(knowledge.known).toEqual({ rate: 12 * 0.75, above: 12, measured: true });
+  });
+
+  it('a rate held while used is known; a 429 at or under it forgets it', () => {
+    const knowledge = new LimitKnowledge();
+    knowledge.cut(12);
+    knowledge.held(9.6, 9.5);
+    expect(knowledge.known).toEqual({ rate: 9.6, above: 12, measured: true });
+    knowledge.cut(10.4);
+    expect(knowledge.known).toEqual({ rate: 9.6, above: 10.4, measured: true });
+    knowledge.cut(9.5);
+    expect(knowledge.known).toEqual({ rate: 9.5 * 0.75, above: 9.5, measured: true });
+  });
+
+  it('a start is known as given, not measured, until the run holds or fails a rate itself', () => {
+    const knowledge = new LimitKnowledge();
+    knowledge.started({ rate: 7.7, trusted: true }, 7.7 * 1.05);
+    expect(knowledge.known).toEqual({ rate: 7.7, above: 7.7 * 1.05, measured: false });
+    knowledge.held(7.8, 7.7);
+    expect(knowledge.known).toEqual({ rate: 7.8, above: 7.7 * 1.05, measured: true });
+  });
+});
