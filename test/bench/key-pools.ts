@@ -132,6 +132,8 @@ function witness(all: readonly LogEntry[], from: number, to: number, limits: Rec
     byStatus: counts,
     share429: round((counts['429'] ?? 0) / Math.max(entries.length, 1), 4),
     spanSeconds: round(span, 2),
+    // Spawn to the first request nginx logged (it logs a request when it ends: its answer's latency included).
+    firstAnswerAfterSeconds: round(first - from, 2),
     achievedOverSummedLimits: round(accepted(entries) / span / summed),
     steadyOverSummedLimits: steadyRate === null ? null : round(steadyRate / summed),
     acceptedPerSecond: whole,
@@ -163,15 +165,14 @@ export async function scenarioKeyPool(root = ROOT) {
   try {
     const file = pipelineFile(dir, 'bench-pool', { ...POOL, requestsPerSecond: POOL.configuredPerKey });
     const env = { WEBDATA_BASE_URL: nginx.url, WEBDATA_API_KEYS: keys.map(({ label, key }) => `${label}=${key}`).join('\n') };
-    const runs = [];
-    for (const which of ['first', 'again'] as const) {
+    const invoke = async (which: 'first' | 'again') => {
       log(`(q) key pool, ${which} run: 3 keys behind nginx zones of 8, 4, 2 r/s (burst ${BURST}), configured ${POOL.configuredPerKey} r/s per key, ${pages} pages`);
       const run = await runCli(root, dir, file, env);
-      const seen = witness(await nginx.entries(), run.from, run.to, POOL.limits);
-      const result = outcome(run, pages, SUMMED);
-      runs.push({ run: which, ...result, nginx: seen });
-    }
-    const [first, again] = runs;
+      return { run: which, ...outcome(run, pages, SUMMED), nginx: witness(await nginx.entries(), run.from, run.to, POOL.limits) };
+    };
+    const first = await invoke('first');
+    // The same command again, in the same directory: a new run on the same state database.
+    const again = await invoke('again');
     return { limiter: 'nginx limit_req per key (leaky bucket, nodelay), keyed by x-api-key', limits: POOL.limits, summedLimits: SUMMED, burst: BURST, latencyMs: LATENCY_MS, configuredPerKey: POOL.configuredPerKey, concurrencyPerKey: POOL.concurrency, plannedPages: pages, first, again };
   } finally {
     await nginx.close();
