@@ -4,8 +4,9 @@
 // server's own count of what each key sent and what it was answered, independent of the run's summary.
 // (q) three keys at 8, 4 and 2 r/s the run is not told, then the same pipeline again on the same state; (r) a key
 // revoked mid-run; (s) one key, no pool, against the same harness (to compare with the code before pools).
-// Alone: `node scripts/with-node.mjs test/bench/key-pools.ts [pool|revoked|one-key] [root …]` (root: a checkout
-// whose `src/cli/main.ts` is run, this one by default; several roots are run in turn, for a before-and-after).
+// Alone: `node scripts/with-node.mjs test/bench/key-pools.ts [pool|revoked|one-key|timeline] [root …]` (root: a
+// checkout whose `src/cli/main.ts` is run, this one by default; several roots are run in turn, for a before-and-after;
+// `timeline`: each key's rate changes, through `run()`).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,6 +16,7 @@ import { startSimulator } from '../../src/simulator/index.ts';
 import { type LogEntry, type NginxKey, startNginx } from './nginx.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
+const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
 const LATENCY_MS = 200;
 const BURST = 2;
 /** The issue's pool: three keys behind zones of 8, 4 and 2 r/s, the pipeline configured at 24 r/s per key. */
@@ -155,62 +157,73 @@ const outcome = (run: Invocation, pages: number, limits: number) => ({
   ...(run.code === 0 ? {} : { stderrTail: run.stderrTail }),
 });
 
+/** The three keys behind nginx's zones over the simulator, and a directory for the pipeline: closed together. */
+async function startPool(prefix: string) {
+  const keys = benchKeys(POOL.limits);
+  const sim = await startSimulator({ latencyMs: LATENCY_MS, resultsPerQuery: 1000, keys: keys.map(({ key, label }) => ({ key, name: label })) });
+  try {
+    const nginx = await startNginx({ upstreamPort: sim.port, ratePerSecond: SUMMED, burst: BURST, keys });
+    const dir = mkdtempSync(join(tmpdir(), `webdata-bench-${prefix}-`));
+    return {
+      sim,
+      nginx,
+      dir,
+      env: { WEBDATA_BASE_URL: nginx.url, WEBDATA_API_KEYS: keys.map(({ label, key }) => `${label}=${key}`).join('\n') },
+      async [Symbol.asyncDispose]() {
+        await nginx.close();
+        await sim.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    await sim.close();
+    throw error;
+  }
+}
+
 /** (q) The pool at limits it does not know, then the same pipeline again on the same state database. */
 export async function scenarioKeyPool(root = ROOT) {
   const pages = POOL.series * POOL.pagesPerSeries;
-  const keys = benchKeys(POOL.limits);
-  const sim = await startSimulator({ latencyMs: LATENCY_MS, resultsPerQuery: 1000, keys: keys.map(({ key, label }) => ({ key, name: label })) });
-  const nginx = await startNginx({ upstreamPort: sim.port, ratePerSecond: SUMMED, burst: BURST, keys });
-  const dir = mkdtempSync(join(tmpdir(), 'webdata-bench-pool-'));
-  try {
-    const file = pipelineFile(dir, 'bench-pool', { ...POOL, requestsPerSecond: POOL.configuredPerKey });
-    const env = { WEBDATA_BASE_URL: nginx.url, WEBDATA_API_KEYS: keys.map(({ label, key }) => `${label}=${key}`).join('\n') };
-    const invoke = async (which: 'first' | 'again') => {
-      log(`(q) key pool, ${which} run: 3 keys behind nginx zones of 8, 4, 2 r/s (burst ${BURST}), configured ${POOL.configuredPerKey} r/s per key, ${pages} pages`);
-      const run = await runCli(root, dir, file, env);
-      return { run: which, ...outcome(run, pages, SUMMED), nginx: witness(await nginx.entries(), run.from, run.to, POOL.limits) };
-    };
-    const first = await invoke('first');
-    // The same command again, in the same directory: a new run on the same state database.
-    const again = await invoke('again');
-    return { limiter: 'nginx limit_req per key (leaky bucket, nodelay), keyed by x-api-key', limits: POOL.limits, summedLimits: SUMMED, burst: BURST, latencyMs: LATENCY_MS, configuredPerKey: POOL.configuredPerKey, concurrencyPerKey: POOL.concurrency, plannedPages: pages, first, again };
-  } finally {
-    await nginx.close();
-    await sim.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  await using pool = await startPool('pool');
+  const file = pipelineFile(pool.dir, 'bench-pool', { ...POOL, requestsPerSecond: POOL.configuredPerKey });
+  const invoke = async (which: 'first' | 'again') => {
+    log(`(q) key pool, ${which} run: 3 keys behind nginx zones of 8, 4, 2 r/s (burst ${BURST}), configured ${POOL.configuredPerKey} r/s per key, ${pages} pages`);
+    const run = await runCli(root, pool.dir, file, pool.env);
+    return { run: which, ...outcome(run, pages, SUMMED), nginx: witness(await pool.nginx.entries(), run.from, run.to, POOL.limits) };
+  };
+  const first = await invoke('first');
+  // The same command again, in the same directory: a new run on the same state database.
+  const again = await invoke('again');
+  return { limiter: 'nginx limit_req per key (leaky bucket, nodelay), keyed by x-api-key', limits: POOL.limits, summedLimits: SUMMED, burst: BURST, latencyMs: LATENCY_MS, configuredPerKey: POOL.configuredPerKey, concurrencyPerKey: POOL.concurrency, plannedPages: pages, first, again };
 }
 
 /** (r) The same pool, the 8 r/s key revoked by the API once `afterRequests` of its requests were paid. */
 export async function scenarioKeyRevoked(root = ROOT, afterRequests = 60) {
   const pages = POOL.series * POOL.pagesPerSeries;
-  const keys = benchKeys(POOL.limits);
   const revoked = 'k8';
-  const sim = await startSimulator({ latencyMs: LATENCY_MS, resultsPerQuery: 1000, keys: keys.map(({ key, label }) => ({ key, name: label })) });
-  const nginx = await startNginx({ upstreamPort: sim.port, ratePerSecond: SUMMED, burst: BURST, keys });
-  const dir = mkdtempSync(join(tmpdir(), 'webdata-bench-revoked-'));
+  await using pool = await startPool('revoked');
   let revokedAt: number | null = null;
+  // The run cannot tell when: the API refuses the key from its next request on, as a key revoked on the provider's side.
   const watch = setInterval(() => {
-    if (revokedAt === null && (sim.stats().credits[revoked]?.debited ?? 0) >= afterRequests) {
-      sim.updateKey(revoked, { status: 'revoked' });
+    if (revokedAt === null && (pool.sim.stats().credits[revoked]?.debited ?? 0) >= afterRequests) {
+      pool.sim.updateKey(revoked, { status: 'revoked' });
       revokedAt = Date.now() / 1000;
     }
   }, 10);
   try {
-    const file = pipelineFile(dir, 'bench-revoked', { ...POOL, requestsPerSecond: POOL.configuredPerKey });
+    const file = pipelineFile(pool.dir, 'bench-revoked', { ...POOL, requestsPerSecond: POOL.configuredPerKey });
     log(`(r) key pool, ${revoked} revoked after ${afterRequests} paid requests: ${pages} pages`);
-    const run = await runCli(root, dir, file, { WEBDATA_BASE_URL: nginx.url, WEBDATA_API_KEYS: keys.map(({ label, key }) => `${label}=${key}`).join('\n') });
+    const run = await runCli(root, pool.dir, file, pool.env);
     clearInterval(watch);
-    const all = await nginx.entries();
+    const all = await pool.nginx.entries();
     const seen = witness(all, run.from, run.to, POOL.limits);
-    const result = outcome(run, pages, SUMMED);
     const rest = Object.fromEntries(Object.entries(POOL.limits).filter(([label]) => label !== revoked));
     const after = revokedAt === null ? null : witness(all, revokedAt, run.to, rest);
     return {
       revokedKey: revoked,
       afterPaidRequests: afterRequests,
       revokedAtSecond: revokedAt === null ? null : round(revokedAt - run.from, 2),
-      ...result,
+      ...outcome(run, pages, SUMMED),
       // The requests the revocation cost: the revoked key's 401s (each is sent again with another key).
       lost401: seen.keys[revoked]?.byStatus['401'] ?? 0,
       // The others after the revocation, against their own summed limits (6 r/s).
@@ -219,9 +232,6 @@ export async function scenarioKeyRevoked(root = ROOT, afterRequests = 60) {
     };
   } finally {
     clearInterval(watch);
-    await nginx.close();
-    await sim.close();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -251,11 +261,41 @@ export async function scenarioOneKey(root = ROOT) {
   }
 }
 
+/**
+ * (q)'s first run through `run()` (the test fixture) instead of the command line, which prints no rate changes: each
+ * key's `adapt` events (seconds since spawn, rate, concurrency, why) and the seconds of its 429s in nginx's log, to
+ * see where a key's throughput went. This checkout only.
+ */
+export async function keyPoolTimeline() {
+  await using pool = await startPool('timeline');
+  const queries = Array.from({ length: POOL.series }, (_, i) => `timeline query ${i}`);
+  const spec = { baseUrl: pool.nginx.url, dir: pool.dir, name: 'bench-timeline', sinks: ['sqlite'], queries, maxPages: POOL.pagesPerSeries, concurrency: POOL.concurrency, requestsPerSecond: POOL.configuredPerKey };
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WEBDATA_')));
+  const from = Date.now() / 1000;
+  // BENCH_DEBUG makes the fixture print its adapt and pause events on stderr.
+  const child = spawn(process.execPath, [FIXTURE], { env: { ...inherited, ...pool.env, BENCH_DEBUG: '1', WEBDATA_TEST_SPEC: JSON.stringify(spec) }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const adapt: Record<string, [number, number, number, string][]> = {};
+  let pending = '';
+  child.stderr.on('data', (chunk: Buffer) => {
+    const lines = (pending + chunk.toString()).split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      if (!line.includes('"adapt"')) continue;
+      const event = JSON.parse(line) as { rate: number; concurrency: number; reason: string; key?: string };
+      (adapt[event.key ?? '-'] ??= []).push([round(Date.now() / 1000 - from, 1), round(event.rate, 2), event.concurrency, event.reason]);
+    }
+  });
+  const code = await new Promise<number | null>((resolveExit) => child.on('close', resolveExit));
+  const entries = await pool.nginx.entries();
+  const limited = Object.fromEntries(Object.keys(POOL.limits).map((label) => [label, entries.filter((entry) => entry.label === label && entry.status === '429').map((entry) => round(entry.at - from, 1))]));
+  return { exitCode: code, nginx: witness(entries, from, Date.now() / 1000, POOL.limits), adapt, limited429At: limited };
+}
+
 if (import.meta.main) {
   const which = process.argv[2] ?? 'pool';
   const roots = process.argv.slice(3).map((root) => resolve(root));
   for (const root of roots.length === 0 ? [ROOT] : roots) {
-    const result = which === 'pool' ? await scenarioKeyPool(root) : which === 'revoked' ? await scenarioKeyRevoked(root) : await scenarioOneKey(root);
+    const result = which === 'pool' ? await scenarioKeyPool(root) : which === 'revoked' ? await scenarioKeyRevoked(root) : which === 'timeline' ? await keyPoolTimeline() : await scenarioOneKey(root);
     process.stdout.write(`${JSON.stringify(result)}\n`);
   }
 }
