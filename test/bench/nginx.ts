@@ -72,7 +72,7 @@ async function freePort(): Promise<number> {
   return address.port;
 }
 
-/** The keys and their labels only ever reach nginx's config file (in a directory of its own, removed at close). */
+/** Keys and labels go into nginx's config verbatim: bench-made values only, so that none can leave its quotes. */
 const quoted = (value: string) => {
   if (!/^[A-Za-z0-9_.-]+$/.test(value)) throw new Error('nginx bench keys and labels: letters, digits, _ . - only');
   return `"${value}"`;
@@ -158,7 +158,7 @@ export async function startNginx(options: NginxOptions): Promise<NginxLimiter> {
   void exited.then(() => (running = false));
 
   const base = `http://127.0.0.1:${port}`;
-  // Each line of the access log: when the request ended (seconds, ms precision) and its status.
+  // Each line of the access log: when the request ended (seconds, ms precision), its status and its key's label.
   const entries = async (): Promise<LogEntry[]> => {
     const text = await readFile(join(dir, 'access.log'), 'utf8').catch(() => '');
     return text
