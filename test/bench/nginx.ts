@@ -18,7 +18,22 @@ export interface NginxLimiter {
   statusCounts(): Promise<Record<string, number>>;
   /** The same by second, from the first request logged: where in a run the 429s came. */
   perSecond(): Promise<Record<string, number>[]>;
+  /** Every request logged: when it ended (seconds since the epoch), its status, and its key's label (`keys` only, else '-'). */
+  entries(): Promise<LogEntry[]>;
   close(): Promise<void>;
+}
+
+export interface LogEntry {
+  at: number;
+  status: string;
+  label: string;
+}
+
+/** A key nginx limits in a zone of its own (by the `x-api-key` header), logged by its label, never by its value. */
+export interface NginxKey {
+  label: string;
+  key: string;
+  ratePerSecond: number;
 }
 
 export interface NginxOptions {
@@ -26,6 +41,11 @@ export interface NginxOptions {
   upstreamPort: number;
   ratePerSecond: number;
   burst: number;
+  /**
+   * One `limit_req` zone per key instead of one for the server (each at its own rate, the same burst); a request
+   * with none of these keys is not limited. Without it, one zone for every request at `ratePerSecond`.
+   */
+  keys?: readonly NginxKey[];
 }
 
 export function nginxAvailable(): boolean {
@@ -52,8 +72,37 @@ async function freePort(): Promise<number> {
   return address.port;
 }
 
+/** Keys and labels go into nginx's config verbatim: bench-made values only, so that none can leave its quotes. */
+const quoted = (value: string) => {
+  if (!/^[A-Za-z0-9_.-]+$/.test(value)) throw new Error('nginx bench keys and labels: letters, digits, _ . - only');
+  return `"${value}"`;
+};
+
+/** The zones (and their `limit_req` lines) and the access log's label: one zone for all, or one per key. */
+function limits(options: NginxOptions): { http: string; location: string; label: string } {
+  if (!options.keys) {
+    return {
+      http: `limit_req_zone $server_name zone=api:1m rate=${options.ratePerSecond}r/s;`,
+      location: `limit_req zone=api burst=${options.burst} nodelay;`,
+      label: '-',
+    };
+  }
+  // A map per key gives its zone a non-empty value only for that key's requests: nginx accounts no request whose
+  // zone key is empty, so each key is counted in its own zone alone.
+  const labels = options.keys.map(({ key, label }) => `    ${quoted(key)} ${quoted(label)};`).join('\n');
+  const zones = options.keys.map(({ key, label, ratePerSecond }) =>
+    [`map $http_x_api_key $bench_zone_${label.replaceAll('-', '_')} {`, '    default "";', `    ${quoted(key)} "1";`, '  }', `  limit_req_zone $bench_zone_${label.replaceAll('-', '_')} zone=key_${label}:1m rate=${ratePerSecond}r/s;`].join('\n'),
+  );
+  return {
+    http: `map $http_x_api_key $bench_key_label {\n    default "-";\n${labels}\n  }\n  ${zones.join('\n  ')}`,
+    location: options.keys.map(({ label }) => `limit_req zone=key_${label} burst=${options.burst} nodelay;`).join('\n      '),
+    label: '$bench_key_label',
+  };
+}
+
 function config(dir: string, port: number, options: NginxOptions): string {
   const temp = (name: string) => join(dir, name);
+  const limit = limits(options);
   // $server_name is the key, so server_name must be set: nginx does not account requests with an empty key.
   // The upstream keepalive timeout stays under Node's 5 s server default, so nginx never reuses a socket the
   // simulator is closing (which would show up as 502s that have nothing to do with the scheduler).
@@ -64,14 +113,14 @@ pid ${temp('nginx.pid')};
 error_log ${temp('error.log')} warn;
 events { worker_connections 1024; }
 http {
-  log_format status '$msec $status';
+  log_format status '$msec $status ${limit.label}';
   access_log ${temp('access.log')} status;
   client_body_temp_path ${temp('client_body')};
   proxy_temp_path ${temp('proxy')};
   fastcgi_temp_path ${temp('fastcgi')};
   uwsgi_temp_path ${temp('uwsgi')};
   scgi_temp_path ${temp('scgi')};
-  limit_req_zone $server_name zone=api:1m rate=${options.ratePerSecond}r/s;
+  ${limit.http}
   upstream simulator {
     server 127.0.0.1:${options.upstreamPort};
     keepalive 64;
@@ -82,7 +131,7 @@ http {
     server_name bench-api;
     location = /__ready { access_log off; return 204; }
     location / {
-      limit_req zone=api burst=${options.burst} nodelay;
+      ${limit.location}
       limit_req_status 429;
       proxy_pass http://simulator;
       proxy_http_version 1.1;
@@ -109,15 +158,15 @@ export async function startNginx(options: NginxOptions): Promise<NginxLimiter> {
   void exited.then(() => (running = false));
 
   const base = `http://127.0.0.1:${port}`;
-  // Each line of the access log: when the request ended (seconds, ms precision) and its status.
-  const entries = async () => {
+  // Each line of the access log: when the request ended (seconds, ms precision), its status and its key's label.
+  const entries = async (): Promise<LogEntry[]> => {
     const text = await readFile(join(dir, 'access.log'), 'utf8').catch(() => '');
     return text
       .split('\n')
       .filter((line) => line.trim() !== '')
       .map((line) => {
-        const [at, status] = line.trim().split(' ');
-        return { at: Number(at), status: status ?? '' };
+        const [at, status, label] = line.trim().split(' ');
+        return { at: Number(at), status: status ?? '', label: label ?? '-' };
       });
   };
   const deadline = performance.now() + 10_000;
@@ -142,6 +191,7 @@ export async function startNginx(options: NginxOptions): Promise<NginxLimiter> {
 
   return {
     url: `${base}/api/v1`,
+    entries,
     async statusCounts() {
       const counts: Record<string, number> = {};
       for (const { status } of await entries()) counts[status] = (counts[status] ?? 0) + 1;

@@ -9,6 +9,7 @@ import { peakRssMb, scenarioEndToEnd, scenarioSinks } from './throughput.ts';
 import { AIMED_WAYS, scenarioMemory } from './memory.ts';
 import { scenarioLongSeries } from './long-series.ts';
 import { scenarioInstrumentation } from './instrumentation.ts';
+import { scenarioKeyPool, scenarioKeyRevoked, scenarioOneKey } from './key-pools.ts';
 import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
 
 const quick = process.argv.includes('--quick');
@@ -42,6 +43,11 @@ const m_fixedWindowHeaders = await scenarioFixedWindow('ietf', windowMs);
 const m_fixedWindowRetryAfter = await scenarioFixedWindow('none', windowMs);
 const c_simulator = await scenarioServerErrors();
 const d_simulator = await scenarioBudget();
+// Key pools (issue 40), from the command line as a user runs them: three keys behind nginx zones of 8, 4 and 2 r/s
+// they are not told, then the same pipeline again on its state; a key revoked mid-run; one key without a pool.
+const q_keyPool = withNginx ? await scenarioKeyPool() : skipped;
+const r_keyRevoked = withNginx ? await scenarioKeyRevoked() : skipped;
+const s_oneKey = withNginx ? await scenarioOneKey() : skipped;
 // 600 queries × 5 pages × 100 items (quick: 40 queries).
 const throughputQueries = quick ? 40 : 600;
 const e_sinks = await scenarioSinks(throughputQueries);
@@ -122,6 +128,23 @@ for (const [name, scenario, minRatio, max429] of [
   goals.push({ scenario: name, goal: `accepted / the windows' allowance >= ${minRatio}`, value: used, met: used >= minRatio });
   goals.push({ scenario: name, goal: `429 share <= ${max429 * 100} %`, value: limited, met: limited <= max429 });
 }
+if (!('skipped' in q_keyPool)) {
+  const { first, again } = q_keyPool;
+  goals.push({ scenario: 'q_keyPool', goal: 'three keys at 8, 4, 2 r/s unknown to the run: accepted / their summed 14 r/s >= 0.95 (nginx\'s log)', value: first.nginx.achievedOverSummedLimits, met: first.nginx.achievedOverSummedLimits >= 0.95 });
+  goals.push({ scenario: 'q_keyPool', goal: 'the same: 429 share <= 2 %', value: first.nginx.share429, met: first.nginx.share429 <= 0.02 });
+  const again429 = again.nginx.byStatus['429'] ?? 0;
+  goals.push({ scenario: 'q_keyPool', goal: 'the same pipeline again on its state (limits remembered): <= 1 429', value: again429, met: again429 <= 1 });
+  goals.push({ scenario: 'q_keyPool', goal: 'the same again: accepted / the summed limits >= 0.97', value: again.nginx.achievedOverSummedLimits, met: again.nginx.achievedOverSummedLimits >= 0.97 });
+}
+if (!('skipped' in r_keyRevoked)) {
+  const r = r_keyRevoked;
+  goals.push({
+    scenario: 'r_keyRevoked',
+    goal: 'a key revoked mid-run: exit 0, every page fetched, its 401s <= its concurrency (4)',
+    value: { exitCode: r.exitCode, pagesFetched: r.pagesFetched, lost401: r.lost401 },
+    met: r.exitCode === 0 && r.pagesFetched === r.plannedPages && r.lost401 <= 4,
+  });
+}
 goals.push({
   scenario: 'c_simulator',
   goal: 'every planned page fetched; credits spent = pages fetched = credits debited',
@@ -197,6 +220,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, p_instrumentation, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, q_keyPool, r_keyRevoked, s_oneKey, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, p_instrumentation, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);
