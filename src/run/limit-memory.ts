@@ -5,13 +5,17 @@ import { type KeyIdentities, type LimitMemory, recallLimits } from './remembered
 import type { RunEvent } from './run-types.ts';
 
 /**
- * What the state store remembers of the run's keys' limits, for a run of this process alone: a distributed run's
- * pacer is shared, and learned by its leader (docs/design.md#the-run-host). None for a token or a client given to
- * run() (no key to know it by).
+ * What the state store remembers of the run's keys' limits: every worker of a distributed run starts its keys there
+ * (the first to write a key's shared row sets its pace), and the one that leads at the end keeps what the run learned
+ * (docs/pipelines.md#limits-remembered). None for a token or a client given to run() (no key to know it by).
  */
 export async function limitMemory(store: LimitStore, host: RunHost, identities: KeyIdentities | undefined): Promise<LimitMemory | undefined> {
-  if (identities === undefined || host.limits.pacer !== undefined) return undefined;
-  return recallLimits(store, identities);
+  if (identities === undefined) return undefined;
+  const memory = await recallLimits(store, identities);
+  // A distributed run's rate is learned by its leader alone: the others' throttles follow the shared row, and what
+  // they measured of it is the leader's, late and partial.
+  const learns = host.limits.learns;
+  return learns === undefined ? memory : { starts: memory.starts, keep: async (keys) => (learns() ? memory.keep(keys) : undefined) };
 }
 
 /**

@@ -56,10 +56,18 @@ export class LimitKnowledge {
   }
 
   get known(): KnownLimit | undefined {
+    return this.knownAt(Number.POSITIVE_INFINITY);
+  }
+
+  /** What is known, the controller running at `running` requests a second now. */
+  knownAt(running: number): KnownLimit | undefined {
     const above = this.#above;
     if (above === undefined) return undefined;
-    // Nothing held while used (a key of a pool seldom busy, a short run): a guess safely under the rate that failed.
-    const rate = Math.min(this.#held ?? above * UNPROVEN_SHARE, above);
+    // Nothing held while used (a key of a pool seldom busy, a short run): a guess safely under the rate that failed,
+    // and no higher than the rate the controller ended at. The lowest rate that failed is only a bound: a shared
+    // pacer's leader brings its rate down to what the fleet's answers show without a 429 at each step, so that it
+    // stayed at twice a limit of 4 while the run ran at it (test/distributed/remembered-limits-distributed.test.ts).
+    const rate = Math.min(this.#held ?? Math.min(above * UNPROVEN_SHARE, running), above);
     return { rate, above, measured: this.#measured };
   }
 }

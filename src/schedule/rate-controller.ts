@@ -178,7 +178,7 @@ class BracketingController implements RateController {
   }
 
   get known(): KnownLimit | undefined {
-    return this.#knowledge.known;
+    return this.#knowledge.knownAt(this.#rate);
   }
 
   onSuccess(sentAt: number, latencyMs: number): boolean {

@@ -35,4 +35,15 @@ describe('what a controller knows of the limit', () => {
     knowledge.held(7.8, 7.7);
     expect(knowledge.known).toEqual({ rate: 7.8, above: 7.7 * 1.05, measured: true });
   });
+
+  it('with nothing held, never above the rate the controller ended at: the lowest failure is only a bound (a shared pacer leader cut to a fleet’s limit without a 429 at each step)', () => {
+    const knowledge = new LimitKnowledge();
+    knowledge.cut(8.26);
+    expect(knowledge.knownAt(3.9)).toEqual({ rate: 3.9, above: 8.26, measured: true });
+    // Ended over the guess (a probe): the guess stands.
+    expect(knowledge.knownAt(9)).toEqual({ rate: 8.26 * 0.75, above: 8.26, measured: true });
+    // What held while used is known, whatever the rate it ended at.
+    knowledge.held(4, 4);
+    expect(knowledge.knownAt(3)).toEqual({ rate: 4, above: 8.26, measured: true });
+  });
 });
