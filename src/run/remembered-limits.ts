@@ -1,4 +1,4 @@
-import type { RateStart } from '../schedule/options.ts';
+import { type RateStart, rateStartSchema } from '../schedule/options.ts';
 import type { KeyStats } from '../schedule/types.ts';
 import type { LimitStore, RememberedLimit } from '../state/limit-store.ts';
 
@@ -39,7 +39,11 @@ export async function recallLimits(store: LimitStore, keys: KeyIdentities, now: 
   const starts = new Map<string, RateStart>();
   for (const [label, fingerprint] of fingerprints) {
     const limit = byFingerprint.get(fingerprint);
-    if (limit) starts.set(label, { rate: limit.rate, above: limit.above, trusted: now() - Date.parse(limit.learnedAt) < TRUSTED_FOR_MS });
+    if (!limit) continue;
+    // A row is a local file's: one that is no start (a rate of 0, text, a limit above its failure) is as none, and the
+    // key learns again, rather than the run failing on its scheduler's options.
+    const start = rateStartSchema.safeParse({ rate: limit.rate, above: limit.above, trusted: now() - Date.parse(limit.learnedAt) < TRUSTED_FOR_MS });
+    if (start.success && Number.isFinite(start.data.rate) && (start.data.above ?? Number.POSITIVE_INFINITY) >= start.data.rate) starts.set(label, start.data);
   }
   return {
     starts,
@@ -50,7 +54,7 @@ export async function recallLimits(store: LimitStore, keys: KeyIdentities, now: 
         const fingerprint = fingerprints.get(key.label);
         // Only what this run measured: a start it only ran at keeps its age, and a key at its configured rate, under
         // the server's limit, taught nothing of it.
-        if (fingerprint === undefined || !key.known?.measured) continue;
+        if (fingerprint === undefined || !key.known?.measured || !(Number.isFinite(key.known.rate) && key.known.rate > 0)) continue;
         learned.push({ fingerprint, api: keys.api, rate: key.known.rate, above: key.known.above, learnedAt });
       }
       await store.rememberLimits(learned);

@@ -46,4 +46,25 @@ describe('limits recalled and kept', () => {
       db.close();
     }
   });
+
+  it('a row that is no start (tampered, or a rate of 0) is as none: the key learns again, the run does not fail on it; nothing unmeasurable is kept', async () => {
+    using dir = workdir();
+    const db = openDatabase(dir.path('state.sqlite'));
+    try {
+      const store = sqliteStateStore(db);
+      const now = Date.parse('2026-11-01T00:00:00Z');
+      await (await recallLimits(store, identities, () => now)).keep([stats('a', { rate: 9.5, above: 10.4, measured: true }), stats('b', { rate: 4, above: 4.2, measured: true })]);
+      // What a hand, or another program, may leave in the file: text, zero, a rate above its own failure.
+      db.prepare(`UPDATE key_limits SET rate = 'fast' WHERE rate = 9.5`).run();
+      db.prepare('UPDATE key_limits SET above = 1 WHERE rate = 4').run();
+      expect((await recallLimits(store, identities, () => now)).starts.size).toBe(0);
+      db.prepare(`UPDATE key_limits SET rate = 0, above = NULL`).run();
+      expect((await recallLimits(store, identities, () => now)).starts.size).toBe(0);
+      // A knowledge of no rate is not kept.
+      await (await recallLimits(store, identities, () => now)).keep([stats('a', { rate: Number.NaN, above: null, measured: true })]);
+      expect(sqliteRows(dir.path('state.sqlite'), 'SELECT rate FROM key_limits ORDER BY rate')).toEqual([{ rate: 0 }, { rate: 0 }]);
+    } finally {
+      db.close();
+    }
+  });
 });
