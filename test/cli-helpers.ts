@@ -38,7 +38,7 @@ export function startPipelineFile(file: string, args: string[], options: { cwd: 
 
 /** node with `nodeArgs`, named `label` in what a test reports, with none of our variables but those given. */
 function startNode(nodeArgs: string[], label: string, options: { cwd: string; env?: Record<string, string> }) {
-  const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, WEBDATA_TOKEN: _t, WEBDATA_CRASH_AT: _c, WEBDATA_WEBHOOK_SECRET: _w, ...inherited } = process.env;
+  const { WEBDATA_BASE_URL: _u, WEBDATA_API_KEY: _k, WEBDATA_API_KEYS: _ks, WEBDATA_API_KEYS_FILE: _kf, WEBDATA_TOKEN: _t, WEBDATA_CRASH_AT: _c, WEBDATA_WEBHOOK_SECRET: _w, ...inherited } = process.env;
   const child = spawn(process.execPath, nodeArgs, {
     cwd: options.cwd,
     env: { ...inherited, ...options.env },

@@ -1,6 +1,7 @@
 import type { RunHost } from '../host/run-host.ts';
 import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { workersAtWork } from './liveness.ts';
+import { claimKeyLabels } from './shared-key.ts';
 import type { RunWorker } from './worker.ts';
 
 /**
@@ -32,6 +33,7 @@ export function postgresHost(worker: RunWorker, run: { store: PostgresStateStore
     watch: (scheduler) => worker.watch(scheduler),
     othersAtWork: async () => (await workersAtWork(run.store, run.runId)) > 1,
     fleet: async () => ({ workers: await workersAtWork(run.store, run.runId), series: await queue.figures() }),
+    claimKeys: (fingerprints) => claimKeyLabels(run.store.pool, run.store.schema, run.runId, fingerprints),
     share: () => worker.share(),
     leave: (status) => worker.leave(status),
   };

@@ -17,6 +17,22 @@ export function sharedKeys(pool: Pool, schema: string, runId: string, pacer: Sha
   return (label, maxCredits) => new SharedKey({ pool, statements, runId, label, maxCredits, pacer, where });
 }
 
+/**
+ * Claims each label of this worker's keys for the key it holds, by fingerprint (the state schema's secret): the first
+ * worker's key stands for a label in the run. Answers the labels under which this worker holds another key than the
+ * run's — which would share one key's limit, share and retirement between two keys (docs/distributed.md#a-pool-of-keys-across-workers).
+ */
+export async function claimKeyLabels(pool: Pool, schema: string, runId: string, fingerprints: ReadonlyMap<string, string>): Promise<string[]> {
+  const statements = keyStatements(quoteIdentifier(schema));
+  const where = `the shared keys (PostgreSQL, schema "${schema}")`;
+  const others: string[] = [];
+  for (const [label, fingerprint] of fingerprints) {
+    const { rows } = await retrying(where, () => pool.query<{ fingerprint: string | null }>(statements.claim, [runId, label, fingerprint]), { idempotent: true });
+    if (rows[0]?.fingerprint !== fingerprint) others.push(label);
+  }
+  return others;
+}
+
 interface Parts {
   pool: Pool;
   statements: ReturnType<typeof keyStatements>;

@@ -232,6 +232,10 @@ export function keyStatements(s: string) {
              ON CONFLICT (run_id, label) DO UPDATE
                SET interval_ms = CASE WHEN run_key_limits.interval_ms = 0 THEN excluded.interval_ms ELSE run_key_limits.interval_ms END,
                    max_credits = COALESCE(run_key_limits.max_credits, excluded.max_credits)`,
+    /** The key $3 (its fingerprint) a label stands for in the run: the first worker's stands; answers the one that does. */
+    claim: `INSERT INTO ${s}.run_key_limits (run_id, label, fingerprint) VALUES ($1, $2, $3)
+             ON CONFLICT (run_id, label) DO UPDATE SET fingerprint = COALESCE(run_key_limits.fingerprint, excluded.fingerprint)
+             RETURNING fingerprint`,
     /** $3 credits, if the key's share can take them beside what it spent and what is reserved: answers a row if so. */
     reserve: `UPDATE ${s}.run_key_limits SET reserved = reserved + $3
                WHERE run_id = $1 AND label = $2 AND (max_credits IS NULL OR spent + reserved + $3 <= max_credits) RETURNING 1`,

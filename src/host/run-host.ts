@@ -60,6 +60,11 @@ export interface RunHost {
   othersAtWork(): Promise<boolean>;
   /** A run shared by many: its workers at work and its series by state, for the run's metrics (absent: this process alone). */
   readonly fleet?: () => Promise<FleetFigures>;
+  /**
+   * A run shared by many: claims each label for the key this process holds under it (by fingerprint), and answers the
+   * labels the run already has another key under. Absent: this process alone, whose labels are its own.
+   */
+  claimKeys?(fingerprints: ReadonlyMap<string, string>): Promise<string[]>;
   /** This process's share of a run shared by many. */
   share(): WorkerShare | undefined;
   /** Lets go of the run, however it ended: `status` is how this process left it (its summary's status, or `failed`). */

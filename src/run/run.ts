@@ -10,6 +10,7 @@ import { type Held, openRun } from './open-run.ts';
 import { explainOutputFailure } from './output-error.ts';
 import { outputSuspects } from './outputs.ts';
 import { clientForRun } from './run-client.ts';
+import { claimFleetKeys } from './fleet-keys.ts';
 import { keepLimits, limitMemory } from './limit-memory.ts';
 import { runModule } from './run-module.ts';
 import { runObserver } from './run-observer.ts';
@@ -67,6 +68,8 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // Where the run runs, as the opening decided: this process alone, or one of its workers (docs/design.md#the-run-host).
     const host = await hostFor(pipeline, plan, opened, spentBefore, held);
     phase('hosted');
+    // A label is one key across a distributed run's workers: this one's, checked before it sends anything.
+    await claimFleetKeys(host, store, identities);
 
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();

@@ -2,7 +2,7 @@
 // line, over real sockets, on a real PostgreSQL cluster, against a simulator that holds the keys with limits of their own.
 import { expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
-import { cli, config } from '../cli-helpers.ts';
+import { cli, config, startCli } from '../cli-helpers.ts';
 import { filesHolding, workdir } from '../pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
 
@@ -129,6 +129,42 @@ describePostgres('a pool of keys shared by the workers of a distributed run', ()
       expect(text.stdout).toMatch(/^ {6}b {2}rate unpaced, retired \(unauthorized: .+\)$/m);
       const rows = JSON.stringify(await sql(db.url, 'SELECT * FROM webdata.run_key_limits'));
       for (const key of Object.values(KEYS)) expect(status.stdout + text.stdout + rows).not.toContain(key);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('a worker holding another key under a label of the run is refused before it sends anything (exit 2, naming the label); the run goes on', async () => {
+    const stranger = 'sk_pool_x_5a4b3c2d1e0f9a8b';
+    await using sim = await startSimulator({
+      keys: [
+        { key: KEYS.a, name: 'a' },
+        { key: KEYS.b, name: 'b' },
+        { key: stranger, name: 'x' },
+      ],
+    });
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const file = config(dir.dir, { name: 'labelled', sinks: [{ type: 'postgres', table: 'results', url: db.url }], state: { url: db.url }, rate: { concurrency: 2 } }, SEARCH);
+      // Every request is held: the run stays at work, and whatever the refused worker sent would be held here too.
+      const gate = sim.park();
+      const working = startCli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEYS: POOL } });
+      await working.whileRunning(gate.reached(2));
+      const refused = await cli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEYS: `a=${KEYS.a}\nb=${stranger}\n` } });
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr).toContain('WEBDATA_API_KEYS (b)');
+      expect(refused.stderr).toContain('another key under the label "b"');
+      for (const key of [...Object.values(KEYS), stranger]) expect(refused.stdout + refused.stderr).not.toContain(key);
+      // The same keys under the same labels join.
+      const joining = startCli(['run', file], { cwd: dir.dir, env: { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEYS: POOL } });
+      await joining.printed('joined run');
+      gate.release();
+      for (const worker of [working, joining]) {
+        const done = await worker.done;
+        expect(done.code, done.stderr).toBe(0);
+      }
+      expect(sim.log().filter((entry) => entry.key === 'x')).toEqual([]);
     } finally {
       await db.drop();
     }

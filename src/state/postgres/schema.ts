@@ -196,7 +196,8 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
   // 8: a pool of keys in a distributed run (docs/distributed.md#a-pool-of-keys-across-workers): each key's own pacer
   // (as run_limits' for one key), its share of the credits across the workers, and its retirements (a 401: for the
   // run; a 402 or 403: for the endpoints in retired_paths), which every worker reads with its next slot of that key.
-  // A run with one key keeps its run_limits row alone.
+  // A run with one key keeps its run_limits row alone. `fingerprint`: the key a label stands for in the run (the first
+  // worker's), so that a worker holding another key under it is refused.
   (s) => `
     CREATE TABLE ${s}.run_key_limits (
       run_id text NOT NULL,
@@ -214,6 +215,7 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       retired_message text,
       retired_at timestamptz,
       retired_paths jsonb NOT NULL DEFAULT '{}',
+      fingerprint text,
       PRIMARY KEY (run_id, label)
     );
   `,
