@@ -1,5 +1,6 @@
 import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { expect } from 'vitest';
 import { join } from 'node:path';
 import { openForReading } from '../src/read-database.ts';
 import { parse } from 'csv-parse/sync';
@@ -26,6 +27,14 @@ export function workdir() {
 }
 
 /** Files under `dir` whose bytes contain `secret`. */
+/** None of `keys` is in what was printed, nor in any file under `dir`: a key is never written anywhere. */
+export function noKeyIn(dir: string, printed: string, keys: Iterable<string>): void {
+  for (const key of keys) {
+    expect(printed).not.toContain(key);
+    expect(filesHolding(dir, key)).toEqual([]);
+  }
+}
+
 export function filesHolding(dir: string, secret: string): string[] {
   const found: string[] = [];
   for (const name of readdirSync(dir)) {

@@ -4,18 +4,10 @@ import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { cli, config } from '../cli-helpers.ts';
-import { filesHolding, sqliteRows, workdir } from '../pipeline-helpers.ts';
+import { noKeyIn, sqliteRows, workdir } from '../pipeline-helpers.ts';
 
 const KEYS = { fast: 'sk_fast_1a2b3c4d5e6f7a8b', slow: 'sk_slow_9f8e7d6c5b4a3f2e', spare: 'sk_spare_0a1b2c3d4e5f6a7b' };
 const POOL = `fast=${KEYS.fast}\nslow=${KEYS.slow}\nspare=${KEYS.spare}\n`;
-
-/** What a command printed and left in its directory holds none of the pool's keys. */
-function noKeyIn(dir: string, printed: string): void {
-  for (const key of Object.values(KEYS)) {
-    expect(printed).not.toContain(key);
-    expect(filesHolding(dir, key)).toEqual([]);
-  }
-}
 
 describe('a run with a pool of keys', () => {
   it('WEBDATA_API_KEYS: every key sends (each at its own limit), the rows are those of one key alone, and no key is written anywhere', async () => {
@@ -42,7 +34,7 @@ describe('a run with a pool of keys', () => {
     expect(summary.status).toBe('completed');
     expect(byKey('fast') + byKey('slow') + byKey('spare')).toBe(summary.pages.fetched);
     expect(sqliteRows(dir.path('out/results.sqlite'), 'SELECT count(*) AS n FROM results')[0]?.n).toBeGreaterThan(0);
-    noKeyIn(dir.dir, result.stdout + result.stderr);
+    noKeyIn(dir.dir, result.stdout + result.stderr, Object.values(KEYS));
   });
 
   it('a key revoked: retired at its first 401, the others deliver every row, exit 0', async () => {
@@ -66,7 +58,7 @@ describe('a run with a pool of keys', () => {
     expect(sim.log().filter((entry) => entry.key === 'slow' && entry.status === 401).length).toBeLessThanOrEqual(2);
     const rows = (path: string) => sqliteRows(dir.path(path), 'SELECT query, country, page, position, url FROM results ORDER BY query, country, page, position');
     expect(rows('out/results.sqlite')).toEqual(rows('ref/results.sqlite'));
-    noKeyIn(dir.dir, result.stdout + result.stderr);
+    noKeyIn(dir.dir, result.stdout + result.stderr, Object.values(KEYS));
   });
 
   it('before any request: a setting for a label the environment does not hold, and a keys file others can read (exit 2)', async () => {
@@ -82,6 +74,6 @@ describe('a run with a pool of keys', () => {
     expect(open.code).toBe(2);
     expect(open.stderr).toContain(`WEBDATA_API_KEYS_FILE: ${secrets.path('keys')} is readable or writable by others (mode 644)`);
     expect(sim.stats().requests).toBe(0);
-    noKeyIn(dir.dir, mistyped.stdout + mistyped.stderr + open.stdout + open.stderr);
+    noKeyIn(dir.dir, mistyped.stdout + mistyped.stderr + open.stdout + open.stderr, Object.values(KEYS));
   });
 });

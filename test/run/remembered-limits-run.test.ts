@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { cli, config, startCli } from '../cli-helpers.ts';
-import { filesHolding, sqliteRows, workdir } from '../pipeline-helpers.ts';
+import { noKeyIn, sqliteRows, workdir } from '../pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
 
 const KEYS = { learner: 'sk_learner_4f3e2d1c0b9a8f7e', other: 'sk_other_7a6b5c4d3e2f1a0b' };
@@ -45,14 +45,6 @@ async function bench(state: Record<string, unknown>) {
   };
 }
 
-/** Neither key is in what the runs printed, nor in any file of the directory. */
-function noKeyIn(dir: string, printed: string): void {
-  for (const key of Object.values(KEYS)) {
-    expect(printed).not.toContain(key);
-    expect(filesHolding(dir, key)).toEqual([]);
-  }
-}
-
 describe('limits remembered, SQLite state', () => {
   it('a second run of another pipeline with the same key starts at the learned rate (at most one 429); another key does not inherit it; no key is written', async () => {
     await using t = await bench({ path: 'state.sqlite' });
@@ -76,7 +68,7 @@ describe('limits remembered, SQLite state', () => {
     expect(secret).toHaveLength(1);
     const printed = [first, second, stranger].map((run) => run.result.stdout + run.result.stderr).join('\n');
     expect(printed).not.toContain(String(secret[0]?.value));
-    noKeyIn(t.dir.dir, printed);
+    noKeyIn(t.dir.dir, printed, Object.values(KEYS));
   });
 
   it('a pool: each key remembered by its fingerprint, whatever its label; the next run with the same keys under other labels pays no discovery', async () => {
@@ -88,7 +80,7 @@ describe('limits remembered, SQLite state', () => {
     const second = await t.run('pool-second', { pool: `main=${KEYS.other}\nspare=${KEYS.learner}` });
     expect(second.rateLimitedOf('learner')).toBeLessThanOrEqual(1);
     expect(second.rateLimitedOf('other')).toBeLessThanOrEqual(1);
-    noKeyIn(t.dir.dir, [first, second].map((run) => run.result.stdout + run.result.stderr).join('\n'));
+    noKeyIn(t.dir.dir, [first, second].map((run) => run.result.stdout + run.result.stderr).join('\n'), Object.values(KEYS));
   });
 
   it('a run interrupted (Ctrl-C) keeps what its key learned before it stopped', async () => {
@@ -107,7 +99,7 @@ describe('limits remembered, SQLite state', () => {
     const remembered = sqliteRows(t.dir.path('state.sqlite'), 'SELECT rate FROM key_limits');
     expect(remembered).toHaveLength(1);
     expect(remembered[0]?.rate).toBeGreaterThan(6);
-    noKeyIn(t.dir.dir, interrupted.stdout + interrupted.stderr);
+    noKeyIn(t.dir.dir, interrupted.stdout + interrupted.stderr, Object.values(KEYS));
   });
 });
 
@@ -130,7 +122,7 @@ describePostgres('limits remembered, PostgreSQL state', () => {
         const rows = await sql(db.url, `SELECT t::text AS row FROM webdata."${String(table_name)}" t`);
         for (const key of Object.values(KEYS)) expect(rows.filter((row) => String(row.row).includes(key))).toEqual([]);
       }
-      noKeyIn(t.dir.dir, [first, second, stranger].map((run) => run.result.stdout + run.result.stderr).join('\n'));
+      noKeyIn(t.dir.dir, [first, second, stranger].map((run) => run.result.stdout + run.result.stderr).join('\n'), Object.values(KEYS));
     } finally {
       await db.drop();
     }
