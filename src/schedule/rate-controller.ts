@@ -109,7 +109,7 @@ class BracketingController implements RateController {
    * The last raise into rates that never held: when, and from what rate. Until a 429 or the hold time, the server's
    * burst may be hiding that the new rate is over its limit.
    */
-  #unproven: { at: number; from: number; rate: number } | undefined;
+  #unproven: Unproven | undefined;
   /**
    * The highest rate the server is known to allow: a rate held for t seconds, less the opening's burst over t (what the
    * burst could have hidden of an excess meanwhile).
@@ -199,7 +199,7 @@ class BracketingController implements RateController {
     const settle = probe ? Math.max(increaseEveryMs * 5, this.#probeEveryMs) : near ? increaseEveryMs * 5 : increaseEveryMs;
     if (now - this.#lastChangeAt < Math.max(settle, this.#holdMs()) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
-    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate }, now)));
+    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
     this.#lastChangeAt = now;
     if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#sendingRate(now));
     const highest = this.#good;
@@ -207,7 +207,10 @@ class BracketingController implements RateController {
     this.#good = Math.max(this.#good ?? 0, this.#floor ?? rate);
     this.#probing = false;
     this.#rate = Math.min(this.#maxRate, this.#raised(rate, probe, highest));
-    this.#unproven = this.#bad !== undefined && this.#rate > this.#good ? { at: now, from: rate, rate: this.#rate } : undefined;
+    // Whether the rate it was raised from is known to be allowed: held long enough that the burst could not hide an
+    // excess. A small key's rate holds for seconds behind a burst of 2 or 3 whatever its excess (the floor reads low).
+    const fromHeld = this.#good >= rate * 0.9;
+    this.#unproven = this.#bad !== undefined && this.#rate > this.#good ? { at: now, from: rate, rate: this.#rate, fromHeld } : undefined;
     this.#concurrency = Math.min(this.#maxConcurrency, this.#concurrency + 1);
     return true;
   }
@@ -232,11 +235,17 @@ class BracketingController implements RateController {
     const learned = this.#saturatedRate(now);
     if (learned !== undefined) this.#ceiling = learned;
     let rate: number;
-    if (this.#good !== undefined && this.#good < failedRate) {
+    let cutFrom: number | undefined;
+    // A raise from a rate not known to be allowed failed before its hold showed that rate allowed: the rate before it
+    // may be over the limit too (the 429 its own, late behind the burst), and nothing is known to hold. It steps down as
+    // at a rate that used to hold (before: down to the floor, what the burst could not hide, near nothing for a small
+    // key: 2.8 to 1.2 against a limit of 2, behind a burst of 3).
+    const unproven = this.#unproven;
+    const fromUnknown = unproven !== undefined && !unproven.fromHeld && this.#shown(unproven, sentAt) < unproven.from;
+    if (this.#good !== undefined && this.#good < failedRate && !fromUnknown) {
       // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
       // former (the accepted rate is no guide here: it still includes the server's burst allowance).
       rate = this.#good * 0.98;
-      const unproven = this.#unproven;
       if (unproven && sentAt > unproven.at) {
         // A raise into rates that never held, failed: what it held until the 429 shows the limit from both sides.
         // Over that time the burst hid at most its size, and at least LEAST_HIDDEN, of the raise's excess.
@@ -262,6 +271,10 @@ class BracketingController implements RateController {
       const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
       rate = learned !== undefined && !allowed ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
+      // Stepped down from a rate that did not hold, not halved: whether the new rate holds shows only once the burst
+      // had time to drain at its excess, at most the step down. Raised before that, a small key's bisection came back
+      // over its limit every second or two (a 429 each).
+      if (held) cutFrom = failedRate;
     }
     if (!Number.isFinite(rate)) rate = 1;
     this.#rate = Math.max(this.#minRate, Math.min(this.#maxRate, rate));
@@ -271,7 +284,7 @@ class BracketingController implements RateController {
     this.#lastChangeAt = now;
     this.#knowledge.cut(failedRate);
     this.#probing = false;
-    this.#unproven = undefined;
+    this.#unproven = cutFrom !== undefined && cutFrom > this.#rate ? { at: now, from: this.#rate, rate: cutFrom, fromHeld: false, cut: true } : undefined;
     // A 429 at a rate once known to be allowed: the limit fell.
     if (this.#floor !== undefined && failedRate <= this.#floor) this.#floor = undefined;
     return true;
@@ -314,7 +327,7 @@ class BracketingController implements RateController {
    * What holding an unproven raise until `at` shows of the limit: its rate less the burst spread over that time (the
    * bucket was full when the rate went up; one less full hid less, and the limit shown is lower than the true one).
    */
-  #shown(unproven: { at: number; from: number; rate: number }, at: number): number {
+  #shown(unproven: Unproven, at: number): number {
     const heldMs = at - unproven.at;
     return heldMs <= 0 ? 0 : unproven.rate - (this.#burstSize(unproven.from) * 1000) / heldMs;
   }
@@ -376,6 +389,16 @@ class BracketingController implements RateController {
     if (latency === undefined) return this.#concurrency;
     return Math.ceil((this.#rate * latency * 2) / 1000) + 1;
   }
+}
+
+/** A raise into rates that never held: when, from what rate (known to be allowed or not), to what. */
+interface Unproven {
+  at: number;
+  from: number;
+  rate: number;
+  fromHeld: boolean;
+  /** Not a raise: a cut to `from` from `rate`, which failed; `from` is not known to hold until the hold time. */
+  cut?: boolean;
 }
 
 function push(list: number[], at: number): void {

@@ -113,6 +113,27 @@ describe('the first seconds at an unknown limit, behind a burst', () => {
   });
 });
 
+describe('a small limit, where the burst hides seconds of excess (a pool’s slowest key)', () => {
+  it('a failed raise from a rate that never showed it held steps down near the limit, not to what the burst cannot hide', () => {
+    // 24/s into a limit of 2 behind a burst of 3: the opening's halvings end at 3/s, which holds a second on the burst;
+    // the raise after it fails. Before: back to the floor (3/s less the burst over a second: nothing), held up by the
+    // least rate (1.2/s), and the limit's bracket set at 1.4/s: the key crept back at 0.04/s a step, 15 s apart.
+    const { refused, cuts, accepted } = againstBucket(2, 3, 30, 24);
+    for (const rate of cuts.slice(3)) expect(rate).toBeGreaterThanOrEqual(2 * 0.9);
+    expect(accepted / 60).toBeGreaterThan(0.95);
+    expect(refused.length).toBeLessThanOrEqual(8);
+  });
+
+  it('the same at limits of 3 and 4; at 8 and 10 no more 429s than before', () => {
+    for (const limit of [3, 4]) {
+      const { cuts, accepted } = againstBucket(limit, 3, 30, 24);
+      for (const rate of cuts.slice(3)) expect(rate).toBeGreaterThanOrEqual(limit * 0.9);
+      expect(accepted / (30 * limit)).toBeGreaterThan(0.95);
+    }
+    for (const limit of [8, 10]) expect(againstBucket(limit, 3, 30, 24).refused.length).toBeLessThanOrEqual(4);
+  });
+});
+
 describe('a 429 at a rate the server was known to allow', () => {
   it('steps down a little instead of to the accepted rate, which the opening and the pauses make read low', () => {
     let now = 0;
