@@ -1,5 +1,6 @@
 import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
+import { SAMPLE_LIMIT, SendSamples } from './send-samples.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
 
@@ -49,7 +50,6 @@ export interface RateControllerOptions {
   start?: RateStart | undefined;
 }
 
-const SAMPLE_LIMIT = 256;
 /**
  * Probes past the learned limit: 30 s after reaching it, then half as often after each that failed (a limit rarely
  * rises; each failed probe is a 429), at most every 2 minutes. Probing more often cost 429s for good; at 15 s, the
@@ -68,6 +68,10 @@ const ASSUMED_ABOVE = 1.05;
  */
 const HOLD_PER_STEP = 3;
 const HOLD_MAX_MS = 15_000;
+/** How far past the ceiling (the accepted rate while saturated) a bisection aims. */
+const CEILING_SLACK = 1.1;
+/** A rate counts as used, and so as shown to hold, when requests went out at this share of it at least. */
+const BUSY = 0.85;
 /** The configured rate held this long before a run's first 429 counts as a rate that held. */
 const HELD_AT_START_MS = 5000;
 /** The burst assumed when the run's opening did not show one (its first 429 came late, or never). */
@@ -89,9 +93,7 @@ class BracketingController implements RateController {
   readonly #maxRate: number;
   readonly #maxConcurrency: number;
   readonly #increaseEveryMs: number;
-  readonly #windowMs: number;
   readonly #minRate: number;
-  readonly #learnAfterMs: number;
 
   /** The learned rate, before an outside cap (`rate` applies the cap). */
   #rate: number;
@@ -122,24 +124,20 @@ class BracketingController implements RateController {
    */
   #opening: { at: number; accepted: number[] } | undefined;
   #lastCutAt = Number.NEGATIVE_INFINITY;
-  #latency: number | undefined;
   #cap: { rate: number; until: number } | undefined;
   /** Whether the last raise was a probe past the learned limit. */
   #probing = false;
   #probeEveryMs = PROBE_EVERY_MS.first;
   readonly #knowledge = new LimitKnowledge();
-  // Send times of accepted and of rejected requests, newest last, bounded.
-  readonly #accepted: number[] = [];
-  readonly #rejected: number[] = [];
+  readonly #samples: SendSamples;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
     this.#maxRate = options.maxRate;
     this.#maxConcurrency = options.maxConcurrency;
     this.#increaseEveryMs = options.increaseEveryMs ?? 1000;
-    this.#windowMs = options.windowMs ?? 3000;
     this.#minRate = options.minRate ?? 0.05;
-    this.#learnAfterMs = options.learnAfterMs ?? 1000;
+    this.#samples = new SendSamples(options.windowMs ?? 3000, options.learnAfterMs ?? 1000);
     this.#rate = options.maxRate;
     this.#concurrency = options.maxConcurrency;
     this.#lastChangeAt = clock.now();
@@ -185,8 +183,7 @@ class BracketingController implements RateController {
     const now = this.#clock.now();
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
     if (this.#opening && sentAt < this.#opening.at && this.#opening.accepted.length < SAMPLE_LIMIT) this.#opening.accepted.push(sentAt);
-    push(this.#accepted, sentAt);
-    this.#latency = this.#latency === undefined ? latencyMs : this.#latency * 0.8 + latencyMs * 0.2;
+    this.#samples.success(sentAt, latencyMs);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst allowance
@@ -198,10 +195,19 @@ class BracketingController implements RateController {
     const increaseEveryMs = this.#increaseEveryMs;
     const settle = probe ? Math.max(increaseEveryMs * 5, this.#probeEveryMs) : near ? increaseEveryMs * 5 : increaseEveryMs;
     if (now - this.#lastChangeAt < Math.max(settle, this.#holdMs()) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
+    // A rate hardly used shows nothing of the limit: a key of a pool the others kept the work from, raised on its
+    // "sustained success", went from 12 to 17.6/s against a limit of 4 (and 429s followed once it was used). It is
+    // given room in concurrency only, in case that is what held its sending back.
+    if (!this.#busy(now)) {
+      if (this.#concurrency >= this.#maxConcurrency) return false;
+      this.#lastChangeAt = now;
+      this.#concurrency += 1;
+      return true;
+    }
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
     if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
     this.#lastChangeAt = now;
-    if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#sendingRate(now));
+    if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#samples.sendingRate(now));
     const highest = this.#good;
     // Once a limit was seen, what held is what the server is known to allow, not the rate: a burst hides excess.
     this.#good = Math.max(this.#good ?? 0, this.#floor ?? rate);
@@ -221,18 +227,18 @@ class BracketingController implements RateController {
     // The run's first 429 at the configured rate, soon after the start: what was accepted before it is the burst
     // and the limit's share of that time, at most.
     if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
-      this.#opening = { at: sentAt, accepted: this.#accepted.filter((at) => at < sentAt) };
+      this.#opening = { at: sentAt, accepted: this.#samples.accepted.filter((at) => at < sentAt) };
     }
-    push(this.#rejected, sentAt);
+    this.#samples.refusal(sentAt);
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
     // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
     // machine: a 429 right after the second cut halved 7.5 r/s against a limit of 10, and the run ended at 0.64).
     if (sentAt < this.#lastCutAt + (Number.isFinite(this.#rate) ? 1000 / this.#rate : 0)) return false;
     // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
-    const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#sendingRate(now) ?? 10);
+    const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#samples.sendingRate(now) ?? 10);
     const first = this.#bad === undefined;
     this.#bad = Math.min(this.#bad ?? failedRate, failedRate);
-    const learned = this.#saturatedRate(now);
+    const learned = this.#samples.saturatedRate(now);
     if (learned !== undefined) this.#ceiling = learned;
     let rate: number;
     let cutFrom: number | undefined;
@@ -340,8 +346,12 @@ class BracketingController implements RateController {
       return rate + Math.max((this.#maxRate - rate) / 2, rate * 0.02);
     }
     if (rate < bad * 0.95) {
-      // Far below the lowest rate that failed: halve the gap (a bisection between good and bad).
-      return rate + Math.max((bad * 0.97 - rate) / 2, rate * 0.02);
+      // Far below the lowest rate that failed: halve the gap (a bisection between good and bad). Not far past what the
+      // server accepted while saturated (the ceiling, which reads a little low): a bad rate from the opening's halvings
+      // can lie at twice the limit, and each bisection towards it cost a key of a pool a 429 (4.1 to 6.9/s, limit 4).
+      const ceiling = this.#ceiling;
+      const toward = ceiling === undefined ? bad : Math.min(bad, Math.max(ceiling * CEILING_SLACK, rate * 1.04));
+      return rate + Math.max((toward * 0.97 - rate) / 2, rate * 0.02);
     }
     if (!probe && highest !== undefined) {
       // Back from a failed probe: up to the highest rate that held, no further, at the pace near the limit.
@@ -355,32 +365,17 @@ class BracketingController implements RateController {
   }
 
   /**
-   * The server's limit, learned from what it accepted over the window, but only while it was rejecting a fair
-   * share of what was sent (saturated): otherwise the accepted rate is merely our own rate.
+   * Whether requests went out near the rate since it was set, over the last window. Paced at 0.99 of it, a key kept
+   * busy sends at 0.97 or so; one held back by its concurrency or by the work, at less.
    */
-  #saturatedRate(now: number): number | undefined {
-    // Up to a latency ago only: a 429 comes at once, but the requests accepted since are still on their way (counted
-    // up to now, the limit reads low by a latency's worth of them).
-    now -= Math.min(this.#latency ?? 0, this.#windowMs / 2);
-    const from = now - this.#windowMs;
-    const ok = between(this.#accepted, from, now);
-    const refused = between(this.#rejected, from, now);
-    const first = Math.min(this.#accepted.find((sentAt) => sentAt >= from) ?? now, this.#rejected.find((sentAt) => sentAt >= from) ?? now);
-    const span = now - first;
-    if (ok < 5 || span < this.#learnAfterMs || refused / (ok + refused) < 0.05) return undefined;
-    return (ok / span) * 1000;
-  }
-
-  /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
-  #sendingRate(now: number): number | undefined {
-    const from = now - this.#windowMs;
-    const all = [...this.#accepted, ...this.#rejected].filter((sentAt) => sentAt >= from);
-    const span = now - Math.min(...all);
-    return all.length >= 2 && span >= 100 ? (all.length / span) * 1000 : undefined;
+  #busy(now: number): boolean {
+    const since = this.#samples.sentSince(this.#lastChangeAt, now);
+    if (!Number.isFinite(this.#rate) || since === undefined) return true;
+    return since.sent + 1 >= (BUSY * this.#rate * since.spanMs) / 1000;
   }
 
   #neededConcurrency(): number {
-    const latency = this.#latency;
+    const latency = this.#samples.latency;
     if (!Number.isFinite(this.#rate)) return 1;
     // No answer yet to time (a limiter's 429s come back at once, before any 200): what the new rate needs is unknown,
     // so the concurrency stays. Halved blind, it could hold the requests under the limit whatever the rate, so that a
@@ -399,13 +394,4 @@ interface Unproven {
   fromHeld: boolean;
   /** Not a raise: a cut to `from` from `rate`, which failed; `from` is not known to hold until the hold time. */
   cut?: boolean;
-}
-
-function push(list: number[], at: number): void {
-  list.push(at);
-  if (list.length > SAMPLE_LIMIT) list.splice(0, list.length - SAMPLE_LIMIT);
-}
-
-function between(list: number[], from: number, to: number): number {
-  return list.filter((sentAt) => sentAt >= from && sentAt <= to).length;
 }

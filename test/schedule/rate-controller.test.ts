@@ -134,6 +134,31 @@ describe('a small limit, where the burst hides seconds of excess (a pool’s slo
   });
 });
 
+describe('a key seldom busy (a pool’s, the others taking the work)', () => {
+  it('is not raised on "sustained success" while it sends at a fraction of its rate, only given concurrency; used, it is', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 8 }, { now: () => now });
+    // Answers 200 ms after their send. The opening: three accepted at 24/s, then a 429: halved to 12/s.
+    const answer = (sentAt: number) => {
+      now = sentAt + 200;
+      controller.onSuccess(sentAt, 200);
+    };
+    for (const sentAt of [0, 42, 84]) answer(sentAt);
+    now = 130;
+    controller.onRateLimited(126);
+    expect(controller.rate).toBe(12);
+    // Then one request a second for 10 s: 12/s shows nothing of the limit. Before: raised to 17.6/s after a second,
+    // then on (in the nginx runs, a key of 4/s so raised paid for it in 429s once the work came its way).
+    const concurrency = controller.concurrency;
+    for (let sentAt = 1000; sentAt < 11_000; sentAt += 1000) answer(sentAt);
+    expect(controller.rate).toBe(12);
+    expect(controller.concurrency).toBeGreaterThan(concurrency);
+    // Used at its rate over a window (3 s), it is raised as before.
+    for (let sentAt = 11_000; sentAt < 15_000; sentAt += 1000 / 12) answer(sentAt);
+    expect(controller.rate).toBeGreaterThan(12);
+  });
+});
+
 describe('a 429 at a rate the server was known to allow', () => {
   it('steps down a little instead of to the accepted rate, which the opening and the pauses make read low', () => {
     let now = 0;
