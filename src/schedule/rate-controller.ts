@@ -68,8 +68,6 @@ const ASSUMED_ABOVE = 1.05;
  */
 const HOLD_PER_STEP = 3;
 const HOLD_MAX_MS = 15_000;
-/** How far past the ceiling (the accepted rate while saturated) a bisection aims. */
-const CEILING_SLACK = 1.1;
 /** A rate counts as used, and so as shown to hold, when requests went out at this share of it at least. */
 const BUSY = 0.85;
 /** The configured rate held this long before a run's first 429 counts as a rate that held. */
@@ -346,12 +344,8 @@ class BracketingController implements RateController {
       return rate + Math.max((this.#maxRate - rate) / 2, rate * 0.02);
     }
     if (rate < bad * 0.95) {
-      // Far below the lowest rate that failed: halve the gap (a bisection between good and bad). Not far past what the
-      // server accepted while saturated (the ceiling, which reads a little low): a bad rate from the opening's halvings
-      // can lie at twice the limit, and each bisection towards it cost a key of a pool a 429 (4.1 to 6.9/s, limit 4).
-      const ceiling = this.#ceiling;
-      const toward = ceiling === undefined ? bad : Math.min(bad, Math.max(ceiling * CEILING_SLACK, rate * 1.04));
-      return rate + Math.max((toward * 0.97 - rate) / 2, rate * 0.02);
+      // Far below the lowest rate that failed: halve the gap (a bisection between good and bad).
+      return rate + Math.max((bad * 0.97 - rate) / 2, rate * 0.02);
     }
     if (!probe && highest !== undefined) {
       // Back from a failed probe: up to the highest rate that held, no further, at the pace near the limit.
@@ -369,9 +363,7 @@ class BracketingController implements RateController {
    * busy sends at 0.97 or so; one held back by its concurrency or by the work, at less.
    */
   #busy(now: number): boolean {
-    const since = this.#samples.sentSince(this.#lastChangeAt, now);
-    if (!Number.isFinite(this.#rate) || since === undefined) return true;
-    return since.sent + 1 >= (BUSY * this.#rate * since.spanMs) / 1000;
+    return this.#samples.busy(this.#rate, BUSY, this.#lastChangeAt, now);
   }
 
   #neededConcurrency(): number {

@@ -44,15 +44,18 @@ export class SendSamples {
   }
 
   /**
-   * Attempts per second since `since`, over the window at most (the samples kept are bounded, and a rate held for a
-   * minute holds many more), up to a latency ago (those sent since are not answered yet); undefined when that span
-   * is empty.
+   * Whether requests went out at `share` of `rate` at least since `since`: from the first of them (a pause, a 429's, is
+   * not time the key was kept from sending), over the window at most (the samples kept are bounded, and a rate held for
+   * a minute holds many more), up to a latency ago (those sent since are not answered yet). Too short a time to tell
+   * (under two requests' worth) counts as busy.
    */
-  sentSince(since: number, now: number): { sent: number; spanMs: number } | undefined {
+  busy(rate: number, share: number, since: number, now: number): boolean {
     const until = now - (this.latency ?? 0);
-    const from = Math.max(since, until - this.#windowMs);
-    const spanMs = until - from;
-    return spanMs > 0 ? { sent: between(this.accepted, from, until) + between(this.rejected, from, until), spanMs } : undefined;
+    const after = Math.max(since, until - this.#windowMs);
+    if (!Number.isFinite(rate) || (rate * (until - after)) / 1000 < 2) return true;
+    const from = Math.min(this.accepted.find((sentAt) => sentAt >= after) ?? until, this.rejected.find((sentAt) => sentAt >= after) ?? until);
+    const sent = between(this.accepted, from, until) + between(this.rejected, from, until);
+    return sent >= 2 && sent + 1 >= (share * rate * (until - from)) / 1000;
   }
 
   /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
