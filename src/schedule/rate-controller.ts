@@ -271,7 +271,10 @@ class BracketingController implements RateController {
       // down a little; if the limit did fall, the next 429 says so.
       // The configured rate held for seconds before the run's first 429 held as much as a raise that held: a burst
       // cannot hide 3x over a limit that long, so this 429 is a slight excess, or jitter, not a third of the limit.
-      const held = this.#good !== undefined || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
+      // Near a limit learned while saturated, a second 429 in a row is not the start's: halved there, a pool's 2/s key
+      // went from 2.19 to 1.2/s (its least rate).
+      const nearCeiling = this.#ceiling !== undefined && failedRate <= this.#ceiling * 1.5;
+      const held = this.#good !== undefined || nearCeiling || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
       const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
       rate = learned !== undefined && !allowed ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;

@@ -134,6 +134,36 @@ describe('a small limit, where the burst hides seconds of excess (a pool’s slo
   });
 });
 
+describe('429s in a row near a limit learned while saturated', () => {
+  it('step down 10 % each, not by half as at the start', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, minRate: 1.2 }, { now: () => now });
+    // 24/s into a limit of 2 (burst 2), answered at once, until the server's limit is learned from what it accepted.
+    let tokens = 2;
+    let refilledAt = 0;
+    while (controller.ceiling === undefined && now < 30_000) {
+      tokens = Math.min(2, tokens + ((now - refilledAt) / 1000) * 2);
+      refilledAt = now;
+      if (tokens >= 1) {
+        tokens -= 1;
+        controller.onSuccess(now, 0);
+      } else controller.onRateLimited(now);
+      now += 1000 / controller.rate;
+    }
+    expect(controller.ceiling).toBeDefined();
+    // Two more 429s a few seconds apart, with no raise between (the bucket still short after a burst of sends).
+    const before = controller.rate;
+    now += 3000;
+    controller.onRateLimited(now);
+    const first = controller.rate;
+    now += 3000;
+    controller.onRateLimited(now);
+    expect(first).toBeGreaterThanOrEqual(before * 0.85);
+    // Before: the second halved (2.19 to 1.2/s, the least rate, for a pool's 2/s key in the nginx runs).
+    expect(controller.rate).toBeGreaterThanOrEqual(first * 0.85);
+  });
+});
+
 describe('a key seldom busy (a pool’s, the others taking the work)', () => {
   it('is not raised on "sustained success" while it sends at a fraction of its rate, only given concurrency; used, it is', () => {
     let now = 0;
