@@ -1,5 +1,6 @@
 import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
+import { SAMPLE_LIMIT, SendSamples } from './send-samples.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
 
@@ -49,7 +50,6 @@ export interface RateControllerOptions {
   start?: RateStart | undefined;
 }
 
-const SAMPLE_LIMIT = 256;
 /**
  * Probes past the learned limit: 30 s after reaching it, then half as often after each that failed (a limit rarely
  * rises; each failed probe is a 429), at most every 2 minutes. Probing more often cost 429s for good; at 15 s, the
@@ -68,6 +68,8 @@ const ASSUMED_ABOVE = 1.05;
  */
 const HOLD_PER_STEP = 3;
 const HOLD_MAX_MS = 15_000;
+/** A rate counts as used, and so as shown to hold, when requests went out at this share of it at least. */
+const BUSY = 0.85;
 /** The configured rate held this long before a run's first 429 counts as a rate that held. */
 const HELD_AT_START_MS = 5000;
 /** The burst assumed when the run's opening did not show one (its first 429 came late, or never). */
@@ -89,9 +91,7 @@ class BracketingController implements RateController {
   readonly #maxRate: number;
   readonly #maxConcurrency: number;
   readonly #increaseEveryMs: number;
-  readonly #windowMs: number;
   readonly #minRate: number;
-  readonly #learnAfterMs: number;
 
   /** The learned rate, before an outside cap (`rate` applies the cap). */
   #rate: number;
@@ -109,7 +109,7 @@ class BracketingController implements RateController {
    * The last raise into rates that never held: when, and from what rate. Until a 429 or the hold time, the server's
    * burst may be hiding that the new rate is over its limit.
    */
-  #unproven: { at: number; from: number; rate: number } | undefined;
+  #unproven: Unproven | undefined;
   /**
    * The highest rate the server is known to allow: a rate held for t seconds, less the opening's burst over t (what the
    * burst could have hidden of an excess meanwhile).
@@ -122,24 +122,20 @@ class BracketingController implements RateController {
    */
   #opening: { at: number; accepted: number[] } | undefined;
   #lastCutAt = Number.NEGATIVE_INFINITY;
-  #latency: number | undefined;
   #cap: { rate: number; until: number } | undefined;
   /** Whether the last raise was a probe past the learned limit. */
   #probing = false;
   #probeEveryMs = PROBE_EVERY_MS.first;
   readonly #knowledge = new LimitKnowledge();
-  // Send times of accepted and of rejected requests, newest last, bounded.
-  readonly #accepted: number[] = [];
-  readonly #rejected: number[] = [];
+  readonly #samples: SendSamples;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
     this.#maxRate = options.maxRate;
     this.#maxConcurrency = options.maxConcurrency;
     this.#increaseEveryMs = options.increaseEveryMs ?? 1000;
-    this.#windowMs = options.windowMs ?? 3000;
     this.#minRate = options.minRate ?? 0.05;
-    this.#learnAfterMs = options.learnAfterMs ?? 1000;
+    this.#samples = new SendSamples(options.windowMs ?? 3000, options.learnAfterMs ?? 1000);
     this.#rate = options.maxRate;
     this.#concurrency = options.maxConcurrency;
     this.#lastChangeAt = clock.now();
@@ -185,8 +181,7 @@ class BracketingController implements RateController {
     const now = this.#clock.now();
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
     if (this.#opening && sentAt < this.#opening.at && this.#opening.accepted.length < SAMPLE_LIMIT) this.#opening.accepted.push(sentAt);
-    push(this.#accepted, sentAt);
-    this.#latency = this.#latency === undefined ? latencyMs : this.#latency * 0.8 + latencyMs * 0.2;
+    this.#samples.success(sentAt, latencyMs);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst allowance
@@ -198,16 +193,28 @@ class BracketingController implements RateController {
     const increaseEveryMs = this.#increaseEveryMs;
     const settle = probe ? Math.max(increaseEveryMs * 5, this.#probeEveryMs) : near ? increaseEveryMs * 5 : increaseEveryMs;
     if (now - this.#lastChangeAt < Math.max(settle, this.#holdMs()) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
+    // A rate hardly used shows nothing of the limit: a key of a pool the others kept the work from, raised on its
+    // "sustained success", went from 12 to 17.6/s against a limit of 4 (and 429s followed once it was used). It is
+    // given room in concurrency only, in case that is what held its sending back.
+    if (!this.#busy(now)) {
+      if (this.#concurrency >= this.#maxConcurrency) return false;
+      this.#lastChangeAt = now;
+      this.#concurrency += 1;
+      return true;
+    }
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
-    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate }, now)));
+    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
     this.#lastChangeAt = now;
-    if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#sendingRate(now));
+    if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#samples.sendingRate(now));
     const highest = this.#good;
     // Once a limit was seen, what held is what the server is known to allow, not the rate: a burst hides excess.
     this.#good = Math.max(this.#good ?? 0, this.#floor ?? rate);
     this.#probing = false;
     this.#rate = Math.min(this.#maxRate, this.#raised(rate, probe, highest));
-    this.#unproven = this.#bad !== undefined && this.#rate > this.#good ? { at: now, from: rate, rate: this.#rate } : undefined;
+    // Whether the rate it was raised from is known to be allowed: held long enough that the burst could not hide an
+    // excess. A small key's rate holds for seconds behind a burst of 2 or 3 whatever its excess (the floor reads low).
+    const fromHeld = this.#good >= rate * 0.9;
+    this.#unproven = this.#bad !== undefined && this.#rate > this.#good ? { at: now, from: rate, rate: this.#rate, fromHeld } : undefined;
     this.#concurrency = Math.min(this.#maxConcurrency, this.#concurrency + 1);
     return true;
   }
@@ -218,25 +225,31 @@ class BracketingController implements RateController {
     // The run's first 429 at the configured rate, soon after the start: what was accepted before it is the burst
     // and the limit's share of that time, at most.
     if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
-      this.#opening = { at: sentAt, accepted: this.#accepted.filter((at) => at < sentAt) };
+      this.#opening = { at: sentAt, accepted: this.#samples.accepted.filter((at) => at < sentAt) };
     }
-    push(this.#rejected, sentAt);
+    this.#samples.refusal(sentAt);
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
     // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
     // machine: a 429 right after the second cut halved 7.5 r/s against a limit of 10, and the run ended at 0.64).
     if (sentAt < this.#lastCutAt + (Number.isFinite(this.#rate) ? 1000 / this.#rate : 0)) return false;
     // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
-    const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#sendingRate(now) ?? 10);
+    const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#samples.sendingRate(now) ?? 10);
     const first = this.#bad === undefined;
     this.#bad = Math.min(this.#bad ?? failedRate, failedRate);
-    const learned = this.#saturatedRate(now);
+    const learned = this.#samples.saturatedRate(now);
     if (learned !== undefined) this.#ceiling = learned;
     let rate: number;
-    if (this.#good !== undefined && this.#good < failedRate) {
+    let cutFrom: number | undefined;
+    // A raise from a rate not known to be allowed failed before its hold showed that rate allowed: the rate before it
+    // may be over the limit too (the 429 its own, late behind the burst), and nothing is known to hold. It steps down as
+    // at a rate that used to hold (before: down to the floor, what the burst could not hide, near nothing for a small
+    // key: 2.8 to 1.2 against a limit of 2, behind a burst of 3).
+    const unproven = this.#unproven;
+    const fromUnknown = unproven !== undefined && !unproven.fromHeld && this.#shown(unproven, sentAt) < unproven.from;
+    if (this.#good !== undefined && this.#good < failedRate && !fromUnknown) {
       // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
       // former (the accepted rate is no guide here: it still includes the server's burst allowance).
       rate = this.#good * 0.98;
-      const unproven = this.#unproven;
       if (unproven && sentAt > unproven.at) {
         // A raise into rates that never held, failed: what it held until the 429 shows the limit from both sides.
         // Over that time the burst hid at most its size, and at least LEAST_HIDDEN, of the raise's excess.
@@ -258,10 +271,17 @@ class BracketingController implements RateController {
       // down a little; if the limit did fall, the next 429 says so.
       // The configured rate held for seconds before the run's first 429 held as much as a raise that held: a burst
       // cannot hide 3x over a limit that long, so this 429 is a slight excess, or jitter, not a third of the limit.
-      const held = this.#good !== undefined || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
+      // Near a limit learned while saturated, a second 429 in a row is not the start's: halved there, a pool's 2/s key
+      // went from 2.19 to 1.2/s (its least rate).
+      const nearCeiling = this.#ceiling !== undefined && failedRate <= this.#ceiling * 1.5;
+      const held = this.#good !== undefined || nearCeiling || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
       const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
       rate = learned !== undefined && !allowed ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
+      // Stepped down from a rate that did not hold, not halved: whether the new rate holds shows only once the burst
+      // had time to drain at its excess, at most the step down. Raised before that, a small key's bisection came back
+      // over its limit every second or two (a 429 each).
+      if (held) cutFrom = failedRate;
     }
     if (!Number.isFinite(rate)) rate = 1;
     this.#rate = Math.max(this.#minRate, Math.min(this.#maxRate, rate));
@@ -271,7 +291,7 @@ class BracketingController implements RateController {
     this.#lastChangeAt = now;
     this.#knowledge.cut(failedRate);
     this.#probing = false;
-    this.#unproven = undefined;
+    this.#unproven = cutFrom !== undefined && cutFrom > this.#rate ? { at: now, from: this.#rate, rate: cutFrom, fromHeld: false, cut: true } : undefined;
     // A 429 at a rate once known to be allowed: the limit fell.
     if (this.#floor !== undefined && failedRate <= this.#floor) this.#floor = undefined;
     return true;
@@ -314,7 +334,7 @@ class BracketingController implements RateController {
    * What holding an unproven raise until `at` shows of the limit: its rate less the burst spread over that time (the
    * bucket was full when the rate went up; one less full hid less, and the limit shown is lower than the true one).
    */
-  #shown(unproven: { at: number; from: number; rate: number }, at: number): number {
+  #shown(unproven: Unproven, at: number): number {
     const heldMs = at - unproven.at;
     return heldMs <= 0 ? 0 : unproven.rate - (this.#burstSize(unproven.from) * 1000) / heldMs;
   }
@@ -342,32 +362,15 @@ class BracketingController implements RateController {
   }
 
   /**
-   * The server's limit, learned from what it accepted over the window, but only while it was rejecting a fair
-   * share of what was sent (saturated): otherwise the accepted rate is merely our own rate.
+   * Whether requests went out near the rate since it was set, over the last window. Paced at 0.99 of it, a key kept
+   * busy sends at 0.97 or so; one held back by its concurrency or by the work, at less.
    */
-  #saturatedRate(now: number): number | undefined {
-    // Up to a latency ago only: a 429 comes at once, but the requests accepted since are still on their way (counted
-    // up to now, the limit reads low by a latency's worth of them).
-    now -= Math.min(this.#latency ?? 0, this.#windowMs / 2);
-    const from = now - this.#windowMs;
-    const ok = between(this.#accepted, from, now);
-    const refused = between(this.#rejected, from, now);
-    const first = Math.min(this.#accepted.find((sentAt) => sentAt >= from) ?? now, this.#rejected.find((sentAt) => sentAt >= from) ?? now);
-    const span = now - first;
-    if (ok < 5 || span < this.#learnAfterMs || refused / (ok + refused) < 0.05) return undefined;
-    return (ok / span) * 1000;
-  }
-
-  /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
-  #sendingRate(now: number): number | undefined {
-    const from = now - this.#windowMs;
-    const all = [...this.#accepted, ...this.#rejected].filter((sentAt) => sentAt >= from);
-    const span = now - Math.min(...all);
-    return all.length >= 2 && span >= 100 ? (all.length / span) * 1000 : undefined;
+  #busy(now: number): boolean {
+    return this.#samples.busy(this.#rate, BUSY, this.#lastChangeAt, now);
   }
 
   #neededConcurrency(): number {
-    const latency = this.#latency;
+    const latency = this.#samples.latency;
     if (!Number.isFinite(this.#rate)) return 1;
     // No answer yet to time (a limiter's 429s come back at once, before any 200): what the new rate needs is unknown,
     // so the concurrency stays. Halved blind, it could hold the requests under the limit whatever the rate, so that a
@@ -378,11 +381,12 @@ class BracketingController implements RateController {
   }
 }
 
-function push(list: number[], at: number): void {
-  list.push(at);
-  if (list.length > SAMPLE_LIMIT) list.splice(0, list.length - SAMPLE_LIMIT);
-}
-
-function between(list: number[], from: number, to: number): number {
-  return list.filter((sentAt) => sentAt >= from && sentAt <= to).length;
+/** A raise into rates that never held: when, from what rate (known to be allowed or not), to what. */
+interface Unproven {
+  at: number;
+  from: number;
+  rate: number;
+  fromHeld: boolean;
+  /** Not a raise: a cut to `from` from `rate`, which failed; `from` is not known to hold until the hold time. */
+  cut?: boolean;
 }

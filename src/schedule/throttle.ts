@@ -193,13 +193,12 @@ class AdaptiveThrottle implements Throttle {
     this.#queue.pause();
     this.#emit({ type: 'pause', ms, reason, until: new Date(epochOf(this.#clock) + ms).toISOString(), cause });
     // Restart unless a later pause took over. Not by comparing clock readings: timers may fire a little before the
-    // clock reaches their end, and a queue left paused would never start again.
-    this.#clock.sleep(ms, this.#halt).then(
-      () => {
-        if (pause === this.#latestPause) this.#queue.start();
-      },
-      () => undefined,
-    );
+    // clock reaches their end, and a queue left paused would never start again. A run stopped meanwhile (a signal)
+    // restarts it at once: the requests waiting in it must come out to be told of the stop, or the run never ends.
+    const restart = () => {
+      if (pause === this.#latestPause) this.#queue.start();
+    };
+    this.#clock.sleep(ms, this.#halt).then(restart, restart);
   }
 
   /**

@@ -1,0 +1,77 @@
+/** Send times kept of each kind, newest last: enough for the window at any rate a server is likely to allow. */
+export const SAMPLE_LIMIT = 256;
+
+/**
+ * What a rate controller measures from its answers (src/schedule/rate-controller.ts): when the requests accepted and
+ * those refused were sent (bounded), and their latency, smoothed. Each figure is over a window of `windowMs`.
+ */
+export class SendSamples {
+  readonly accepted: number[] = [];
+  readonly rejected: number[] = [];
+  latency: number | undefined;
+  readonly #windowMs: number;
+  readonly #learnAfterMs: number;
+
+  constructor(windowMs: number, learnAfterMs: number) {
+    this.#windowMs = windowMs;
+    this.#learnAfterMs = learnAfterMs;
+  }
+
+  success(sentAt: number, latencyMs: number): void {
+    push(this.accepted, sentAt);
+    this.latency = this.latency === undefined ? latencyMs : this.latency * 0.8 + latencyMs * 0.2;
+  }
+
+  refusal(sentAt: number): void {
+    push(this.rejected, sentAt);
+  }
+
+  /**
+   * The server's limit, learned from what it accepted over the window, but only while it was rejecting a fair
+   * share of what was sent (saturated): otherwise the accepted rate is merely our own rate.
+   */
+  saturatedRate(now: number): number | undefined {
+    // Up to a latency ago only: a 429 comes at once, but the requests accepted since are still on their way (counted
+    // up to now, the limit reads low by a latency's worth of them).
+    now -= Math.min(this.latency ?? 0, this.#windowMs / 2);
+    const from = now - this.#windowMs;
+    const ok = between(this.accepted, from, now);
+    const refused = between(this.rejected, from, now);
+    const first = Math.min(this.accepted.find((sentAt) => sentAt >= from) ?? now, this.rejected.find((sentAt) => sentAt >= from) ?? now);
+    const span = now - first;
+    if (ok < 5 || span < this.#learnAfterMs || refused / (ok + refused) < 0.05) return undefined;
+    return (ok / span) * 1000;
+  }
+
+  /**
+   * Whether requests went out at `share` of `rate` at least since `since`: from the first of them (a pause, a 429's, is
+   * not time the key was kept from sending), over the window at most (the samples kept are bounded, and a rate held for
+   * a minute holds many more), up to a latency ago (those sent since are not answered yet). Too short a time to tell
+   * (under two requests' worth) counts as busy.
+   */
+  busy(rate: number, share: number, since: number, now: number): boolean {
+    const until = now - (this.latency ?? 0);
+    const after = Math.max(since, until - this.#windowMs);
+    if (!Number.isFinite(rate) || (rate * (until - after)) / 1000 < 2) return true;
+    const from = Math.min(this.accepted.find((sentAt) => sentAt >= after) ?? until, this.rejected.find((sentAt) => sentAt >= after) ?? until);
+    const sent = between(this.accepted, from, until) + between(this.rejected, from, until);
+    return sent >= 2 && sent + 1 >= (share * rate * (until - from)) / 1000;
+  }
+
+  /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
+  sendingRate(now: number): number | undefined {
+    const from = now - this.#windowMs;
+    const all = [...this.accepted, ...this.rejected].filter((sentAt) => sentAt >= from);
+    const span = now - Math.min(...all);
+    return all.length >= 2 && span >= 100 ? (all.length / span) * 1000 : undefined;
+  }
+}
+
+function push(list: number[], at: number): void {
+  list.push(at);
+  if (list.length > SAMPLE_LIMIT) list.splice(0, list.length - SAMPLE_LIMIT);
+}
+
+function between(list: number[], from: number, to: number): number {
+  return list.filter((sentAt) => sentAt >= from && sentAt <= to).length;
+}
