@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import { defaultDispatcher } from './dispatcher.ts';
 import type { z } from 'zod';
 import { type Redactor, redactor } from '../redact.ts';
-import type { CodeAllowance } from './codes.ts';
+import type { AllowedCodes } from './codes.ts';
 import { MalformedResponseError } from '../errors/malformed-response-error.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import { ENDPOINT_PATH_HINT, isEndpointPath } from './endpoint-path.ts';
@@ -57,7 +57,7 @@ export interface CallOptions {
    * Codes allowed for this call beyond ISO, on top of the client's own `extraCountries`/`extraLangs`: a source that
    * accepted an engine-specific code passes it here, so that what it validated is what the client sends.
    */
-  allow?: CodeAllowance | undefined;
+  allow?: AllowedCodes | undefined;
 }
 
 export interface Client {

@@ -5,13 +5,13 @@ import { COUNTRY_CODES, COUNTRY_HINTS, LANGUAGE_CODES, LANGUAGE_HINTS } from './
  * country code" and "lower-case language code" and lists no values, so we hold requests to the standards
  * and let a user whose engine accepts more (Google's `iw`, Kosovo's `xk`) say so explicitly.
  */
-export interface CodeAllowance {
+export interface AllowedCodes {
   extraCountries?: readonly string[] | undefined;
   extraLangs?: readonly string[] | undefined;
 }
 
 /** `null` when valid; otherwise what is wrong and what would be valid. */
-export function checkCountry(code: string, allow: CodeAllowance = {}): string | null {
+export function checkCountry(code: string, allow: AllowedCodes = {}): string | null {
   if (allow.extraCountries?.includes(code)) return null;
   if (!/^[a-z]{2}$/.test(code)) {
     return `"${clip(code)}" is not a two-letter country code; use an ISO 3166-1 alpha-2 code such as "us", "gb" or "de"`;
@@ -28,7 +28,7 @@ export function checkCountry(code: string, allow: CodeAllowance = {}): string | 
 // language, then an optional 4-letter script, then an optional region (2 letters or a 3-digit UN M49 area).
 const LANG_TAG = /^([a-z]{2})(?:-([a-z]{4}))?(?:-([a-z]{2}|\d{3}))?$/;
 
-export function checkLang(code: string, allow: CodeAllowance = {}): string | null {
+export function checkLang(code: string, allow: AllowedCodes = {}): string | null {
   if (allow.extraLangs?.includes(code)) return null;
   const escape = ` (an engine-specific code can be allowed with extraLangs: ["${clip(code)}"])`;
   const match = LANG_TAG.exec(code);

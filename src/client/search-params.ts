@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type CodeAllowance, checkCountry, checkLang } from './codes.ts';
+import { type AllowedCodes, checkCountry, checkLang } from './codes.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 
 const positiveInt = (what: string) =>
@@ -42,7 +42,7 @@ export function queryLengthProblem(query: string): string | null {
  * The search endpoint's parameters. Everything a server would answer with a 400 is refused here,
  * so that no request (and no credit) is spent on it.
  */
-export function searchParamsSchema(allow: CodeAllowance = {}) {
+export function searchParamsSchema(allow: AllowedCodes = {}) {
   return z.strictObject({
     q: z
       .string({ error: 'must be a string: the search query' })
@@ -66,7 +66,7 @@ export type SearchParams = z.input<typeof defaultSchema>;
 /** The same after validation: trimmed, lower-cased. */
 export type ValidSearchParams = z.output<typeof defaultSchema>;
 
-export function parseSearchParams(params: unknown, allow: CodeAllowance = {}): ValidSearchParams {
+export function parseSearchParams(params: unknown, allow: AllowedCodes = {}): ValidSearchParams {
   const schema = allow.extraCountries?.length || allow.extraLangs?.length ? searchParamsSchema(allow) : defaultSchema;
   return ValidationError.parse(schema, params, 'Invalid search parameters (nothing was sent)');
 }

@@ -21,7 +21,7 @@ export class KeyLane {
   readonly maxCredits: number | undefined;
   /** Requests given this key and not yet settled: waiting for its slot, or in flight. */
   inFlight = 0;
-  /** Requests of this key sent and not yet answered (what its rate-limit headers' allowance is shared with). */
+  /** Requests of this key sent and not yet answered (what its rate-limit window's remaining requests are shared with). */
   sending = 0;
   /** Credits of this key: taken by answers (or possibly charged), and reserved by requests not yet settled. */
   spent = 0;

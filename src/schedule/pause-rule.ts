@@ -2,7 +2,7 @@ import { boundHeaderDelay, describeWait } from '../client/retry-after.ts';
 
 /**
  * The one rule for every pause a server's header asks for (`Retry-After` on a 429 or 503, an exhausted
- * `RateLimit`/`X-RateLimit` allowance on any status): a short one is slept, a long one stops the run resumably.
+ * `RateLimit`/`X-RateLimit` remaining requests on any status): a short one is slept, a long one stops the run resumably.
  *
  * Headers are the server's word, and a hostile or broken server can say anything: `RateLimit: r=0;t=100000` is a
  * 27-hour pause, `Retry-After: 99999999999999999999` is past the end of JavaScript's dates. So every header-derived

@@ -184,7 +184,7 @@ class BracketingController implements RateController {
     this.#samples.success(sentAt, latencyMs);
     const rate = this.#rate;
     const bad = this.#bad;
-    // Near the lowest rate that failed, success must last longer before it counts: a server's burst allowance
+    // Near the lowest rate that failed, success must last longer before it counts: a server's burst
     // hides a rate slightly above its limit for a few seconds. A raise into rates that never held waits for its hold
     // time (#holdMs) before the next.
     const near = bad !== undefined && rate >= bad * 0.95;
@@ -248,7 +248,7 @@ class BracketingController implements RateController {
     const fromUnknown = unproven !== undefined && !unproven.fromHeld && this.#shown(unproven, sentAt) < unproven.from;
     if (this.#good !== undefined && this.#good < failedRate && !fromUnknown) {
       // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
-      // former (the accepted rate is no guide here: it still includes the server's burst allowance).
+      // former (the accepted rate is no guide here: it still includes the server's burst).
       rate = this.#good * 0.98;
       if (unproven && sentAt > unproven.at) {
         // A raise into rates that never held, failed: what it held until the 429 shows the limit from both sides.

@@ -1,6 +1,6 @@
 import { boundHeaderDelay } from '../client/retry-after.ts';
 
-/** What a response said about the client's remaining allowance. */
+/** What a response said about the requests the client's rate-limit window has remaining. */
 export interface RateLimitHint {
   /** Requests still allowed in the current window. */
   remaining: number;

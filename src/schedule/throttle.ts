@@ -20,14 +20,14 @@ export interface QueueControls {
 
 /**
  * How fast requests leave: even spacing by the pacer at the rate the controller learns from the server's answers,
- * the queue's concurrency, and pauses that hold every request back (a 429's, an exhausted allowance's).
+ * the queue's concurrency, and pauses that hold every request back (a 429's, a rate-limit window's with none remaining).
  */
 export interface Throttle {
   /** Requests per second the controller now allows. */
   readonly rate: number;
   /** The server's limit as the rate controller learned it from 429s (requests a second), once it has. */
   readonly learnedLimit: number | undefined;
-  /** Time spent paused for 429s and exhausted allowances. */
+  /** Time spent paused for 429s and rate-limit windows with no requests remaining. */
   readonly pausedMs: number;
   /** What it knows of the server's limit, for a later run to start from (docs/scheduler.md#a-remembered-start). */
   readonly known: KnownLimit | undefined;
@@ -149,10 +149,10 @@ class AdaptiveThrottle implements Throttle {
     if (!hint) return undefined;
     const now = this.#clock.now();
     const windowEnd = this.#learnLimiter(hint, now);
-    // Requests still in flight will take from the same allowance.
+    // Requests still in flight will take from the same window's remaining requests.
     const left = hint.remaining - inFlight;
-    if (left <= 0) return this.#waitForAllowance(hint, windowEnd, now);
-    this.#spreadAllowance(hint, left, windowEnd, now);
+    if (left <= 0) return this.#waitForWindow(hint, windowEnd, now);
+    this.#spreadRemaining(hint, left, windowEnd, now);
     return undefined;
   }
 
@@ -222,8 +222,8 @@ class AdaptiveThrottle implements Throttle {
     return windowEnd;
   }
 
-  /** Nothing is left of the allowance once the requests in flight are counted: pause until it comes back, or stop. */
-  #waitForAllowance(hint: RateLimitHint, windowEnd: number | undefined, now: number): StopInfo | undefined {
+  /** Nothing remains of the window once the requests in flight are counted: pause until it resets, or stop. */
+  #waitForWindow(hint: RateLimitHint, windowEnd: number | undefined, now: number): StopInfo | undefined {
     const waitMs = windowEnd === undefined ? hint.resetMs : Math.max(0, windowEnd - now) + WINDOW_MARGIN_MS;
     const cause =
       windowEnd === undefined
@@ -235,8 +235,8 @@ class AdaptiveThrottle implements Throttle {
     return undefined;
   }
 
-  /** `left` requests of the allowance remain: spread them evenly over the time to the reset. */
-  #spreadAllowance(hint: RateLimitHint, left: number, windowEnd: number | undefined, now: number): void {
+  /** `left` requests of the window remain: spread them evenly over the time to the reset. */
+  #spreadRemaining(hint: RateLimitHint, left: number, windowEnd: number | undefined, now: number): void {
     // A window longer than a pause the run would sleep is a quota's: pacing to it would crawl for hours on the
     // server's word. It is left to the server: a window that runs out says so, and then the rule above stops the run.
     if (windowEnd !== undefined || hint.resetMs > this.#config.rateLimit.maxRetryAfterMs) return;

@@ -88,7 +88,7 @@ export interface SchedulerStats {
   /** Attempts sent again: after a 429, or a transient failure. */
   retries: number;
   rateLimited: number;
-  /** Time the queue spent paused for 429s and exhausted allowances. */
+  /** Time the queue spent paused for 429s and rate-limit windows with no requests remaining. */
   rateLimitedWaitMs: number;
   rate: number;
   /** The server's limit, in requests a second, as learned from its 429s; null until one taught it. */

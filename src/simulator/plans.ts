@@ -83,7 +83,7 @@ export class KeyAccount {
   }
 
   /** The quota window as rate-limit headers describe it, or nothing when the key has no quota. */
-  allowance(now: number): { limit: number; remaining: number; resetMs: number; windowMs: number } | undefined {
+  window(now: number): { limit: number; remaining: number; resetMs: number; windowMs: number } | undefined {
     const { quota } = this.plan;
     if (!quota) return undefined;
     // The window has ended: the next request would begin a new one, with the whole quota.

@@ -64,16 +64,16 @@ type HeaderSettings = Pick<ResolvedSimulatorOptions, 'rateLimitHeaders' | 'retry
 
 /** The key's quota window in the configured style of rate-limit headers (none without a quota). */
 export function rateLimitHeaders(settings: HeaderSettings, account: KeyAccount, clock: () => number, epoch: () => number): Record<string, string> {
-  const allowance = settings.rateLimitHeaders === 'none' ? undefined : account.allowance(clock());
-  if (!allowance) return {};
-  const { limit, remaining } = allowance;
-  const reset = Math.max(0, Math.ceil(allowance.resetMs / 1000));
-  const window = Math.ceil(allowance.windowMs / 1000);
+  const window = settings.rateLimitHeaders === 'none' ? undefined : account.window(clock());
+  if (!window) return {};
+  const { limit, remaining } = window;
+  const reset = Math.max(0, Math.ceil(window.resetMs / 1000));
+  const seconds = Math.ceil(window.windowMs / 1000);
   switch (settings.rateLimitHeaders) {
     case 'ietf':
-      return { ratelimit: `"default";r=${remaining};t=${reset}`, 'ratelimit-policy': `"default";q=${limit};w=${window}` };
+      return { ratelimit: `"default";r=${remaining};t=${reset}`, 'ratelimit-policy': `"default";q=${limit};w=${seconds}` };
     case 'ietf-legacy':
-      return { 'ratelimit-limit': String(limit), 'ratelimit-remaining': String(remaining), 'ratelimit-reset': String(reset), 'ratelimit-policy': `${limit};w=${window}` };
+      return { 'ratelimit-limit': String(limit), 'ratelimit-remaining': String(remaining), 'ratelimit-reset': String(reset), 'ratelimit-policy': `${limit};w=${seconds}` };
     default:
       return { 'x-ratelimit-limit': String(limit), 'x-ratelimit-remaining': String(remaining), 'x-ratelimit-reset': String(Math.ceil(epoch() / 1000) + reset) };
   }

@@ -55,7 +55,7 @@ export interface Simulator {
   /**
    * Holds every request that matches (all, by default) unanswered until the gate is released, so that a test can keep
    * a run in flight for exactly as long as it needs, whatever the machine's speed. Held requests are not yet admitted:
-   * they take no rate allowance and no credit until they go on.
+   * they take nothing of the rate limit's window and no credit until they go on.
    */
   park(match?: FaultRule['match']): Gate;
   close(): Promise<void>;

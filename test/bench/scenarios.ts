@@ -224,7 +224,7 @@ export async function scenarioBudget() {
 /**
  * (m) A plan that counts requests per fixed window (50 per 5 s), the pipeline configured 3× faster than the window's
  * average (30/s against 10/s): with `RateLimit` headers on every answer (and Retry-After on a 429), or with only
- * Retry-After to the window's end. The figure is the share of the windows' allowance used: accepted requests over 50
+ * Retry-After to the window's end. The figure is the share of the windows' requests used: accepted requests over 50
  * per window the run spans.
  */
 export async function scenarioFixedWindow(headers: 'ietf' | 'none', windowMs: number) {
@@ -235,7 +235,7 @@ export async function scenarioFixedWindow(headers: 'ietf' | 'none', windowMs: nu
   try {
     const run = await drive(target, { rate: { requestsPerSecond: configured }, concurrency: 8 }, ENDLESS, windowMs);
     const ok = run.stats.requests.byStatus['200'] ?? 0;
-    const allowance = quota.requests * (run.seconds * 1000 / quota.windowMs);
+    const windowsRequests = quota.requests * (run.seconds * 1000 / quota.windowMs);
     return {
       server: 'simulator',
       limiter: target.limiter,
@@ -245,8 +245,8 @@ export async function scenarioFixedWindow(headers: 'ietf' | 'none', windowMs: nu
       responses: { total: run.stats.requests.total, byStatus: run.stats.requests.byStatus },
       serverSide: { byStatus: run.serverStatuses },
       successes: ok,
-      allowance: round(allowance, 1),
-      achievedOverAllowance: ratio(ok, allowance),
+      windowsRequests: round(windowsRequests, 1),
+      achievedOverWindows: ratio(ok, windowsRequests),
       share429: share429(run.stats),
       pauses: { ...run.recording.pauses, requestedMs: round(run.recording.pauses.requestedMs, 0) },
       perSecond: run.recording.perSecond,

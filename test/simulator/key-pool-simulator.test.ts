@@ -25,7 +25,7 @@ describe('a simulator with several keys', () => {
       return { status: res.status, retryAfter: res.headers.get('retry-after') };
     };
 
-    // Each key's burst is its own: fast's two, slow's one; slow's 429 leaves fast's allowance whole, and the reverse.
+    // Each key's burst is its own: fast's two, slow's one; slow's 429 leaves fast's bucket whole, and the reverse.
     expect((await status('slow')).status).toBe(200);
     expect(await status('slow')).toEqual({ status: 429, retryAfter: '1' });
     expect((await status('fast')).status).toBe(200);
