@@ -1,6 +1,7 @@
-import { readApiKeys } from '../client/api-keys.ts';
+import { readApiKeys, unknownKeyLabels } from '../client/api-keys.ts';
 import type { Pipeline } from '../config/define.ts';
 import { ValidationError } from '../errors/validation-error.ts';
+import { duration } from './progress.ts';
 
 /** The pool's part of an estimate: each key's rate, their sum, and the worst case's time at it. */
 export interface PoolEstimate {
@@ -21,13 +22,8 @@ export function estimatePool(pipeline: Pipeline, requests: number, env: Readonly
   const pool = readApiKeys(env);
   if (!pool) return undefined;
   const labels = pool.keys.map((key) => key.label);
-  const unknown = Object.keys(pipeline.keys ?? {}).filter((label) => !labels.includes(label));
-  if (unknown.length > 0) {
-    throw new ValidationError(
-      `Pipeline "${pipeline.name}" names keys the environment does not hold`,
-      unknown.map((label) => ({ path: `keys.${label}`, message: `no key is labelled "${label}": ${pool.from} holds ${labels.map((each) => `"${each}"`).join(', ')}` })),
-    );
-  }
+  const unknown = unknownKeyLabels(pipeline.keys, labels, pool.from);
+  if (unknown.length > 0) throw new ValidationError(`Pipeline "${pipeline.name}" names keys the environment does not hold`, unknown);
   const { rate } = pipeline;
   const shared = rate.requestsPerSecond ?? (rate.requests && rate.intervalMs ? (rate.requests * 1000) / rate.intervalMs : undefined);
   const keys = labels.map((label) => ({ label, requestsPerSecond: pipeline.keys?.[label]?.requestsPerSecond ?? shared ?? null }));
@@ -44,7 +40,7 @@ export function poolLines(pool: PoolEstimate): string[] {
     `keys: ${count} from ${pool.from} (${each})${pool.requestsPerSecond === null ? '' : `, ${pool.requestsPerSecond} requests/s together`}`,
     pool.worstCaseSeconds === null
       ? 'time (worst case): not bounded by a rate (a key is unpaced: set rate.requestsPerSecond)'
-      : `time (worst case, at the keys' rates): ${duration(pool.worstCaseSeconds)} (429s, pauses and retries aside)`,
+      : `time (worst case, at the keys' rates): ${duration(pool.worstCaseSeconds * 1000)} (429s, pauses and retries aside)`,
   ];
 }
 
@@ -52,10 +48,3 @@ function round(n: number): number {
   return Math.round(n * 100) / 100;
 }
 
-/** `45s`, `12m05s`, `3h20m`. */
-function duration(seconds: number): string {
-  if (seconds < 60) return `${seconds}s`;
-  const minutes = Math.floor(seconds / 60);
-  if (minutes < 60) return `${minutes}m${String(seconds % 60).padStart(2, '0')}s`;
-  return `${Math.floor(minutes / 60)}h${String(minutes % 60).padStart(2, '0')}m`;
-}

@@ -333,7 +333,8 @@ function notificationText(event: Extract<RunEvent, { type: 'notification' }>): s
   }
 }
 
-function duration(ms: number): string {
+/** `45s`, `12m05s`, `3h20m`. */
+export function duration(ms: number): string {
   const seconds = Math.round(ms / 1000);
   if (seconds < 60) return `${seconds}s`;
   const minutes = Math.floor(seconds / 60);

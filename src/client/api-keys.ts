@@ -92,6 +92,16 @@ export function parseKeyList(text: string, from: ApiKeys['from']): ApiKey[] {
 }
 
 /**
+ * A pipeline's `keys.<label>` settings for labels the run's keys lack, as issues (a label mistyped would leave that key
+ * at the pipeline's rate): `holder` says where the keys came from.
+ */
+export function unknownKeyLabels(settings: Readonly<Record<string, unknown>> | undefined, labels: readonly string[], holder: string): ValidationIssue[] {
+  return Object.keys(settings ?? {})
+    .filter((label) => !labels.includes(label))
+    .map((label) => ({ path: `keys.${label}`, message: `no key is labelled "${label}": ${holder} holds ${labels.map((each) => `"${each}"`).join(', ')}` }));
+}
+
+/**
  * A key as the state store knows it: a keyed hash (HMAC-SHA256 under the store's own random secret), never the key.
  * Another database, another secret: a fingerprint tells nothing about the key outside the database that holds it.
  */

@@ -1,7 +1,7 @@
 import { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';
 import type { Pipeline } from '../config/define.ts';
 import { allowedHosts, hostRefused } from '../client/allowed-hosts.ts';
-import { type ApiKey, readApiKeys } from '../client/api-keys.ts';
+import { type ApiKey, readApiKeys, unknownKeyLabels } from '../client/api-keys.ts';
 import { baseUrlSchema } from '../client/options.ts';
 
 /** Where the key goes, and who decided: shown before the first request and kept in the summary. */
@@ -53,12 +53,7 @@ export function resolveDestination(pipeline: Pipeline, input: DestinationInput, 
   // Who set the environment's keys, when a caller did (`--simulator-keys`: the built-in simulator's pool).
   const said = given ? (input.sources?.credentials ?? 'run() options') : input.sources?.credentials;
   // A key's settings name a key the environment holds: a label mistyped would leave that key at the pipeline's rate.
-  const labels = new Set(keys.map((key) => key.label));
-  for (const label of Object.keys(pipeline.keys ?? {})) {
-    if (keys.length > 0 && !labels.has(label)) {
-      issues.push({ path: `keys.${label}`, message: `no key is labelled "${label}": ${said ?? pool?.from ?? 'the run'} holds ${[...labels].map((each) => `"${each}"`).join(', ')}` });
-    }
-  }
+  if (keys.length > 0) issues.push(...unknownKeyLabels(pipeline.keys, keys.map((key) => key.label), said ?? pool?.from ?? 'the run'));
   if (keys.length === 0 && !token && issues.every((issue) => !issue.path.startsWith('WEBDATA_API_KEY'))) {
     issues.push({ path: 'apiKey', message: 'no credentials: set WEBDATA_API_KEY (or WEBDATA_API_KEYS for a pool of keys, or WEBDATA_TOKEN for a JWT)' });
   }
