@@ -81,9 +81,13 @@ export function pageStatement(s: string, pipeline: string, commit: PageCommit, w
 
 /** The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page. */
 export function insertSpend(s: string, p: (value: unknown) => string, rows: readonly SpendRow[]): string {
-  const c = columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs, r.uncommitted === true], 10);
-  const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8', 'bool'];
-  return `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted)
+  const c = columns(
+    rows,
+    (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs, r.uncommitted === true, r.key?.fingerprint ?? null, r.key?.label ?? null, r.pipeline ?? null, r.key?.period ?? null],
+    14,
+  );
+  const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8', 'bool', 'text', 'text', 'text', 'text'];
+  return `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period)
           SELECT * FROM unnest(${c.map((column, i) => `${p(column)}::${types[i]}[]`).join(', ')})`;
 }
 

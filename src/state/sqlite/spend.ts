@@ -4,7 +4,23 @@ import { spendStatements } from './statements.ts';
 
 /** A spend row as `insertSpend` takes it. */
 export function spendValues(row: SpendRow): unknown[] {
-  return [row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs, row.uncommitted ? 1 : 0];
+  const key = row.key;
+  return [
+    row.runId,
+    row.at,
+    row.seriesId,
+    row.path,
+    row.attempt,
+    row.status,
+    row.credits,
+    row.uncertain ? 1 : 0,
+    row.latencyMs,
+    row.uncommitted ? 1 : 0,
+    key?.fingerprint ?? null,
+    key?.label ?? null,
+    row.pipeline ?? null,
+    key?.period ?? null,
+  ];
 }
 
 /** The spend ledger in a SQLite state file (docs/design.md#spend-however-a-run-ends). */

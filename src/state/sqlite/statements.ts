@@ -100,6 +100,48 @@ export const SPEND_TABLE = `
 `;
 
 /**
+ * Spend by key and period (state schema 7): the key's fingerprint and label, the pipeline, and the allowance's period
+ * the credits were held in (null: the key has no allowance); null in rows written before. Added by `schema.ts` to an
+ * older file's table, then indexed: what a key spent in a period is summed from the ledger.
+ */
+export const SPEND_KEY_COLUMNS = [
+  ['key_fingerprint', 'TEXT'],
+  ['key_label', 'TEXT'],
+  ['pipeline', 'TEXT'],
+  ['period', 'TEXT'],
+] as const;
+export const SPEND_KEY_INDEX = `CREATE INDEX IF NOT EXISTS spend_key_period ON spend (key_fingerprint, period, credits) WHERE period IS NOT NULL`;
+
+/**
+ * Keys' allowances (docs/credits.md#allowances): the credits a key may spend a day or a month, by its fingerprint,
+ * as the pipeline that declared it last recorded it (and the label it gives the key), binding every pipeline of the
+ * file; and the credits each process holds of one for the period it is in, until it spends them (the ledger takes them
+ * over with the spend row) or gives them back. `expires_at`: the store's clock (ms since the epoch) after which a hold
+ * whose holder stopped renewing it is no one's.
+ */
+export const KEY_ALLOWANCES_TABLES = `
+  CREATE TABLE IF NOT EXISTS key_allowances (
+    fingerprint TEXT PRIMARY KEY,
+    credits INTEGER NOT NULL,
+    per TEXT NOT NULL,
+    timezone TEXT NOT NULL,
+    pipeline TEXT NOT NULL,
+    label TEXT NOT NULL,
+    declared_at TEXT NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS key_holds (
+    fingerprint TEXT NOT NULL,
+    period TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    pipeline TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    credits REAL NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (fingerprint, period, holder)
+  );
+`;
+
+/**
  * Notifications: one per run's end (or missed occurrences) and webhook (docs/notifications.md), pending (with the body
  * it sends) until delivered or given up. The webhook is a hash of its URL, the target its origin and path: never its
  * query string.
@@ -223,7 +265,9 @@ export function runStatements(db: Database.Database) {
 /** Spend: a row written, and a run's totals. */
 export function spendStatements(db: Database.Database) {
   const prepared = {
-    insertSpend: db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    insertSpend: db.prepare(
+      `INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
     spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COALESCE(SUM(CASE WHEN uncommitted = 1 THEN credits ELSE 0 END), 0) AS uncommitted, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
     spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
