@@ -53,6 +53,11 @@ export function isTimeZone(name: string): boolean {
   }
 }
 
+/** A time zone's own name, as Intl spells it (`utc` is `UTC`, `europe/berlin` is `Europe/Berlin`): one zone, one name. */
+export function canonicalTimeZone(name: string): string {
+  return formatter(name).resolvedOptions().timeZone;
+}
+
 interface WallTime {
   year: number;
   month: number;

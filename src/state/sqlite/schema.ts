@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { ValidationError } from '../../errors/validation-error.ts';
-import { KEY_ALLOWANCES_TABLES, KEY_LIMITS_TABLE, NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, RUN_TABLES, SCHEMA_SQL, SPEND_KEY_COLUMNS, SPEND_KEY_INDEX, SPEND_TABLE } from './statements.ts';
+import { KEY_ALLOWANCES_TABLES, KEY_LIMITS_TABLE } from './key-statements.ts';
+import { NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, RUN_TABLES, SCHEMA_SQL, SPEND_KEY_COLUMNS, SPEND_KEY_INDEX, SPEND_TABLE } from './statements.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([

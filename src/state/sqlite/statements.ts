@@ -113,35 +113,6 @@ export const SPEND_KEY_COLUMNS = [
 export const SPEND_KEY_INDEX = `CREATE INDEX IF NOT EXISTS spend_key_period ON spend (key_fingerprint, period, credits) WHERE period IS NOT NULL`;
 
 /**
- * Keys' allowances (docs/credits.md#allowances): the credits a key may spend a day or a month, by its fingerprint,
- * as the pipeline that declared it last recorded it (and the label it gives the key), binding every pipeline of the
- * file; and the credits each process holds of one for the period it is in, until it spends them (the ledger takes them
- * over with the spend row) or gives them back. `expires_at`: the store's clock (ms since the epoch) after which a hold
- * whose holder stopped renewing it is no one's.
- */
-export const KEY_ALLOWANCES_TABLES = `
-  CREATE TABLE IF NOT EXISTS key_allowances (
-    fingerprint TEXT PRIMARY KEY,
-    credits INTEGER NOT NULL,
-    per TEXT NOT NULL,
-    timezone TEXT NOT NULL,
-    pipeline TEXT NOT NULL,
-    label TEXT NOT NULL,
-    declared_at TEXT NOT NULL
-  );
-  CREATE TABLE IF NOT EXISTS key_holds (
-    fingerprint TEXT NOT NULL,
-    period TEXT NOT NULL,
-    holder TEXT NOT NULL,
-    pipeline TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    credits REAL NOT NULL,
-    expires_at INTEGER NOT NULL,
-    PRIMARY KEY (fingerprint, period, holder)
-  );
-`;
-
-/**
  * Notifications: one per run's end (or missed occurrences) and webhook (docs/notifications.md), pending (with the body
  * it sends) until delivered or given up. The webhook is a hash of its URL, the target its origin and path: never its
  * query string.
@@ -181,21 +152,6 @@ export const OCCURRENCES_TABLE = `
     PRIMARY KEY (pipeline, due_at)
   );
   CREATE INDEX IF NOT EXISTS occurrences_run ON occurrences (run_id) WHERE run_id IS NOT NULL;
-`;
-
-/**
- * What keys learned of the server's limits (docs/scheduler.md#a-remembered-start), by the key's fingerprint under the
- * file's secret (`webdata_meta`, 'key_secret') and the API's origin and path: never a key.
- */
-export const KEY_LIMITS_TABLE = `
-  CREATE TABLE IF NOT EXISTS key_limits (
-    fingerprint TEXT NOT NULL,
-    api TEXT NOT NULL,
-    rate REAL NOT NULL,
-    above REAL,
-    learned_at TEXT NOT NULL,
-    PRIMARY KEY (fingerprint, api)
-  );
 `;
 
 /** What `schema.ts` asks of a file as it creates or brings up its tables. */
@@ -271,18 +227,6 @@ export function spendStatements(db: Database.Database) {
     spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COALESCE(SUM(CASE WHEN uncommitted = 1 THEN credits ELSE 0 END), 0) AS uncommitted, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
     spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
-  };
-  return prepared as Record<keyof typeof prepared, Database.Statement>;
-}
-
-/** Keys' remembered limits, and the file's secret their fingerprints are taken under (made once: the first insert stands). */
-export function limitStatements(db: Database.Database) {
-  const prepared = {
-    makeSecret: db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('key_secret', ?)`),
-    secret: db.prepare(`SELECT value FROM webdata_meta WHERE key = 'key_secret'`).pluck(),
-    limitOf: db.prepare(`SELECT fingerprint, api, rate, above, learned_at AS learnedAt FROM key_limits WHERE api = ? AND fingerprint = ?`),
-    remember: db.prepare(`INSERT INTO key_limits (fingerprint, api, rate, above, learned_at) VALUES (?, ?, ?, ?, ?)
-      ON CONFLICT (fingerprint, api) DO UPDATE SET rate = excluded.rate, above = excluded.above, learned_at = excluded.learned_at`),
   };
   return prepared as Record<keyof typeof prepared, Database.Statement>;
 }
