@@ -113,8 +113,11 @@ export interface DedupeWrites {
   sightings: Sighting[];
 }
 
-/** Run statuses that mean "not finished": the next invocation resumes them by default. */
-export const UNFINISHED = new Set(['running', 'interrupted', 'stopped']);
+/**
+ * Run statuses that mean "not finished": the next invocation resumes them by default (`allowance`: in the keys' next
+ * period, page-exact; in the same one it sends nothing and says so).
+ */
+export const UNFINISHED = new Set(['running', 'interrupted', 'stopped', 'allowance']);
 /** The same statuses as an SQL list, for the stores' statements (our own literals, never input). */
 export const UNFINISHED_SQL = [...UNFINISHED].map((status) => `'${status}'`).join(', ');
 
