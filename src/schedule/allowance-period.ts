@@ -53,7 +53,10 @@ export function isTimeZone(name: string): boolean {
   }
 }
 
-/** A time zone's own name, as Intl spells it (`utc` is `UTC`, `europe/berlin` is `Europe/Berlin`): one zone, one name. */
+/**
+ * A time zone's name as Intl resolves it, one per zone (`utc` is `UTC`, `Asia/Kolkata` is ICU's `Asia/Calcutta`): to
+ * compare zones, never to show one (ICU keeps the old names).
+ */
 export function canonicalTimeZone(name: string): string {
   return formatter(name).resolvedOptions().timeZone;
 }

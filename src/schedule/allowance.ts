@@ -15,8 +15,6 @@ export const allowanceSchema = z.strictObject({
   timezone: z
     .string({ error: 'must be an IANA time zone name, such as "Europe/Berlin", "America/New_York" or "UTC"' })
     .refine(isTimeZone, { error: 'is not a time zone this runtime knows: give an IANA name, such as "Europe/Berlin", "America/New_York" or "UTC"' })
-    // One zone, one name: `utc` and `UTC` are one allowance, not two declarations that differ.
-    .transform(canonicalTimeZone)
     .default('UTC'),
   /**
    * `even`: a scheduled pipeline spends at most what is left of the period divided by the occurrences left in it
@@ -33,7 +31,19 @@ export function describeAllowance(allowance: Pick<Allowance, 'credits' | 'per' |
   return `${allowance.credits} credit${allowance.credits === 1 ? '' : 's'} a ${allowance.per} (${allowance.timezone})`;
 }
 
-/** Whether two allowances bind a key alike (how a pipeline spreads its share is its own). */
+/**
+ * Whether two allowances bind a key alike (how a pipeline spreads its share is its own). One zone under two names is one
+ * zone: `UTC` and `utc`, `Asia/Kolkata` and `Asia/Calcutta` (each kept as its pipeline wrote it).
+ */
 export function sameAllowance(a: Pick<Allowance, 'credits' | 'per' | 'timezone'>, b: Pick<Allowance, 'credits' | 'per' | 'timezone'>): boolean {
-  return a.credits === b.credits && a.per === b.per && a.timezone === b.timezone;
+  return a.credits === b.credits && a.per === b.per && (a.timezone === b.timezone || sameZone(a.timezone, b.timezone));
+}
+
+function sameZone(a: string, b: string): boolean {
+  try {
+    return canonicalTimeZone(a) === canonicalTimeZone(b);
+  } catch {
+    // A zone this runtime no longer knows (a row another version wrote): as written, or not the same.
+    return false;
+  }
 }

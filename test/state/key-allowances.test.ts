@@ -54,6 +54,8 @@ async function declares(store: StateStore): Promise<void> {
   // Another pipeline declaring the same is bound by it (the record stays a's); one declaring none too.
   expect(await store.declareAllowance({ ...declaration, pipeline: 'b', label: 'other' })).toMatchObject({ bound: { pipeline: 'a', label: 'main' } });
   expect(await store.declareAllowance({ ...declaration, pipeline: 'c', allowance: null })).toMatchObject({ bound: { ...DAY, pipeline: 'a' } });
+  // One zone under another name is the same allowance.
+  expect(await store.declareAllowance({ ...declaration, pipeline: 'd', allowance: { ...DAY, timezone: 'europe/berlin' } })).toMatchObject({ bound: { ...DAY, pipeline: 'a' } });
   // Another allowance from another pipeline: refused, naming what stands; nothing changed.
   expect(await store.declareAllowance({ ...declaration, pipeline: 'b', allowance: { ...DAY, credits: 50 } })).toMatchObject({ conflict: { ...DAY, pipeline: 'a' } });
   expect(await store.declareAllowance({ ...declaration, pipeline: 'b', allowance: { ...DAY, per: 'month' } })).toMatchObject({ conflict: { pipeline: 'a' } });
