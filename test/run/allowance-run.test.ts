@@ -55,6 +55,20 @@ describe('an allowance refused before anything is sent (exit 2)', () => {
   });
 });
 
+describe("run()'s allowance", () => {
+  it("takes the place of the pipeline's (a key's own still stands), and a bad one is refused before anything is sent", async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    const pipeline = definePipeline({ name: 'given', source: searchPages(SEARCH), stages: [normalize()], sinks: [toSqlite({ path: dir.path('out.sqlite'), table: 'results' })], allowance: { credits: 100, per: 'day' } });
+    const bad = await run(pipeline, { baseUrl: sim.url, apiKey: TEST_KEY, env: {}, allowance: { credits: 3, per: 'fortnight' as 'day' } }).catch((error: unknown) => error);
+    expect(String(bad)).toContain('allowance.per: must be "day" or "month"');
+    expect(sim.stats().requests).toBe(0);
+    const given = await run(pipeline, { baseUrl: sim.url, apiKey: TEST_KEY, env: {}, allowance: { credits: 3, per: 'day' } });
+    expect(given).toMatchObject({ status: 'allowance', pages: { fetched: 3 } });
+    expect(sqliteRows(dir.path('out.sqlite'), 'SELECT credits, per, timezone, pipeline FROM key_allowances')).toEqual([{ credits: 3, per: 'day', timezone: 'UTC', pipeline: 'given' }]);
+  });
+});
+
 describe('two pipelines sharing a key and a SQLite state file', () => {
   it('the second is stopped by what the first spent; a different declaration is refused naming both; none declared is bound', async () => {
     await using sim = await simulator();
