@@ -172,10 +172,16 @@ export class AllowanceMeter {
       return;
     }
     this.#offset = held.storeTime - (asked + epochOf(this.#clock)) / 2;
-    const same = this.#hold?.period.key === held.period.key;
-    // A hold of another period (the store's clock crossed a boundary before this process's did): the one before is
-    // left to the run's end, when every hold of the run goes.
-    this.#hold = { period: held.period, allowance: held.allowance, available: (same ? available : 0) + held.granted };
+    // What is held now, not what was when it asked: requests took from it and gave back to it meanwhile.
+    const hold = this.#hold;
+    if (hold && hold.period.key === held.period.key) {
+      hold.available += held.granted;
+      hold.allowance = held.allowance;
+    } else {
+      // A hold of another period (the store's clock crossed a boundary before this process's did): what the one before
+      // had left is given back when the run's holds go, at its end.
+      this.#hold = { period: held.period, allowance: held.allowance, available: held.granted };
+    }
   }
 
   /**

@@ -128,4 +128,39 @@ describe("a key's allowance in the scheduler", () => {
     expect(t.scheduler.stopped).toMatchObject({ reason: 'allowance', message: 'key "a": its share for this run (2 credits) is spent' });
     expect(t.scheduler.stopped?.resumeAt).toBeUndefined();
   });
+
+  it('requests taking and giving back while a hold is on its way to the store are neither lost nor counted twice', async () => {
+    const clock = virtualClock(0, Date.parse('2026-11-27T12:00:00.000Z'));
+    let granted = 0;
+    const answers: ((value: number) => void)[] = [];
+    const ledger: AllowanceLedger = {
+      hold: (want) =>
+        new Promise((resolve) => {
+          answers.push((grant) => {
+            granted += Math.min(grant, want);
+            resolve({ granted: Math.min(grant, want), allowance: { credits: 12, per: 'day', timezone: 'UTC' }, period: periodAt(clock.epoch?.() as number, 'day', 'UTC'), storeTime: clock.epoch?.() as number });
+          });
+        }),
+      giveBack: async () => undefined,
+    };
+    const meter = new AllowanceMeter({ label: 'a', ledger, clock });
+    // 3 held at first.
+    const first = meter.take(1);
+    answers.shift()?.(4);
+    expect(await first).toMatchObject({ taken: true });
+    // A request of 4 credits finds 3 and asks for more; meanwhile one of 1 takes from the 3.
+    const heavy = meter.take(4);
+    expect(meter.take(1)).toMatchObject({ taken: true });
+    answers.shift()?.(2);
+    expect(await heavy).toMatchObject({ taken: true });
+    // Held 6 in all, taken 1, 1 and 4: nothing is left to take without asking again, and then nothing is granted.
+    const more = meter.take(1);
+    expect(answers).toHaveLength(1);
+    answers.shift()?.(0);
+    expect(await more).toMatchObject({ taken: false });
+    // A credit given back while a hold is on its way is kept too.
+    meter.settle('2026-11-27', 1, false);
+    expect(meter.take(1)).toMatchObject({ taken: true });
+    expect(granted).toBe(6);
+  });
 });
