@@ -6,6 +6,8 @@ import { type Clock, epochOf } from './clock.ts';
 export interface LedgerHold {
   /** Credits added to this process's hold (0: none left). */
   granted: number;
+  /** What this process's hold in the period is now, the grant included (the store's word: see `AllowanceMeter`). */
+  mine: number;
   /** The allowance as recorded when the store decided. */
   allowance: { credits: number; per: AllowancePer; timezone: string };
   period: Period;
@@ -42,10 +44,19 @@ export interface AllowanceOut {
  */
 export type AllowanceVerdict = { taken: true; period: string } | { taken: false; wait: Promise<void> } | { taken: false; out: AllowanceOut };
 
+/** What this process holds of the key's allowance in a period, not yet taken by a request. */
+interface Held {
+  period: Period;
+  available: number;
+  allowance: LedgerHold['allowance'];
+}
+
 /** Requests' worth of credits held at a time (a chunk), so that a page's cost at the store is one round trip in many. */
 export const CHUNK_REQUESTS = 8;
 /** A large allowance is held in chunks of this part of it at least, so that a month of pages asks the store seldom. */
 export const CHUNK_PART = 64;
+/** A hold not heard of from the store for this long is asked again before it is spent (half the time a hold stands). */
+export const STALE_AFTER_MS = 30_000;
 
 /**
  * One key's allowance as this process spends it (docs/credits.md#holds): credits held from the ledger a chunk at a
@@ -55,6 +66,10 @@ export const CHUNK_PART = 64;
  * its period ends. The period is the store's: what the store's clock said at the last hold, carried on by this
  * process's clock, so that a hold left from a period that ended is given back rather than spent in the next.
  *
+ * A hold stands at the store only while this process renews it: one not heard of from the store for `staleAfterMs`
+ * (a process suspended, a store that did not answer) is asked again before its credits are spent, and what the store
+ * says this process holds is the most it may spend (so that a hold that expired meanwhile is not spent twice).
+ *
  * `cap`: the most credits this run may take of the allowance (a share: `allowance.spread`), on top of the period's.
  */
 export class AllowanceMeter {
@@ -62,7 +77,10 @@ export class AllowanceMeter {
   readonly #ledger: AllowanceLedger;
   readonly #clock: Clock;
   readonly #cap: number | undefined;
-  #hold: { period: Period; available: number; allowance: LedgerHold['allowance'] } | undefined;
+  readonly #staleAfterMs: number;
+  /** When the store last answered a hold (this process's clock, ms since the epoch). */
+  #heardAt = 0;
+  #hold: Held | undefined;
   /** The ledger said the key has no allowance: its requests go as if it had none. */
   #none = false;
   /** Credits of requests taken and not settled. */
@@ -76,11 +94,12 @@ export class AllowanceMeter {
   /** Those waiting for a request in flight to settle. */
   readonly #settled = new Set<() => void>();
 
-  constructor(options: { label: string; ledger: AllowanceLedger; clock: Clock; cap?: number | undefined }) {
+  constructor(options: { label: string; ledger: AllowanceLedger; clock: Clock; cap?: number | undefined; staleAfterMs?: number | undefined }) {
     this.#label = options.label;
     this.#ledger = options.ledger;
     this.#clock = options.clock;
     this.#cap = options.cap;
+    this.#staleAfterMs = options.staleAfterMs ?? STALE_AFTER_MS;
   }
 
   /** Why the key is out now, while it is (its period not over yet by the store's clock as carried on here). */
@@ -103,11 +122,19 @@ export class AllowanceMeter {
       this.#hold = undefined;
       void this.#ledger.giveBack(hold.period.key, hold.available).catch(() => undefined);
     }
-    if (this.#hold && this.#hold.available >= weight) {
-      this.#hold.available -= weight;
-      return this.#taken(weight, this.#hold.period.key);
+    if (this.#usable(weight)) {
+      const held = this.#hold as Held;
+      held.available -= weight;
+      return this.#taken(weight, held.period.key);
     }
     return this.#holdMore(weight);
+  }
+
+  /** Whether what is held takes a request of `weight` now: enough of it, in its period, and heard of lately. */
+  #usable(weight: number): boolean {
+    const hold = this.#hold;
+    const now = epochOf(this.#clock);
+    return hold !== undefined && hold.available >= weight && now + this.#offset < hold.period.end && now - this.#heardAt <= this.#staleAfterMs;
   }
 
   /** A request taken in `period` settled: `charged`, its credits are spent (the ledger takes them over); else held again. */
@@ -139,7 +166,7 @@ export class AllowanceMeter {
   /** One hold at a time: a request that finds one on its way waits for it, then looks again. */
   async #holdMore(weight: number): Promise<AllowanceVerdict> {
     while (this.#asking) await this.#asking;
-    if (this.#none || this.out || (this.#hold && this.#hold.available >= weight && this.#storeNow() < this.#hold.period.end)) return this.take(weight);
+    if (this.#none || this.out || this.#usable(weight)) return this.take(weight);
     const asking = this.#ask(weight);
     this.#asking = asking.then(
       () => undefined,
@@ -166,16 +193,18 @@ export class AllowanceMeter {
     const available = this.#hold?.available ?? 0;
     const chunk = Math.max(weight * CHUNK_REQUESTS, Math.ceil((this.#hold?.allowance.credits ?? 0) / CHUNK_PART));
     const asked = epochOf(this.#clock);
-    const held = await this.#ledger.hold(Math.max(weight, chunk) - available);
+    const held = await this.#ledger.hold(Math.max(0, Math.max(weight, chunk) - available));
     if (held === undefined) {
       this.#none = true;
       return;
     }
-    this.#offset = held.storeTime - (asked + epochOf(this.#clock)) / 2;
-    // What is held now, not what was when it asked: requests took from it and gave back to it meanwhile.
+    this.#heardAt = epochOf(this.#clock);
+    this.#offset = held.storeTime - (asked + this.#heardAt) / 2;
+    // What is held now, not what was when it asked: requests took from it and gave back to it meanwhile. And no more
+    // than the store says this process holds: a hold that expired meanwhile went back, and may be another's now.
     const hold = this.#hold;
     if (hold && hold.period.key === held.period.key) {
-      hold.available += held.granted;
+      hold.available = Math.min(hold.available + held.granted, held.mine);
       hold.allowance = held.allowance;
     } else {
       // A hold of another period (the store's clock crossed a boundary before this process's did): what the one before

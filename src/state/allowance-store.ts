@@ -50,6 +50,11 @@ export interface AllowanceHold {
   /** Credits the ledger holds for the key in the period (every pipeline's), and those every holder holds of it now. */
   spent: number;
   held: number;
+  /**
+   * What this holder holds in the period now, the grant included (spent and not yet in the ledger, too): less than it
+   * thinks it holds when its hold expired and went back meanwhile (a process suspended for longer than a hold stands).
+   */
+  mine: number;
   /** The store's clock when it decided (ms since the epoch). */
   storeTime: number;
 }

@@ -25,7 +25,8 @@ function ledger(credits: number, clock: Clock) {
       const period = periodAt(storeTime, 'day', 'UTC');
       const granted = Math.max(0, Math.min(want, credits - (used.get(period.key) ?? 0)));
       used.set(period.key, (used.get(period.key) ?? 0) + granted);
-      return { granted, allowance: { credits, per: 'day', timezone: 'UTC' }, period, storeTime };
+      // One process: what it holds is all that was held (spent included: this ledger keeps no spend apart).
+      return { granted, allowance: { credits, per: 'day', timezone: 'UTC' }, period, storeTime, mine: used.get(period.key) as number };
     },
     async giveBack(period, back) {
       used.set(period, (used.get(period) ?? 0) - back);
@@ -138,7 +139,8 @@ describe("a key's allowance in the scheduler", () => {
         new Promise((resolve) => {
           answers.push((grant) => {
             granted += Math.min(grant, want);
-            resolve({ granted: Math.min(grant, want), allowance: { credits: 12, per: 'day', timezone: 'UTC' }, period: periodAt(clock.epoch?.() as number, 'day', 'UTC'), storeTime: clock.epoch?.() as number });
+            const period = periodAt(clock.epoch?.() as number, 'day', 'UTC');
+            resolve({ granted: Math.min(grant, want), allowance: { credits: 12, per: 'day', timezone: 'UTC' }, period, storeTime: clock.epoch?.() as number, mine: granted });
           });
         }),
       giveBack: async () => undefined,
@@ -162,5 +164,38 @@ describe("a key's allowance in the scheduler", () => {
     meter.settle('2026-11-27', 1, false);
     expect(meter.take(1)).toMatchObject({ taken: true });
     expect(granted).toBe(6);
+  });
+
+  it('a hold not heard of for a while (a process suspended) is asked again before it is spent, and no more than the store says is held', async () => {
+    const clock = virtualClock(0, Date.parse('2026-11-27T12:00:00.000Z'));
+    const asked: number[] = [];
+    // The store's word on this process's hold: 8, then (the hold expired while it slept, and went back) only 2.
+    const mine = [8, 2];
+    const ledger: AllowanceLedger = {
+      async hold(want) {
+        asked.push(want);
+        const storeTime = clock.epoch?.() as number;
+        const granted = asked.length === 1 ? 8 : Math.min(want, 2);
+        return { granted, allowance: { credits: 100, per: 'day', timezone: 'UTC' }, period: periodAt(storeTime, 'day', 'UTC'), storeTime, mine: mine[asked.length - 1] ?? 0 };
+      },
+      giveBack: async () => undefined,
+    };
+    const meter = new AllowanceMeter({ label: 'a', ledger, clock, staleAfterMs: 30_000 });
+    expect(await meter.take(1)).toMatchObject({ taken: true });
+    meter.settle('2026-11-27', 1, true);
+    // Within the while: from what is held, without asking.
+    await clock.sleep(20_000);
+    expect(meter.take(1)).toMatchObject({ taken: true });
+    meter.settle('2026-11-27', 1, true);
+    expect(asked).toHaveLength(1);
+    // Past it: the store is asked first, and it says 2 are held: 2 requests, then it is asked again.
+    await clock.sleep(31_000);
+    expect(await meter.take(1)).toMatchObject({ taken: true });
+    expect(asked).toHaveLength(2);
+    expect(meter.take(1)).toMatchObject({ taken: true });
+    const third = meter.take(1);
+    expect(third).toBeInstanceOf(Promise);
+    await third;
+    expect(asked).toHaveLength(3);
   });
 });

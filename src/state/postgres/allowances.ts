@@ -38,10 +38,11 @@ export function postgresAllowances(parts: StoreParts): AllowanceStore {
         const storeTime = row.store_time.getTime();
         const period = periodAt(storeTime, row.per, row.timezone);
         await client.query(sql.dropExpired, [request.fingerprint, request.holder]);
-        const [usage] = (await client.query<{ spent: number; held: number }>(sql.usage, [request.fingerprint, period.key])).rows as [{ spent: number; held: number }];
+        type Usage = { spent: number; held: number; mine: number };
+        const [usage] = (await client.query<Usage>(sql.usage, [request.fingerprint, period.key, request.holder])).rows as [Usage];
         const granted = Math.max(0, Math.min(request.want, row.credits - usage.spent - usage.held));
         await client.query(sql.hold, [request.fingerprint, period.key, request.holder, request.pipeline, request.runId, granted, request.ttlMs]);
-        return { granted, allowance: recorded(row), period, spent: usage.spent, held: usage.held + granted, storeTime };
+        return { granted, allowance: recorded(row), period, spent: usage.spent, held: usage.held + granted, mine: usage.mine + granted, storeTime };
       }),
     async giveBackAllowance(fingerprint, period, holder, credits) {
       if (credits > 0) await storeQuery(parts, sql.giveBack, [fingerprint, period, holder, credits]);

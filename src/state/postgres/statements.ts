@@ -128,9 +128,13 @@ export function allowanceStatements(s: string) {
     recordAllowance: `UPDATE ${s}.key_allowances SET credits = $2, per = $3, timezone = $4, pipeline = $5, label = $6, declared_at = now() WHERE fingerprint = $1 RETURNING ${columns}`,
     /** Holds their holders stopped renewing go back (the asking holder's own stay: it is alive, asking). */
     dropExpired: `DELETE FROM ${s}.key_holds WHERE fingerprint = $1 AND expires_at < now() AND holder <> $2`,
-    /** What the key's period has taken, in one statement (one snapshot: a row moving from a hold to the ledger is counted once). */
+    /**
+     * What the key's period has taken, in one statement (one snapshot: a row moving from a hold to the ledger is counted
+     * once): spent (the ledger), held (every holder's), and `mine`, holder $3's.
+     */
     usage: `SELECT (SELECT COALESCE(SUM(credits), 0) FROM ${s}.spend WHERE key_fingerprint = $1 AND period = $2)::float8 AS spent,
-      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2)::float8 AS held`,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2)::float8 AS held,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2 AND holder = $3)::float8 AS mine`,
     hold: `INSERT INTO ${s}.key_holds (fingerprint, period, holder, pipeline, run_id, credits, expires_at) VALUES ($1, $2, $3, $4, $5, $6, now() + $7 * interval '1 millisecond')
       ON CONFLICT (fingerprint, period, holder) DO UPDATE SET credits = key_holds.credits + excluded.credits, expires_at = excluded.expires_at`,
     giveBack: `UPDATE ${s}.key_holds SET credits = GREATEST(credits - $4, 0) WHERE fingerprint = $1 AND period = $2 AND holder = $3`,

@@ -33,10 +33,10 @@ export function sqliteAllowances(db: Database.Database, clock: () => number): Al
     const period = periodAt(now, allowance.per, allowance.timezone);
     const { fingerprint, holder } = request;
     statements.dropExpired.run({ fingerprint, now, holder });
-    const usage = statements.usage.get({ fingerprint, period: period.key }) as { spent: number; held: number };
+    const usage = statements.usage.get({ fingerprint, period: period.key, holder }) as { spent: number; held: number; mine: number };
     const granted = Math.max(0, Math.min(request.want, allowance.credits - usage.spent - usage.held));
     statements.hold.run({ fingerprint, period: period.key, holder, pipeline: request.pipeline, runId: request.runId, granted, expiresAt: now + request.ttlMs });
-    return { granted, allowance, period, spent: usage.spent, held: usage.held + granted, storeTime: now };
+    return { granted, allowance, period, spent: usage.spent, held: usage.held + granted, mine: usage.mine + granted, storeTime: now };
   });
 
   return {

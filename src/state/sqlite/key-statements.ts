@@ -73,10 +73,11 @@ export function allowanceStatements(db: Database.Database) {
         label = excluded.label, declared_at = excluded.declared_at`),
     /** Holds their holders stopped renewing go back (the asking holder's own stay: it is alive, asking). */
     dropExpired: db.prepare(`DELETE FROM key_holds WHERE fingerprint = @fingerprint AND expires_at < @now AND holder <> @holder`),
-    /** What the key's period has taken: spent (the ledger, every pipeline's) and held (every holder's). */
+    /** What the key's period has taken: spent (the ledger, every pipeline's) and held (every holder's; `mine`, the asker's). */
     usage: db.prepare(`SELECT
         (SELECT COALESCE(SUM(credits), 0) FROM spend WHERE key_fingerprint = @fingerprint AND period = @period) AS spent,
-        (SELECT COALESCE(SUM(credits), 0) FROM key_holds WHERE fingerprint = @fingerprint AND period = @period) AS held`),
+        (SELECT COALESCE(SUM(credits), 0) FROM key_holds WHERE fingerprint = @fingerprint AND period = @period) AS held,
+        (SELECT COALESCE(SUM(credits), 0) FROM key_holds WHERE fingerprint = @fingerprint AND period = @period AND holder = @holder) AS mine`),
     hold: db.prepare(`INSERT INTO key_holds (fingerprint, period, holder, pipeline, run_id, credits, expires_at) VALUES (@fingerprint, @period, @holder, @pipeline, @runId, @granted, @expiresAt)
       ON CONFLICT (fingerprint, period, holder) DO UPDATE SET credits = credits + excluded.credits, expires_at = excluded.expires_at`),
     /** Credits out of a hold: spent (their spend row goes into the ledger in the same transaction) or given back. */
