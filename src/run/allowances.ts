@@ -110,18 +110,23 @@ export interface RunAllowances {
 /**
  * The run's allowances (docs/credits.md#holds): each key's meter, holding credits from the store under this
  * invocation's own holder, renewed while the run lives; and what each spend row says of its key. `cap`: the most
- * credits this run may take of each key's allowance (a share: none, the period's).
+ * credits this run may take of a key's allowance, by its label and allowance (a share, `allowance.spread`: none, all
+ * the period has left).
  */
-export function runAllowances(store: AllowanceStore, book: KeyBook, run: { pipeline: string; runId: string; clock: Clock; labels: readonly string[]; cap?: number | undefined }): RunAllowances {
+export function runAllowances(
+  store: AllowanceStore,
+  book: KeyBook,
+  run: { pipeline: string; runId: string; clock: Clock; labels: readonly string[]; cap?: ((label: string, allowance: RecordedAllowance) => number | undefined) | undefined },
+): RunAllowances {
   const holder = randomBytes(8).toString('hex');
   const meters = new Map<string, AllowanceMeter>();
-  for (const label of book.allowances.keys()) {
+  for (const [label, allowance] of book.allowances) {
     const fingerprint = book.fingerprints.get(label) as string;
     const ledger: AllowanceLedger = {
       hold: (want) => store.holdAllowance({ fingerprint, holder, pipeline: run.pipeline, runId: run.runId, want, ttlMs: HOLD_TTL_MS }),
       giveBack: (period, credits) => store.giveBackAllowance(fingerprint, period, holder, credits),
     };
-    meters.set(label, new AllowanceMeter({ label, ledger, clock: run.clock, cap: run.cap }));
+    meters.set(label, new AllowanceMeter({ label, ledger, clock: run.clock, cap: run.cap?.(label, allowance) }));
   }
   // Renewed while the run lives (a busy database delays one; the next, a third of the TTL later, catches up).
   const timer = meters.size === 0 ? undefined : setInterval(() => void store.renewAllowanceHolds(holder, HOLD_TTL_MS).catch(() => undefined), HOLD_TTL_MS / 3);
