@@ -1,17 +1,51 @@
 import type Database from 'better-sqlite3';
 import type { SpendRow, SpendStore } from '../spend-store.ts';
+import { allowanceStatements } from './key-statements.ts';
 import { spendStatements } from './statements.ts';
 
 /** A spend row as `insertSpend` takes it. */
 export function spendValues(row: SpendRow): unknown[] {
-  return [row.runId, row.at, row.seriesId, row.path, row.attempt, row.status, row.credits, row.uncertain ? 1 : 0, row.latencyMs, row.uncommitted ? 1 : 0];
+  const key = row.key;
+  return [
+    row.runId,
+    row.at,
+    row.seriesId,
+    row.path,
+    row.attempt,
+    row.status,
+    row.credits,
+    row.uncertain ? 1 : 0,
+    row.latencyMs,
+    row.uncommitted ? 1 : 0,
+    key?.fingerprint ?? null,
+    key?.label ?? null,
+    row.pipeline ?? null,
+    key?.period ?? null,
+  ];
+}
+
+/**
+ * A spend row's write on `db`, inside the caller's transaction: the row into the ledger, and its credits out of the
+ * allowance's hold they were held under (docs/credits.md#holds), so that they count once, held or spent.
+ */
+export function spendWriter(db: Database.Database): (row: SpendRow) => void {
+  const { insertSpend } = spendStatements(db);
+  const { takeOutOfHold } = allowanceStatements(db);
+  return (row) => {
+    insertSpend.run(...spendValues(row));
+    const key = row.key;
+    if (key?.holder && key.period !== null && key.fingerprint !== null && row.credits > 0) {
+      takeOutOfHold.run({ fingerprint: key.fingerprint, period: key.period, holder: key.holder, credits: row.credits });
+    }
+  };
 }
 
 /** The spend ledger in a SQLite state file (docs/design.md#spend-however-a-run-ends). */
 export function sqliteSpend(db: Database.Database): SpendStore {
   const statements = spendStatements(db);
+  const writeRow = spendWriter(db);
   const write = db.transaction((rows: readonly SpendRow[]) => {
-    for (const row of rows) statements.insertSpend.run(...spendValues(row));
+    for (const row of rows) writeRow(row);
   });
   return {
     async spend(rows) {
