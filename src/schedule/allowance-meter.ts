@@ -11,8 +11,21 @@ export interface LedgerHold {
   /** The allowance as recorded when the store decided. */
   allowance: { credits: number; per: AllowancePer; timezone: string };
   period: Period;
+  /** Credits the ledger held for the key in the period when the store decided (every pipeline's). */
+  spent: number;
   /** The store's clock when it decided (ms since the epoch). */
   storeTime: number;
+}
+
+/** A key's allowance as this process last heard of it, for the metrics (docs/observability.md). */
+export interface AllowanceFigures {
+  credits: number;
+  per: AllowancePer;
+  period: string;
+  /** Credits not yet spent in the period: the ledger's word at the last hold, less what this process was charged since. */
+  left: number;
+  /** When the period ends (ms since the epoch, the store's clock). */
+  endsAt: number;
 }
 
 /**
@@ -87,6 +100,8 @@ export class AllowanceMeter {
   #inFlight = 0;
   /** Credits this run's requests were charged (or possibly charged). */
   #charged = 0;
+  /** The ledger's spend in the period at the last hold, and what this process had been charged then. */
+  #heard: { spent: number; charged: number } | undefined;
   /** The store's clock less this process's, as the last hold measured it. */
   #offset = 0;
   #out: AllowanceOut | undefined;
@@ -106,6 +121,16 @@ export class AllowanceMeter {
   get out(): AllowanceOut | undefined {
     if (this.#out && this.#storeNow() >= this.#out.until) this.#out = undefined;
     return this.#out;
+  }
+
+  /** The allowance as last heard of (none until the first hold, or when the key has none). */
+  get figures(): AllowanceFigures | undefined {
+    const hold = this.#hold;
+    const heard = this.#heard;
+    if (this.#none || !hold || !heard) return undefined;
+    const { credits, per } = hold.allowance;
+    const left = Math.max(0, credits - heard.spent - (this.#charged - heard.charged));
+    return { credits, per, period: hold.period.key, left, endsAt: hold.period.end };
   }
 
   /** Credits for a request of `weight`: taken at once from what is held, or after a hold from the ledger. */
@@ -199,6 +224,7 @@ export class AllowanceMeter {
       return;
     }
     this.#heardAt = epochOf(this.#clock);
+    this.#heard = { spent: held.spent, charged: this.#charged };
     this.#offset = held.storeTime - (asked + this.#heardAt) / 2;
     // What is held now, not what was when it asked: requests took from it and gave back to it meanwhile. And no more
     // than the store says this process holds: a hold that expired meanwhile went back, and may be another's now.

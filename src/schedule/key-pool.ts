@@ -221,6 +221,7 @@ export class KeyPool {
         concurrency: lane.concurrency,
         retired: this.#retiredOf(lane),
         known: lane.throttle.known ?? null,
+        allowance: lane.allowance?.figures ?? null,
       })),
     };
   }

@@ -3,7 +3,7 @@
  * (`SchedulerEvent`) and the `Scheduler` interface itself. Apart so that the scheduler's parts (stops, throttle,
  * outcome policy) and the scheduler import them from below, and no module of the folder imports back from scheduler.ts.
  */
-import type { AllowanceOut } from './allowance-meter.ts';
+import type { AllowanceFigures, AllowanceOut } from './allowance-meter.ts';
 import type { StopReason } from './classify.ts';
 import type { CreditSnapshot } from './credit-meter.ts';
 import type { KnownLimit } from './rate-controller.ts';
@@ -117,6 +117,8 @@ export interface KeyStats {
   retired: { reason: string; message: string; path: string | null; at: string } | null;
   /** What its throttle knows of the server's limit, for a later run to start from (docs/scheduler.md#a-remembered-start). */
   known: KnownLimit | null;
+  /** Its allowance as this process last heard of it (docs/credits.md#allowances); null: none, or none heard of yet. */
+  allowance: AllowanceFigures | null;
 }
 
 export interface Scheduler {

@@ -26,7 +26,7 @@ function ledger(credits: number, clock: Clock) {
       const granted = Math.max(0, Math.min(want, credits - (used.get(period.key) ?? 0)));
       used.set(period.key, (used.get(period.key) ?? 0) + granted);
       // One process: what it holds is all that was held (spent included: this ledger keeps no spend apart).
-      return { granted, allowance: { credits, per: 'day', timezone: 'UTC' }, period, storeTime, mine: used.get(period.key) as number };
+      return { granted, allowance: { credits, per: 'day', timezone: 'UTC' }, period, storeTime, mine: used.get(period.key) as number, spent: 0 };
     },
     async giveBack(period, back) {
       used.set(period, (used.get(period) ?? 0) - back);
@@ -140,7 +140,7 @@ describe("a key's allowance in the scheduler", () => {
           answers.push((grant) => {
             granted += Math.min(grant, want);
             const period = periodAt(clock.epoch?.() as number, 'day', 'UTC');
-            resolve({ granted: Math.min(grant, want), allowance: { credits: 12, per: 'day', timezone: 'UTC' }, period, storeTime: clock.epoch?.() as number, mine: granted });
+            resolve({ granted: Math.min(grant, want), allowance: { credits: 12, per: 'day', timezone: 'UTC' }, period, storeTime: clock.epoch?.() as number, mine: granted, spent: 0 });
           });
         }),
       giveBack: async () => undefined,
@@ -176,7 +176,7 @@ describe("a key's allowance in the scheduler", () => {
         asked.push(want);
         const storeTime = clock.epoch?.() as number;
         const granted = asked.length === 1 ? 8 : Math.min(want, 2);
-        return { granted, allowance: { credits: 100, per: 'day', timezone: 'UTC' }, period: periodAt(storeTime, 'day', 'UTC'), storeTime, mine: mine[asked.length - 1] ?? 0 };
+        return { granted, allowance: { credits: 100, per: 'day', timezone: 'UTC' }, period: periodAt(storeTime, 'day', 'UTC'), storeTime, mine: mine[asked.length - 1] ?? 0, spent: 0 };
       },
       giveBack: async () => undefined,
     };
@@ -197,5 +197,36 @@ describe("a key's allowance in the scheduler", () => {
     expect(third).toBeInstanceOf(Promise);
     await third;
     expect(asked).toHaveLength(3);
+  });
+
+  it("says what is left of the period as the ledger last said it, less what this process was charged since (the metrics' figure)", async () => {
+    const clock = virtualClock(0, Date.parse('2026-11-27T12:00:00.000Z'));
+    // Other pipelines spent 40 of 100 before this process's first hold; 70 by its second.
+    const spent = [40, 70];
+    let holds = 0;
+    const ledger: AllowanceLedger = {
+      async hold(want) {
+        const storeTime = clock.epoch?.() as number;
+        holds += 1;
+        return { granted: want, allowance: { credits: 100, per: 'day', timezone: 'UTC' }, period: periodAt(storeTime, 'day', 'UTC'), storeTime, mine: want, spent: spent[holds - 1] ?? 0 };
+      },
+      giveBack: async () => undefined,
+    };
+    const meter = new AllowanceMeter({ label: 'a', ledger, clock });
+    expect(meter.figures).toBeUndefined();
+    expect(await meter.take(1)).toMatchObject({ taken: true });
+    meter.settle('2026-11-27', 1, true);
+    expect(meter.take(1)).toMatchObject({ taken: true });
+    meter.settle('2026-11-27', 1, false);
+    // 40 spent by the others, 1 charged here since (the one not charged is not counted).
+    expect(meter.figures).toEqual({ credits: 100, per: 'day', period: '2026-11-27', left: 59, endsAt: Date.parse('2026-11-28T00:00:00.000Z') });
+    // Taken until the chunk of 8 is gone: the next hold hears 70 spent.
+    for (let i = 0; i < 7; i += 1) {
+      expect(await meter.take(1)).toMatchObject({ taken: true });
+      meter.settle('2026-11-27', 1, true);
+    }
+    expect(await meter.take(1)).toMatchObject({ taken: true });
+    expect(holds).toBe(2);
+    expect(meter.figures?.left).toBe(30);
   });
 });
