@@ -79,8 +79,10 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
 
     // What the keys learned of the server's limit in earlier runs: where their rate controllers start.
     const memory = await limitMemory(store, host, identities);
+    // The keys as the spend ledger knows them: by label and fingerprint, never the key (docs/credits.md#where-the-credits-went).
+    const fingerprints = identities?.fingerprints(await store.keySecret());
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
-    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts });
+    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts, fingerprints });
     // The commit loop, until the sources are done, the run stops, or something fails.
     let failure = await commitLoop(pipeline, wired, committer, host, options, emit);
     await committer.close();

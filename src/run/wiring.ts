@@ -8,6 +8,7 @@ import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import type { SeriesEndReason, SourceContext, SourcePlan } from '../sources/source.ts';
 import type { Series } from '../pipeline/page.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
+import type { SpendKey } from '../state/spend-store.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { createCommitter } from './commit.ts';
@@ -50,14 +51,17 @@ export function wireRun(parts: {
   clock: Clock | undefined;
   /** Where each key's rate controller starts, by label: what the store remembered (remembered-limits.ts). */
   starts?: ReadonlyMap<string, RateStart> | undefined;
+  /** Each key's fingerprint under the store's secret, by label (none for a token or a client given to run()). */
+  fingerprints?: ReadonlyMap<string, string> | undefined;
 }): WiredRun {
   const { pipeline, plan, opened, host, committer, spentBefore, observer } = parts;
   const { runId, decision, previous, store } = opened;
   const { emit } = observer;
-  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, [...parts.clients.keys()], parts.starts);
+  const labels = [...parts.clients.keys()];
+  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, labels, parts.starts);
   scheduler.on(emit);
   host.watch(scheduler);
-  const ledgerFailure = recordSpend(scheduler, committer, runId);
+  const ledgerFailure = recordSpend(scheduler, committer, runId, pipeline.name, (label) => ({ fingerprint: parts.fingerprints?.get(label) ?? null, label, period: null, holder: null }), labels[0] ?? 'default');
   const retryFailed = decision.mode === 'resume' && decision.retryFailed;
   const { client, clients, states, keys } = parts;
   const source = sourceContext({ pipeline, runId, client, clients, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
@@ -124,10 +128,19 @@ function keySpec(label: string, own: NonNullable<Pipeline['keys']>[string] | und
 }
 
 /**
- * Every answer's spend into the ledger. Resolves to the failure of a ledger write (a full or locked disk), which fails
- * the run through its own path: the listener runs inside the scheduler, where a throw would be nobody's to catch.
+ * Every answer's spend into the ledger, with the pipeline and the key it went with (`keyOf` its label: a pool's key, or
+ * `soleLabel` when the run sends one key), so that the state database says where the credits went
+ * (docs/credits.md#where-the-credits-went). Resolves to the failure of a ledger write (a full or locked disk), which
+ * fails the run through its own path: the listener runs inside the scheduler, where a throw would be nobody's to catch.
  */
-export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof createCommitter>, runId: string): () => unknown {
+export function recordSpend(
+  scheduler: Scheduler,
+  committer: ReturnType<typeof createCommitter>,
+  runId: string,
+  pipeline: string,
+  keyOf: (label: string) => SpendKey,
+  soleLabel: string,
+): () => unknown {
   let failure: unknown;
   const fail = (error: unknown) => {
     failure ??= error;
@@ -146,6 +159,8 @@ export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof c
         credits: event.credits,
         uncertain: event.uncertain,
         latencyMs: Math.round(event.latencyMs),
+        pipeline,
+        key: keyOf(event.key ?? soleLabel),
       })
       .catch(fail);
   });
