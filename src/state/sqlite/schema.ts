@@ -23,6 +23,8 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'key_limits',
   'key_allowances',
   'key_holds',
+  // A view of the store's (analytics/views.ts), made beside its tables.
+  'webdata_spend',
 ]);
 
 /**
