@@ -224,3 +224,16 @@ export function keySpendViewSql(prefix: string, d: Dialect): string {
       LEFT JOIN spent sp ON sp.key_fingerprint = b.key_fingerprint AND sp.period = b.period
       LEFT JOIN held h ON h.fingerprint = b.key_fingerprint AND h.period = b.period`;
 }
+
+/** What is read of keys' allowances (key-allowances.ts); `?` bound, as a Reader takes them. */
+export const keyAllowanceStatements = {
+  /** Every recorded allowance. */
+  recorded: (allowances: string) => `SELECT fingerprint, label, pipeline, credits, per, timezone FROM ${allowances}`,
+  /**
+   * What a key's period took: spent (the ledger, every pipeline's) and held (the holds standing at the instant given,
+   * in ms since the epoch). `?`: the fingerprint and the period, twice, then the instant.
+   */
+  periodUse: (spend: string, holds: string, d: Dialect) =>
+    `SELECT (SELECT ${d.real('COALESCE(SUM(credits), 0)')} FROM ${spend} WHERE key_fingerprint = ? AND period = ?) AS spent,
+      (SELECT ${d.real('COALESCE(SUM(credits), 0)')} FROM ${holds} WHERE fingerprint = ? AND period = ? AND expires_at > ${d === POSTGRES ? 'to_timestamp(CAST(? AS double precision) / 1000)' : '?'}) AS held`,
+};
