@@ -1,5 +1,5 @@
 import type { KeyAllowanceNow } from '../analytics/key-allowances.ts';
-import { finite, text } from '../report/data.ts';
+import { finite, text } from '../report/read-values.ts';
 
 /** How `spend` groups the credits: by day and key, by key and period, or by pipeline, key and period. */
 export const SPEND_BY = ['day', 'key', 'pipeline'] as const;
