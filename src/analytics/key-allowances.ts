@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isTimeZone, periodAt } from '../schedule/allowance-period.ts';
+import { POSTGRES } from './dialect.ts';
 import type { Reader } from './reader.ts';
 import { keyAllowanceStatements as sql } from './statements.ts';
 
@@ -39,11 +40,27 @@ const number = (value: unknown): number => {
   return Number.isFinite(n) ? n : 0;
 };
 
+/** What a key's period took and has left at an instant, under an allowance (recorded, or a pipeline's declared). */
+export type PeriodUse = Pick<KeyAllowanceNow, 'period' | 'periodEnds' | 'spent' | 'held' | 'left'>;
+
+/**
+ * What the period of `allowance` that `at` is in took of a key (`fingerprint`) and has left: the same sums as a run's
+ * hold decides on (the ledger's spend in the period, every pipeline's, and every holder's standing hold).
+ */
+export async function periodUse(reader: Reader, fingerprint: string, allowance: Pick<KeyAllowanceNow, 'credits' | 'per' | 'timezone'>, at: number): Promise<PeriodUse> {
+  const period = periodAt(at, allowance.per, allowance.timezone);
+  const [use] = (await reader.exists('key_holds', 'state'))
+    ? await reader.all(sql.periodUse(reader.name('spend', 'state'), reader.name('key_holds', 'state'), reader.dialect), [fingerprint, period.key, fingerprint, period.key, at])
+    : [];
+  const spent = number(use?.spent);
+  const held = number(use?.held);
+  return { period: period.key, periodEnds: new Date(period.end).toISOString(), spent, held, left: Math.max(0, allowance.credits - spent - held) };
+}
+
 /**
  * Every key's allowance recorded in the state database `reader` reads (docs/credits.md#allowances), or those of
- * `fingerprints`, with what the period `at` is in took and has left: the same sums as a run's hold decides on (the
- * ledger's spend in the period, every holder's standing hold). None when the database has no allowances' table (no
- * run of a webdata-etl that knows allowances opened it).
+ * `fingerprints`, with what the period `at` is in took and has left (`periodUse`). None when the database has no
+ * allowances' table (no run of a webdata-etl that knows allowances opened it).
  */
 export async function keyAllowancesAt(reader: Reader, at: number, fingerprints?: readonly string[]): Promise<KeyAllowanceNow[]> {
   if (!(await reader.exists('key_allowances', 'state'))) return [];
@@ -53,18 +70,18 @@ export async function keyAllowancesAt(reader: Reader, at: number, fingerprints?:
   for (const row of rows) {
     const recorded = recordedSchema.safeParse(row);
     if (!recorded.success || (wanted !== undefined && !wanted.has(recorded.data.fingerprint))) continue;
-    const allowance = recorded.data;
-    const period = periodAt(at, allowance.per, allowance.timezone);
-    const [use] = await reader.all(sql.periodUse(reader.name('spend', 'state'), reader.name('key_holds', 'state'), reader.dialect), [
-      allowance.fingerprint,
-      period.key,
-      allowance.fingerprint,
-      period.key,
-      at,
-    ]);
-    const spent = number(use?.spent);
-    const held = number(use?.held);
-    found.push({ ...allowance, period: period.key, periodEnds: new Date(period.end).toISOString(), spent, held, left: Math.max(0, allowance.credits - spent - held) });
+    found.push({ ...recorded.data, ...(await periodUse(reader, recorded.data.fingerprint, recorded.data, at)) });
   }
   return found;
+}
+
+/**
+ * The secret the state database takes keys' fingerprints under (`webdata_meta` in SQLite, `meta` in PostgreSQL's state
+ * schema), to know the environment's keys by them as a run would; undefined when no run has made one yet.
+ */
+export async function keySecretOf(reader: Reader): Promise<Uint8Array | undefined> {
+  const meta = reader.dialect === POSTGRES ? 'meta' : 'webdata_meta';
+  if (!(await reader.exists(meta, 'state'))) return undefined;
+  const [row] = await reader.all(sql.keySecret(reader.name(meta, 'state')));
+  return typeof row?.value === 'string' && row.value !== '' ? Buffer.from(row.value, 'base64url') : undefined;
 }

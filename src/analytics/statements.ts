@@ -229,6 +229,8 @@ export function keySpendViewSql(prefix: string, d: Dialect): string {
 export const keyAllowanceStatements = {
   /** Every recorded allowance. */
   recorded: (allowances: string) => `SELECT fingerprint, label, pipeline, credits, per, timezone FROM ${allowances}`,
+  /** The secret keys' fingerprints are taken under, from the state's meta table. */
+  keySecret: (meta: string) => `SELECT value FROM ${meta} WHERE key = 'key_secret'`,
   /**
    * What a key's period took: spent (the ledger, every pipeline's) and held (the holds standing at the instant given,
    * in ms since the epoch). `?`: the fingerprint and the period, twice, then the instant.
