@@ -54,6 +54,8 @@ export const KEY_SPEND_VIEW = 'webdata_spend';
  * follow it, as the results' views follow their table; a file no run of this webdata-etl opened has neither.
  */
 export function createSpendView(db: Database.Database): void {
+  // The write lock first (BEGIN IMMEDIATE), as the migration takes it: processes opening one file together wait for
+  // each other (busy timeout) rather than fail on a read that turned into a write.
   db.transaction(() => {
     for (const [view, select] of [
       [viewName('results', 'spend'), spendViewSql('', SQLITE)],
@@ -62,5 +64,5 @@ export function createSpendView(db: Database.Database): void {
       db.exec(viewStatements.drop(quoteIdentifier(view)));
       db.exec(viewStatements.create(quoteIdentifier(view), select));
     }
-  })();
+  }).immediate();
 }
