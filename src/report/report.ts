@@ -7,6 +7,7 @@ import { RUN_STATUSES } from '../run/summary.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
 import { keysTable } from './keys.ts';
+import { keySpendSection } from './spend-panel.ts';
 import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
 
 export const reportOptionsSchema = z.strictObject({
@@ -80,6 +81,7 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
       ),
     );
   }
+  if (data.keySpend) sections.push(section('Credits per day per key', keySpendSection(data.keySpend), SPEND_NOTE));
   if (data.rowCount === 0) {
     sections.push(
       `<section class="empty"><h2>No results yet</h2><p>${escapeXml(data.database)} holds no rows${scope ? ` for ${escapeXml(scope)}` : ''}. ` +
@@ -137,6 +139,9 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
 <main>${sections.join('\n')}</main></body></html>
 `;
 }
+
+const SPEND_NOTE =
+  'Where the credits went: each key’s credits per day over the month up to the latest day with spend, every pipeline of the state database together (days on the clocks of the key’s allowance, else UTC). The dashed line is the key’s allowance: a day’s bars stand against a daily one; against a monthly one, the line of the month’s running total.';
 
 function section(title: string, body: string, note?: string): string {
   return `<section><h2>${escapeXml(title)}</h2>${note ? `<p class="note">${escapeXml(note)}</p>` : ''}<div class="chart">${body}</div></section>`;

@@ -82,7 +82,10 @@ export function pageStatement(s: string, pipeline: string, commit: PageCommit, w
   return { statement, claiming };
 }
 
-/** The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page. */
+/**
+ * The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page, where the
+ * page's guard follows as its WHERE.
+ */
 export function insertSpend(s: string, p: (value: unknown) => string, rows: readonly SpendRow[]): string {
   const c = columns(
     rows,
@@ -90,8 +93,12 @@ export function insertSpend(s: string, p: (value: unknown) => string, rows: read
     14,
   );
   const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8', 'bool', 'text', 'text', 'text', 'text'];
-  return `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period)
-          SELECT * FROM unnest(${c.map((column, i) => `${p(column)}::${types[i]}[]`).join(', ')})`;
+  const names = 'run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period';
+  // Each row's day on the clocks of its key's allowance, as recorded now (UTC: none), as SQLite's store writes it; by a
+  // subquery, not a join, so that the rows keep their order.
+  return `INSERT INTO ${s}.spend (${names}, day)
+          SELECT u.*, to_char(u.at AT TIME ZONE COALESCE((SELECT a.timezone FROM ${s}.key_allowances a WHERE a.fingerprint = u.key_fingerprint), 'UTC'), 'YYYY-MM-DD')
+          FROM unnest(${c.map((column, i) => `${p(column)}::${types[i]}[]`).join(', ')}) AS u(${names})`;
 }
 
 /**

@@ -261,6 +261,9 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
     ALTER TABLE ${s}.spend ADD COLUMN key_fingerprint text, ADD COLUMN key_label text, ADD COLUMN pipeline text, ADD COLUMN period text;
     CREATE INDEX spend_key_period ON ${s}.spend (key_fingerprint, period, credits) WHERE period IS NOT NULL;
   `,
+  // 11: the day each request's spend falls on, on the clocks of its key's allowance (UTC: none), which webdata_spend
+  // groups by (docs/credits.md#where-the-credits-went); written with the row, as SQLite's is (null in rows before).
+  (s) => `ALTER TABLE ${s}.spend ADD COLUMN day text;`,
 ];
 
 /** The schema version this webdata-etl writes. */

@@ -23,6 +23,8 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'key_limits',
   'key_allowances',
   'key_holds',
+  // A view of the store's (analytics/views.ts), made beside its tables.
+  'webdata_spend',
 ]);
 
 /**
@@ -30,9 +32,10 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
  * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`; 4: notifications of
  * runs' ends, `notifications`; 5: scheduled occurrences and their claims, `occurrences`; 6: what keys learned of the server's limits, `key_limits`;
  * 7: keys' allowances and the credits held of them, `key_allowances` and `key_holds`, and spend by key and period, the
- * `spend` table's `key_fingerprint`, `key_label`, `pipeline` and `period`).
+ * `spend` table's `key_fingerprint`, `key_label`, `pipeline` and `period`; 8: the day each request's spend falls on, on the
+ * clocks of its key's allowance, `spend.day`, which webdata_spend groups by: SQLite knows no time zones).
  */
-export const STATE_SCHEMA_VERSION = 7;
+export const STATE_SCHEMA_VERSION = 8;
 
 /**
  * Creates the state tables in a SQLite file, or brings an older file's up to this version and marks it, so that an
@@ -57,6 +60,7 @@ function migrateInTransaction(db: Database.Database): void {
   addColumn(db, 'runs', 'terms', 'TEXT');
   for (const [column, declaration] of SPEND_KEY_COLUMNS) addColumn(db, 'spend', column, declaration);
   db.exec(SPEND_KEY_INDEX);
+  addColumn(db, 'spend', 'day', 'TEXT');
   if (version === undefined) db.prepare(SCHEMA_SQL.insertVersion).run(String(STATE_SCHEMA_VERSION));
   else if (Number(version) < STATE_SCHEMA_VERSION) db.prepare(SCHEMA_SQL.updateVersion).run(String(STATE_SCHEMA_VERSION));
   db.prepare(SCHEMA_SQL.startJournal).run();

@@ -1,10 +1,11 @@
 import type Database from 'better-sqlite3';
 import type { SpendRow, SpendStore } from '../spend-store.ts';
 import { allowanceStatements } from './key-statements.ts';
+import { spendDay } from '../spend-day.ts';
 import { spendStatements } from './statements.ts';
 
-/** A spend row as `insertSpend` takes it. */
-export function spendValues(row: SpendRow): unknown[] {
+/** A spend row as `insertSpend` takes it, with the day it falls on (`spendDay`). */
+export function spendValues(row: SpendRow, day: string | null): unknown[] {
   const key = row.key;
   return [
     row.runId,
@@ -21,6 +22,7 @@ export function spendValues(row: SpendRow): unknown[] {
     key?.label ?? null,
     row.pipeline ?? null,
     key?.period ?? null,
+    day,
   ];
 }
 
@@ -29,10 +31,13 @@ export function spendValues(row: SpendRow): unknown[] {
  * allowance's hold they were held under (docs/credits.md#holds), so that they count once, held or spent.
  */
 export function spendWriter(db: Database.Database): (row: SpendRow) => void {
-  const { insertSpend } = spendStatements(db);
+  const { insertSpend, zoneOf } = spendStatements(db);
   const { takeOutOfHold } = allowanceStatements(db);
   return (row) => {
-    insertSpend.run(...spendValues(row));
+    // Its day on the clocks of its key's allowance, as recorded now (UTC: none), for webdata_spend.
+    const fingerprint = row.key?.fingerprint;
+    const zone = fingerprint ? (zoneOf.get(fingerprint) as string | undefined) : undefined;
+    insertSpend.run(...spendValues(row, spendDay(row.at, zone)));
     const key = row.key;
     if (key?.holder && key.period !== null && key.fingerprint !== null && row.credits > 0) {
       takeOutOfHold.run({ fingerprint: key.fingerprint, period: key.period, holder: key.holder, credits: row.credits });

@@ -218,15 +218,17 @@ export function runStatements(db: Database.Database) {
   return prepared as Record<keyof typeof prepared, Database.Statement>;
 }
 
-/** Spend: a row written, and a run's totals. */
+/** Spend: a row written (with its day, state schema 8), and a run's totals. */
 export function spendStatements(db: Database.Database) {
   const prepared = {
     insertSpend: db.prepare(
-      `INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period, day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COALESCE(SUM(CASE WHEN uncommitted = 1 THEN credits ELSE 0 END), 0) AS uncommitted, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
     spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
+    /** The zone of a key's allowance (`?`: its fingerprint), which a spend row's day is read in (spend-day.ts). */
+    zoneOf: db.prepare(`SELECT timezone FROM key_allowances WHERE fingerprint = ?`).pluck(),
   };
   return prepared as Record<keyof typeof prepared, Database.Statement>;
 }
