@@ -44,6 +44,35 @@ export class SendSamples {
   }
 
   /**
+   * The least the server's limit can be, as its 429s show it: under a token or leaky bucket, a 429 says the bucket was
+   * full (less than one request's room), and it never overflows after, so that from a 429 to any request accepted `t`
+   * later the server accepted at most its limit × t plus that one request, whatever was sent meanwhile (a bucket left
+   * empty only lost refills): the limit is at least (accepted since the 429 − 1) / t. From a 429 early in a run to its
+   * end, while a key was kept at its limit or over it, that is the limit within 1 / t — where a rate held shows it
+   * only less the whole burst over t. Only stretches of `minSpanMs` or more, whose accepted requests are all still
+   * kept, count (a short one says little, and is the most hurt by the time a request takes to reach the server,
+   * `slackMs`, counted against it); from 429s since `since` only (those before it were a limit that has fallen).
+   */
+  provenLimit(minSpanMs: number, slackMs: number, since = Number.NEGATIVE_INFINITY): number | undefined {
+    const accepted = this.accepted.toSorted((a, b) => a - b);
+    // A stretch from before the oldest accepted request kept would count too few (still a bound, a loose one).
+    const oldest = this.accepted.length < SAMPLE_LIMIT ? Number.NEGATIVE_INFINITY : (accepted[0] ?? 0);
+    let best: number | undefined;
+    for (const from of this.rejected) {
+      if (from < oldest || from < since) continue;
+      // The accepted after the 429, in order: the n-th of them (from 1) at `end` proves (n - 1) over the stretch.
+      const first = countBelow(accepted, from, true);
+      for (let i = first; i < accepted.length; i++) {
+        const span = (accepted[i] as number) - from;
+        if (span < minSpanMs) continue;
+        const bound = ((i - first) * 1000) / (span + slackMs);
+        if (best === undefined || bound > best) best = bound;
+      }
+    }
+    return best;
+  }
+
+  /**
    * Whether requests went out at `share` of `rate` at least since `since`: from the first of them (a pause, a 429's, is
    * not time the key was kept from sending), over the window at most (the samples kept are bounded, and a rate held for
    * a minute holds many more), up to a latency ago (those sent since are not answered yet). Too short a time to tell
@@ -70,6 +99,19 @@ export class SendSamples {
 function push(list: number[], at: number): void {
   list.push(at);
   if (list.length > SAMPLE_LIMIT) list.splice(0, list.length - SAMPLE_LIMIT);
+}
+
+/** How many of the ascending `sorted` are under `at` (or at it too, with `inclusive`). */
+function countBelow(sorted: readonly number[], at: number, inclusive = false): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    const value = sorted[middle] as number;
+    if (value < at || (inclusive && value === at)) low = middle + 1;
+    else high = middle;
+  }
+  return low;
 }
 
 function between(list: number[], from: number, to: number): number {
