@@ -57,16 +57,19 @@ describe('the pacer', () => {
     for (const gap of gaps.slice(1)) expect(gap).toBeGreaterThanOrEqual(90);
   });
 
-  it('timers a few milliseconds late are on time: each slot goes when its timer fires', async () => {
+  it('timers a few milliseconds late are on time; one later than that delays the next slots a little less each time until the schedule is back', async () => {
     const t = stallingClock();
     const pacer = createPacer(10, t.clock);
     const sent: number[] = [];
     const take = () => pacer.acquire().then(() => void sent.push(t.clock.now()));
-    const all = Promise.all([take(), take(), take()]);
+    const all = Promise.all([take(), take(), take(), take(), take()]);
     await new Promise((resolve) => setImmediate(resolve));
     await t.stallUntil(105);
-    await t.stallUntil(203);
+    await t.stallUntil(230);
+    await t.runUntil(Number.POSITIVE_INFINITY);
     await all;
-    expect(sent).toEqual([0, 105, 203]);
+    // 5 ms late: on time. 30 ms late (230 for 200): the next waits to 320 (an interval less 10 ms), the one after to
+    // 410, and the schedule is back (before: 0, 105, 230, 300, 400 — two 70 ms apart).
+    expect(sent).toEqual([0, 105, 230, 320, 410]);
   });
 });
