@@ -2,12 +2,9 @@ import type { SendSamples } from './send-samples.ts';
 
 /**
  * A proven stretch (SendSamples.provenLimit) counts when this long at least (a shorter one says little); longer when
- * the answers come from other processes, late and timed roughly. How much later than its send time a request may
- * reach the server, against another's (a busy thread), is counted against it: at 50 ms a key's proven limit read 8.05
- * against nginx's 8 r/s (one request too many over 20 s).
+ * the answers come from other processes, late and timed roughly.
  */
 const SPAN_MS = { alone: 3000, shared: 10_000 };
-const SLACK_MS = 150;
 
 /**
  * The least the server's limit can be, as a rate controller's 429s and the requests accepted after them prove it
@@ -38,7 +35,7 @@ export class ProvenLimit {
 
   /** What the samples prove now. */
   now(): number | undefined {
-    const proven = this.#samples.provenLimit(this.#spanMs, SLACK_MS, this.#since);
+    const proven = this.#samples.provenLimit(this.#spanMs, this.#since);
     if (proven !== undefined && proven > (this.#proven ?? 0)) this.#proven = proven;
     return this.#proven;
   }

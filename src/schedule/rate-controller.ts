@@ -234,7 +234,7 @@ class BracketingController implements RateController {
     if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
       this.#opening = { at: sentAt, accepted: this.#samples.accepted.filter((at) => at < sentAt) };
     }
-    this.#samples.refusal(sentAt);
+    this.#samples.refusal(sentAt, now);
     this.#knowledge.proven(this.#proven.refused(sentAt, Number.isFinite(this.#rate) ? this.#rate : undefined));
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
     // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
