@@ -77,3 +77,46 @@ describe('the worker continues a run stopped by its allowance (virtual time, ove
     ]);
   });
 });
+
+describe("the worker spreads a day's allowance over an hourly schedule (virtual time, over real sockets)", () => {
+  it("New York's 25-hour day: each of its 25 occurrences takes its share of what is left, the same run throughout, the day's total the allowance", async () => {
+    await using sim = await simulator();
+    using dir = workdir();
+    // Midnight in New York on 1 November 2026 is 04:00 UTC; the clocks go back at 02:00, and the next midnight is 05:00 UTC.
+    const clock = virtualClock(0, Date.parse('2026-11-01T03:59:30.000Z'));
+    await using worker = await virtualWorker(
+      clock,
+      {
+        name: 'hourly',
+        source: searchPages({ queries: Array.from({ length: 40 }, (_, i) => `q${i}`), countries: ['us'], maxPages: 5 }),
+        stages: [normalize()],
+        sinks: [toSqlite({ path: dir.path('out.sqlite'), table: 'results' })],
+        schedule: { cron: '0 * * * *', timezone: 'America/New_York' },
+        allowance: { credits: 110, per: 'day', timezone: 'America/New_York', spread: 'even' },
+        rate: { concurrency: 2 },
+      },
+      { baseUrl: sim.url, apiKey: TEST_KEY, env: {} },
+    );
+    await worker.until(Date.parse('2026-11-02T04:30:00.000Z'));
+    await worker.stop();
+    const runs = worker.runs.map((each) => ({
+      at: iso(each.at),
+      status: each.summary?.status,
+      fetched: each.summary?.pages.fetched,
+      share: Number(/share is (\d+) credit/.exec(each.events.flatMap((event) => (event.type === 'start' ? event.notes : [])).join(' '))?.[1]),
+    }));
+    expect(runs).toHaveLength(25);
+    expect(runs[0]?.at).toBe('2026-11-01T04:00:00.000Z');
+    expect(runs.at(-1)?.at).toBe('2026-11-02T04:00:00.000Z');
+    // 110 over 25: 4 each, and one more for each of the last 10 — the last takes what is left.
+    expect(runs.map((each) => each.share)).toEqual([...Array(15).fill(4), ...Array(10).fill(5)]);
+    expect(runs.map((each) => each.fetched)).toEqual(runs.map((_, i) => runs.slice(0, i + 1).reduce((sum, each) => sum + each.share, 0)));
+    expect(runs.every((each) => each.status === 'allowance')).toBe(true);
+    expect(new Set(worker.runs.map((each) => each.summary?.runId)).size).toBe(1);
+    // Page-exact, and the day's total the allowance.
+    const paid = sim.log().filter((entry) => entry.status === 200);
+    expect(sim.stats().credits.main?.debited).toBe(110);
+    expect(new Set(paid.map((entry) => entry.query)).size).toBe(110);
+    expect(sqliteRows(dir.path('out.sqlite'), 'SELECT period, sum(credits) AS credits FROM spend GROUP BY period')).toEqual([{ period: '2026-11-01', credits: 110 }]);
+  });
+});
