@@ -185,3 +185,43 @@ describe("a run's share of its occurrence (virtual time, over real sockets)", ()
     expect(sim.stats().requests).toBe(0);
   });
 });
+
+describe('schedules shows the shares of a spread allowance (as planned)', () => {
+  // 100 credits a day over an hourly schedule in UTC: 24 occurrences, 4 each and 5 for the last four of the day; and
+  // key "main"'s own 48 a day, 2 each. The occurrence at hour H has 24 − H left, itself included.
+  const settings = {
+    name: 'hourly',
+    schedule: { cron: '0 * * * *', timezone: 'UTC' },
+    allowance: { credits: 100, per: 'day', spread: 'even' },
+    keys: { main: { allowance: { credits: 48, per: 'day', spread: 'even' } } },
+  };
+  const planned = (at: string) => (new Date(at).getUTCHours() >= 20 ? 5 : 4);
+
+  it('schedules: a line per spread allowance, and each occurrence with its shares; --json too', async () => {
+    using dir = workdir();
+    const file = config(dir.dir, settings);
+    const text = await cli(['schedules', file, '--count', '24'], { cwd: dir.dir });
+    expect(text.code, text.stderr).toBe(0);
+    const lines = text.stdout.trim().split('\n');
+    expect(lines.slice(1, 3)).toEqual([
+      "  allowance: 100 credits a day (UTC), spread evenly: each occurrence's share below, as planned",
+      `  key "main": 48 credits a day (UTC), spread evenly: each occurrence's share below, as planned`,
+    ]);
+    const occurrences = lines.slice(3);
+    expect(occurrences).toHaveLength(24);
+    for (const line of occurrences) {
+      const at = /\((\S+Z)\)/.exec(line)?.[1] as string;
+      expect(line).toMatch(new RegExp(`  share: ${planned(at)} credits a key, 2 credits for key "main"$`));
+    }
+    const [json] = (await cli(['schedules', file, '--count', '2', '--json'], { cwd: dir.dir })).stdout.trim().split('\n').map((line) => JSON.parse(line));
+    const first = json.next[0];
+    const hour = new Date(first.at).getUTCHours();
+    expect(first.shares).toEqual([
+      { key: null, period: first.at.slice(0, 10), share: planned(first.at), ofOccurrences: 24, occurrencesLeft: 24 - hour, exact: true },
+      { key: 'main', period: first.at.slice(0, 10), share: 2, ofOccurrences: 24, occurrencesLeft: 24 - hour, exact: true },
+    ]);
+    // A pipeline that spreads nothing shows no share.
+    const plain = JSON.parse((await cli(['schedules', config(dir.dir, { schedule: { cron: '0 6 * * *' } }), '--count', '1', '--json'], { cwd: dir.dir })).stdout);
+    expect(plain.next[0]).toEqual({ at: expect.any(String), local: expect.any(String) });
+  });
+});
