@@ -4,13 +4,15 @@ import { EXIT } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { estimatePool, poolLines } from './estimate-keys.ts';
+import { estimateShareLine, estimateShares } from './spread-shares.ts';
 
 export const estimateHelp = `Usage: webdata-etl estimate <pipeline.ts|pipeline.json> [--json]
 
 Prints the worst case of a pipeline before anything is spent: series, pages per series, requests and credits,
 and whether the worst case fits the budget; with keys in the environment (WEBDATA_API_KEYS, its _FILE, or
 WEBDATA_API_KEY), each key's rate (keys.<label> or the pipeline's rate) and the worst case's time at their sum.
-Sends nothing, opens no output, shows no key.
+With an allowance spread evenly over the schedule (allowance.spread: 'even'), the next occurrence's share of it, as
+planned. Sends nothing, opens no output, shows no key.
 
 Options:
   --json       print the estimate as JSON
@@ -34,7 +36,18 @@ export async function estimateCommand(args: string[]): Promise<number> {
   const dropped = (pipeline.source as { dropped?: { blank: number; duplicate: number } }).dropped;
   // The environment's keys, by label, with their rates: the worst case's time (none without a key, as before pools).
   const pool = estimatePool(pipeline, worst.requests, process.env);
-  const result = { pipeline: pipeline.name, endpoint: plan.endpoint, series: plan.seriesCount, maxPagesPerSeries: plan.maxPages, ...worst, ...(dropped ? { droppedQueries: dropped } : {}), ...(pool ? { keys: pool } : {}) };
+  // A spread allowance: the next occurrence's share of it, as planned (docs/credits.md#spreading-an-allowance).
+  const spread = estimateShares(pipeline, Date.now());
+  const result = {
+    pipeline: pipeline.name,
+    endpoint: plan.endpoint,
+    series: plan.seriesCount,
+    maxPagesPerSeries: plan.maxPages,
+    ...worst,
+    ...(dropped ? { droppedQueries: dropped } : {}),
+    ...(pool ? { keys: pool } : {}),
+    ...(spread ? { share: spread } : {}),
+  };
   if (values.json) {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return EXIT.ok;
@@ -48,6 +61,7 @@ export async function estimateCommand(args: string[]): Promise<number> {
     `budget: ${result.budget === null ? 'none' : `${result.budget} (${result.withinBudget ? 'the worst case fits' : 'the worst case does not fit: the run will stop on its budget'})`}`,
   ];
   if (pool) lines.push(...poolLines(pool));
+  if (spread) lines.push(estimateShareLine(spread));
   if (dropped && (dropped.blank || dropped.duplicate)) lines.push(`queries dropped: ${dropped.duplicate} duplicate, ${dropped.blank} blank`);
   process.stdout.write(`${lines.join('\n')}\n`);
   return EXIT.ok;

@@ -1,6 +1,6 @@
 import type { Pipeline } from '../config/define.ts';
 import { type PlannedShare, plannedShares } from '../recurring/allowance-share.ts';
-import { occurrencesOf } from '../recurring/occurrences.ts';
+import { inZone, occurrencesOf } from '../recurring/occurrences.ts';
 import { type Allowance, describeAllowance } from '../schedule/allowance.ts';
 
 /** An allowance a pipeline spreads (`spread: 'even'`): the pipeline's, for each key without its own (`key` null), or a key's own. */
@@ -50,4 +50,25 @@ export function spreadLines(pipeline: Pipeline): string[] {
   return spreadAllowances(pipeline).map(
     ({ key, allowance }) => `  ${key === null ? 'allowance' : `key "${key}"`}: ${describeAllowance(allowance)}, spread evenly: each occurrence's share below, as planned`,
   );
+}
+
+/** `estimate`'s part: the next occurrence's planned share of each spread allowance. */
+export interface EstimateShare {
+  next: { at: string; local: string } | null;
+  shares: OccurrenceShare[];
+}
+
+/** The next occurrence after `now` and its planned shares; undefined when the pipeline spreads nothing. */
+export function estimateShares(pipeline: Pipeline, now: number): EstimateShare | undefined {
+  const schedule = pipeline.schedule;
+  if (schedule === undefined || spreadAllowances(pipeline).length === 0) return undefined;
+  const next = occurrencesOf(schedule).next(now);
+  if (next === null) return { next: null, shares: [] };
+  return { next: { at: new Date(next).toISOString(), local: inZone(next, schedule.timezone) }, shares: occurrenceShares(pipeline, [next])[0] ?? [] };
+}
+
+/** `estimate`'s line: `share of the next occurrence (2026-11-28 06:00:00 +01:00, as planned): 33 credits a key (2026-11: 30 occurrences)`. */
+export function estimateShareLine(estimated: EstimateShare): string {
+  if (estimated.next === null) return 'share of the next occurrence: none (the schedule has no occurrence to come)';
+  return `share of the next occurrence (${estimated.next.local}, as planned): ${sharesText(estimated.shares, true).replace(/^share: /, '')}`;
 }

@@ -186,7 +186,7 @@ describe("a run's share of its occurrence (virtual time, over real sockets)", ()
   });
 });
 
-describe('schedules shows the shares of a spread allowance (as planned)', () => {
+describe('schedules and estimate show the shares of a spread allowance (as planned)', () => {
   // 100 credits a day over an hourly schedule in UTC: 24 occurrences, 4 each and 5 for the last four of the day; and
   // key "main"'s own 48 a day, 2 each. The occurrence at hour H has 24 − H left, itself included.
   const settings = {
@@ -223,5 +223,24 @@ describe('schedules shows the shares of a spread allowance (as planned)', () => 
     // A pipeline that spreads nothing shows no share.
     const plain = JSON.parse((await cli(['schedules', config(dir.dir, { schedule: { cron: '0 6 * * *' } }), '--count', '1', '--json'], { cwd: dir.dir })).stdout);
     expect(plain.next[0]).toEqual({ at: expect.any(String), local: expect.any(String) });
+  });
+
+  it("estimate: the next occurrence's shares, with their periods' occurrences", async () => {
+    using dir = workdir();
+    const file = config(dir.dir, settings);
+    const json = JSON.parse((await cli(['estimate', file, '--json'], { cwd: dir.dir })).stdout);
+    const at: string = json.share.next.at;
+    expect(json.share.shares.map((share: { key: string | null; share: number }) => [share.key, share.share])).toEqual([
+      [null, planned(at)],
+      ['main', 2],
+    ]);
+    // The text on its own (an hour may have turned between the two): the occurrence read back from its line, in UTC.
+    const text = await cli(['estimate', file], { cwd: dir.dir });
+    expect(text.code, text.stderr).toBe(0);
+    const [, day, hour] = /share of the next occurrence \((\d{4}-\d\d-\d\d) (\d\d):00:00 \+00:00, as planned\)/.exec(text.stdout) ?? [];
+    const next = `${day}T${hour}:00:00.000Z`;
+    expect(text.stdout).toContain(`(${day} ${hour}:00:00 +00:00, as planned): ${planned(next)} credits a key (${day}: 24 occurrences), 2 credits for key "main" (${day}: 24 occurrences)\n`);
+    const plain = await cli(['estimate', config(dir.dir)], { cwd: dir.dir });
+    expect(plain.stdout).not.toContain('share');
   });
 });
