@@ -7,6 +7,7 @@ import { stateDatabase, statePath } from '../run/outputs.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { allowanceLines, estimateAllowance } from './estimate-allowance.ts';
 import { estimatePool, poolLines } from './estimate-keys.ts';
+import { estimateShareLine, estimateShares } from './spread-shares.ts';
 
 export const estimateHelp = `Usage: webdata-etl estimate <pipeline.ts|pipeline.json> [--json]
 
@@ -14,7 +15,8 @@ Prints the worst case of a pipeline before anything is spent: series, pages per 
 and whether the worst case fits the budget; with keys in the environment (WEBDATA_API_KEYS, its _FILE, or
 WEBDATA_API_KEY), each key's rate (keys.<label> or the pipeline's rate) and the worst case's time at their sum;
 where the pipeline or its state database has an allowance for its keys, how much of what is left of each key's
-allowance in its period the worst case would take (read from the state database, never written).
+allowance in its period the worst case would take (read from the state database, never written); with an allowance
+spread evenly over the schedule (allowance.spread: 'even'), the next occurrence's share of it, as planned.
 Sends nothing, opens no output, shows no key.
 
 Options:
@@ -48,6 +50,8 @@ export async function estimateCommand(args: string[]): Promise<number> {
   // What is left of the keys' allowances in their periods, as the state database has it (docs/credits.md#allowances).
   const state = stateDatabase(pipeline, stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL)) ?? statePath(pipeline);
   const allowance = await estimateAllowance(pipeline, worst.credits, process.env, state, Date.now(), (message) => process.stderr.write(`webdata-etl: ${message}\n`));
+  // A spread allowance: the next occurrence's share of it, as planned (docs/credits.md#spreading-an-allowance).
+  const spread = estimateShares(pipeline, Date.now());
   const result = {
     pipeline: pipeline.name,
     endpoint: plan.endpoint,
@@ -57,6 +61,7 @@ export async function estimateCommand(args: string[]): Promise<number> {
     ...(dropped ? { droppedQueries: dropped } : {}),
     ...(pool ? { keys: pool } : {}),
     ...(allowance ? { allowance } : {}),
+    ...(spread ? { share: spread } : {}),
   };
   if (values.json) {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
@@ -72,6 +77,7 @@ export async function estimateCommand(args: string[]): Promise<number> {
   ];
   if (pool) lines.push(...poolLines(pool));
   if (allowance) lines.push(...allowanceLines(allowance));
+  if (spread) lines.push(estimateShareLine(spread));
   if (dropped && (dropped.blank || dropped.duplicate)) lines.push(`queries dropped: ${dropped.duplicate} duplicate, ${dropped.blank} blank`);
   process.stdout.write(`${lines.join('\n')}\n`);
   return EXIT.ok;

@@ -12,6 +12,7 @@ import { timeoutMsSchema, userAgentSchema } from '../client/options.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
 import { bossSchema } from '../distributed/boss.ts';
 import { notifySchema } from '../notify/webhook-config.ts';
+import { spreadWithoutSchedule } from '../recurring/allowance-share.ts';
 import { scheduleSchema } from '../recurring/schedule-config.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
@@ -117,6 +118,9 @@ export const pipelineSchema = z.strictObject({
    * WEBDATA_WEBHOOK_SECRET (docs/notifications.md).
    */
   notify: notifySchema.optional(),
+}).superRefine((settings, ctx) => {
+  // A share of an allowance is counted in the schedule's occurrences (docs/credits.md#spreading-an-allowance).
+  for (const issue of spreadWithoutSchedule(settings)) ctx.addIssue({ code: 'custom', ...issue });
 });
 
 /** A pipeline's settings: everything but its source, stages and sinks, whose types flow from one to the next. */

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ValidationError, type ValidationIssue } from '../errors/validation-error.ts';
 import type { Pipeline } from '../config/define.ts';
+import { spreadWithoutSchedule } from '../recurring/allowance-share.ts';
 import { type Allowance, type AllowanceInput, allowanceSchema, describeAllowance } from '../schedule/allowance.ts';
 import { type AllowanceLedger, AllowanceMeter } from '../schedule/allowance-meter.ts';
 import type { Clock } from '../schedule/clock.ts';
@@ -30,10 +31,12 @@ export function runAllowance(pipeline: Pipeline, plan: SourcePlan, given: Allowa
   const [heaviest, weight] = heaviestEndpoint(pipeline, plan);
   const issues: ValidationIssue[] = declared
     .filter(([, each]) => each.credits < weight)
-    .map(([path, each]) => ({
+    .map(([path, each]): ValidationIssue => ({
       path: `${path}.credits`,
       message: `${each.credits} is less than one request: a request to ${heaviest} costs ${weight} credits (credits.weights): give at least ${weight}`,
-    }));
+    }))
+    // run()'s allowance may spread where the pipeline has no schedule to spread it over.
+    .concat(spreadWithoutSchedule(pipeline, allowance).map((issue) => ({ path: issue.path.join('.'), message: issue.message })));
   if (issues.length > 0) throw new ValidationError(`Pipeline "${pipeline.name}" cannot run`, issues);
   return allowance;
 }
@@ -109,24 +112,24 @@ export interface RunAllowances {
 
 /**
  * The run's allowances (docs/credits.md#holds): each key's meter, holding credits from the store under this
- * invocation's own holder, renewed while the run lives; and what each spend row says of its key. `cap`: the most
- * credits this run may take of a key's allowance, by its label and allowance (a share, `allowance.spread`: none, all
- * the period has left).
+ * invocation's own holder, renewed while the run lives; and what each spend row says of its key. `caps`: the most
+ * credits this invocation may take of each key's allowance, by label (its share of the occurrence: allowance-shares.ts;
+ * a key without one, what is left of the period).
  */
 export function runAllowances(
   store: AllowanceStore,
   book: KeyBook,
-  run: { pipeline: string; runId: string; clock: Clock; labels: readonly string[]; cap?: ((label: string, allowance: RecordedAllowance) => number | undefined) | undefined },
+  run: { pipeline: string; runId: string; clock: Clock; labels: readonly string[]; caps?: ReadonlyMap<string, number> | undefined },
 ): RunAllowances {
   const holder = randomBytes(8).toString('hex');
   const meters = new Map<string, AllowanceMeter>();
-  for (const [label, allowance] of book.allowances) {
+  for (const label of book.allowances.keys()) {
     const fingerprint = book.fingerprints.get(label) as string;
     const ledger: AllowanceLedger = {
       hold: (want) => store.holdAllowance({ fingerprint, holder, pipeline: run.pipeline, runId: run.runId, want, ttlMs: HOLD_TTL_MS }),
       giveBack: (period, credits) => store.giveBackAllowance(fingerprint, period, holder, credits),
     };
-    meters.set(label, new AllowanceMeter({ label, ledger, clock: run.clock, cap: run.cap?.(label, allowance) }));
+    meters.set(label, new AllowanceMeter({ label, ledger, clock: run.clock, cap: run.caps?.get(label) }));
   }
   // Renewed while the run lives (a busy database delays one; the next, a third of the TTL later, catches up).
   const timer = meters.size === 0 ? undefined : setInterval(() => void store.renewAllowanceHolds(holder, HOLD_TTL_MS).catch(() => undefined), HOLD_TTL_MS / 3);

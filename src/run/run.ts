@@ -1,5 +1,6 @@
 import { seriesStates } from '../pipeline/context.ts';
 import { systemClock } from '../schedule/clock.ts';
+import { allowanceShares } from './allowance-shares.ts';
 import { declareAllowances, type KeyBook, runAllowance, type RunAllowances, runAllowances } from './allowances.ts';
 import { type ClosedRun, closeRun, leaveRun } from './close-run.ts';
 import { type Committer, createCommitter } from './commit.ts';
@@ -88,9 +89,13 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
 
     // What the keys learned of the server's limit in earlier runs: where their rate controllers start.
     const memory = await limitMemory(store, host, identities);
-    allowances = runAllowances(store, book as KeyBook, { pipeline: pipeline.name, runId, clock: options.clock ?? systemClock, labels: [...clients.keys()] });
+    // A spread allowance: each key's share of this occurrence, by the store's clock (docs/credits.md#spreading-an-allowance).
+    const shares = await allowanceShares(store, book as KeyBook, { pipeline, allowance, runId });
+    const caps = new Map([...shares].map(([label, share]) => [label, share.cap]));
+    allowances = runAllowances(store, book as KeyBook, { pipeline: pipeline.name, runId, clock: options.clock ?? systemClock, labels: [...clients.keys()], caps });
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
-    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts, allowances });
+    const notes = [...shares.values()].map((share) => share.note);
+    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts, allowances, notes });
     // The commit loop, until the sources are done, the run stops, or something fails.
     const looped = await commitLoop(pipeline, wired, committer, host, options, emit);
     let failure = looped.failure;

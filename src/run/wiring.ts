@@ -3,7 +3,7 @@ import type { SeriesStates } from '../pipeline/context.ts';
 import { createPermits } from '../pipeline/permits.ts';
 import type { AllowanceMeter } from '../schedule/allowance-meter.ts';
 import type { Budget } from '../schedule/budget.ts';
-import type { Clock } from '../schedule/clock.ts';
+import { type Clock, epochOf, systemClock } from '../schedule/clock.ts';
 import type { RateStart } from '../schedule/options.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import type { SeriesEndReason, SourceContext, SourcePlan } from '../sources/source.ts';
@@ -54,6 +54,8 @@ export function wireRun(parts: {
   starts?: ReadonlyMap<string, RateStart> | undefined;
   /** The keys' allowances as this run spends them (allowances.ts), and what a spend row says of its key. */
   allowances?: RunAllowances | undefined;
+  /** What the run's start says beyond the plan's notes (each key's share of the occurrence: allowance-shares.ts). */
+  notes?: readonly string[] | undefined;
 }): WiredRun {
   const { pipeline, plan, opened, host, committer, spentBefore, observer } = parts;
   const { runId, decision, previous, store } = opened;
@@ -61,7 +63,7 @@ export function wireRun(parts: {
   const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, [...parts.clients.keys()], parts.starts, parts.allowances?.meters);
   scheduler.on(emit);
   host.watch(scheduler);
-  const ledgerFailure = recordSpend(scheduler, committer, { runId, pipeline: pipeline.name, spendKey: parts.allowances?.spendKey });
+  const ledgerFailure = recordSpend(scheduler, committer, { runId, pipeline: pipeline.name, spendKey: parts.allowances?.spendKey, clock: parts.clock });
   const retryFailed = decision.mode === 'resume' && decision.retryFailed;
   const { client, clients, states, keys } = parts;
   const source = sourceContext({ pipeline, runId, client, clients, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
@@ -75,7 +77,7 @@ export function wireRun(parts: {
     spentBefore,
     resumed: previous !== undefined,
     replayed: parts.replayed,
-    notes: plan.notes ?? [],
+    notes: [...(plan.notes ?? []), ...(parts.notes ?? [])],
     destination: parts.destination,
     ...(host.member ? { worker: host.member } : {}),
   });
@@ -137,7 +139,7 @@ function keySpec(label: string, own: NonNullable<Pipeline['keys']>[string] | und
 export function recordSpend(
   scheduler: Scheduler,
   committer: ReturnType<typeof createCommitter>,
-  run: { runId: string; pipeline: string; spendKey?: RunAllowances['spendKey'] | undefined },
+  run: { runId: string; pipeline: string; spendKey?: RunAllowances['spendKey'] | undefined; clock?: Clock | undefined },
 ): () => unknown {
   const { runId } = run;
   let failure: unknown;
@@ -150,7 +152,9 @@ export function recordSpend(
     committer
       .spend({
         runId,
-        at: new Date().toISOString(),
+        // The run's wall-clock time (the system's, unless a test gives its own): a SQLite store's clock is the same, and
+        // a share of an allowance counts a run's spend since its occurrence by it (run/allowance-shares.ts).
+        at: new Date(epochOf(run.clock ?? systemClock)).toISOString(),
         seriesId: event.series,
         path: event.path,
         attempt: event.attempt,

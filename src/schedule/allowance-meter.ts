@@ -217,8 +217,11 @@ export class AllowanceMeter {
   async #ask(weight: number): Promise<void> {
     const available = this.#hold?.available ?? 0;
     const chunk = Math.max(weight * CHUNK_REQUESTS, Math.ceil((this.#hold?.allowance.credits ?? 0) / CHUNK_PART));
+    // No more than the run's share lets it spend (take checked that one request fits): what it cannot spend, it does
+    // not keep from the others who share the key.
+    const room = this.#cap === undefined ? Number.POSITIVE_INFINITY : this.#cap - this.#charged - this.#inFlight;
     const asked = epochOf(this.#clock);
-    const held = await this.#ledger.hold(Math.max(0, Math.max(weight, chunk) - available));
+    const held = await this.#ledger.hold(Math.max(0, Math.min(Math.max(weight, chunk), Math.max(weight, room)) - available));
     if (held === undefined) {
       this.#none = true;
       return;

@@ -59,6 +59,16 @@ export interface AllowanceHold {
   storeTime: number;
 }
 
+/** What a key's period has taken, read without holding anything: a run's share of it (docs/credits.md#spreading-an-allowance). */
+export interface AllowanceUsage {
+  /** Credits the ledger holds for the key in the period, every pipeline's. */
+  spent: number;
+  /** Credits holders hold of it now (holds expired not counted). */
+  held: number;
+  /** Of `spent`, what one run spent since an instant (the occurrence it is in). */
+  runSpent: number;
+}
+
 /**
  * Keys' allowances in the state store (docs/credits.md#allowances): declared by pipelines, recorded by the key's
  * fingerprint, and spent through holds. A hold is credits a process may send requests with; it decides under a lock
@@ -80,4 +90,9 @@ export interface AllowanceStore {
   renewAllowanceHolds(holder: string, ttlMs: number): Promise<void>;
   /** A holder's holds go (its run ended, its spend written). */
   releaseAllowanceHolds(holder: string): Promise<void>;
+  /**
+   * What the key's `period` has taken, and what run `runId` spent of it since `since` (ISO 8601, by the spend rows'
+   * `at`): read, nothing held. A share is taken of it before a run sends anything.
+   */
+  allowanceUsage(query: { fingerprint: string; period: string; runId: string; since: string }): Promise<AllowanceUsage>;
 }

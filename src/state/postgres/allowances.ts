@@ -2,7 +2,7 @@ import { retrying } from '../../postgres/failure.ts';
 import { type PoolClient, transaction } from '../../postgres/pools.ts';
 import { periodAt } from '../../schedule/allowance-period.ts';
 import { sameAllowance } from '../../schedule/allowance.ts';
-import type { AllowanceDeclaration, AllowanceStore, DeclaredAllowance, RecordedAllowance } from '../allowance-store.ts';
+import type { AllowanceDeclaration, AllowanceStore, AllowanceUsage, DeclaredAllowance, RecordedAllowance } from '../allowance-store.ts';
 import { allowanceStatements } from './statements.ts';
 import { type StoreParts, storeQuery } from './store-parts.ts';
 
@@ -52,6 +52,10 @@ export function postgresAllowances(parts: StoreParts): AllowanceStore {
     },
     async releaseAllowanceHolds(holder) {
       await storeQuery(parts, sql.release, [holder]);
+    },
+    async allowanceUsage(query) {
+      const [row] = await storeQuery<AllowanceUsage>(parts, sql.usageOfRun, [query.fingerprint, query.period, query.runId, query.since]);
+      return row as AllowanceUsage;
     },
   };
 }

@@ -135,6 +135,10 @@ export function allowanceStatements(s: string) {
     usage: `SELECT (SELECT COALESCE(SUM(credits), 0) FROM ${s}.spend WHERE key_fingerprint = $1 AND period = $2)::float8 AS spent,
       (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2)::float8 AS held,
       (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2 AND holder = $3)::float8 AS mine`,
+    /** What the key's period has taken, holds expired left out, and what one run spent of it since an instant (a share's). */
+    usageOfRun: `SELECT (SELECT COALESCE(SUM(credits), 0) FROM ${s}.spend WHERE key_fingerprint = $1 AND period = $2)::float8 AS spent,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2 AND expires_at >= now())::float8 AS held,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.spend WHERE key_fingerprint = $1 AND period = $2 AND run_id = $3 AND at >= $4::timestamptz)::float8 AS "runSpent"`,
     hold: `INSERT INTO ${s}.key_holds (fingerprint, period, holder, pipeline, run_id, credits, expires_at) VALUES ($1, $2, $3, $4, $5, $6, now() + $7 * interval '1 millisecond')
       ON CONFLICT (fingerprint, period, holder) DO UPDATE SET credits = key_holds.credits + excluded.credits, expires_at = excluded.expires_at`,
     giveBack: `UPDATE ${s}.key_holds SET credits = GREATEST(credits - $4, 0) WHERE fingerprint = $1 AND period = $2 AND holder = $3`,

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { periodAt } from '../../schedule/allowance-period.ts';
 import { sameAllowance } from '../../schedule/allowance.ts';
-import type { AllowanceDeclaration, AllowanceHold, AllowanceStore, DeclaredAllowance, HoldRequest, RecordedAllowance } from '../allowance-store.ts';
+import type { AllowanceDeclaration, AllowanceHold, AllowanceUsage, AllowanceStore, DeclaredAllowance, HoldRequest, RecordedAllowance } from '../allowance-store.ts';
 import { allowanceStatements } from './key-statements.ts';
 
 /**
@@ -54,6 +54,9 @@ export function sqliteAllowances(db: Database.Database, clock: () => number): Al
     },
     async releaseAllowanceHolds(holder) {
       statements.release.run(holder);
+    },
+    async allowanceUsage(query) {
+      return statements.usageOfRun.get({ ...query, now: clock() }) as AllowanceUsage;
     },
   };
 }

@@ -78,6 +78,11 @@ export function allowanceStatements(db: Database.Database) {
         (SELECT COALESCE(SUM(credits), 0) FROM spend WHERE key_fingerprint = @fingerprint AND period = @period) AS spent,
         (SELECT COALESCE(SUM(credits), 0) FROM key_holds WHERE fingerprint = @fingerprint AND period = @period) AS held,
         (SELECT COALESCE(SUM(credits), 0) FROM key_holds WHERE fingerprint = @fingerprint AND period = @period AND holder = @holder) AS mine`),
+    /** What the key's period has taken, holds expired left out, and what one run spent of it since an instant (a share's). */
+    usageOfRun: db.prepare(`SELECT
+        (SELECT COALESCE(SUM(credits), 0) FROM spend WHERE key_fingerprint = @fingerprint AND period = @period) AS spent,
+        (SELECT COALESCE(SUM(credits), 0) FROM key_holds WHERE fingerprint = @fingerprint AND period = @period AND expires_at >= @now) AS held,
+        (SELECT COALESCE(SUM(credits), 0) FROM spend WHERE key_fingerprint = @fingerprint AND period = @period AND run_id = @runId AND at >= @since) AS runSpent`),
     hold: db.prepare(`INSERT INTO key_holds (fingerprint, period, holder, pipeline, run_id, credits, expires_at) VALUES (@fingerprint, @period, @holder, @pipeline, @runId, @granted, @expiresAt)
       ON CONFLICT (fingerprint, period, holder) DO UPDATE SET credits = credits + excluded.credits, expires_at = excluded.expires_at`),
     /** Credits out of a hold: spent (their spend row goes into the ledger in the same transaction) or given back. */
