@@ -49,7 +49,9 @@ export function pageTransaction(db: Database.Database): (commit: PageCommit) => 
     const appends = commit.appends ?? [];
     // The files' bytes go first: their new lengths are the checkpoints the transaction records.
     const { lengths } = appendFiles(appends);
-    transaction(
+    // The write lock first, for the reason a spend row's write takes it (sqlite/spend.ts): the page reads the journal's
+    // next seq before it writes. Inside a batch's transaction this is a savepoint, the batch's lock already held.
+    transaction.immediate(
       commit,
       appends.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: lengths[index] as number } })),
     );

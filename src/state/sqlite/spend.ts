@@ -54,7 +54,10 @@ export function sqliteSpend(db: Database.Database): SpendStore {
   });
   return {
     async spend(rows) {
-      write(rows);
+      // The write lock first: the row's day reads the key's zone before it writes, and a deferred transaction whose
+      // snapshot another connection's commit (the commit thread's, another process's) made stale is refused at once,
+      // busy timeout or not (test/state/spend-write-lock.test.ts).
+      write.immediate(rows);
     },
     async spendOf(runId) {
       const totals = statements.spendOf.get(runId) as { spent: number; uncertain: number; uncommitted: number; requests: number; retries: number };
