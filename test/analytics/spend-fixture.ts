@@ -4,6 +4,7 @@ import { normalize, searchPages, toCsv } from '../../src/index.ts';
 import { startSimulator } from '../../src/simulator/index.ts';
 import type { StateStore } from '../../src/state/interfaces.ts';
 import type { SpendRow } from '../../src/state/spend-store.ts';
+import { spendRowOf } from '../state/spend-rows.ts';
 
 export const KEYS = { north: 'sk_north_4f3e2d1c0b9a8f7e6d', south: 'sk_south_0a9b8c7d6e5f4a3b2c' };
 export const POOL = `north=${KEYS.north},south=${KEYS.south}`;
@@ -35,19 +36,10 @@ export type Row = Record<string, unknown>;
 /** 23:30 UTC on 26 November: the 27th in Berlin. */
 export const LATE = '2026-11-26T23:30:00.000Z';
 
-export const spendRow = (runId: string, pipeline: string | undefined, key: SpendRow['key'], credits: number, at = LATE): SpendRow => ({
-  runId,
-  at,
-  seriesId: 's',
-  path: '/searchengine/search',
-  attempt: 1,
-  status: '200',
-  credits,
-  uncertain: false,
-  latencyMs: 1,
-  ...(pipeline === undefined ? {} : { pipeline }),
-  key,
-});
+export const spendRow = (runId: string, pipeline: string | undefined, key: SpendRow['key'], credits: number, at = LATE): SpendRow => {
+  const { pipeline: _none, ...row } = spendRowOf({ runId, key, credits, at });
+  return pipeline === undefined ? row : { ...row, pipeline };
+};
 
 /**
  * Spend written through the store as runs write it, a key's allowance and holds: `north`, 100 credits a day in Berlin,

@@ -12,20 +12,10 @@ import { postgresStateStore } from '../../src/state/postgres/store.ts';
 import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 import { workdir } from '../pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+import { spendRowOf } from './spend-rows.ts';
 
-const row = (runId: string, at: string, credits: number, period: string): SpendRow => ({
-  runId,
-  at,
-  seriesId: 's',
-  path: '/searchengine/search',
-  attempt: 1,
-  status: '200',
-  credits,
-  uncertain: false,
-  latencyMs: 1,
-  pipeline: 'p',
-  key: { fingerprint: 'fp-u', label: 'main', period, holder: null },
-});
+const row = (runId: string, at: string, credits: number, period: string): SpendRow =>
+  spendRowOf({ runId, at, credits, key: { fingerprint: 'fp-u', label: 'main', period, holder: null } });
 
 /** `day`: the period the store's clock is in (a day in UTC). */
 async function usage(store: StateStore, day: string): Promise<void> {

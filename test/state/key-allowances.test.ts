@@ -16,6 +16,7 @@ import { postgresStateStore } from '../../src/state/postgres/store.ts';
 import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 import { workdir } from '../pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+import { spendRowOf } from './spend-rows.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DAY = { credits: 30, per: 'day', timezone: 'Europe/Berlin' } as const;
@@ -31,19 +32,7 @@ const request = (holder: string, want: number, overrides: Partial<HoldRequest> =
 });
 
 /** A 2xx's spend row, its credits held under `holder` in `period`. */
-const paid = (holder: string, period: string, credits = 1): SpendRow => ({
-  runId: 'run-1',
-  at: new Date().toISOString(),
-  seriesId: 's',
-  path: '/searchengine/search',
-  attempt: 1,
-  status: '200',
-  credits,
-  uncertain: false,
-  latencyMs: 1,
-  pipeline: 'p',
-  key: { fingerprint: 'fp-a', label: 'main', period, holder },
-});
+const paid = (holder: string, period: string, credits = 1): SpendRow => spendRowOf({ credits, key: { fingerprint: 'fp-a', label: 'main', period, holder } });
 
 /** What every store must do with declarations: one pipeline records, another agrees or is refused, none is bound. */
 async function declares(store: StateStore): Promise<void> {

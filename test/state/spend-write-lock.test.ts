@@ -10,20 +10,9 @@ import { openDatabase } from '../../src/open-database.ts';
 import type { SpendRow } from '../../src/state/spend-store.ts';
 import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 import { workdir } from '../pipeline-helpers.ts';
+import { spendRowOf } from './spend-rows.ts';
 
-const row: SpendRow = {
-  runId: 'run-1',
-  at: new Date().toISOString(),
-  seriesId: 's',
-  path: '/searchengine/search',
-  attempt: 1,
-  status: '500',
-  credits: 0,
-  uncertain: false,
-  latencyMs: 5,
-  pipeline: 'p',
-  key: { fingerprint: 'fp-a', label: 'default', period: null, holder: null },
-};
+const row: SpendRow = spendRowOf({ status: '500', credits: 0, key: { fingerprint: 'fp-a', label: 'default', period: null, holder: null } });
 
 /** Another process that takes the file's write lock, says so, writes, holds it `ms`, then commits. */
 function otherWriter(path: string, ms: number) {
