@@ -15,23 +15,12 @@ import type { SpendRow } from '../../src/state/spend-store.ts';
 import { STATE_SCHEMA_VERSION } from '../../src/state/sqlite/schema.ts';
 import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 import { describePostgres, testDatabase } from '../postgres/pg.ts';
+import { spendRowOf } from './spend-rows.ts';
 
 /** 23:30 UTC on 26 November: already the 27th in Berlin, still the 26th in New York and in UTC. */
 const LATE = '2026-11-26T23:30:00.000Z';
 
-const row = (key: SpendRow['key'], at = LATE): SpendRow => ({
-  runId: 'run-1',
-  at,
-  seriesId: 's',
-  path: '/searchengine/search',
-  attempt: 1,
-  status: '200',
-  credits: 1,
-  uncertain: false,
-  latencyMs: 1,
-  pipeline: 'p',
-  key,
-});
+const row = (key: SpendRow['key'], at = LATE): SpendRow => spendRowOf({ key, at });
 
 describe('a spend row’s day', () => {
   it('is its date on the clocks of the zone given, else UTC’s; none for a time that is not one', () => {
