@@ -2,9 +2,9 @@ import type { Pool } from '../postgres/pools.ts';
 import { transaction } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { POSTGRES } from './dialect.ts';
-import { postgresReaderStatements, type ResultsView, resultsViewsSql, spendViewSql, viewStatements } from './statements.ts';
+import { keySpendViewSql, postgresReaderStatements, type ResultsView, resultsViewsSql, spendViewSql, viewStatements } from './statements.ts';
 import { tagColumnsOf } from './view-tags.ts';
-import { CREATE_ORDER, DROP_ORDER, runsRead, viewName } from './views.ts';
+import { CREATE_ORDER, DROP_ORDER, KEY_SPEND_VIEW, runsRead, viewName } from './views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { preparePostgresOutcomes } from '../sinks/postgres-outcomes.ts';
 
@@ -28,11 +28,15 @@ export async function createPostgresResultsViews(pool: Pool, schema: string, tab
   });
 }
 
-/** The spend view, in the PostgreSQL state store's schema. */
+/**
+ * The spend views, in the PostgreSQL state store's schema: `report_spend` and `webdata_spend`, as in SQLite
+ * (`createSpendView`); replaced, not dropped, so that a view of the user's over them stands.
+ */
 export async function createPostgresSpendView(pool: Pool, schema: string): Promise<void> {
   const s = quoteIdentifier(schema);
   await transaction(pool, async (client) => {
     await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.spend`]);
     await client.query(viewStatements.createOrReplace(`${s}.${quoteIdentifier(viewName('results', 'spend'))}`, spendViewSql(`${s}.`, POSTGRES)));
+    await client.query(viewStatements.createOrReplace(`${s}.${quoteIdentifier(KEY_SPEND_VIEW)}`, keySpendViewSql(`${s}.`, POSTGRES)));
   });
 }

@@ -1,5 +1,5 @@
 import { quoteIdentifier } from '../sql-identifier.ts';
-import type { Dialect } from './dialect.ts';
+import { type Dialect, POSTGRES } from './dialect.ts';
 import { changesTags } from './view-tags.ts';
 
 /*
@@ -187,3 +187,55 @@ export function spendViewSql(prefix: string, d: Dialect): string {
       FROM ${prefix}spend s LEFT JOIN ${prefix}series se ON se.run_id = s.run_id AND se.series_id = s.series_id
       GROUP BY s.run_id, se.query, se.country, s.path`;
 }
+
+/**
+ * Where the credits went (docs/credits.md#where-the-credits-went): the ledger's `spend` by day, key, pipeline and run,
+ * with the key's allowance (`key_allowances`, by its fingerprint) and, for the allowance's period the day is in, what
+ * the key spent in it (every pipeline's), what runs at work hold of it now (`key_holds`, those whose holder still
+ * renews them) and what is left. The day is the one written with the row (`spend.day`: on the clocks of the key's
+ * allowance, else UTC's), or UTC's for a row written before it was; the period, the one the row's credits were held in,
+ * else the allowance's day or month that day is in. A row's pipeline is its run's where the ledger has none (older rows).
+ * `prefix`: the state's schema and a dot in PostgreSQL, '' in SQLite.
+ */
+export function keySpendViewSql(prefix: string, d: Dialect): string {
+  const postgres = d === POSTGRES;
+  const utcDay = postgres ? `to_char(s.at AT TIME ZONE 'UTC', 'YYYY-MM-DD')` : 'date(s.at)';
+  // A hold stands until its holder stops renewing it: the store's clock in ms (SQLite), a time (PostgreSQL).
+  const standing = postgres ? 'expires_at > now()' : `expires_at > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`;
+  const withAllowance = (expression: string) => `CASE WHEN a.fingerprint IS NOT NULL THEN ${expression} END`;
+  const left = `a.credits - COALESCE(sp.credits, 0) - COALESCE(h.credits, 0)`;
+  return `
+      WITH ledger AS (
+        SELECT COALESCE(s.day, ${utcDay}) AS day, s.key_fingerprint, s.key_label, COALESCE(s.pipeline, r.pipeline) AS pipeline, s.run_id, s.status,
+          s.credits, s.uncertain, COALESCE(s.period, CASE a.per WHEN 'day' THEN COALESCE(s.day, ${utcDay}) WHEN 'month' THEN substr(COALESCE(s.day, ${utcDay}), 1, 7) END) AS period
+        FROM ${prefix}spend s LEFT JOIN ${prefix}runs r ON r.run_id = s.run_id LEFT JOIN ${prefix}key_allowances a ON a.fingerprint = s.key_fingerprint),
+      by_day AS (
+        SELECT day, key_fingerprint, key_label, pipeline, run_id, period, COUNT(*) AS requests, SUM(CASE WHEN status LIKE '2__' THEN 1 ELSE 0 END) AS answered,
+          SUM(credits) AS credits, SUM(CASE WHEN ${d.isTrue('uncertain')} THEN credits ELSE 0 END) AS uncertain_credits
+        FROM ledger GROUP BY day, key_fingerprint, key_label, pipeline, run_id, period),
+      spent AS (SELECT key_fingerprint, period, SUM(credits) AS credits FROM ${prefix}spend WHERE period IS NOT NULL GROUP BY key_fingerprint, period),
+      held AS (SELECT fingerprint, period, SUM(credits) AS credits FROM ${prefix}key_holds WHERE ${standing} GROUP BY fingerprint, period)
+      SELECT b.day, b.key_label, b.key_fingerprint, b.pipeline, b.run_id, ${d.int('b.requests')} AS requests, ${d.int('b.answered')} AS answered,
+        ${d.real('b.credits')} AS credits, ${d.real('b.uncertain_credits')} AS uncertain_credits,
+        ${d.real('a.credits')} AS allowance_credits, a.per AS allowance_per, a.timezone AS allowance_timezone, ${withAllowance('b.period')} AS period,
+        ${withAllowance(d.real('COALESCE(sp.credits, 0)'))} AS period_spent, ${withAllowance(d.real('COALESCE(h.credits, 0)'))} AS period_held,
+        ${withAllowance(d.real(`CASE WHEN ${left} > 0 THEN ${left} ELSE 0 END`))} AS period_left
+      FROM by_day b LEFT JOIN ${prefix}key_allowances a ON a.fingerprint = b.key_fingerprint
+      LEFT JOIN spent sp ON sp.key_fingerprint = b.key_fingerprint AND sp.period = b.period
+      LEFT JOIN held h ON h.fingerprint = b.key_fingerprint AND h.period = b.period`;
+}
+
+/** What is read of keys' allowances (key-allowances.ts); `?` bound, as a Reader takes them. */
+export const keyAllowanceStatements = {
+  /** Every recorded allowance. */
+  recorded: (allowances: string) => `SELECT fingerprint, label, pipeline, credits, per, timezone FROM ${allowances}`,
+  /** The secret keys' fingerprints are taken under, from the state's meta table. */
+  keySecret: (meta: string) => `SELECT value FROM ${meta} WHERE key = 'key_secret'`,
+  /**
+   * What a key's period took: spent (the ledger, every pipeline's) and held (the holds standing at the instant given,
+   * in ms since the epoch). `?`: the fingerprint and the period, twice, then the instant.
+   */
+  periodUse: (spend: string, holds: string, d: Dialect) =>
+    `SELECT (SELECT ${d.real('COALESCE(SUM(credits), 0)')} FROM ${spend} WHERE key_fingerprint = ? AND period = ?) AS spent,
+      (SELECT ${d.real('COALESCE(SUM(credits), 0)')} FROM ${holds} WHERE fingerprint = ? AND period = ? AND expires_at > ${d === POSTGRES ? 'to_timestamp(CAST(? AS double precision) / 1000)' : '?'}) AS held`,
+};

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { SQLITE } from './dialect.ts';
-import { type ResultsView, resultsViewsSql, type RunsRead, spendViewSql, sqliteReaderStatements, viewStatements } from './statements.ts';
+import { keySpendViewSql, type ResultsView, resultsViewsSql, type RunsRead, spendViewSql, sqliteReaderStatements, viewStatements } from './statements.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { prepareSqliteOutcomes } from '../sinks/sqlite-outcomes.ts';
 import { tagColumnsOf } from './view-tags.ts';
@@ -45,9 +45,24 @@ export function createResultsViews(db: Database.Database, table: string, views: 
   })();
 }
 
-/** The spend view, in the SQLite state store. */
+/** The state store's own view of where the credits went, by day, key, pipeline and run (`keySpendViewSql`). */
+export const KEY_SPEND_VIEW = 'webdata_spend';
+
+/**
+ * The spend views, in the SQLite state store: `report_spend` (by run, query, country and endpoint) and `webdata_spend`
+ * (by day, key, pipeline and run, with the keys' allowances). Re-created each time a run opens the store, so that they
+ * follow it, as the results' views follow their table; a file no run of this webdata-etl opened has neither.
+ */
 export function createSpendView(db: Database.Database): void {
-  const name = quoteIdentifier(viewName('results', 'spend'));
-  db.exec(viewStatements.drop(name));
-  db.exec(viewStatements.create(name, spendViewSql('', SQLITE)));
+  // The write lock first (BEGIN IMMEDIATE), as the migration takes it: processes opening one file together wait for
+  // each other (busy timeout) rather than fail on a read that turned into a write.
+  db.transaction(() => {
+    for (const [view, select] of [
+      [viewName('results', 'spend'), spendViewSql('', SQLITE)],
+      [KEY_SPEND_VIEW, keySpendViewSql('', SQLITE)],
+    ] as const) {
+      db.exec(viewStatements.drop(quoteIdentifier(view)));
+      db.exec(viewStatements.create(quoteIdentifier(view), select));
+    }
+  }).immediate();
 }

@@ -6,6 +6,7 @@ import { EXIT, reportFailure } from '../run/exit-codes.ts';
 import { runCommand } from './run-command.ts';
 import { runsCommand } from './runs-command.ts';
 import { schedulesCommand } from './schedules-command.ts';
+import { spendCommand } from './spend-command.ts';
 import { statusCommand } from './status-command.ts';
 import { simulate } from './simulate.ts';
 import { workerCommand } from './worker-command.ts';
@@ -22,6 +23,7 @@ Commands:
   schedules <files…>    the next occurrences of each pipeline's schedule
   estimate <pipeline>   worst-case requests and credits, before anything is spent
   runs <pipeline|db>    the history of a pipeline's runs, and its skipped and missed occurrences
+  spend <pipeline|db>   where the credits went: by day, key or pipeline, against each key's allowance
   status <pipeline>     a distributed run's progress and workers, and its schedule's occurrences (state in PostgreSQL)
   export <db>           analytics reports and items as CSV, JSON Lines or Parquet
   report <db>           one self-contained HTML page with charts
@@ -42,6 +44,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   schedules: schedulesCommand,
   estimate: estimateCommand,
   runs: runsCommand,
+  spend: spendCommand,
   status: statusCommand,
   export: exportCommand,
   report: reportCommand,

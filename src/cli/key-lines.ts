@@ -12,10 +12,14 @@ const KEYS_PER_LINE = 4;
  */
 export function keyLines(keys: readonly KeySummary[] | undefined, paint: Paint): string[] {
   if (!keys || keys.length === 0) return [];
-  const said = keys.map((key) => `${key.label} ${keyFigures(key)}${key.retired ? ` ${paint(31, 'RETIRED')}` : ''}`);
+  // A key out of its allowance is said apart, quietly: it serves again in its next period, no one need act.
+  const out = (key: KeySummary) => key.retired?.reason === 'allowance';
+  const said = keys.map((key) => `${key.label} ${keyFigures(key)}${key.retired ? ` ${out(key) ? paint(33, 'ALLOWANCE SPENT') : paint(31, 'RETIRED')}` : ''}`);
   const lines: string[] = [];
   for (let i = 0; i < said.length; i += KEYS_PER_LINE) lines.push(`${i === 0 ? 'keys' : '     '}: ${said.slice(i, i + KEYS_PER_LINE).join('; ')}\n`);
-  for (const key of keys) if (key.retired) lines.push(`${paint(31, `key ${key.label} retired`)} ${retiredText(key.retired)}\n`);
+  for (const key of keys) {
+    if (key.retired) lines.push(`${out(key) ? paint(33, `key ${key.label} out of its allowance`) : paint(31, `key ${key.label} retired`)} ${retiredText(key.retired)}\n`);
+  }
   return lines;
 }
 

@@ -7,7 +7,8 @@ import type { RunSummary } from '../run/summary.ts';
  */
 export function nextStep(summary: RunSummary): string | undefined {
   if (summary.resumeAt) return `resume after ${summary.resumeAt} with the same command`;
-  const retired = (summary.keys ?? []).filter((key) => key.retired !== null);
+  // A key out of its allowance needs no one: it serves again in its next period.
+  const retired = (summary.keys ?? []).filter((key) => key.retired !== null && key.retired.reason !== 'allowance');
   if (summary.reason === 'unauthorized') {
     const fix = retired.length > 0 ? fixKeys(retired, summary.destination.credentials) : fixCredentials(summary.destination.credentials);
     return `${fix}, then run the same command: the run resumes where it stopped (with the same credentials it is refused again)`;

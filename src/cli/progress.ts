@@ -299,7 +299,7 @@ function startLine(event: Extract<RunEvent, { type: 'start' }>, paint: Paint): s
 /** The human summary, one string per line (each ending in a newline), written one by one as before. */
 function summaryLines(summary: RunSummary, paint: Paint): string[] {
   const lines: string[] = [];
-  const status = summary.status === 'completed' || summary.status === 'budget' ? paint(32, summary.status) : paint(31, summary.status);
+  const status = summary.status === 'completed' || summary.status === 'budget' || summary.status === 'allowance' ? paint(32, summary.status) : paint(31, summary.status);
   lines.push(
     `${summary.pipeline}: ${status}${summary.reason ? ` (${summary.reason})` : ''} in ${duration(summary.durationMs)} — ` +
       `${summary.pages.fetched} pages, ${summary.items.written} rows (${summary.items.duplicates} duplicates${summary.items.dropped ? `, ${summary.items.dropped} dropped by stages` : ''}), ` +

@@ -1,16 +1,12 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { isPostgresDatabase, openReader, type Reader } from '../analytics/reader.ts';
-import { stateDatabase, statePath } from '../run/outputs.ts';
-import { checkDatabaseArgument, oneDatabase, stateUrlFrom } from './database-filters.ts';
-import type { PostgresTarget } from '../postgres/target.ts';
 import type { RunSummary } from '../run/summary.ts';
 import { EXIT } from '../run/exit-codes.ts';
-import { loadPipeline } from '../config/load-pipeline.ts';
-import { UsageError } from '../errors/usage-error.ts';
 import { claimAnomaly } from '../recurring/claim-anomaly.ts';
 import { runsStatements as sql } from './statements.ts';
 import { keysNote } from './key-lines.ts';
+import { stateDatabaseArgument } from './state-argument.ts';
 import { storedKeys } from '../run/summary-keys.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]
@@ -77,18 +73,7 @@ export async function runsCommand(args: string[]): Promise<number> {
     process.stdout.write(runsHelp);
     return EXIT.ok;
   }
-  const [file] = values['database-url'] === undefined ? positionals : [oneDatabase(positionals, 'runs', 'webdata-etl runs --database-url postgres://…', values['database-url'])];
-  if (!file || positionals.length > 1) throw new UsageError('runs takes one pipeline file or state database: webdata-etl runs pipelines/rank-tracking.ts');
-  checkDatabaseArgument(file);
-  let database: string | PostgresTarget = file;
-  let pipeline: string | undefined;
-  let stateSchema = values['state-schema'];
-  if (!isPostgresDatabase(file) && !/\.(sqlite|sqlite3|db)$/i.test(file)) {
-    const loaded = await loadPipeline(file);
-    database = stateDatabase(loaded, stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL)) ?? statePath(loaded);
-    stateSchema ??= loaded.state.schema;
-    pipeline = loaded.name;
-  }
+  const { database, stateSchema, pipeline } = await stateDatabaseArgument('runs', positionals, values);
   if (typeof database === 'string' && !isPostgresDatabase(database) && !existsSync(database)) {
     process.stderr.write(`no runs yet (${database} does not exist)\n`);
     return EXIT.ok;

@@ -2,12 +2,16 @@ import { parseArgs } from 'node:util';
 import { loadPipeline } from '../config/load-pipeline.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import { inZone, occurrencesOf } from '../recurring/occurrences.ts';
+import type { Schedule } from '../recurring/schedule-config.ts';
 import { EXIT } from '../run/exit-codes.ts';
+import { occurrenceShares, sharesText, spreadLines } from './spread-shares.ts';
 
 export const schedulesHelp = `Usage: webdata-etl schedules <pipeline files…> [--count N] [--json]
 
 The next occurrences of each pipeline's schedule (schedule: { cron, timezone, missed }; docs/schedules.md), in its
-time zone and in UTC: when \`webdata-etl worker\` will run it. What became of past ones: webdata-etl runs.
+time zone and in UTC: when \`webdata-etl worker\` will run it. With an allowance spread evenly (allowance.spread:
+'even'; docs/credits.md#spreading-an-allowance), each occurrence's share of it, as planned: the period's allowance
+over its occurrences. What became of past ones: webdata-etl runs.
 
 Options:
   --count <n>  how many occurrences per pipeline (default 5)
@@ -34,7 +38,14 @@ export async function schedulesCommand(args: string[]): Promise<number> {
   for (const file of positionals) {
     const pipeline = await loadPipeline(file);
     const schedule = pipeline.schedule;
-    const next = schedule ? occurrencesOf(schedule).upcoming(count, now).map((at) => ({ at: new Date(at).toISOString(), local: inZone(at, schedule.timezone) })) : [];
+    const upcoming = schedule ? occurrencesOf(schedule).upcoming(count, now) : [];
+    // A spread allowance: each occurrence's share as planned (docs/credits.md#spreading-an-allowance).
+    const shares = occurrenceShares(pipeline, upcoming);
+    const next = upcoming.map((at, index) => ({
+      at: new Date(at).toISOString(),
+      local: inZone(at, (schedule as Schedule).timezone),
+      ...(shares[index]?.length ? { shares: shares[index] } : {}),
+    }));
     if (values.json) {
       process.stdout.write(`${JSON.stringify({ pipeline: pipeline.name, file, schedule: schedule ?? null, next })}\n`);
       continue;
@@ -44,8 +55,9 @@ export async function schedulesCommand(args: string[]): Promise<number> {
       continue;
     }
     process.stdout.write(`${pipeline.name} (${file}): "${schedule.cron}" in ${schedule.timezone}, missed: ${schedule.missed}\n`);
+    for (const line of spreadLines(pipeline)) process.stdout.write(`${line}\n`);
     if (next.length === 0) process.stdout.write('  no occurrence to come\n');
-    for (const occurrence of next) process.stdout.write(`  ${occurrence.local}  (${occurrence.at})\n`);
+    for (const occurrence of next) process.stdout.write(`  ${occurrence.local}  (${occurrence.at})${occurrence.shares ? `  ${sharesText(occurrence.shares)}` : ''}\n`);
   }
   return EXIT.ok;
 }

@@ -33,3 +33,9 @@ export const statusStatements = {
   /** A run's stored summary, if not larger than $2 characters (a real one is a few KB): $1 the run. */
   summary: (runs: string) => `SELECT summary FROM ${runs} WHERE run_id = $1 AND length(summary) <= $2`,
 };
+
+/** What `spend` reads: webdata_spend's rows whole (analytics/statements.ts's `keySpendViewSql`), in no order (it sorts its lines). */
+export const spendStatements = {
+  rows: (view: string) =>
+    `SELECT day, key_label, key_fingerprint, pipeline, run_id, requests, credits, allowance_credits, allowance_per, allowance_timezone, period, period_left FROM ${view}`,
+};

@@ -41,7 +41,9 @@ every sink on that database (a distributed run), every worker joins that run; ot
 
 An occurrence due while the pipeline's run is still at work is skipped; those due while no worker was up are
 missed (missed: once runs the latest of them once, late; missed: skip runs none), and the pipeline's webhooks
-told of them (notify, on: ['missed']; checked as the worker starts). \`webdata-etl runs\` and
+told of them (notify, on: ['missed']; checked as the worker starts). A run stopped by its keys' allowance is
+taken up by the first occurrence with credits to spend: those before send nothing, recorded skipped with the reason
+(docs/schedules.md#allowances-and-the-worker). \`webdata-etl runs\` and
 \`webdata-etl status\` show each occurrence's fate; \`webdata-etl schedules\` the next ones. The schedule keeps the
 state store's clock (PostgreSQL's now()), whatever this machine's says.
 

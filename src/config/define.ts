@@ -6,11 +6,13 @@ import type { CheckedStages, ItemsAfter } from '../pipeline/chain.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { Source } from '../sources/source.ts';
 import { KEY_LABEL } from '../client/api-keys.ts';
+import { allowanceSchema } from '../schedule/allowance.ts';
 import { budgetSchema } from '../schedule/budget.ts';
 import { timeoutMsSchema, userAgentSchema } from '../client/options.ts';
 import { postgresNameSchema, postgresUrlSchema } from '../postgres/target.ts';
 import { bossSchema } from '../distributed/boss.ts';
 import { notifySchema } from '../notify/webhook-config.ts';
+import { spreadWithoutSchedule } from '../recurring/allowance-share.ts';
 import { scheduleSchema } from '../recurring/schedule-config.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
@@ -68,11 +70,18 @@ export const pipelineSchema = z.strictObject({
         concurrency: z.int().positive().optional(),
         /** The most credits this key may spend in the run (the run's `budget` caps all keys together). */
         maxCredits: z.number().nonnegative().optional(),
+        /** This key's allowance, in place of the pipeline's `allowance` (docs/credits.md#allowances). */
+        allowance: allowanceSchema.optional(),
       }),
     )
     .optional(),
   /** The most credits the run may spend, across all its resumes. */
   budget: budgetSchema.optional(),
+  /**
+   * The credits each key the run sends with may spend a day or a month, whatever pipeline spends them: recorded in the
+   * state database by the key's fingerprint, binding every pipeline that shares it (docs/credits.md#allowances).
+   */
+  allowance: allowanceSchema.optional(),
   /** When `webdata-etl worker` runs it (docs/schedules.md); a pipeline without one runs when started. */
   schedule: scheduleSchema.optional(),
   /** Credits per request by endpoint path (the contract shows none; default 1). */
@@ -109,6 +118,9 @@ export const pipelineSchema = z.strictObject({
    * WEBDATA_WEBHOOK_SECRET (docs/notifications.md).
    */
   notify: notifySchema.optional(),
+}).superRefine((settings, ctx) => {
+  // A share of an allowance is counted in the schedule's occurrences (docs/credits.md#spreading-an-allowance).
+  for (const issue of spreadWithoutSchedule(settings)) ctx.addIssue({ code: 'custom', ...issue });
 });
 
 /** A pipeline's settings: everything but its source, stages and sinks, whose types flow from one to the next. */

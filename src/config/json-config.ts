@@ -40,6 +40,7 @@ export const jsonConfigSchema = z.strictObject({
   endpoint: endpointConfigSchema.optional(),
   rate: shape.rate,
   budget: shape.budget,
+  allowance: shape.allowance,
   keys: shape.keys,
   schedule: shape.schedule,
   credits: shape.credits,

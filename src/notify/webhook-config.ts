@@ -6,7 +6,7 @@ import { schemeProblem } from '../client/options.ts';
  * How a run ended, as a webhook's `on` names it: the summary's status, but `failed` for a run that finished with
  * failed series (`failed_series`) or whose invocation failed with an error (recorded `interrupted`, with the error).
  */
-export const RUN_END_EVENTS = ['completed', 'budget', 'failed', 'stopped', 'interrupted'] as const;
+export const RUN_END_EVENTS = ['completed', 'budget', 'allowance', 'failed', 'stopped', 'interrupted'] as const;
 export type RunEndEvent = (typeof RUN_END_EVENTS)[number];
 
 /**
@@ -21,7 +21,7 @@ export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
  * (the workers were down): worth hearing about. `interrupted` (a signal) is what someone did by hand, so it is asked
  * for by name.
  */
-export const DEFAULT_EVENTS: readonly NotifyEvent[] = ['completed', 'budget', 'failed', 'stopped', 'missed'];
+export const DEFAULT_EVENTS: readonly NotifyEvent[] = ['completed', 'budget', 'allowance', 'failed', 'stopped', 'missed'];
 
 /**
  * Longest a delivery may take, all its attempts and waits together: it holds up the end of `run()` (not the lease,

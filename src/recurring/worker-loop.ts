@@ -1,6 +1,7 @@
 import type { Clock } from '../schedule/clock.ts';
 import { type RunRecords, UNFINISHED } from '../state/interfaces.ts';
 import { CLAIM_AHEAD_TOLERANCE_MS, type OccurrenceClaim, type OccurrenceOutcome, type OccurrenceStore } from '../state/occurrence-store.ts';
+import { allowanceWait } from './allowance-wait.ts';
 import { type Occurrences, occurrencesOf } from './occurrences.ts';
 import type { RunTake } from './run-take.ts';
 import type { Schedule } from './schedule-config.ts';
@@ -214,9 +215,11 @@ export class WorkerLoop {
    */
   async #take(dueAt: number, note: string | null): Promise<'ahead' | undefined> {
     const atWork = await this.#runAtWork();
-    const claimed = await this.#claim(dueAt, atWork === undefined ? 'claimed' : 'skipped', atWork === undefined ? note : `${atWork} was still at work`);
+    // A run stopped by its keys' allowances waits for their periods to open: an occurrence before sends nothing.
+    const skip = atWork === undefined ? allowanceWait(await this.#options.store.latestRun(this.#name), dueAt) : `${atWork} was still at work`;
+    const claimed = await this.#claim(dueAt, skip === undefined ? 'claimed' : 'skipped', skip ?? note);
     if (claimed === 'ahead') return 'ahead';
-    if (atWork !== undefined) return undefined;
+    if (skip !== undefined) return undefined;
     if (claimed === 'won') this.#start(dueAt, note);
     else if (this.#options.pipeline.shared) this.#follow(dueAt);
     return undefined;
@@ -293,8 +296,9 @@ export class WorkerLoop {
     const latest = await store.latestRun(this.#name);
     if (!latest || !UNFINISHED.has(latest.status)) return;
     const [occurrence] = await store.occurrences(this.#name, { runId: latest.runId });
-    // A run started by hand is left to its command (or to the next occurrence, which resumes it).
-    if (!occurrence) return;
+    // A run started by hand is left to its command (or to the next occurrence, which resumes it); one stopped by its
+    // keys' allowances, to the next occurrence (its period spent, or its share of its own).
+    if (!occurrence || latest.status === 'allowance') return;
     this.#say({ dueAt: occurrence.dueAt, runId: latest.runId, message: `run ${latest.runId} is unfinished (${latest.status}): taking it up again` });
     this.#work({ kind: 'continue', runId: latest.runId }, {});
   }
@@ -324,6 +328,7 @@ export class WorkerLoop {
   #ended(outcome: LaunchOutcome): Omit<ScheduleNews, 'pipeline'> {
     switch (outcome.kind) {
       case 'ran':
+        if (outcome.status === 'allowance') return { runId: outcome.runId, message: `run ${outcome.runId} ended allowance: the next occurrence with credits to spend takes it up again` };
         return {
           runId: outcome.runId,
           message: UNFINISHED.has(outcome.status) ? `run ${outcome.runId} ended ${outcome.status}: it is taken up again at the next start or occurrence` : `run ${outcome.runId} ended: ${outcome.status}`,

@@ -8,28 +8,11 @@ import { reportStatements as sql } from './statements.ts';
 import { urlLabel } from './url-label.ts';
 import type { KeySummary } from '../run/summary.ts';
 import { storedKeys } from '../run/summary-keys.ts';
+import { type KeySpend, readKeySpend } from './key-spend.ts';
+// What is read is converted on the way in (read-values.ts): the database is a file like any other.
+import { finite, text } from './read-values.ts';
 
-/*
- * The database is a file like any other: whoever could write it could put text where a number belongs, markup in
- * any string, a blob or NULL anywhere, a view that returns anything. Everything read here is converted on the way
- * in — text to a string (clipped), numbers to finite numbers or nothing — so that the page only ever handles the
- * types it declares (and escapes every string it writes: report.ts, svg.ts).
- */
-
-/** Longer strings are clipped: a label is for reading, and a tampered database could hold megabytes in one. */
-const MAX_TEXT = 300;
-
-/** A value shown as text: a string as it is (clipped), a number as its digits; NULL, a blob or anything else as ''. */
-export function text(value: unknown): string {
-  const string = typeof value === 'string' ? value : typeof value === 'number' || typeof value === 'bigint' ? String(value) : '';
-  return string.length > MAX_TEXT ? `${string.slice(0, MAX_TEXT - 1)}…` : string;
-}
-
-/** A value used as a number: a finite number (SQLite may hand back a bigint), or undefined for anything else. */
-export function finite(value: unknown): number | undefined {
-  const number = typeof value === 'bigint' ? Number(value) : value;
-  return typeof number === 'number' && Number.isFinite(number) ? number : undefined;
-}
+export { finite, text };
 
 /** Summaries bigger than this are not read (a real one is a few KB). */
 const MAX_SUMMARY = 1_000_000;
@@ -114,6 +97,8 @@ export interface ReportData {
     series: { label: string; ranks: (number | null)[] }[];
   }[];
   overlaps: { query: string; lang: string; countries: string[]; pairs: Map<string, number> }[];
+  /** Credits per day per key, from the state's webdata_spend (none: no such view, or no spend). */
+  keySpend?: KeySpend | undefined;
 }
 
 /** Rank bands of the distribution chart. */
@@ -136,6 +121,7 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
   const t = reader.name(table);
   const data: ReportData = { database: reader.label, runs: [], rowCount: 0, rankBuckets: [], domains: [], histories: [], overlaps: [] };
   if (await reader.exists('runs', 'state')) data.runs = await readRuns(reader, filter.maxRuns);
+  data.keySpend = await readKeySpend(reader);
   if (!(await reader.exists(table))) return data;
   const all = filterClause(filter);
   data.rowCount = finite(first(await reader.all(sql.rowCount(t, all.sql, d), all.params))) ?? 0;

@@ -7,6 +7,7 @@ import { RUN_STATUSES } from '../run/summary.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
 import { keysTable } from './keys.ts';
+import { keySpendSection } from './spend-panel.ts';
 import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
 
 export const reportOptionsSchema = z.strictObject({
@@ -80,6 +81,7 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
       ),
     );
   }
+  if (data.keySpend) sections.push(section('Credits per day per key', keySpendSection(data.keySpend), SPEND_NOTE));
   if (data.rowCount === 0) {
     sections.push(
       `<section class="empty"><h2>No results yet</h2><p>${escapeXml(data.database)} holds no rows${scope ? ` for ${escapeXml(scope)}` : ''}. ` +
@@ -137,6 +139,9 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
 <main>${sections.join('\n')}</main></body></html>
 `;
 }
+
+const SPEND_NOTE =
+  'Where the credits went: each key’s credits per day over the month up to the latest day with spend, every pipeline of the state database together (days on the clocks of the key’s allowance, else UTC). The dashed line is the key’s allowance: a day’s bars stand against a daily one; against a monthly one, the line of the month’s running total.';
 
 function section(title: string, body: string, note?: string): string {
   return `<section><h2>${escapeXml(title)}</h2>${note ? `<p class="note">${escapeXml(note)}</p>` : ''}<div class="chart">${body}</div></section>`;
@@ -196,7 +201,7 @@ h2 { font-size: 17px; margin: 0 0 6px; } .note { color: #6b7280; font-size: 13px
 .card { background: #f3f4f6; border-radius: 6px; padding: 8px 12px; } .card span { display: block; font-size: 12px; color: #6b7280; }
 .card strong { font-size: 18px; }
 table { width: 100%; border-collapse: collapse; font-size: 13px; } th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e5e7eb; }
-tr.retired td { color: #b91c1c; } td.status.completed, td.status.budget { color: #15803d; } td.status.stopped, td.status.failed_series, td.status.interrupted { color: #b91c1c; }
+tr.retired td { color: #b91c1c; } td.status.completed, td.status.budget, td.status.allowance { color: #15803d; } td.status.stopped, td.status.failed_series, td.status.interrupted { color: #b91c1c; }
 svg { max-width: 100%; height: auto; display: block; } figure { margin: 0; } figcaption { font-size: 13px; font-weight: 600; margin-bottom: 4px; } .pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 16px; } svg .grid { stroke: #e5e7eb; } svg .axis { font-size: 11px; fill: #4b5563; }
 svg .label { font-size: 12px; fill: #111827; } svg .cell { font-size: 10px; } svg .incomplete { fill: #fef3c7; }
 .empty { text-align: center; padding: 32px; } code { background: #f3f4f6; padding: 1px 4px; border-radius: 3px; }

@@ -51,4 +51,15 @@ export const reportStatements = {
   spend: (spend: string, d: Dialect, runs: number) =>
     `SELECT run_id, ${d.real('SUM(credits)')} AS credits, ${d.real(`SUM(CASE WHEN ${d.isTrue('uncertain')} THEN credits ELSE 0 END)`)} AS uncertain FROM ${spend}
         WHERE run_id IN (${Array.from({ length: runs }, () => '?').join(', ')}) GROUP BY run_id`,
+  /** The latest day webdata_spend has spend on. */
+  latestSpendDay: (view: string) => `SELECT MAX(day) AS day FROM ${view}`,
+  /**
+   * Credits by day, key and pipeline from webdata_spend, from a day on (`?`), with the key's allowance; the keys with
+   * the most credits first, so that the panel's keys are those.
+   */
+  keySpendByDay: (view: string, d: Dialect) =>
+    `SELECT day, key_fingerprint, key_label, pipeline, ${d.real('SUM(credits)')} AS credits, ${d.real('MAX(allowance_credits)')} AS allowance_credits,
+        MAX(allowance_per) AS allowance_per, MAX(allowance_timezone) AS allowance_timezone, ${d.real('SUM(SUM(credits)) OVER (PARTITION BY key_fingerprint)')} AS key_total
+      FROM ${view} WHERE day >= ? GROUP BY day, key_fingerprint, key_label, pipeline
+      ORDER BY key_total DESC, ${d.bytes('key_fingerprint')}, ${d.bytes('key_label')}, ${d.bytes('day')}, ${d.bytes('pipeline')}`,
 };

@@ -144,7 +144,9 @@ async function endRun(parts: Closing, failure: unknown): Promise<EndedRun> {
   // The run's summary is stored; this process's share of it is only in what it returns.
   const share = host.share();
   const mine = share ? { ...summary, worker: share } : summary;
-  if (summary.status === 'interrupted' && (await host.othersAtWork())) return { ok: true, summary: mine, recorded: undefined };
+  // A worker stopped alone (a signal, or its keys' allowances, which the others find spent in their turn) leaves the
+  // run's record to those still at work.
+  if ((summary.status === 'interrupted' || summary.status === 'allowance') && (await host.othersAtWork())) return { ok: true, summary: mine, recorded: undefined };
   // Before the sinks finish: replace mode keeps only this run's outcomes, which must be there by then.
   await outcomes();
   if (FINISHED.has(summary.status)) {

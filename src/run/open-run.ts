@@ -23,6 +23,7 @@ import { checkTake, type Decision, decide, type LifecycleOptions } from './lifec
 import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
 import { checkJoinTerms, runTerms } from './run-terms.ts';
 import { phase } from '../phase-marks.ts';
+import { type Clock, epochOf } from '../schedule/clock.ts';
 
 /** What a run holds and must let go of however it ends: filled as it is taken, so that a failure part way lets go of it. */
 export interface Held {
@@ -56,12 +57,21 @@ export interface OpenedRun {
  * does (a new run, a resume, `fresh`), the sinks opened (and an abandoned run's rows taken back out of them), and the
  * run recorded.
  */
-export async function openRun(pipeline: Pipeline, plan: SourcePlan, options: LifecycleOptions & { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>, held: Held): Promise<OpenedRun> {
+export async function openRun(
+  pipeline: Pipeline,
+  plan: SourcePlan,
+  options: LifecycleOptions & { stateUrl?: string | undefined; clock?: Clock | undefined },
+  databases: ReturnType<typeof databaseRegistry>,
+  held: Held,
+  declare: (store: StateStore) => Promise<void> = async () => undefined,
+): Promise<OpenedRun> {
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
   checkTagColumns(plan.tagColumns);
   const store = await openStore(pipeline, options, databases);
   phase('store-open');
+  // What the run declares of its keys (their allowances: run/allowances.ts), refused before anything is recorded.
+  await declare(store);
   const hosting = hostingFor(store, pipeline);
   // Whether this process joins workers at work on the latest run, or decides what the run is: under the pipeline's
   // lease, or a distributed run's planning lock, which stands in for it while this process decides and plans
@@ -153,7 +163,7 @@ export function hostingFor(store: StateStore, pipeline: Pipeline): Hosting {
  * SQLite sink's file by default: docs/design.md#the-state-store) with the spend view beside it. The one place the
  * runner chooses.
  */
-async function openStore(pipeline: Pipeline, options: { stateUrl?: string | undefined }, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
+async function openStore(pipeline: Pipeline, options: { stateUrl?: string | undefined; clock?: Clock | undefined }, databases: ReturnType<typeof databaseRegistry>): Promise<StateStore> {
   const target = stateDatabase(pipeline, options.stateUrl);
   if (target) {
     const pool = databases.postgres(target);
@@ -162,7 +172,9 @@ async function openStore(pipeline: Pipeline, options: { stateUrl?: string | unde
     return store;
   }
   const db = databases.get(statePath(pipeline));
-  const store = await openStateStore({ kind: 'sqlite', db });
+  // A SQLite store's clock is this process's: the run's, which a test may give in virtual time (PostgreSQL's is now()).
+  const clock = options.clock;
+  const store = await openStateStore({ kind: 'sqlite', db, clock: clock ? () => epochOf(clock) : undefined });
   createSpendView(db);
   return store;
 }

@@ -165,6 +165,9 @@ function runGauges(meter: ReturnType<typeof metrics.getMeter>) {
     keyRate: gauge('webdata_etl.key.rate', 'A pool\'s key: requests a second it is paced to', '{request}/s'),
     keyLimit: gauge('webdata_etl.key.rate.limit', 'A pool\'s key: its limit as learned from its own answers (absent until one taught it)', '{request}/s'),
     keyRetired: gauge('webdata_etl.key.retired', 'A pool\'s key: 1 once retired (a 401 for the run, a 402 or 403 for an endpoint), else 0', '{key}'),
+    allowance: gauge('webdata_etl.key.allowance', 'A key\'s allowance: the credits it may spend in its period (absent: none)', '{credit}'),
+    allowanceLeft: gauge('webdata_etl.key.allowance.left', 'A key\'s allowance: credits not yet spent in its period, every pipeline\'s spend counted, as last heard from the ledger', '{credit}'),
+    allowanceEnds: gauge('webdata_etl.key.allowance.period_end', 'A key\'s allowance: when its period ends (Unix time, seconds)', 's'),
   } satisfies Record<string, Observable>;
 }
 
@@ -193,6 +196,14 @@ function reportGauges(
       if (key.learnedLimit !== null) result.observe(gauges.keyLimit, key.learnedLimit, at);
       result.observe(gauges.keyRetired, key.retired ? 1 : 0, at);
     }
+  }
+  // Every key with an allowance, one key included: what binds it is across runs, not this run's.
+  for (const key of stats.keys) {
+    if (key.allowance === null) continue;
+    const at = { ...base, 'webdata_etl.key': key.label };
+    result.observe(gauges.allowance, key.allowance.credits, at);
+    result.observe(gauges.allowanceLeft, key.allowance.left, at);
+    result.observe(gauges.allowanceEnds, Math.round(key.allowance.endsAt / 1000), at);
   }
   if (!fleet) return;
   result.observe(gauges.workers, fleet.workers, base);

@@ -1,4 +1,5 @@
 import type { Client } from '../client/client.ts';
+import type { AllowanceInput } from '../schedule/allowance.ts';
 import type { Clock } from '../schedule/clock.ts';
 import type { SchedulerEvent } from '../schedule/scheduler.ts';
 import type { Destination, DestinationInput } from './destination.ts';
@@ -33,6 +34,11 @@ export interface RunOptions extends LifecycleOptions {
   pipelineFile?: string | undefined;
   /** What the run's OpenTelemetry spans may carry beyond their numbers: `{ queryText: true }` (docs/observability.md#spans). */
   telemetry?: TelemetryOptions | undefined;
+  /**
+   * The allowance of the keys the run sends with, in place of the pipeline's `allowance` (a key's own,
+   * `keys.<label>.allowance`, still stands): docs/credits.md#allowances.
+   */
+  allowance?: AllowanceInput | undefined;
 }
 
 export type RunEvent =

@@ -1,4 +1,7 @@
 import { seriesStates } from '../pipeline/context.ts';
+import { systemClock } from '../schedule/clock.ts';
+import { allowanceShares } from './allowance-shares.ts';
+import { declareAllowances, type KeyBook, runAllowance, type RunAllowances, runAllowances } from './allowances.ts';
 import { type ClosedRun, closeRun, leaveRun } from './close-run.ts';
 import { type Committer, createCommitter } from './commit.ts';
 import { commitPages } from './commit-loop.ts';
@@ -46,8 +49,9 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   // Webhooks (a secret to sign with, allowed hosts) and the API (an address, a key) are checked before anything is
   // opened or spent, all of them at once: three variables missing are said together, not in three runs.
   const env = options.env ?? process.env;
-  const [webhooks, { client, clients, destination, owned, secrets, identities }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
+  const [webhooks, allowance, { client, clients, destination, owned, secrets, identities }] = ValidationError.all(`Pipeline "${pipeline.name}" cannot run`, [
     () => readyWebhooks(pipeline.notify, env),
+    () => runAllowance(pipeline, plan, options.allowance),
     () => clientForRun(pipeline, options, emit),
   ]);
   // The run's secrets, out of everything it sends, prints or stores (docs/security.md#what-is-redacted): the key or
@@ -59,8 +63,14 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   let committer: Committer | undefined;
   // How the run closed: how this process leaves it (a worker's row says it), and what the webhooks are owed.
   let closed: ClosedRun | undefined;
+  // The keys' allowances as this run spends them: their holds renewed while it lives.
+  let allowances: RunAllowances | undefined;
   try {
-    const opened = await openRun(pipeline, plan, options, databases, held);
+    // The keys' allowances declared (or found) in the state store before the run is recorded (docs/credits.md#allowances).
+    let book: KeyBook | undefined;
+    const opened = await openRun(pipeline, plan, options, databases, held, async (store) => {
+      book = await declareAllowances(store, pipeline, identities, allowance);
+    });
     phase('opened');
     const { store, runId } = opened;
     // The budget caps the run across all its invocations (and, distributed, all its workers).
@@ -79,11 +89,19 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
 
     // What the keys learned of the server's limit in earlier runs: where their rate controllers start.
     const memory = await limitMemory(store, host, identities);
+    // A spread allowance: each key's share of this occurrence, by the store's clock (docs/credits.md#spreading-an-allowance).
+    const shares = await allowanceShares(store, book as KeyBook, { pipeline, allowance, runId });
+    const caps = new Map([...shares].map(([label, share]) => [label, share.cap]));
+    allowances = runAllowances(store, book as KeyBook, { pipeline: pipeline.name, runId, clock: options.clock ?? systemClock, labels: [...clients.keys()], caps });
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
-    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts });
+    const notes = [...shares.values()].map((share) => share.note);
+    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts, allowances, notes });
     // The commit loop, until the sources are done, the run stops, or something fails.
-    let failure = await commitLoop(pipeline, wired, committer, host, options, emit);
+    const looped = await commitLoop(pipeline, wired, committer, host, options, emit);
+    let failure = looped.failure;
     await committer.close();
+    // Its spend written, what the run still holds of its keys' allowances is free again (unwritten, it expires).
+    if (looped.flushed) await releaseHolds(allowances, emit, redact);
     // However it ended: what was learned before a failure or an interruption is worth as much.
     await keepLimits(memory, wired.scheduler, emit, redact);
 
@@ -98,6 +116,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     const failure = redactError(error, redact);
     throw observer.failed(explainOutputFailure(failure, outputSuspects(failure, pipeline)));
   } finally {
+    allowances?.stop();
     observer.close();
     await committer?.close();
     try {
@@ -115,7 +134,14 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
  * The commit loop (docs/design.md#the-phases-of-a-run): pages until the sources are done, the run stops (the caller's
  * signals) or something fails. Resolves to the failure that ended it, if one did.
  */
-async function commitLoop(pipeline: Pipeline, wired: WiredRun, committer: ReturnType<typeof createCommitter>, host: RunHost, options: RunOptions, emit: (event: RunEvent) => void): Promise<unknown> {
+async function commitLoop(
+  pipeline: Pipeline,
+  wired: WiredRun,
+  committer: ReturnType<typeof createCommitter>,
+  host: RunHost,
+  options: RunOptions,
+  emit: (event: RunEvent) => void,
+): Promise<{ failure: unknown; flushed: boolean }> {
   const { scheduler, source } = wired;
   const unsubscribe = obeySignals(scheduler, options);
   if (host.numbersPages) await committer.start();
@@ -129,7 +155,19 @@ async function commitLoop(pipeline: Pipeline, wired: WiredRun, committer: Return
   try {
     await committer.flush();
   } catch (error) {
-    failure ??= error;
+    return { failure: failure ?? error, flushed: false };
   }
-  return failure;
+  return { failure, flushed: true };
+}
+
+/**
+ * What the run holds of its keys' allowances goes back. Holds that cannot be given back fail nothing: they expire
+ * (run/allowances.ts), and the run says so (a warning, redacted like every message).
+ */
+async function releaseHolds(allowances: RunAllowances, emit: (event: RunEvent) => void, redact: (text: string) => string): Promise<void> {
+  try {
+    await allowances.release();
+  } catch (error) {
+    emit({ type: 'warning', message: redact(`what the run held of its keys' allowances was not given back (it is, within a minute): ${error instanceof Error ? error.message : String(error)}`) });
+  }
 }

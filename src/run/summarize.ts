@@ -64,6 +64,8 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
   let status: RunStatus;
   let reason: string | undefined;
   if (stop && (stop.reason === 'interrupted' || stop.reason === 'aborted')) status = 'interrupted';
+  // Every key's allowance is spent for its period: the run goes on in the next (docs/credits.md#allowances).
+  else if (stop?.reason === 'allowance') status = 'allowance';
   else if (stop) {
     status = 'stopped';
     reason = stop.reason;
@@ -82,9 +84,11 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
     runId,
     pipeline: facts.pipeline,
     status,
-    ...(reason ?? stop ? { reason: reason ?? stop?.reason } : {}),
+    // The status says it all for allowances, as for a budget.
+    ...(reason ?? (stop && status !== 'allowance') ? { reason: reason ?? stop?.reason } : {}),
     ...(message ? { message } : {}),
     ...(stop?.resumeAt ? { resumeAt: stop.resumeAt.toISOString() } : {}),
+    ...(stop?.allowance ? { allowance: stop.allowance.map((out) => ({ key: out.key, period: out.period, opensAt: Number.isFinite(out.until) ? new Date(out.until).toISOString() : null, timezone: out.timezone })) } : {}),
     requests: { total: spend.requests, byStatus: spend.byStatus },
     retries: spend.retries,
     rateLimitedWaitMs: Math.round(facts.rateLimitedWaitMs),

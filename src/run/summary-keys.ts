@@ -5,7 +5,8 @@ import { type KeySummary, keySummarySchema } from './summary.ts';
  * The summary's `keys` (docs/pipelines.md#the-run-summary): a pool's keys as this invocation's scheduler saw them,
  * their counts added to those of the run's earlier invocations (as the summary's other figures are), by label. The
  * rate and learned limit are where this invocation ended; a key retired in an earlier invocation and not in this one
- * keeps its earlier retirement (it was, in that run). None for one key: its figures are the run's own.
+ * keeps its earlier retirement (it was, in that run), but for one out of its allowance (that was its period's). None
+ * for one key: its figures are the run's own.
  */
 export function summaryKeys(now: readonly KeyStats[], previous: Record<string, unknown> | null | undefined): { keys?: KeySummary[] } {
   if (now.length <= 1) return {};
@@ -20,7 +21,8 @@ export function summaryKeys(now: readonly KeyStats[], previous: Record<string, u
       // Unpaced is an infinite rate, which JSON cannot hold.
       rate: Number.isFinite(key.rate) ? round(key.rate) : null,
       learnedLimit: key.learnedLimit === null ? null : round(key.learnedLimit),
-      retired: key.retired ?? earlier?.retired ?? null,
+      // Out of its allowance is for a period: said by the invocation that found it so, not carried on.
+      retired: key.retired ?? (earlier?.retired?.reason === 'allowance' ? null : earlier?.retired) ?? null,
     };
   });
   return { keys };

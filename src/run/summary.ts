@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-export const RUN_STATUSES = ['completed', 'budget', 'failed_series', 'stopped', 'interrupted'] as const;
+export const RUN_STATUSES = ['completed', 'budget', 'allowance', 'failed_series', 'stopped', 'interrupted'] as const;
 
 const counts = z.record(z.string(), z.int());
 
@@ -26,14 +26,21 @@ export const runSummarySchema = z.object({
   runId: z.string(),
   pipeline: z.string(),
   /**
-   * `completed`: every series ended by a stop rule; `budget`: some stopped on the budget; `failed_series`: some
-   * failed; `stopped`: 401, 402/403, a quota or a stall (see `reason`); `interrupted`: a signal.
+   * `completed`: every series ended by a stop rule; `budget`: some stopped on the budget; `allowance`: the keys'
+   * allowances are spent for their periods (it resumes in the next, `resumeAt`); `failed_series`: some failed;
+   * `stopped`: 401, 402/403, a quota or a stall (see `reason`); `interrupted`: a signal.
    */
   status: z.enum(RUN_STATUSES),
   reason: z.string().optional(),
   message: z.string().optional(),
-  /** For a quota: when to resume. */
+  /** For a quota: when to resume; for allowances, when the first key's next period begins. */
   resumeAt: z.string().optional(),
+  /**
+   * Status `allowance` (docs/credits.md#allowances): each key whose allowance stopped the run, by its label — the period
+   * spent (`2026-11-27`, `2026-11`), and when the next opens (ISO 8601; null: not in this run, its share spent) in its
+   * time zone.
+   */
+  allowance: z.array(z.object({ key: z.string(), period: z.string(), opensAt: z.string().nullable(), timezone: z.string() })).optional(),
   requests: z.object({ total: z.int(), byStatus: counts }),
   retries: z.int(),
   rateLimitedWaitMs: z.number(),

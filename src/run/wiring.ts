@@ -1,8 +1,9 @@
 import type { Client } from '../client/client.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
 import { createPermits } from '../pipeline/permits.ts';
+import type { AllowanceMeter } from '../schedule/allowance-meter.ts';
 import type { Budget } from '../schedule/budget.ts';
-import type { Clock } from '../schedule/clock.ts';
+import { type Clock, epochOf, systemClock } from '../schedule/clock.ts';
 import type { RateStart } from '../schedule/options.ts';
 import { createScheduler, type Scheduler } from '../schedule/scheduler.ts';
 import type { SeriesEndReason, SourceContext, SourcePlan } from '../sources/source.ts';
@@ -16,6 +17,7 @@ import type { Destination } from './destination.ts';
 import { handedSeries } from './handed-series.ts';
 import type { OpenedRun } from './open-run.ts';
 import type { RunObserver } from './run-observer.ts';
+import type { RunAllowances } from './allowances.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import { seriesStanding } from './series-standing.ts';
 
@@ -50,14 +52,18 @@ export function wireRun(parts: {
   clock: Clock | undefined;
   /** Where each key's rate controller starts, by label: what the store remembered (remembered-limits.ts). */
   starts?: ReadonlyMap<string, RateStart> | undefined;
+  /** The keys' allowances as this run spends them (allowances.ts), and what a spend row says of its key. */
+  allowances?: RunAllowances | undefined;
+  /** What the run's start says beyond the plan's notes (each key's share of the occurrence: allowance-shares.ts). */
+  notes?: readonly string[] | undefined;
 }): WiredRun {
   const { pipeline, plan, opened, host, committer, spentBefore, observer } = parts;
   const { runId, decision, previous, store } = opened;
   const { emit } = observer;
-  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, [...parts.clients.keys()], parts.starts);
+  const scheduler = schedulerFor(pipeline, decision.budget, spentBefore, parts.clock, host, [...parts.clients.keys()], parts.starts, parts.allowances?.meters);
   scheduler.on(emit);
   host.watch(scheduler);
-  const ledgerFailure = recordSpend(scheduler, committer, runId);
+  const ledgerFailure = recordSpend(scheduler, committer, { runId, pipeline: pipeline.name, spendKey: parts.allowances?.spendKey, clock: parts.clock });
   const retryFailed = decision.mode === 'resume' && decision.retryFailed;
   const { client, clients, states, keys } = parts;
   const source = sourceContext({ pipeline, runId, client, clients, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
@@ -71,7 +77,7 @@ export function wireRun(parts: {
     spentBefore,
     resumed: previous !== undefined,
     replayed: parts.replayed,
-    notes: plan.notes ?? [],
+    notes: [...(plan.notes ?? []), ...(parts.notes ?? [])],
     destination: parts.destination,
     ...(host.member ? { worker: host.member } : {}),
   });
@@ -89,11 +95,13 @@ export function schedulerFor(
   host: RunHost,
   labels: readonly string[] = ['default'],
   starts: ReadonlyMap<string, RateStart> = new Map(),
+  allowances: ReadonlyMap<string, AllowanceMeter> = new Map(),
 ): Scheduler {
   const rate = pipeline.rate;
   return createScheduler({
-    // The run's keys, each with the pipeline's rate unless `keys.<label>` says otherwise (docs/pipelines.md#a-pool-of-keys).
-    keys: labels.map((label) => keySpec(label, pipeline.keys?.[label], starts.get(label))),
+    // The run's keys, each with the pipeline's rate unless `keys.<label>` says otherwise (docs/pipelines.md#a-pool-of-keys),
+    // and its allowance when it has one (docs/credits.md#allowances).
+    keys: labels.map((label) => ({ ...keySpec(label, pipeline.keys?.[label], starts.get(label)), ...(allowances.has(label) ? { allowance: allowances.get(label) } : {}) })),
     // Limits shared beyond this process own the budget (docs/design.md#the-run-host); in a pool, each key has its own
     // shared pacer row, share and retirements (docs/distributed.md#a-pool-of-keys-across-workers).
     ...host.limits,
@@ -124,10 +132,16 @@ function keySpec(label: string, own: NonNullable<Pipeline['keys']>[string] | und
 }
 
 /**
- * Every answer's spend into the ledger. Resolves to the failure of a ledger write (a full or locked disk), which fails
- * the run through its own path: the listener runs inside the scheduler, where a throw would be nobody's to catch.
+ * Every answer's spend into the ledger, with the pipeline and the key it went with (and the allowance's period its
+ * credits were held in). Resolves to the failure of a ledger write (a full or locked disk), which fails the run
+ * through its own path: the listener runs inside the scheduler, where a throw would be nobody's to catch.
  */
-export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof createCommitter>, runId: string): () => unknown {
+export function recordSpend(
+  scheduler: Scheduler,
+  committer: ReturnType<typeof createCommitter>,
+  run: { runId: string; pipeline: string; spendKey?: RunAllowances['spendKey'] | undefined; clock?: Clock | undefined },
+): () => unknown {
+  const { runId } = run;
   let failure: unknown;
   const fail = (error: unknown) => {
     failure ??= error;
@@ -138,7 +152,9 @@ export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof c
     committer
       .spend({
         runId,
-        at: new Date().toISOString(),
+        // The run's wall-clock time (the system's, unless a test gives its own): a SQLite store's clock is the same, and
+        // a share of an allowance counts a run's spend since its occurrence by it (run/allowance-shares.ts).
+        at: new Date(epochOf(run.clock ?? systemClock)).toISOString(),
         seriesId: event.series,
         path: event.path,
         attempt: event.attempt,
@@ -146,6 +162,8 @@ export function recordSpend(scheduler: Scheduler, committer: ReturnType<typeof c
         credits: event.credits,
         uncertain: event.uncertain,
         latencyMs: Math.round(event.latencyMs),
+        pipeline: run.pipeline,
+        key: run.spendKey?.(event.key, event.period),
       })
       .catch(fail);
   });

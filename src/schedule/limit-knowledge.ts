@@ -32,6 +32,8 @@ export class LimitKnowledge {
   /** The highest rate that held while used (less what the server's burst could hide), or the start's. */
   #held: number | undefined;
   #above: number | undefined;
+  /** The least the limit can be, as two 429s showed it (SendSamples.provenLimit): known to hold, used or not. */
+  #proven: number | undefined;
   #measured = false;
 
   /** Starts from what an earlier run knew. */
@@ -55,6 +57,12 @@ export class LimitKnowledge {
     this.#measured = true;
   }
 
+  /** Two 429s proved the limit at least `rate` (none: what they proved was wrong, the limit fell). */
+  proven(rate: number | undefined): void {
+    this.#proven = rate;
+    if (rate !== undefined) this.#measured = true;
+  }
+
   get known(): KnownLimit | undefined {
     return this.knownAt(Number.POSITIVE_INFINITY);
   }
@@ -67,7 +75,7 @@ export class LimitKnowledge {
     // and no higher than the rate the controller ended at. The lowest rate that failed is only a bound: a shared
     // pacer's leader brings its rate down to what the fleet's answers show without a 429 at each step, so that it
     // stayed at twice a limit of 4 while the run ran at it (test/distributed/remembered-limits-distributed.test.ts).
-    const rate = Math.min(this.#held ?? Math.min(above * UNPROVEN_SHARE, running), above);
+    const rate = Math.min(Math.max(this.#held ?? Math.min(above * UNPROVEN_SHARE, running), this.#proven ?? 0), above);
     return { rate, above, measured: this.#measured };
   }
 }

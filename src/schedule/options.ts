@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
+import type { AllowanceMeter } from './allowance-meter.ts';
 import type { Clock } from './clock.ts';
 import type { CreditMeter } from './credit-meter.ts';
 import type { FleetKeys } from './fleet-key.ts';
@@ -71,6 +72,8 @@ export const schedulerOptionsSchema = z.strictObject({
         concurrency: z.int().positive({ error: 'must be a positive whole number' }).optional(),
         maxCredits: z.number().nonnegative().optional(),
         start: rateStartSchema.optional(),
+        /** Its allowance, as this process spends it (docs/credits.md#allowances): none, no allowance. */
+        allowance: z.custom<AllowanceMeter>((v) => typeof v === 'object' && v !== null && 'take' in v && 'settle' in v).optional(),
       }),
     )
     .min(1)

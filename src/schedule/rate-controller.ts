@@ -1,5 +1,6 @@
 import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
+import { ProvenLimit } from './proven-limit.ts';
 import { SAMPLE_LIMIT, SendSamples } from './send-samples.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
@@ -14,7 +15,9 @@ export type { KnownLimit } from './limit-knowledge.ts';
  * limit for seconds, so a raise into rates that never held must hold a while (longer for a smaller step) before the
  * next, and what held counts for its rate less what the burst (as the run's opening showed it) could have hidden.
  * While a server rejects a fair share of what is sent, the requests it accepts arrive at its own rate, so their rate
- * estimates the limit directly (the "ceiling"). It never goes above the configured rate or concurrency.
+ * estimates the limit directly (the "ceiling"). What a 429 and the requests accepted after it prove of the limit
+ * (proven-limit.ts) is what a later run starts from when it is more than what held. It never goes above the configured
+ * rate or concurrency.
  */
 export interface RateController {
   readonly rate: number;
@@ -128,6 +131,8 @@ class BracketingController implements RateController {
   #probeEveryMs = PROBE_EVERY_MS.first;
   readonly #knowledge = new LimitKnowledge();
   readonly #samples: SendSamples;
+  /** The least the limit can be, as its 429s and what was accepted after them prove it. */
+  readonly #proven: ProvenLimit;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
@@ -136,6 +141,7 @@ class BracketingController implements RateController {
     this.#increaseEveryMs = options.increaseEveryMs ?? 1000;
     this.#minRate = options.minRate ?? 0.05;
     this.#samples = new SendSamples(options.windowMs ?? 3000, options.learnAfterMs ?? 1000);
+    this.#proven = new ProvenLimit(this.#samples, (options.learnAfterMs ?? 1000) > 1000);
     this.#rate = options.maxRate;
     this.#concurrency = options.maxConcurrency;
     this.#lastChangeAt = clock.now();
@@ -174,6 +180,7 @@ class BracketingController implements RateController {
   }
 
   get known(): KnownLimit | undefined {
+    this.#knowledge.proven(this.#proven.now());
     return this.#knowledge.knownAt(this.#rate);
   }
 
@@ -227,7 +234,8 @@ class BracketingController implements RateController {
     if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
       this.#opening = { at: sentAt, accepted: this.#samples.accepted.filter((at) => at < sentAt) };
     }
-    this.#samples.refusal(sentAt);
+    this.#samples.refusal(sentAt, now);
+    this.#knowledge.proven(this.#proven.refused(sentAt, Number.isFinite(this.#rate) ? this.#rate : undefined));
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
     // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
     // machine: a 429 right after the second cut halved 7.5 r/s against a limit of 10, and the run ended at 0.64).

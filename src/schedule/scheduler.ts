@@ -3,33 +3,15 @@ import type { WebDataError } from '../errors/web-data-error.ts';
 import { classify, mayHaveBeenCharged, type StopReason } from './classify.ts';
 import { type Clock, epochOf, systemClock } from './clock.ts';
 import { type Charge, createCreditMeter, type CreditMeter } from './credit-meter.ts';
+import type { Sending, Task } from './attempt.ts';
 import { type FairOptions, RoundRobinQueue } from './fair-queue.ts';
 import { type ResolvedSchedulerOptions, resolveSchedulerOptions, type SchedulerOptions } from './options.ts';
 import { nextStep, type Step } from './outcome-policy.ts';
 import { type KeyLane, KeyPool, type Retirement } from './key-pool.ts';
-import { createStops, type Stops } from './stops.ts';
+import { allowanceStop, createStops, type Stops } from './stops.ts';
 import type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
 export type { Answered, KeyStats, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
-
-interface Task {
-  work: Required<Omit<Work, 'page'>>;
-  page: number | undefined;
-  send: (signal: AbortSignal, key: string) => Promise<Answered>;
-  resolve: (outcome: Outcome<Answered>) => void;
-  attempts: number;
-  rateLimitedAttempts: number;
-}
-
-/** An attempt on its way: what its answer or its failure settles. */
-interface Sending {
-  charge: Charge;
-  /** The key it went with. */
-  lane: KeyLane;
-  sentAt: number;
-  /** Lets a held virtual clock go on (see `Clock.hold`). */
-  release: (() => void) | undefined;
-}
 
 /**
  * The one scheduler every request of a run goes through. p-queue provides concurrency (changeable at run time),
@@ -175,16 +157,21 @@ class RequestScheduler implements Scheduler {
     // No room left whatever happens to the requests in flight: refuse now rather than after waiting for the pacer.
     if (!this.#meter.couldTake(weight)) return this.#refuseForBudget(task);
     let lane: KeyLane;
+    let period: string | undefined;
     try {
       const acquired = await this.#pool.acquire(path, weight, this.#stops.signal);
-      // No key can ever serve it: their shares of the credits are spent, or each was retired (and the run stopped).
-      if ('none' in acquired) return acquired.none === 'budget' ? this.#refuseForBudget(task) : this.#finishStopped(task);
-      lane = acquired.lane;
+      // No key can serve it: their shares of the credits are spent, each was retired (and the run stopped), or their
+      // allowances are spent until their next periods (the run stops: docs/credits.md#allowances).
+      if ('none' in acquired) {
+        if (acquired.none === 'allowance') this.#stops.stopRun(allowanceStop(acquired.out));
+        return acquired.none === 'budget' ? this.#refuseForBudget(task) : this.#finishStopped(task);
+      }
+      ({ lane, period } = acquired);
     } catch (error) {
       return this.#finishUnsent(task, error);
     }
-    // Every return before the request is sent gives the key back its slot in the queue and its share.
-    const unsent = () => this.#pool.settle(lane, weight, 0);
+    // Every return before the request is sent gives the key back its slot in the queue, its share and its allowance.
+    const unsent = () => this.#pool.settle(lane, weight, 0, period);
     if (this.#endedByStop(task)) return unsent();
     for (;;) {
       const reservation = this.#meter.reserve(weight);
@@ -222,7 +209,7 @@ class RequestScheduler implements Scheduler {
       }
       if (this.#endedByStop(task)) return unsent();
     }
-    const sending = this.#startSending(task, lane);
+    const sending = this.#startSending(task, lane, period);
     let answer: Answered;
     try {
       answer = await task.send(this.#cancel.signal, lane.label);
@@ -233,7 +220,7 @@ class RequestScheduler implements Scheduler {
   }
 
   /** Counts the attempt as sent and tells the listeners; holds a virtual clock while the request is in flight. */
-  #startSending(task: Task, lane: KeyLane): Sending {
+  #startSending(task: Task, lane: KeyLane, period: string | undefined): Sending {
     const { series, path, weight } = task.work;
     const charge: Charge = { weight, path, series };
     task.attempts += 1;
@@ -244,25 +231,25 @@ class RequestScheduler implements Scheduler {
     this.#emit({ type: 'request', series, path, attempt: task.attempts, page: task.page, ...this.#keyOf(lane) });
     const sentAt = this.#clock.now();
     const release = this.#clock.hold?.();
-    return { charge, lane, sentAt, release };
+    return { charge, lane, period, sentAt, release };
   }
 
-  /** The key an event is of, said when there are several. */
-  #keyOf(lane: KeyLane): { key?: string } {
-    return this.#pooled ? { key: lane.label } : {};
+  /** The key an answer is of, said when there are several, and the allowance's period its credits were held in. */
+  #keyOf(lane: KeyLane, period?: string): { key?: string; period?: string } {
+    return { ...(this.#pooled ? { key: lane.label } : {}), ...(period ? { period } : {}) };
   }
 
   /** A 2xx (or any answer the client resolved with): charged, counted, learned from. */
-  #answered(task: Task, { charge, lane, sentAt, release }: Sending, answer: Answered): void {
+  #answered(task: Task, { charge, lane, period, sentAt, release }: Sending, answer: Answered): void {
     const { series, path, weight } = task.work;
     release?.();
     this.#inFlight -= 1;
     lane.sending -= 1;
     this.#meter.commit(charge);
-    this.#pool.settle(lane, weight, weight);
+    this.#pool.settle(lane, weight, weight, period);
     const status = answer.status ?? 200;
     this.#countStatus(status);
-    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits: weight, uncertain: false, ...this.#keyOf(lane) });
+    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits: weight, uncertain: false, ...this.#keyOf(lane, period) });
     this.#lastSuccessAt = this.#clock.now();
     this.#consecutiveRateLimits = 0;
     lane.throttle.onSuccess(sentAt);
@@ -272,23 +259,24 @@ class RequestScheduler implements Scheduler {
   }
 
   /** The client rejected: the reservation is counted as spent when the request may have been charged, else returned. */
-  #sendFailed(task: Task, { charge, lane, sentAt, release }: Sending, error: unknown): void {
-    release?.();
+  #sendFailed(task: Task, sending: Sending, error: unknown): void {
+    const { charge, lane, period } = sending;
+    sending.release?.();
     this.#inFlight -= 1;
     lane.sending -= 1;
     const uncertain = mayHaveBeenCharged(error);
     if (uncertain) this.#meter.uncertain(charge);
     else this.#meter.release(charge);
-    this.#pool.settle(lane, charge.weight, uncertain ? charge.weight : 0);
-    this.#failed(task, error, sentAt, uncertain ? charge.weight : 0, lane);
+    this.#pool.settle(lane, charge.weight, uncertain ? charge.weight : 0, period);
+    this.#failed(task, error, sending, uncertain ? charge.weight : 0);
   }
 
   /** Carries out what the outcome policy says a failed attempt leads to. */
-  #failed(task: Task, error: unknown, sentAt: number, credits: number, lane: KeyLane): void {
+  #failed(task: Task, error: unknown, { sentAt, lane, period }: Sending, credits: number): void {
     const { series, path } = task.work;
     const status = (error as Partial<WebDataError>).status ?? (error as Partial<WebDataError>).kind ?? 'error';
     this.#countStatus(status);
-    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits, uncertain: credits > 0, ...this.#keyOf(lane) });
+    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits, uncertain: credits > 0, ...this.#keyOf(lane, period) });
     const disposition = classify(error);
     if (disposition.action === 'rate_limited') {
       this.#counters.rateLimited += 1;

@@ -8,6 +8,9 @@ export const SAMPLE_LIMIT = 256;
 export class SendSamples {
   readonly accepted: number[] = [];
   readonly rejected: number[] = [];
+  /** When each of `accepted` and `rejected` was answered (the same order): a request reached the server in between. */
+  readonly #acceptedAnswered: number[] = [];
+  readonly #rejectedAnswered: number[] = [];
   latency: number | undefined;
   readonly #windowMs: number;
   readonly #learnAfterMs: number;
@@ -19,11 +22,14 @@ export class SendSamples {
 
   success(sentAt: number, latencyMs: number): void {
     push(this.accepted, sentAt);
+    push(this.#acceptedAnswered, sentAt + latencyMs);
     this.latency = this.latency === undefined ? latencyMs : this.latency * 0.8 + latencyMs * 0.2;
   }
 
-  refusal(sentAt: number): void {
+  /** A 429 for a request sent at `sentAt`, answered at `answeredAt` (at once, when not told). */
+  refusal(sentAt: number, answeredAt = sentAt): void {
     push(this.rejected, sentAt);
+    push(this.#rejectedAnswered, answeredAt);
   }
 
   /**
@@ -41,6 +47,42 @@ export class SendSamples {
     const span = now - first;
     if (ok < 5 || span < this.#learnAfterMs || refused / (ok + refused) < 0.05) return undefined;
     return (ok / span) * 1000;
+  }
+
+  /**
+   * The least the server's limit can be, as its 429s show it: under a token or leaky bucket, a 429 says the bucket was
+   * full (less than one request's room), and it never overflows after, so that from a 429 to any request accepted `t`
+   * later the server accepted at most its limit × t plus that one request, whatever was sent meanwhile (a bucket left
+   * empty only lost refills): the limit is at least (accepted since the 429 − 1) / t. From a 429 early in a run to its
+   * end, while a key was kept at its limit or over it, that is the limit within 1 / t — where a rate held shows it
+   * only less the whole burst over t. The server's times are not ours, so each is taken on the safe side of what is
+   * known: a request reached it after it was sent and before it was answered. Counted are the requests sent after the
+   * 429 was answered (they came after it, however late the 429's request left: timed by their send times alone, some
+   * that left a busy thread before it read 8.05 against nginx's 8 r/s), over the time from the 429's send to the latest
+   * answer among them. Only stretches of `minSpanMs` or more, whose accepted requests are all still kept, count, and
+   * from 429s sent at `since` or later (those before were a limit that has fallen).
+   */
+  provenLimit(minSpanMs: number, since = Number.NEGATIVE_INFINITY): number | undefined {
+    const order = this.accepted.map((sentAt, i) => ({ sentAt, answeredAt: this.#acceptedAnswered[i] ?? sentAt })).sort((a, b) => a.sentAt - b.sentAt);
+    // A stretch from before the oldest accepted request kept would count too few (still a bound, a loose one).
+    const oldest = this.accepted.length < SAMPLE_LIMIT ? Number.NEGATIVE_INFINITY : (order[0]?.sentAt ?? 0);
+    let best: number | undefined;
+    for (const [i, from] of this.rejected.entries()) {
+      if (from < oldest || from < since) continue;
+      const after = this.#rejectedAnswered[i] ?? from;
+      let counted = 0;
+      let latest = Number.NEGATIVE_INFINITY;
+      for (const request of order) {
+        if (request.sentAt <= after) continue;
+        counted += 1;
+        latest = Math.max(latest, request.answeredAt);
+        const span = latest - from;
+        if (span < minSpanMs) continue;
+        const bound = ((counted - 1) * 1000) / span;
+        if (best === undefined || bound > best) best = bound;
+      }
+    }
+    return best;
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { AllowanceOut } from './allowance-meter.ts';
 import type { Outcome, SchedulerEvent, StopInfo } from './types.ts';
 
 /**
@@ -49,4 +50,14 @@ export function createStops(emit: (event: SchedulerEvent) => void, onStop: () =>
       return undefined;
     },
   };
+}
+
+/**
+ * The run's stop when every key it could send with is out of its allowance (docs/credits.md#allowances): each key's
+ * words, and when the first opens again (the run resumes from there: none when no key opens again in this run).
+ */
+export function allowanceStop(out: readonly AllowanceOut[]): StopInfo {
+  const opens = Math.min(...out.map((each) => each.until));
+  const message = out.length === 1 ? (out[0] as AllowanceOut).message : `every key's allowance is spent: ${out.map((each) => each.message).join('; ')}`;
+  return { reason: 'allowance', message, ...(Number.isFinite(opens) ? { resumeAt: new Date(opens) } : {}), allowance: out };
 }

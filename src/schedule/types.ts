@@ -3,6 +3,7 @@
  * (`SchedulerEvent`) and the `Scheduler` interface itself. Apart so that the scheduler's parts (stops, throttle,
  * outcome policy) and the scheduler import them from below, and no module of the folder imports back from scheduler.ts.
  */
+import type { AllowanceFigures, AllowanceOut } from './allowance-meter.ts';
 import type { StopReason } from './classify.ts';
 import type { CreditSnapshot } from './credit-meter.ts';
 import type { KnownLimit } from './rate-controller.ts';
@@ -38,8 +39,10 @@ export interface StopInfo {
   reason: StopReason;
   message: string;
   error?: unknown;
-  /** For a quota: when the server said to come back. */
+  /** For a quota: when the server said to come back; for allowances, when the first key's next period begins. */
   resumeAt?: Date | undefined;
+  /** The keys whose allowances stopped the run (docs/credits.md#allowances): why, and when each opens again. */
+  allowance?: readonly AllowanceOut[] | undefined;
 }
 
 export type SchedulerEvent =
@@ -57,6 +60,8 @@ export type SchedulerEvent =
       uncertain: boolean;
       /** The label of the key it went with. */
       key?: string;
+      /** The allowance's period its credits were held in (docs/credits.md#allowances), when the key has one. */
+      period?: string;
     }
   | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
   | {
@@ -74,7 +79,8 @@ export type SchedulerEvent =
   | {
       type: 'key_retired';
       key: string;
-      reason: 'unauthorized' | 'payment_required' | 'forbidden';
+      /** `allowance`: its allowance's period is spent; it serves again when the next begins. */
+      reason: 'unauthorized' | 'payment_required' | 'forbidden' | 'allowance';
       message: string;
       /** The endpoint it is retired for; none: for the run. */
       path?: string | undefined;
@@ -111,6 +117,8 @@ export interface KeyStats {
   retired: { reason: string; message: string; path: string | null; at: string } | null;
   /** What its throttle knows of the server's limit, for a later run to start from (docs/scheduler.md#a-remembered-start). */
   known: KnownLimit | null;
+  /** Its allowance as this process last heard of it (docs/credits.md#allowances); null: none, or none heard of yet. */
+  allowance: AllowanceFigures | null;
 }
 
 export interface Scheduler {

@@ -6,13 +6,14 @@
  * The store is made of roles, each its own interface and, in each implementation, its own module: runs and pages
  * (`RunStore`, here: runs, series, the journal, a page's commit, where sinks began), notifications
  * (`notification-store.ts`), scheduled occurrences and the store's clock (`occurrence-store.ts`), spend
- * (`spend-store.ts`), and what keys learned of the server's limits (`limit-store.ts`). `StateStore` is all of them,
- * as a run opens it; the modules that need one role take only it.
+ * (`spend-store.ts`), what keys learned of the server's limits (`limit-store.ts`), and keys' allowances
+ * (`allowance-store.ts`). `StateStore` is all of them, as a run opens it; the modules that need one role take only it.
  *
  * Every call is asynchronous, as a network store needs; a page commits in one call (`commitPage`) that carries all it
  * writes as data, so that any store can write it in one transaction (SQLite's on a thread of its own).
  */
 import type { FileAppend, SinkRows } from '../commits/page-writes.ts';
+import type { AllowanceStore } from './allowance-store.ts';
 import type { LimitStore } from './limit-store.ts';
 import type { NotificationStore } from './notification-store.ts';
 import type { OccurrenceStore } from './occurrence-store.ts';
@@ -112,8 +113,11 @@ export interface DedupeWrites {
   sightings: Sighting[];
 }
 
-/** Run statuses that mean "not finished": the next invocation resumes them by default. */
-export const UNFINISHED = new Set(['running', 'interrupted', 'stopped']);
+/**
+ * Run statuses that mean "not finished": the next invocation resumes them by default (`allowance`: in the keys' next
+ * period, page-exact; in the same one it sends nothing and says so).
+ */
+export const UNFINISHED = new Set(['running', 'interrupted', 'stopped', 'allowance']);
 /** The same statuses as an SQL list, for the stores' statements (our own literals, never input). */
 export const UNFINISHED_SQL = [...UNFINISHED].map((status) => `'${status}'`).join(', ');
 
@@ -290,4 +294,4 @@ export interface RunStore extends RunRecords {
 }
 
 /** The run-state store, every role of it: what a run opens and hands around. */
-export interface StateStore extends RunStore, NotificationStore, OccurrenceStore, SpendStore, LimitStore {}
+export interface StateStore extends RunStore, NotificationStore, OccurrenceStore, SpendStore, LimitStore, AllowanceStore {}

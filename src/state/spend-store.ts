@@ -1,3 +1,17 @@
+/** The key a request went with, as the ledger knows it (never the key itself). */
+export interface SpendKey {
+  /** Its fingerprint under the store's secret (client/api-keys.ts); null: none to take (a token, a client given to run()). */
+  fingerprint: string | null;
+  label: string;
+  /** The allowance's period its credits were held in (`2026-11-27`, `2026-11`); null: the key has no allowance. */
+  period: string | null;
+  /**
+   * The hold they were held under (allowance-store.ts): the row's write moves them from that hold to the ledger, in one
+   * transaction, so that they are counted once, held or spent, at every moment. Null: no allowance.
+   */
+  holder: string | null;
+}
+
 /** One request's spend: a row of the spend ledger. */
 export interface SpendRow {
   runId: string;
@@ -11,6 +25,10 @@ export interface SpendRow {
   latencyMs: number;
   /** A 2xx whose page was never committed (its invocation failed, or another worker took its series): paid all the same. */
   uncommitted?: boolean;
+  /** The pipeline that spent it (rows written before state schema 7 have none). */
+  pipeline?: string | undefined;
+  /** The key it went with (rows written before state schema 7 have none). */
+  key?: SpendKey | undefined;
 }
 
 /** Totals of a run's spend ledger. */

@@ -93,9 +93,9 @@ describe('exports', () => {
     await runOn(sim, pipeline('replace', 'series', 'replace'));
     await runOn(sim, pipeline('append', 'global', 'global'));
     const views = (name: string) => sqliteRows(dir.path(`${name}.sqlite`), "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name").map((r) => r.name);
-    expect(views('append')).toEqual(['report_changes', 'report_domains', 'report_overlap', 'report_rankings', 'report_spend']);
-    expect(views('replace')).toEqual(['report_domains', 'report_overlap', 'report_rankings', 'report_spend']);
-    expect(views('global')).toEqual(['report_spend']);
+    expect(views('append')).toEqual(['report_changes', 'report_domains', 'report_overlap', 'report_rankings', 'report_spend', 'webdata_spend']);
+    expect(views('replace')).toEqual(['report_domains', 'report_overlap', 'report_rankings', 'report_spend', 'webdata_spend']);
+    expect(views('global')).toEqual(['report_spend', 'webdata_spend']);
     const error = await exportReport({ database: dir.path('replace.sqlite'), report: 'changes', out: dir.path('x.csv') }).catch((e: unknown) => e);
     expect(String(error)).toContain('"changes" needs append mode');
   });

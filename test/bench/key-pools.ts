@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import Database from 'better-sqlite3';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { type LogEntry, type NginxKey, startNginx } from './nginx.ts';
 
@@ -189,7 +190,8 @@ export async function scenarioKeyPool(root = ROOT) {
   const invoke = async (which: 'first' | 'again') => {
     log(`(q) key pool, ${which} run: 3 keys behind nginx zones of 8, 4, 2 r/s (burst ${BURST}), configured ${POOL.configuredPerKey} r/s per key, ${pages} pages`);
     const run = await runCli(root, pool.dir, file, pool.env);
-    return { run: which, ...outcome(run, pages, SUMMED), nginx: witness(await pool.nginx.entries(), run.from, run.to, POOL.limits) };
+    // What the state store remembers of the keys' limits after the run (highest first: k8's, k4's, k2's).
+    return { run: which, ...outcome(run, pages, SUMMED), nginx: witness(await pool.nginx.entries(), run.from, run.to, POOL.limits), remembered: rememberedLimits(join(pool.dir, 'out/results.sqlite')) };
   };
   const first = await invoke('first');
   // The same command again, in the same directory: a new run on the same state database.
@@ -262,33 +264,51 @@ export async function scenarioOneKey(root = ROOT) {
 }
 
 /**
- * (q)'s first run through `run()` (the test fixture) instead of the command line, which prints no rate changes: each
- * key's `adapt` events (seconds since spawn, rate, concurrency, why) and the seconds of its 429s in nginx's log, to
- * see where a key's throughput went. This checkout only.
+ * (q) through `run()` (the test fixture) instead of the command line, which prints no rate changes: each key's `adapt`
+ * events (seconds since spawn, rate, concurrency, why) and the seconds of its 429s in nginx's log, to see where a key's
+ * throughput went; then the same pipeline again on the same state, with what the first left in the state store (each
+ * key's remembered rate and the lowest that failed, as the second run starts from). This checkout only.
  */
 export async function keyPoolTimeline() {
   await using pool = await startPool('timeline');
   const queries = Array.from({ length: POOL.series }, (_, i) => `timeline query ${i}`);
   const spec = { baseUrl: pool.nginx.url, dir: pool.dir, name: 'bench-timeline', sinks: ['sqlite'], queries, maxPages: POOL.pagesPerSeries, concurrency: POOL.concurrency, requestsPerSecond: POOL.configuredPerKey };
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WEBDATA_')));
-  const from = Date.now() / 1000;
-  // BENCH_DEBUG makes the fixture print its adapt and pause events on stderr.
-  const child = spawn(process.execPath, [FIXTURE], { env: { ...inherited, ...pool.env, BENCH_DEBUG: '1', WEBDATA_TEST_SPEC: JSON.stringify(spec) }, stdio: ['ignore', 'ignore', 'pipe'] });
-  const adapt: Record<string, [number, number, number, string][]> = {};
-  let pending = '';
-  child.stderr.on('data', (chunk: Buffer) => {
-    const lines = (pending + chunk.toString()).split('\n');
-    pending = lines.pop() ?? '';
-    for (const line of lines) {
-      if (!line.includes('"adapt"')) continue;
-      const event = JSON.parse(line) as { rate: number; concurrency: number; reason: string; key?: string };
-      (adapt[event.key ?? '-'] ??= []).push([round(Date.now() / 1000 - from, 1), round(event.rate, 2), event.concurrency, event.reason]);
-    }
-  });
-  const code = await new Promise<number | null>((resolveExit) => child.on('close', resolveExit));
-  const entries = await pool.nginx.entries();
-  const limited = Object.fromEntries(Object.keys(POOL.limits).map((label) => [label, entries.filter((entry) => entry.label === label && entry.status === '429').map((entry) => round(entry.at - from, 1))]));
-  return { exitCode: code, nginx: witness(entries, from, Date.now() / 1000, POOL.limits), adapt, limited429At: limited };
+  const once = async (which: 'first' | 'again') => {
+    const from = Date.now() / 1000;
+    const atStart = load();
+    // BENCH_DEBUG makes the fixture print its adapt and pause events on stderr.
+    const child = spawn(process.execPath, [FIXTURE], { env: { ...inherited, ...pool.env, BENCH_DEBUG: '1', WEBDATA_TEST_SPEC: JSON.stringify({ ...spec, queries: queries.map((q) => `${which} ${q}`) }) }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const adapt: Record<string, [number, number, number, string][]> = {};
+    let pending = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      const lines = (pending + chunk.toString()).split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!line.includes('"adapt"')) continue;
+        const event = JSON.parse(line) as { rate: number; concurrency: number; reason: string; key?: string };
+        (adapt[event.key ?? '-'] ??= []).push([round(Date.now() / 1000 - from, 1), round(event.rate, 2), event.concurrency, event.reason]);
+      }
+    });
+    const code = await new Promise<number | null>((resolveExit) => child.on('close', resolveExit));
+    const to = Date.now() / 1000;
+    const entries = (await pool.nginx.entries()).filter((entry) => entry.at >= from && entry.at <= to + 1);
+    const limited = Object.fromEntries(Object.keys(POOL.limits).map((label) => [label, entries.filter((entry) => entry.label === label && entry.status === '429').map((entry) => round(entry.at - from, 1))]));
+    // Each key's first requests as nginx logged them (seconds since spawn, status; a 200 ends a latency after it came).
+    const opening = Object.fromEntries(Object.keys(POOL.limits).map((label) => [label, entries.filter((entry) => entry.label === label).slice(0, 8).map((entry) => `${round(entry.at - from - (entry.status === '200' ? LATENCY_MS / 1000 : 0), 3)}:${entry.status}`)]));
+    return { run: which, exitCode: code, opening, loadAverage: { atStart, atEnd: load() }, nginx: witness(entries, from, to, POOL.limits), adapt, limited429At: limited, remembered: rememberedLimits(join(pool.dir, 'out.sqlite')) };
+  };
+  return { first: await once('first'), again: await once('again') };
+}
+
+/** What a state file remembers of its keys' limits (rate, lowest failure), by fingerprint: the bench reads, never writes. */
+function rememberedLimits(file: string): { rate: number; above: number | null }[] {
+  const db = new Database(file, { readonly: true });
+  try {
+    return (db.prepare('SELECT rate, above FROM key_limits ORDER BY rate DESC').all() as { rate: number; above: number | null }[]).map(({ rate, above }) => ({ rate: round(rate, 2), above: above === null ? null : round(above, 2) }));
+  } finally {
+    db.close();
+  }
 }
 
 if (import.meta.main) {

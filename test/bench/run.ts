@@ -10,6 +10,7 @@ import { AIMED_WAYS, scenarioMemory } from './memory.ts';
 import { scenarioLongSeries } from './long-series.ts';
 import { scenarioInstrumentation } from './instrumentation.ts';
 import { scenarioKeyPool, scenarioKeyRevoked, scenarioOneKey } from './key-pools.ts';
+import { scenarioAllowanceLedger } from './allowance-ledger.ts';
 import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
 
 const quick = process.argv.includes('--quick');
@@ -48,6 +49,8 @@ const d_simulator = await scenarioBudget();
 const q_keyPool = withNginx ? await scenarioKeyPool() : skipped;
 const r_keyRevoked = withNginx ? await scenarioKeyRevoked() : skipped;
 const s_oneKey = withNginx ? await scenarioOneKey() : skipped;
+// An allowance's cost per page (issue 41): the same pipeline with and without one, spawn to exit, alternately.
+const t_allowanceLedger = await scenarioAllowanceLedger(quick ? 1000 : 5000, quick ? 3 : 4);
 // 600 queries × 5 pages × 100 items (quick: 40 queries).
 const throughputQueries = quick ? 40 : 600;
 const e_sinks = await scenarioSinks(throughputQueries);
@@ -220,6 +223,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, q_keyPool, r_keyRevoked, s_oneKey, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, p_instrumentation, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, q_keyPool, r_keyRevoked, s_oneKey, t_allowanceLedger, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, p_instrumentation, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);

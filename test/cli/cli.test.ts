@@ -357,7 +357,7 @@ describe('estimate, runs, help, version', () => {
 
   it('--help for every command, --version, and an unknown command', async () => {
     using dir = workdir();
-    for (const command of ['run', 'estimate', 'runs', 'export', 'simulate']) {
+    for (const command of ['run', 'estimate', 'runs', 'spend', 'export', 'simulate']) {
       const help = await cli([command, '--help'], { cwd: dir.dir });
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`Usage: webdata-etl ${command}`);

@@ -391,7 +391,7 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
     expect(result.stderr).toMatch(/webdata-etl: \S*out\/x\.csv: a file cannot be written there \(EISDIR/);
   });
 
-  it('export, report and runs on a file that is not a database, a directory or a missing file: exit 2 naming it (was exit 1, "file is not a database")', async () => {
+  it('export, report, runs and spend on a file that is not a database, a directory or a missing file: exit 2 naming it (was exit 1, "file is not a database")', async () => {
     using dir = workdir();
     writeFileSync(dir.path('notes.sqlite'), 'not a database, just words\n'.repeat(100));
     mkdirSync(dir.path('folder.sqlite'));
@@ -401,8 +401,9 @@ describe('bad local input: exit 2, naming the field or the file, before any requ
       ['missing.sqlite', 'does not exist'],
     ];
     for (const [file, says] of cases) {
-      for (const args of [['export', file, '--report', 'rankings'], ['report', file, '--out', 'report.html'], ['runs', file]]) {
-        if (args[0] === 'runs' && file === 'missing.sqlite') continue; // runs says "no runs yet" (exit 0): nothing ran
+      for (const args of [['export', file, '--report', 'rankings'], ['report', file, '--out', 'report.html'], ['runs', file], ['spend', file]]) {
+        // runs says "no runs yet", spend "no spend yet" (exit 0): nothing ran
+        if ((args[0] === 'runs' || args[0] === 'spend') && file === 'missing.sqlite') continue;
         const result = await cli(args, { cwd: dir.dir });
         expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2);
         expect(result.stderr).toContain(`database: ${file} ${says}`);

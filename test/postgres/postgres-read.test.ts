@@ -45,11 +45,12 @@ describePostgres('export, report and runs read PostgreSQL as they read SQLite', 
           .sort();
       };
       expect(await items(db.url, 'p-items.jsonl')).toEqual(await items(dir.path('both.sqlite'), 's-items.jsonl'));
-      // The report reads the same data from both (the runs and their spend live in the SQLite state store only here).
+      // The report reads the same data from both (the runs and their spend, by run and by key, live in the SQLite state
+      // store only here).
       const read = async (database: string) => {
         const reader = await openReader(database);
         try {
-          const { database: _label, runs: _runs, ...data } = await readReportData(reader, { table: 'results', maxQueries: 3, maxLines: 6, maxRuns: 50 });
+          const { database: _label, runs: _runs, keySpend: _keySpend, ...data } = await readReportData(reader, { table: 'results', maxQueries: 3, maxLines: 6, maxRuns: 50 });
           return data;
         } finally {
           await reader.close();

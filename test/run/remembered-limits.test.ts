@@ -15,7 +15,7 @@ const KEYS = new Map([
   ['b', 'sk_recall_b_0123456789'],
 ]);
 const identities = { api: API, fingerprints: (secret: Uint8Array) => new Map([...KEYS].map(([label, key]) => [label, keyFingerprint(key, secret)])) };
-const stats = (label: string, known: KeyStats['known']): KeyStats => ({ label, requests: 10, rateLimited: 0, credits: 10, rate: 1, learnedLimit: null, concurrency: 1, retired: null, known });
+const stats = (label: string, known: KeyStats['known']): KeyStats => ({ label, requests: 10, rateLimited: 0, credits: 10, rate: 1, learnedLimit: null, concurrency: 1, retired: null, known, allowance: null });
 
 describe('limits recalled and kept', () => {
   it('a limit younger than 7 days is trusted, an older one a first guess; only what a run measured is kept, by fingerprint', async () => {

@@ -46,4 +46,17 @@ describe('what a controller knows of the limit', () => {
     knowledge.held(4, 4);
     expect(knowledge.knownAt(3)).toEqual({ rate: 4, above: 8.26, measured: true });
   });
+
+  it('what a 429 and the requests accepted after it proved counts as held, used or not, under the lowest failure; forgotten when the limit fell', () => {
+    const knowledge = new LimitKnowledge();
+    knowledge.cut(8.3);
+    // What held (less the burst it could hide) read 7.15 against nginx's 8 r/s; the proof, 7.99.
+    knowledge.held(7.15, 7.1);
+    knowledge.proven(7.99);
+    expect(knowledge.knownAt(8.1)).toEqual({ rate: 7.99, above: 8.3, measured: true });
+    knowledge.proven(9);
+    expect(knowledge.known?.rate).toBe(8.3);
+    knowledge.proven(undefined);
+    expect(knowledge.known?.rate).toBe(7.15);
+  });
 });

@@ -545,6 +545,49 @@ describe('a SQLite state file of an earlier schema', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('of schema 6 gains the ledger\'s key, pipeline and period (null in its rows) and the allowances\' tables', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
+    try {
+      const db = new Database(join(dir, 'state.db'));
+      const store = sqliteStateStore(db);
+      await startRun(store);
+      await store.commitPage(pageWithState(1, 'snapshot', null));
+      // As schema 6 left it: the spend table without the columns, no allowances.
+      db.exec(`DROP INDEX spend_key_period; DROP TABLE key_allowances; DROP TABLE key_holds; UPDATE webdata_meta SET value = '6' WHERE key = 'state_schema'`);
+      for (const column of ['key_fingerprint', 'key_label', 'pipeline', 'period']) db.exec(`ALTER TABLE spend DROP COLUMN ${column}`);
+      db.close();
+      const again = new Database(join(dir, 'state.db'));
+      const reopened = sqliteStateStore(again);
+      expect(again.prepare(`SELECT value FROM webdata_meta WHERE key = 'state_schema'`).pluck().get()).toBe(String(STATE_SCHEMA_VERSION));
+      await reopened.spend([
+        {
+          runId: 'run-1',
+          at: new Date().toISOString(),
+          seriesId: 's1',
+          path: '/p',
+          attempt: 1,
+          status: 'timeout',
+          credits: 1,
+          uncertain: true,
+          latencyMs: 1,
+          pipeline: 'p',
+          key: { fingerprint: 'fp', label: 'fast', period: '2026-11-27', holder: null },
+        },
+      ]);
+      expect(again.prepare(`SELECT key_fingerprint, key_label, pipeline, period FROM spend ORDER BY id`).all()).toEqual([
+        { key_fingerprint: null, key_label: null, pipeline: null, period: null },
+        { key_fingerprint: 'fp', key_label: 'fast', pipeline: 'p', period: '2026-11-27' },
+      ]);
+      expect(again.prepare(`SELECT name FROM sqlite_master WHERE name IN ('key_allowances', 'key_holds', 'spend_key_period') ORDER BY name`).pluck().all()).toEqual([
+        'key_allowances',
+        'key_holds',
+        'spend_key_period',
+      ]);
+      again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
   it('of schema 2 gains the spend ledger\'s uncommitted mark, its rows counted as committed', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'webdata-store-'));
     try {

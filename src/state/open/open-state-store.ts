@@ -7,7 +7,7 @@ import { sqliteStateStore } from '../sqlite/store.ts';
 
 /** Where a pipeline's state lives, once the runner has decided it (docs/design.md#the-state-store). */
 export type StatePlace =
-  | { readonly kind: 'sqlite'; readonly db: Database.Database }
+  | { readonly kind: 'sqlite'; readonly db: Database.Database; readonly clock?: (() => number) | undefined }
   | { readonly kind: 'postgres'; readonly pool: Pool; readonly target: PostgresTarget; readonly schema: string; readonly pipeline: string };
 
 /**
@@ -16,6 +16,6 @@ export type StatePlace =
  * page (docs/design.md#one-transaction-per-page); PostgreSQL's are one statement each.
  */
 export function openStateStore(place: StatePlace): Promise<StateStore> {
-  if (place.kind === 'sqlite') return Promise.resolve(sqliteStateStore(place.db, { commitThread: true }));
+  if (place.kind === 'sqlite') return Promise.resolve(sqliteStateStore(place.db, { commitThread: true, ...(place.clock ? { clock: place.clock } : {}) }));
   return postgresStateStore(place.pool, place.target, { schema: place.schema, pipeline: place.pipeline });
 }

@@ -26,6 +26,9 @@ export function pageStatement(s: string, pipeline: string, commit: PageCommit, w
   }
   const guard = statement.guard;
   if (commit.spend.length > 0) statement.add(`${insertSpend(s, statement.p, commit.spend)} WHERE ${guard}`);
+  // The page's credits move out of the allowance's holds they were held under, with the page (docs/credits.md#holds).
+  const moved = moveHeld(s, statement.p, commit.spend);
+  if (moved) statement.add(`${moved} AND ${guard}`);
   const dedupe = commit.dedupe;
   // Keys another worker may take at the same moment are claimed: the insert returns the keys it took (one
   // waits for the other's commit, then finds the key taken), and the page's rows and first sightings follow it.
@@ -79,12 +82,36 @@ export function pageStatement(s: string, pipeline: string, commit: PageCommit, w
   return { statement, claiming };
 }
 
-/** The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page. */
+/**
+ * The INSERT of spend rows (one array parameter per column), its parameters taken by `p`: alone, or in a page, where the
+ * page's guard follows as its WHERE.
+ */
 export function insertSpend(s: string, p: (value: unknown) => string, rows: readonly SpendRow[]): string {
-  const c = columns(rows, (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs, r.uncommitted === true], 10);
-  const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8', 'bool'];
-  return `INSERT INTO ${s}.spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted)
-          SELECT * FROM unnest(${c.map((column, i) => `${p(column)}::${types[i]}[]`).join(', ')})`;
+  const c = columns(
+    rows,
+    (r) => [r.runId, r.at, r.seriesId, r.path, r.attempt, r.status, r.credits, r.uncertain, r.latencyMs, r.uncommitted === true, r.key?.fingerprint ?? null, r.key?.label ?? null, r.pipeline ?? null, r.key?.period ?? null],
+    14,
+  );
+  const types = ['text', 'timestamptz', 'text', 'text', 'int', 'text', 'float8', 'bool', 'float8', 'bool', 'text', 'text', 'text', 'text'];
+  const names = 'run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period';
+  // Each row's day on the clocks of its key's allowance, as recorded now (UTC: none), as SQLite's store writes it; by a
+  // subquery, not a join, so that the rows keep their order.
+  return `INSERT INTO ${s}.spend (${names}, day)
+          SELECT u.*, to_char(u.at AT TIME ZONE COALESCE((SELECT a.timezone FROM ${s}.key_allowances a WHERE a.fingerprint = u.key_fingerprint), 'UTC'), 'YYYY-MM-DD')
+          FROM unnest(${c.map((column, i) => `${p(column)}::${types[i]}[]`).join(', ')}) AS u(${names})`;
+}
+
+/**
+ * The UPDATE that moves spend rows' credits out of the allowance's holds they were held under (`SpendRow.key.holder`),
+ * one per hold, its parameters taken by `p`; none when no row was held. Ends in a WHERE a caller may add to.
+ */
+export function moveHeld(s: string, p: (value: unknown) => string, rows: readonly SpendRow[]): string | undefined {
+  const held = rows.filter((row) => row.key?.holder && row.key.period !== null && row.key.fingerprint !== null && row.credits > 0);
+  if (held.length === 0) return undefined;
+  const [fingerprints, periods, holders, credits] = columns(held, (r) => [r.key?.fingerprint, r.key?.period, r.key?.holder, r.credits], 4);
+  return `UPDATE ${s}.key_holds h SET credits = GREATEST(h.credits - u.credits, 0)
+    FROM (SELECT f, p, hd, sum(c) AS credits FROM unnest(${p(fingerprints)}::text[], ${p(periods)}::text[], ${p(holders)}::text[], ${p(credits)}::float8[]) AS x(f, p, hd, c) GROUP BY f, p, hd) u
+    WHERE h.fingerprint = u.f AND h.period = u.p AND h.holder = u.hd`;
 }
 
 /** The series' progress as the page leaves it: an upsert, applied `where` the row allows (a worker's claim). */

@@ -233,6 +233,37 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
       PRIMARY KEY (fingerprint, api)
     );
   `,
+  // 10: keys' allowances (docs/credits.md#allowances), the schema's like key_limits: the credits a key may spend a day
+  // or a month, by its fingerprint, as the pipeline that declared it last recorded it (with the label it gives the
+  // key), binding every pipeline of the schema; the credits each process holds of one for the period it is in, until
+  // the ledger takes them over with their spend rows or they are given back (a hold whose holder stopped renewing it
+  // expires: `expires_at`, the server's clock); and spend by key and period (null in rows written before).
+  (s) => `
+    CREATE TABLE ${s}.key_allowances (
+      fingerprint text PRIMARY KEY,
+      credits bigint NOT NULL,
+      per text NOT NULL,
+      timezone text NOT NULL,
+      pipeline text NOT NULL,
+      label text NOT NULL,
+      declared_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE ${s}.key_holds (
+      fingerprint text NOT NULL,
+      period text NOT NULL,
+      holder text NOT NULL,
+      pipeline text NOT NULL,
+      run_id text NOT NULL,
+      credits double precision NOT NULL,
+      expires_at timestamptz NOT NULL,
+      PRIMARY KEY (fingerprint, period, holder)
+    );
+    ALTER TABLE ${s}.spend ADD COLUMN key_fingerprint text, ADD COLUMN key_label text, ADD COLUMN pipeline text, ADD COLUMN period text;
+    CREATE INDEX spend_key_period ON ${s}.spend (key_fingerprint, period, credits) WHERE period IS NOT NULL;
+  `,
+  // 11: the day each request's spend falls on, on the clocks of its key's allowance (UTC: none), which webdata_spend
+  // groups by (docs/credits.md#where-the-credits-went); written with the row, as SQLite's is (null in rows before).
+  (s) => `ALTER TABLE ${s}.spend ADD COLUMN day text;`,
 ];
 
 /** The schema version this webdata-etl writes. */

@@ -1,7 +1,7 @@
 import { retrying } from '../../postgres/failure.ts';
 import { storable } from '../../postgres/storable.ts';
 import type { SpendRow, SpendStore } from '../spend-store.ts';
-import { insertSpend } from './page-statement.ts';
+import { insertSpend, moveHeld } from './page-statement.ts';
 import { spendStatements } from './statements.ts';
 import { type StoreParts, storeQuery } from './store-parts.ts';
 
@@ -13,7 +13,11 @@ export function postgresSpend(parts: StoreParts): SpendStore {
   const write = async (rows: readonly SpendRow[]) => {
     if (rows.length === 0) return;
     const values: unknown[] = [];
-    await parts.pool.query(insertSpend(parts.s, (value) => `$${values.push(storable(value))}`, rows), values);
+    const p = (value: unknown) => `$${values.push(storable(value))}`;
+    const insert = insertSpend(parts.s, p, rows);
+    // The rows' credits move out of their holds in the same statement (docs/credits.md#holds).
+    const moved = moveHeld(parts.s, p, rows);
+    await parts.pool.query(moved ? `WITH w_spend AS (${insert}), w_held AS (${moved}) SELECT 1` : insert, values);
   };
   return {
     // Not idempotent: a lost answer may hide a written row, so only a failure to send is tried again.

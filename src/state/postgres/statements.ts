@@ -112,6 +112,41 @@ export function limitStatements(s: string) {
   } as const;
 }
 
+/**
+ * Keys' allowances and holds (allowances.ts), the schema's whatever the pipeline. Times are the server's (now()): the
+ * period a hold is for is the store's clock's.
+ */
+export function allowanceStatements(s: string) {
+  const columns = `credits::float8 AS credits, per, timezone, pipeline, label, declared_at`;
+  return {
+    /** A first declaration for the key: its row, or none when one was there (then read under its lock). */
+    recordNew: `INSERT INTO ${s}.key_allowances (fingerprint, credits, per, timezone, pipeline, label) VALUES ($1, $2, $3, $4, $5, $6)
+      ON CONFLICT (fingerprint) DO NOTHING RETURNING ${columns}`,
+    allowanceOf: `SELECT ${columns} FROM ${s}.key_allowances WHERE fingerprint = $1`,
+    /** The key's row, locked until the transaction ends: one declaration or hold of the key at a time. */
+    lockAllowance: `SELECT ${columns}, now() AS store_time FROM ${s}.key_allowances WHERE fingerprint = $1 FOR UPDATE`,
+    recordAllowance: `UPDATE ${s}.key_allowances SET credits = $2, per = $3, timezone = $4, pipeline = $5, label = $6, declared_at = now() WHERE fingerprint = $1 RETURNING ${columns}`,
+    /** Holds their holders stopped renewing go back (the asking holder's own stay: it is alive, asking). */
+    dropExpired: `DELETE FROM ${s}.key_holds WHERE fingerprint = $1 AND expires_at < now() AND holder <> $2`,
+    /**
+     * What the key's period has taken, in one statement (one snapshot: a row moving from a hold to the ledger is counted
+     * once): spent (the ledger), held (every holder's), and `mine`, holder $3's.
+     */
+    usage: `SELECT (SELECT COALESCE(SUM(credits), 0) FROM ${s}.spend WHERE key_fingerprint = $1 AND period = $2)::float8 AS spent,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2)::float8 AS held,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2 AND holder = $3)::float8 AS mine`,
+    /** What the key's period has taken, holds expired left out, and what one run spent of it since an instant (a share's). */
+    usageOfRun: `SELECT (SELECT COALESCE(SUM(credits), 0) FROM ${s}.spend WHERE key_fingerprint = $1 AND period = $2)::float8 AS spent,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.key_holds WHERE fingerprint = $1 AND period = $2 AND expires_at >= now())::float8 AS held,
+      (SELECT COALESCE(SUM(credits), 0) FROM ${s}.spend WHERE key_fingerprint = $1 AND period = $2 AND run_id = $3 AND at >= $4::timestamptz)::float8 AS "runSpent"`,
+    hold: `INSERT INTO ${s}.key_holds (fingerprint, period, holder, pipeline, run_id, credits, expires_at) VALUES ($1, $2, $3, $4, $5, $6, now() + $7 * interval '1 millisecond')
+      ON CONFLICT (fingerprint, period, holder) DO UPDATE SET credits = key_holds.credits + excluded.credits, expires_at = excluded.expires_at`,
+    giveBack: `UPDATE ${s}.key_holds SET credits = GREATEST(credits - $4, 0) WHERE fingerprint = $1 AND period = $2 AND holder = $3`,
+    renew: `UPDATE ${s}.key_holds SET expires_at = now() + $2 * interval '1 millisecond' WHERE holder = $1`,
+    release: `DELETE FROM ${s}.key_holds WHERE holder = $1`,
+  } as const;
+}
+
 /** Notifications, and the failed series a run's notification lists. */
 export function notificationStatements(s: string) {
   return {

@@ -2,6 +2,7 @@ import { atDatabase } from '../../postgres/failure.ts';
 import type { Pool } from '../../postgres/pools.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
 import type { StateStore } from '../interfaces.ts';
+import { postgresAllowances } from './allowances.ts';
 import { postgresLimits } from './limits.ts';
 import { postgresNotifications } from './notifications.ts';
 import { postgresOccurrences } from './occurrences.ts';
@@ -30,7 +31,7 @@ export interface PostgresStateStore extends StateStore {
 /**
  * The run-state store in PostgreSQL (docs/design.md#the-state-store), the same tables as SQLite's under one schema
  * (default `webdata`), created and migrated here, one module per role: runs and pages (`runs.ts`, a page's commit and
- * a series' end in `page-commits.ts`), notifications, occurrences, spend, keys' limits. Unlike a SQLite file, one schema serves many
+ * a series' end in `page-commits.ts`), notifications, occurrences, spend, keys' limits and allowances. Unlike a SQLite file, one schema serves many
  * pipelines: everything a run writes carries its pipeline, and the lease is one pipeline's. A page commits as one
  * statement, with the rows of PostgreSQL sinks on the same database in it (`page-statement.ts`).
  */
@@ -53,6 +54,7 @@ function compose(parts: StoreParts): PostgresStateStore {
     ...postgresOccurrences(parts),
     ...postgresSpend(parts),
     ...postgresLimits(parts),
+    ...postgresAllowances(parts),
     fenced: (fence) => ({ ...store, ...postgresPageCommits(parts, fence) }),
   };
   return store;

@@ -41,7 +41,7 @@ function serve(db: Database.Database, commitOne: ReturnType<typeof pageTransacti
     const batch = queued;
     queued = [];
     try {
-      const bytes = batch.length === 1 ? [commitOne((batch[0] as (typeof batch)[0]).commit)] : db.transaction(() => batch.map((request) => commitOne(request.commit)))();
+      const bytes = batch.length === 1 ? [commitOne((batch[0] as (typeof batch)[0]).commit)] : db.transaction(() => batch.map((request) => commitOne(request.commit))).immediate();
       batch.forEach((request, index) => reply({ id: request.id, bytes: bytes[index] as number[] }));
     } catch (error) {
       for (const request of batch) reply({ id: request.id, error: postedError(error) });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { KEY_SECRET_BYTES, type LimitStore, type RememberedLimit } from '../limit-store.ts';
-import { limitStatements } from './statements.ts';
+import { limitStatements } from './key-statements.ts';
 
 /**
  * Keys' remembered limits in a SQLite state file (docs/scheduler.md#a-remembered-start), and the file's secret for

@@ -6,8 +6,8 @@ import { OutputError } from '../../errors/output-error.ts';
 import type { Checkpoint, PageCommit } from '../interfaces.ts';
 import { sinkCheckpoints } from './checkpoints.ts';
 import { dedupeTables } from './seen-keys.ts';
-import { spendValues } from './spend.ts';
-import { runStatements, spendStatements } from './statements.ts';
+import { spendWriter } from './spend.ts';
+import { runStatements } from './statements.ts';
 
 /**
  * A page's commit in a SQLite state file (docs/design.md#one-transaction-per-page), on a connection of its own (the
@@ -18,14 +18,15 @@ import { runStatements, spendStatements } from './statements.ts';
  */
 export function pageTransaction(db: Database.Database): (commit: PageCommit) => number[] {
   const statements = runStatements(db);
-  const { insertSpend } = spendStatements(db);
+  const writeSpend = spendWriter(db);
   const checkpoints = sinkCheckpoints(db);
   const dedupe = dedupeTables(db);
   const insertRows = rowInserter(db);
   const transaction = db.transaction((commit: PageCommit, appended: readonly { sinkId: string; checkpoint: Checkpoint }[]) => {
     const seq = statements.nextSeq.get() as number;
     if (seq !== commit.seq) throw new OutputError('locked', 'the page journal moved under this run: another process is writing to the state store. Run again once it has finished', undefined);
-    for (const row of commit.spend) insertSpend.run(...spendValues(row));
+    // Each row's credits move out of the allowance's hold they were held under, with the page.
+    for (const row of commit.spend) writeSpend(row);
     if (commit.dedupe) dedupe.write(commit.dedupe, commit.runId);
     const { state, ...progress } = commit.progress;
     const isSnapshot = state.kind === 'snapshot';
@@ -48,7 +49,9 @@ export function pageTransaction(db: Database.Database): (commit: PageCommit) => 
     const appends = commit.appends ?? [];
     // The files' bytes go first: their new lengths are the checkpoints the transaction records.
     const { lengths } = appendFiles(appends);
-    transaction(
+    // The write lock first, for the reason a spend row's write takes it (sqlite/spend.ts): the page reads the journal's
+    // next seq before it writes. Inside a batch's transaction this is a savepoint, the batch's lock already held.
+    transaction.immediate(
       commit,
       appends.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: lengths[index] as number } })),
     );

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { ValidationError } from '../../errors/validation-error.ts';
-import { KEY_LIMITS_TABLE, NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, RUN_TABLES, SCHEMA_SQL, SPEND_TABLE } from './statements.ts';
+import { KEY_ALLOWANCES_TABLES, KEY_LIMITS_TABLE } from './key-statements.ts';
+import { NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, RUN_TABLES, SCHEMA_SQL, SPEND_KEY_COLUMNS, SPEND_KEY_INDEX, SPEND_TABLE } from './statements.ts';
 
 /** Tables the state store owns; a results table may not take these names. */
 export const RESERVED_TABLES: ReadonlySet<string> = new Set([
@@ -20,14 +21,21 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   'notifications',
   'occurrences',
   'key_limits',
+  'key_allowances',
+  'key_holds',
+  // A view of the store's (analytics/views.ts), made beside its tables.
+  'webdata_spend',
 ]);
 
 /**
  * Bumped when the state tables change (2: stage states as a snapshot and each page's changes, `series_state`; 3: spend
  * of answers whose pages never committed, `spend.uncommitted`, and a run's terms, `runs.terms`; 4: notifications of
- * runs' ends, `notifications`; 5: scheduled occurrences and their claims, `occurrences`; 6: what keys learned of the server's limits, `key_limits`).
+ * runs' ends, `notifications`; 5: scheduled occurrences and their claims, `occurrences`; 6: what keys learned of the server's limits, `key_limits`;
+ * 7: keys' allowances and the credits held of them, `key_allowances` and `key_holds`, and spend by key and period, the
+ * `spend` table's `key_fingerprint`, `key_label`, `pipeline` and `period`; 8: the day each request's spend falls on, on the
+ * clocks of its key's allowance, `spend.day`, which webdata_spend groups by: SQLite knows no time zones).
  */
-export const STATE_SCHEMA_VERSION = 6;
+export const STATE_SCHEMA_VERSION = 8;
 
 /**
  * Creates the state tables in a SQLite file, or brings an older file's up to this version and marks it, so that an
@@ -44,12 +52,15 @@ export function migrate(db: Database.Database): void {
 function migrateInTransaction(db: Database.Database): void {
   refuseNewerSchema(db);
   // Each role's tables (statements.ts).
-  for (const tables of [RUN_TABLES, SPEND_TABLE, NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, KEY_LIMITS_TABLE]) db.exec(tables);
+  for (const tables of [RUN_TABLES, SPEND_TABLE, NOTIFICATIONS_TABLE, OCCURRENCES_TABLE, KEY_LIMITS_TABLE, KEY_ALLOWANCES_TABLES]) db.exec(tables);
   const version = db.prepare(SCHEMA_SQL.version).pluck().get() as string | undefined;
   // Each version so far only added tables or columns: an older file is brought up by the CREATEs above and the columns
   // below, then marked, so that an older webdata-etl refuses it rather than resume without what it cannot read.
   addColumn(db, 'spend', 'uncommitted', 'INTEGER NOT NULL DEFAULT 0');
   addColumn(db, 'runs', 'terms', 'TEXT');
+  for (const [column, declaration] of SPEND_KEY_COLUMNS) addColumn(db, 'spend', column, declaration);
+  db.exec(SPEND_KEY_INDEX);
+  addColumn(db, 'spend', 'day', 'TEXT');
   if (version === undefined) db.prepare(SCHEMA_SQL.insertVersion).run(String(STATE_SCHEMA_VERSION));
   else if (Number(version) < STATE_SCHEMA_VERSION) db.prepare(SCHEMA_SQL.updateVersion).run(String(STATE_SCHEMA_VERSION));
   db.prepare(SCHEMA_SQL.startJournal).run();

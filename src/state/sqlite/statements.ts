@@ -100,6 +100,19 @@ export const SPEND_TABLE = `
 `;
 
 /**
+ * Spend by key and period (state schema 7): the key's fingerprint and label, the pipeline, and the allowance's period
+ * the credits were held in (null: the key has no allowance); null in rows written before. Added by `schema.ts` to an
+ * older file's table, then indexed: what a key spent in a period is summed from the ledger.
+ */
+export const SPEND_KEY_COLUMNS = [
+  ['key_fingerprint', 'TEXT'],
+  ['key_label', 'TEXT'],
+  ['pipeline', 'TEXT'],
+  ['period', 'TEXT'],
+] as const;
+export const SPEND_KEY_INDEX = `CREATE INDEX IF NOT EXISTS spend_key_period ON spend (key_fingerprint, period, credits) WHERE period IS NOT NULL`;
+
+/**
  * Notifications: one per run's end (or missed occurrences) and webhook (docs/notifications.md), pending (with the body
  * it sends) until delivered or given up. The webhook is a hash of its URL, the target its origin and path: never its
  * query string.
@@ -139,21 +152,6 @@ export const OCCURRENCES_TABLE = `
     PRIMARY KEY (pipeline, due_at)
   );
   CREATE INDEX IF NOT EXISTS occurrences_run ON occurrences (run_id) WHERE run_id IS NOT NULL;
-`;
-
-/**
- * What keys learned of the server's limits (docs/scheduler.md#a-remembered-start), by the key's fingerprint under the
- * file's secret (`webdata_meta`, 'key_secret') and the API's origin and path: never a key.
- */
-export const KEY_LIMITS_TABLE = `
-  CREATE TABLE IF NOT EXISTS key_limits (
-    fingerprint TEXT NOT NULL,
-    api TEXT NOT NULL,
-    rate REAL NOT NULL,
-    above REAL,
-    learned_at TEXT NOT NULL,
-    PRIMARY KEY (fingerprint, api)
-  );
 `;
 
 /** What `schema.ts` asks of a file as it creates or brings up its tables. */
@@ -220,25 +218,17 @@ export function runStatements(db: Database.Database) {
   return prepared as Record<keyof typeof prepared, Database.Statement>;
 }
 
-/** Spend: a row written, and a run's totals. */
+/** Spend: a row written (with its day, state schema 8), and a run's totals. */
 export function spendStatements(db: Database.Database) {
   const prepared = {
-    insertSpend: db.prepare(`INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    insertSpend: db.prepare(
+      `INSERT INTO spend (run_id, at, series_id, path, attempt, status, credits, uncertain, latency_ms, uncommitted, key_fingerprint, key_label, pipeline, period, day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
     spendOf: db.prepare(`SELECT COALESCE(SUM(credits), 0) AS spent, COALESCE(SUM(CASE WHEN uncertain = 1 THEN credits ELSE 0 END), 0) AS uncertain, COALESCE(SUM(CASE WHEN uncommitted = 1 THEN credits ELSE 0 END), 0) AS uncommitted, COUNT(*) AS requests, COALESCE(SUM(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), 0) AS retries FROM spend WHERE run_id = ?`),
     spendByStatus: db.prepare(`SELECT status, COUNT(*) AS n FROM spend WHERE run_id = ? GROUP BY status`),
     spendByPath: db.prepare(`SELECT path, SUM(credits) AS credits FROM spend WHERE run_id = ? AND credits > 0 GROUP BY path`),
-  };
-  return prepared as Record<keyof typeof prepared, Database.Statement>;
-}
-
-/** Keys' remembered limits, and the file's secret their fingerprints are taken under (made once: the first insert stands). */
-export function limitStatements(db: Database.Database) {
-  const prepared = {
-    makeSecret: db.prepare(`INSERT OR IGNORE INTO webdata_meta (key, value) VALUES ('key_secret', ?)`),
-    secret: db.prepare(`SELECT value FROM webdata_meta WHERE key = 'key_secret'`).pluck(),
-    limitOf: db.prepare(`SELECT fingerprint, api, rate, above, learned_at AS learnedAt FROM key_limits WHERE api = ? AND fingerprint = ?`),
-    remember: db.prepare(`INSERT INTO key_limits (fingerprint, api, rate, above, learned_at) VALUES (?, ?, ?, ?, ?)
-      ON CONFLICT (fingerprint, api) DO UPDATE SET rate = excluded.rate, above = excluded.above, learned_at = excluded.learned_at`),
+    /** The zone of a key's allowance (`?`: its fingerprint), which a spend row's day is read in (spend-day.ts). */
+    zoneOf: db.prepare(`SELECT timezone FROM key_allowances WHERE fingerprint = ?`).pluck(),
   };
   return prepared as Record<keyof typeof prepared, Database.Statement>;
 }

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { StateStore } from '../interfaces.ts';
+import { sqliteAllowances } from './allowances.ts';
 import { sqliteLimits } from './limits.ts';
 import { sqliteNotifications } from './notifications.ts';
 import { sqliteOccurrences } from './occurrences.ts';
@@ -16,11 +17,11 @@ export interface SqliteStateStore extends StateStore {
 
 /**
  * The run-state store in a SQLite file (docs/design.md#the-state-store), one module per role: runs and pages
- * (`runs.ts`, a page's commit in `page-commits.ts`), notifications, occurrences, spend, keys' limits. One database per pipeline, the
+ * (`runs.ts`, a page's commit in `page-commits.ts`), notifications, occurrences, spend, keys' limits and allowances. One database per pipeline, the
  * SQLite sink's own when there is one, so that a page's rows and its state commit in one transaction. Every call does
  * its work before it returns (better-sqlite3 is synchronous), but a page's commit on the commit thread (`commitThread`:
  * a run's store; else on this connection). `clock`: the store's clock, which its claims of scheduled occurrences are
- * measured against (default this machine's; a test gives its virtual one).
+ * measured against and keys' allowances' periods read from (default this machine's; a test gives its virtual one).
  */
 export function sqliteStateStore(db: Database.Database, options: { clock?: () => number; commitThread?: boolean } = {}): SqliteStateStore {
   migrate(db);
@@ -33,5 +34,6 @@ export function sqliteStateStore(db: Database.Database, options: { clock?: () =>
     ...sqliteOccurrences(db, options.clock ?? Date.now),
     ...sqliteSpend(db),
     ...sqliteLimits(db),
+    ...sqliteAllowances(db, options.clock ?? Date.now),
   };
 }
