@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ApiKey } from '../client/api-keys.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import type { RunOptions } from '../run/run-types.ts';
@@ -40,18 +41,28 @@ export function simulatorPool(
 }
 
 /**
+ * The built-in simulator's key for `label`: the same in every run, so that what a state database keeps by a key's
+ * fingerprint — its allowance and what it spent of it, its remembered limits — carries from one `--simulator` run to
+ * the next, as it does with a real key (a random key each run made every run a new key: an allowance of 5 credits a
+ * day let each run spend 5). It opens nothing but this loopback simulator.
+ */
+export function simulatorKey(label: string): string {
+  return `sim_${createHash('sha256').update(`webdata-etl built-in simulator\u0000${label}`).digest('hex').slice(0, 32)}`;
+}
+
+/**
  * A simulator on loopback answering 20-80 ms late, drifting: with a key of its own (`name` in its stats, 10 r/s),
- * or with the pool's keys, each a random key under its label with its own rate, burst, credits and revocation.
+ * or with the pool's keys, each under its label with its own rate, burst, credits and revocation.
  */
 export async function startCliSimulator(name: string, credits: number, pool?: readonly SimulatorKeyPlan[]): Promise<CliSimulator> {
-  const keys = pool?.map((plan) => ({ label: plan.label, key: `sim_${crypto.randomUUID().replaceAll('-', '')}` }));
+  const keys = pool?.map((plan) => ({ label: plan.label, key: simulatorKey(plan.label) }));
   const sim = await startSimulator({
     latencyMs: { min: 20, max: 80 },
     driftEveryMs: CLI_SIMULATOR_DRIFT_MS,
     keys:
       pool && keys
         ? pool.map((plan, index) => ({ key: keys[index]?.key, name: plan.label, ratePerSecond: plan.ratePerSecond, burst: plan.burst, credits: plan.credits, revokeAfter: plan.revokeAfter ?? null }))
-        : [{ key: `sim_${crypto.randomUUID()}`, name, ratePerSecond: 10, burst: 5, credits }],
+        : [{ key: simulatorKey('default'), name, ratePerSecond: 10, burst: 5, credits }],
   });
   return Object.assign(sim, { pool: keys });
 }

@@ -128,3 +128,18 @@ describe('webdata-etl worker --simulator with a pool of keys', () => {
     expect(JSON.parse(done.stdout.split('\n')[0] as string)).toMatchObject({ pipeline: 'pooled', status: 'completed', pages: { fetched: 2 }, requests: { byStatus: { 200: 2 } } });
   }, 60_000);
 });
+
+describe('run --simulator, one run after another', () => {
+  it('sends with the same key each time: an allowance spent by the first binds the next, which sends nothing the same day', async () => {
+    using dir = workdir();
+    const file = config(dir.dir, { allowance: { credits: 5, per: 'day' } });
+    const first = await cli(['run', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_API_KEY: TEST_KEY } });
+    expect(first.code, first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout)).toMatchObject({ status: 'allowance', pages: { fetched: 5 } });
+    // A new simulator, the same key: its fingerprint's allowance is spent for the day (before: a random key each run,
+    // a new allowance each run, and this one fetched the other 3 pages).
+    const second = await cli(['run', file, '--simulator'], { cwd: dir.dir, env: { WEBDATA_API_KEY: TEST_KEY } });
+    expect(second.code, second.stderr).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({ status: 'allowance', pages: { fetched: 5 }, requests: { total: 5 } });
+  });
+});
