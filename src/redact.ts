@@ -23,7 +23,8 @@ export interface Redactor {
  * JSON-escaped (`\/`, `\u002F`), percent-encoded (either case of hex), as HTML entities, or inside base64, and in
  * any case (a logged URL lowercased whole). So each secret is matched in each of those encodings, character by
  * character (a server may escape some characters and not others), letters in either case, and as the three base64
- * cores that stand for it at any byte alignment of an encoded blob. The forms are compiled once into one pattern;
+ * cores that stand for it at any byte alignment of an encoded blob. The forms are compiled once into one pattern (and
+ * one a form for what a cut leaves at a text's end), for each set of secrets;
  * everything kept from a response passes through it before it is stored or shown.
  */
 export function redactor(secrets: ReadonlyArray<string | undefined>): Redactor {
