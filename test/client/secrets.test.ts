@@ -180,6 +180,16 @@ describe('a secret cut or encoded by the server is still redacted', () => {
     expect(redactor([ECHO_KEY]).cut(`error: ${encodeURIComponent(ECHO_KEY)}`, 20)).toBe('error: [redacted]');
   });
 
+  it('one redactor for one set of secrets, in any order: a pool’s clients (each its own key first) share its patterns, compiled once', () => {
+    const shared = redactor([TEST_KEY, ECHO_KEY, TOKEN]);
+    // Before: a redactor each, whose patterns V8 compiled at their first use, 0.2 s each for three keys, on the run's thread.
+    expect(redactor([ECHO_KEY, TOKEN, TEST_KEY, undefined, 'ab'])).toBe(shared);
+    expect(redactor([TOKEN, TEST_KEY, ECHO_KEY, TEST_KEY])).toBe(shared);
+    expect(redactor([TEST_KEY, ECHO_KEY])).not.toBe(shared);
+    expect(shared(`${TOKEN} ${encodeURIComponent(ECHO_KEY)} ${TEST_KEY}`)).toBe('[redacted] [redacted] [redacted]');
+    expect(shared.cut(`error: ${TEST_KEY.slice(0, 8)}`, 100)).toBe('error: [redacted]');
+  });
+
   it('the key echoed JSON-escaped, percent-encoded, as HTML entities or in base64 is redacted from error bodies, Locations and request ids', async () => {
     await using client = clientFor(sim, { apiKey: ECHO_KEY });
     for (const [name, echo] of Object.entries(echoes(ECHO_KEY))) {

@@ -59,4 +59,18 @@ describe('what a controller knows of the limit', () => {
     knowledge.proven(undefined);
     expect(knowledge.known?.rate).toBe(7.15);
   });
+
+  it('a proof under what held is what is known: what held is the rate the pacer was set to, the proof what the server accepted', () => {
+    const knowledge = new LimitKnowledge();
+    // Against nginx's 8 r/s, on a busy thread: a failed raise to 10.23 left 8.05 held (7.97 sent), and the 429s proved
+    // 7.97. Before: the higher, 8.05, over the limit, and the next run paid a 429 and ran 10 % under.
+    knowledge.cut(24);
+    knowledge.held(8.05, 7.97);
+    knowledge.cut(10.23);
+    knowledge.proven(7.97);
+    expect(knowledge.known).toEqual({ rate: 7.97, above: 10.23, measured: true });
+    // Forgotten (a 429 under it: the limit fell), what held is known again.
+    knowledge.proven(undefined);
+    expect(knowledge.known?.rate).toBe(8.05);
+  });
 });
