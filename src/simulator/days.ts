@@ -1,3 +1,4 @@
+import { fullItem } from './full-items.ts';
 import { hash, pick, unit } from './rng.ts';
 import { build, pageOf, rankedList, type Result, type ResultSettings, type SearchQuery, type Series } from './search-results.ts';
 
@@ -65,9 +66,12 @@ export function changedOn(series: Series, settings: ResultSettings, day: number)
   return before.length !== after.length || before.some((result, i) => result.url !== after[i]?.url);
 }
 
-/** The page `query.page` of the series' ranking on `day`, cut exactly from it (no slide: the ground truth is what is served). */
+/**
+ * The page `query.page` of the series' ranking on `day`, cut exactly from it (no slide: the ground truth is what is
+ * served), its items as large as a real engine's.
+ */
 export function dayPage(query: SearchQuery, settings: ResultSettings, day: number): Record<string, unknown>[] {
-  return pageOf(dayList(query, settings, day), query, settings, false);
+  return pageOf(dayList(query, settings, day), query, settings, false).map((item) => fullItem(item, settings.seed));
 }
 
 /** The series' ranking on `day` as the ground truth: every result with its rank and domain. */
