@@ -5,7 +5,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.ts';
-import { cli, config } from '../cli-helpers.ts';
+import { createClient } from '../../src/client/index.ts';
+import { cli, config, startCli } from '../cli-helpers.ts';
+import { until } from '../helpers.ts';
 import { workdir } from '../pipeline-helpers.ts';
 
 /** The CSV's rows as records, without what differs between runs by nature (the run's id, the time of the fetch). */
@@ -61,6 +63,19 @@ describe('run --simulator on a simulated day', () => {
     for (const row of rowsOf(dir.dir)) best.set(row.domain as string, Math.min(best.get(row.domain as string) ?? Infinity, Number(row.rank)));
     expect(best.size).toBeGreaterThan(5);
     for (const [domain, rank] of best) expect([domain, rank]).toEqual([domain, truth.rankOf({ q: 'espresso', country: 'us' }, domain)]);
+  }, 60_000);
+
+  it('simulate --day 6 serves the ranking of day 6 (the ground truth of its seed) until stopped', async () => {
+    using dir = workdir();
+    const simulate = startCli(['simulate', '--port', '0', '--seed', '4', '--day', '6'], { cwd: dir.dir });
+    await simulate.whileRunning(until(() => /^WEBDATA_API_KEY=.*\n/m.test(simulate.output().stdout)));
+    const vars = Object.fromEntries(simulate.output().stdout.trim().split('\n').map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]));
+    await using client = createClient({ baseUrl: vars.WEBDATA_BASE_URL as string, apiKey: vars.WEBDATA_API_KEY as string });
+    const page = await client.search({ q: 'kettle', country: 'gb', page: 2, count: 10 });
+    await using truth = await startSimulator({ seed: 4, day: 6 });
+    expect(page.data.map((item) => String(item.url ?? item.link))).toEqual(truth.ranking({ q: 'kettle', country: 'gb' }).slice(10, 20).map((r) => r.url));
+    simulate.child.kill('SIGTERM');
+    expect((await simulate.done).code).toBe(0);
   }, 60_000);
 
   it('2: WEBDATA_SIMULATOR_DAY that is not a day from 0 to 3650, before anything starts; simulate --day checked alike', async () => {
