@@ -37,26 +37,40 @@ export function movesOn(seed: number, series: Series, day: number): boolean {
   return day > 0 && unit(seed, series.q, series.country, series.lang, 'moves', day) < volatility(seed, series);
 }
 
-/** Lists of a series by day (index: day), each computed from the day before; a series' entry holds every day asked so far. */
-const days = new Map<string, Result[][]>();
-const SERIES_LIMIT = 2000;
+/**
+ * A series' lists as far as they were computed: one every STRIDE days (index: day / STRIDE), and the last asked for.
+ * A day is computed from the checkpoint or the last list before it, at most STRIDE - 1 days on: setting the day
+ * anywhere costs little, and a series living ten years holds 115 lists, not 3,650.
+ */
+interface SeriesDays {
+  checkpoints: Result[][];
+  last: { day: number; list: Result[] };
+}
+const STRIDE = 32;
+const days = new Map<string, SeriesDays>();
+const SERIES_LIMIT = 1000;
 
 /** The series' whole ranked result list on `day` (0 to LAST_DAY). */
 export function dayList(series: Series, settings: ResultSettings, day: number): readonly Result[] {
   if (!Number.isInteger(day) || day < 0 || day > LAST_DAY) throw new RangeError(`day must be an integer from 0 to ${LAST_DAY}; got ${day}`);
   const id = `${settings.seed}\u0001${series.q}\u0001${series.country}\u0001${series.lang}\u0001${settings.resultsPerQuery}\u0001${settings.untitledRate}`;
-  let lists = days.get(id);
-  if (!lists) {
+  let known = days.get(id);
+  if (!known) {
     // Day 0 is today's ranking without drift: the results the simulator serves with no day set and drift off.
-    lists = [rankedList(series, { ...settings, driftEveryMs: 0 })];
+    const first = rankedList(series, { ...settings, driftEveryMs: 0 });
+    known = { checkpoints: [first], last: { day: 0, list: first } };
     if (days.size >= SERIES_LIMIT) days.delete(days.keys().next().value as string);
-    days.set(id, lists);
+    days.set(id, known);
   }
-  for (let d = lists.length; d <= day; d++) {
-    const before = lists[d - 1] as Result[];
-    lists.push(movesOn(settings.seed, series, d) ? moved(before, series, settings, d) : before);
+  const checkpoint = Math.min(Math.floor(day / STRIDE), known.checkpoints.length - 1);
+  let [from, list] = [checkpoint * STRIDE, known.checkpoints[checkpoint] as Result[]];
+  if (known.last.day <= day && known.last.day > from) [from, list] = [known.last.day, known.last.list];
+  for (let d = from + 1; d <= day; d++) {
+    if (movesOn(settings.seed, series, d)) list = moved(list, series, settings, d);
+    if (d % STRIDE === 0 && known.checkpoints.length === d / STRIDE) known.checkpoints.push(list);
   }
-  return lists[day] as Result[];
+  known.last = { day, list };
+  return list;
 }
 
 /** Whether the series' ranking on `day` differs from the day before's (day 0 never moved). */
