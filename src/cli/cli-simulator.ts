@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ApiKey } from '../client/api-keys.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import type { RunOptions } from '../run/run-types.ts';
+import { LAST_DAY } from '../simulator/days.ts';
 import { type Simulator, startSimulator } from '../simulator/server.ts';
 import { parseSimulatorKeys, type SimulatorKeyPlan } from './simulator-keys.ts';
 
@@ -40,6 +41,9 @@ export function simulatorPool(
   return parseSimulatorKeys(source, text ?? '', { burst: 5, credits });
 }
 
+/** The variable that sets the day `--simulator`'s simulator lives on (docs/client.md#days). */
+export const SIMULATOR_DAY_VARIABLE = 'WEBDATA_SIMULATOR_DAY';
+
 /**
  * The built-in simulator's key for `label`: the same in every run, so that what a state database keeps by a key's
  * fingerprint — its allowance and what it spent of it, its remembered limits — carries from one `--simulator` run to
@@ -51,14 +55,33 @@ export function simulatorKey(label: string): string {
 }
 
 /**
- * A simulator on loopback answering 20-80 ms late, drifting: with a key of its own (`name` in its stats, 10 r/s),
- * or with the pool's keys, each under its label with its own rate, burst, credits and revocation.
+ * The simulated day `--simulator` is to answer on: WEBDATA_SIMULATOR_DAY (empty: unset, rankings drift as ever), read
+ * only with `--simulator`, checked before anything starts.
  */
-export async function startCliSimulator(name: string, credits: number, pool?: readonly SimulatorKeyPlan[]): Promise<CliSimulator> {
+export function simulatorDay(values: { simulator?: boolean | undefined }, env: Readonly<Record<string, string | undefined>>): number | undefined {
+  const text = env[SIMULATOR_DAY_VARIABLE];
+  if (!values.simulator || text === undefined || text.trim() === '') return undefined;
+  return simulatedDay(SIMULATOR_DAY_VARIABLE, text);
+}
+
+/** A simulated day as a flag or variable gives it: a whole number from 0 to LAST_DAY, or a usage error naming `source`. */
+export function simulatedDay(source: string, text: string): number {
+  const day = /^\d{1,5}$/.test(text.trim()) ? Number(text.trim()) : Number.NaN;
+  if (!(day <= LAST_DAY)) throw new UsageError(`${source} must be a simulated day, a whole number from 0 to ${LAST_DAY}; got ${JSON.stringify(text.slice(0, 40))}`);
+  return day;
+}
+
+/**
+ * A simulator on loopback answering 20-80 ms late, drifting (or on one simulated day, `day`): with a key of its own
+ * (`name` in its stats, 10 r/s), or with the pool's keys, each under its label with its own rate, burst, credits and
+ * revocation.
+ */
+export async function startCliSimulator(name: string, credits: number, pool?: readonly SimulatorKeyPlan[], day?: number): Promise<CliSimulator> {
   const keys = pool?.map((plan) => ({ label: plan.label, key: simulatorKey(plan.label) }));
   const sim = await startSimulator({
     latencyMs: { min: 20, max: 80 },
     driftEveryMs: CLI_SIMULATOR_DRIFT_MS,
+    day,
     keys:
       pool && keys
         ? pool.map((plan, index) => ({ key: keys[index]?.key, name: plan.label, ratePerSecond: plan.ratePerSecond, burst: plan.burst, credits: plan.credits, revokeAfter: plan.revokeAfter ?? null }))

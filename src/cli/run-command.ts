@@ -8,7 +8,7 @@ import { fileOf } from '../run/outputs.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { stopOnSignals } from './signals.ts';
 import type { RunSummary } from '../run/summary.ts';
-import { simulatorPool, simulatorTarget, startCliSimulator } from './cli-simulator.ts';
+import { simulatorDay, simulatorPool, simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { EXIT, exitCodeFor } from '../run/exit-codes.ts';
 import { loadPipeline } from '../config/load-pipeline.ts';
 import { exitOnUncaughtInputErrors } from '../run/input-errors.ts';
@@ -27,7 +27,8 @@ const OPTIONS_HELP = `Options:
   --base-url <url>       the API's {base_url} (overrides WEBDATA_BASE_URL and the pipeline's api.baseUrl)
   --state <url>          keep the run state in PostgreSQL, postgres://user@host/db (overrides WEBDATA_STATE_URL and
                          the pipeline's state); the password comes from PGPASSWORD or ~/.pgpass, never a flag
-  --simulator            run against a built-in simulator started for this run (no account, no network)
+  --simulator            run against a built-in simulator started for this run (no account, no network); its
+                         rankings drift every 5 s, or are those of one simulated day with WEBDATA_SIMULATOR_DAY=<n>
   --simulator-keys <keys>
                          give that simulator a pool of keys, label:rate[/burst[/credits]][@revoke-after] each,
                          comma-separated (main:8,second:4/2); the run sends them as WEBDATA_API_KEYS, in place of
@@ -168,6 +169,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
   const pool = simulatorPool(values, process.env, 100_000);
+  const day = simulatorDay(values, process.env);
   const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
   const telemetrySetup = metricsSetup(values, process.env);
   // `-`, or a name of this process's stdout (/dev/stdout): stdout, where the summary goes anyway.
@@ -193,7 +195,7 @@ async function execute(pipeline: Pipeline | PipelineDefinition, values: Flags, p
   const telemetry = wantsTelemetry(telemetrySetup) ? await (await import('./run-telemetry.ts')).startTelemetry(telemetrySetup, reporter) : undefined;
   const signals = stopOnSignals((message) => reporter.log(message));
   // An explicit choice, never a fallback: the simulator runs only when asked for.
-  const sim = values.simulator ? await startCliSimulator('cli', 100_000, pool) : undefined;
+  const sim = values.simulator ? await startCliSimulator('cli', 100_000, pool, day) : undefined;
   if (sim) reporter.log(`simulator at ${sim.url}`);
   let summary: RunSummary | undefined;
   let failure: unknown;

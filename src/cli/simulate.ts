@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { startSimulator } from '../simulator/server.ts';
 import { UsageError } from '../errors/usage-error.ts';
+import { simulatedDay } from './cli-simulator.ts';
 import { parseSimulatorKeys, SIMULATOR_KEYS_SYNTAX } from './simulator-keys.ts';
 
 export const simulateHelp = `Usage: webdata-etl simulate [options]
@@ -23,6 +24,9 @@ Options:
   --drift-every <t> re-rank neighbouring results every period of wall-clock time, as run --simulator and worker
                     --simulator do (5s), so that runs some seconds apart see rankings move: milliseconds (5000)
                     or a duration (500ms, 5s, 2m, 1h); default 0, never (the same results every time)
+  --day <n>         answer as on simulated day n (0 to 3650): each series keeps its ranking from day to day
+                    unless it moves, at a rate of its own, and the same query on the same day is answered the
+                    same; not with --drift-every
   -h, --help        show this help
 `;
 
@@ -40,6 +44,7 @@ export async function simulate(args: string[]): Promise<void> {
       keys: { type: 'string' },
       latency: { type: 'string', default: '20' },
       'drift-every': { type: 'string', default: '0' },
+      day: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -54,11 +59,15 @@ export async function simulate(args: string[]): Promise<void> {
     return value;
   };
   const keys = simulatedKeys(values, number);
+  const day = values.day === undefined ? undefined : simulatedDay('--day', values.day);
+  const driftEveryMs = millisecondsOf('--drift-every', values['drift-every']);
+  if (day !== undefined && driftEveryMs > 0) throw new UsageError('--day and --drift-every contradict each other: a simulated day answers the same whatever the time; choose one');
   const sim = await startSimulator({
     port: number('port', 0),
     seed: Math.trunc(number('seed', 0)),
     latencyMs: number('latency', 0),
-    driftEveryMs: millisecondsOf('--drift-every', values['drift-every']),
+    driftEveryMs,
+    day,
     keys,
   });
   // One line a shell takes as it is: keys of the simulator's making, a label each (WEBDATA_API_KEYS' syntax).

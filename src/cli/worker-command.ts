@@ -26,7 +26,7 @@ import { systemClock } from '../schedule/clock.ts';
 import type { StateStore } from '../state/interfaces.ts';
 import type { NotificationStore } from '../state/notification-store.ts';
 import { openStateStore } from '../state/open/open-state-store.ts';
-import { simulatorPool, simulatorTarget, startCliSimulator } from './cli-simulator.ts';
+import { simulatorDay, simulatorPool, simulatorTarget, startCliSimulator } from './cli-simulator.ts';
 import { stateUrlFrom } from './database-filters.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { stopOnSignals } from './signals.ts';
@@ -55,7 +55,8 @@ Options:
   --state <url>          keep the pipelines' state in PostgreSQL, postgres://user@host/db (overrides WEBDATA_STATE_URL
                          and each pipeline's state); the password from PGPASSWORD or ~/.pgpass, never a flag
   --base-url <url>       the API's {base_url} (overrides WEBDATA_BASE_URL and the pipelines' api.baseUrl)
-  --simulator            run against a built-in simulator started with the worker (no account, no network)
+  --simulator            run against a built-in simulator started with the worker (no account, no network); its
+                         rankings drift every 5 s, or are those of one simulated day with WEBDATA_SIMULATOR_DAY=<n>
   --simulator-keys <keys>
                          give that simulator a pool of keys, label:rate[/burst[/credits]][@revoke-after] each,
                          comma-separated (main:8,second:4/2); each run sends them as WEBDATA_API_KEYS, in place of
@@ -108,6 +109,7 @@ export async function workerCommand(args: string[]): Promise<number> {
   if (format !== 'text' && format !== 'json') throw new UsageError(`--log-format must be text or json; got "${format}"`);
   if (values.simulator && values['base-url']) throw new UsageError('--simulator and --base-url contradict each other: choose one');
   const pool = simulatorPool(values, process.env, 1_000_000);
+  const day = simulatorDay(values, process.env);
   const stateUrl = stateUrlFrom(values.state, process.env.WEBDATA_STATE_URL);
   const pipelines = await loadScheduled(positionals);
 
@@ -123,7 +125,7 @@ export async function workerCommand(args: string[]): Promise<number> {
   const signals = stopOnSignals((message) => say({ pipeline: '(worker)', message }), stopping);
   const databases = databaseRegistry();
   // Set up as for `run --simulator`: rankings drift, and WEBDATA_ALLOWED_HOSTS holds (with the simulator's host added).
-  const sim = values.simulator ? await startCliSimulator('worker', 1_000_000, pool) : undefined;
+  const sim = values.simulator ? await startCliSimulator('worker', 1_000_000, pool, day) : undefined;
   try {
     const scheduled: Scheduled[] = [];
     for (const { file, pipeline } of pipelines) {

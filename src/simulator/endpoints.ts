@@ -1,5 +1,6 @@
 import { COUNTRY_CODES } from '../client/iso-codes.ts';
 import type { ResolvedSimulatorOptions } from './options.ts';
+import { dayPage } from './days.ts';
 import { hash, pick, unit } from './rng.ts';
 import { searchPage } from './search-results.ts';
 
@@ -8,6 +9,8 @@ export interface EndpointInput {
   /** The parsed JSON body, when the request had one. */
   body: unknown;
   options: ResolvedSimulatorOptions;
+  /** The simulated day, when one is set: search answers are that day's ranking. */
+  day: number | undefined;
 }
 
 export type EndpointOutcome =
@@ -32,7 +35,7 @@ function positiveInt(value: string | null | undefined, fallback: number): number
 
 const search: Endpoint = {
   method: 'GET',
-  handle({ query, options }) {
+  handle({ query, options, day }) {
     const q = query.get('q');
     if (q === null || q.trim() === '') return jsonError('q is required');
     const page = positiveInt(query.get('page'), 1);
@@ -45,7 +48,8 @@ const search: Endpoint = {
     if (lang !== '' && !/^[a-z]{2}(?:-[a-z]{4})?(?:-(?:[a-z]{2}|\d{3}))?$/.test(lang)) {
       return jsonError('lang must be a lower-case language code');
     }
-    const data = searchPage({ q, page, count, country, lang }, options);
+    const request = { q, page, count, country, lang };
+    const data = day === undefined ? searchPage(request, options) : dayPage(request, options, day);
     return { ok: true, body: { data } };
   },
 };

@@ -20,6 +20,8 @@ export interface SimulatedApiParts {
   settings: ResolvedSimulatorOptions;
   clock: () => number;
   epoch: () => number;
+  /** The simulated day now (`Simulator.setDay` changes it), or undefined: no days. */
+  day: () => number | undefined;
   keys: KeyRing;
   faults: FaultBook;
   traffic: Traffic;
@@ -35,6 +37,7 @@ export class SimulatedApi {
   readonly #settings: ResolvedSimulatorOptions;
   readonly #clock: () => number;
   readonly #epoch: () => number;
+  readonly #day: () => number | undefined;
   readonly #keys: KeyRing;
   readonly #faults: FaultBook;
   readonly #traffic: Traffic;
@@ -44,10 +47,11 @@ export class SimulatedApi {
   /** Responses a fault keeps open (a hang, a stalled or oversize body), to end when the simulator closes. */
   readonly #heldOpen = new Set<ServerResponse>();
 
-  constructor({ settings, clock, epoch, keys, faults, traffic, parking }: SimulatedApiParts) {
+  constructor({ settings, clock, epoch, day, keys, faults, traffic, parking }: SimulatedApiParts) {
     this.#settings = settings;
     this.#clock = clock;
     this.#epoch = epoch;
+    this.#day = day;
     this.#keys = keys;
     this.#faults = faults;
     this.#traffic = traffic;
@@ -126,7 +130,7 @@ export class SimulatedApi {
 
     let charged = false;
     try {
-      const outcome = endpoint.handle({ query: url.searchParams, body, options: settings });
+      const outcome = endpoint.handle({ query: url.searchParams, body, options: settings, day: this.#day() });
       if (!outcome.ok) return reply(outcome.status, outcome.body);
 
       const delay = (delayFault?.fault === 'delay' ? delayFault.ms : 0) + this.#latency();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../errors/validation-error.ts';
+import { LAST_DAY } from './days.ts';
 
 const rate = z.number().min(0).max(1);
 
@@ -128,6 +129,12 @@ export const simulatorOptionsSchema = z.strictObject({
    * @default 0
    */
   driftEveryMs: z.int().nonnegative().default(0),
+  /**
+   * The simulated day (0 to 3650): search answers come from each series' ranking on that day, which moves on some days
+   * and not others, at the series' own rate, and are the same on the same day whatever the time (docs/client.md#days).
+   * `Simulator.setDay` and `advanceDay` change it; `driftEveryMs` is ignored while a day is set. Unset: no days, as ever.
+   */
+  day: z.int().min(0).max(LAST_DAY).optional(),
   /** Share of items without a title. @default 0.06 */
   untitledRate: rate.default(0.06),
   /** Largest `count` accepted; more is a 400. @default 100 */

@@ -15,6 +15,9 @@ export interface SearchQuery {
   lang: string;
 }
 
+/** What one ranking is of: a query in a country and a language. */
+export type Series = Pick<SearchQuery, 'q' | 'country' | 'lang'>;
+
 export type Shape = 'serp' | 'bing' | 'brave' | 'tavily';
 
 export interface ResultSettings {
@@ -30,7 +33,7 @@ export interface ResultSettings {
 }
 
 /** A result before it is dressed in one engine's field names. */
-interface Result {
+export interface Result {
   url: string;
   title: string | undefined;
   snippet: string;
@@ -73,15 +76,22 @@ const CACHE_LIMIT = 2000;
 
 /** The items of one page as the engine would serve them (empty past the end). */
 export function searchPage(query: SearchQuery, settings: ResultSettings): Record<string, unknown>[] {
-  const list = rankedList(query, settings);
+  return pageOf(rankedList(query, settings), query, settings, true);
+}
+
+/**
+ * The items of one page cut from a ranked list, dressed in the query's engine's field names. With `slide`, a page
+ * after the first sometimes starts with the previous page's last result, as engines that re-rank between requests do.
+ */
+export function pageOf(list: readonly Result[], query: SearchQuery, settings: ResultSettings, slide: boolean): Record<string, unknown>[] {
   const { page, count } = query;
   let start = (page - 1) * count;
   if (start >= list.length) {
     if (settings.pastEnd === 'empty' || list.length === 0) return [];
     // The last page again, exactly as it was served.
-    return searchPage({ ...query, page: Math.ceil(list.length / count) }, settings);
+    return pageOf(list, { ...query, page: Math.ceil(list.length / count) }, settings, slide);
   }
-  if (page > 1 && unit(settings.seed, query.q, query.country, query.lang, page, count, 'slide') < 0.25) {
+  if (slide && page > 1 && unit(settings.seed, query.q, query.country, query.lang, page, count, 'slide') < 0.25) {
     // Engines re-rank between requests: the last result of the previous page shows up again first.
     start -= 1;
   }
@@ -89,7 +99,8 @@ export function searchPage(query: SearchQuery, settings: ResultSettings): Record
   return list.slice(start, start + count).map((result, index) => dress(result, shape, index + 1, query));
 }
 
-function rankedList(query: SearchQuery, settings: ResultSettings): Result[] {
+/** A query's whole ranked result list; it drifts with the epoch when `driftEveryMs` is set. */
+export function rankedList(query: Series, settings: ResultSettings): Result[] {
   const epoch = settings.driftEveryMs > 0 ? Math.floor((settings.epoch ?? Date.now)() / settings.driftEveryMs) : 0;
   const id = `${settings.seed}\u0001${query.q}\u0001${query.country}\u0001${query.lang}\u0001${settings.resultsPerQuery}\u0001${settings.untitledRate}\u0001${epoch}`;
   const cached = cache.get(id);
@@ -122,7 +133,7 @@ function localResult(seed: number, q: string, country: string, lang: string, i: 
   return build(seed, q, lang, i, domain, settings, country);
 }
 
-function build(seed: number, q: string, lang: string, i: number, domain: string, settings: ResultSettings, scope: string): Result {
+export function build(seed: number, q: string, lang: string, i: number, domain: string, settings: ResultSettings, scope: string): Result {
   const r = (what: string) => unit(seed, q, scope, i, what);
   const slug = slugify(q) || 'item';
   let url: string;

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { LAST_DAY } from './days.ts';
 import { faultBook } from './faults.ts';
+import { groundTruth } from './ground-truth.ts';
 import { PREFIX, SimulatedApi } from './handler.ts';
 import { KeyRing } from './key-ring.ts';
 import { keySchema, type ResolvedSimulatorOptions, resolveSimulatorOptions, type SimulatorOptions } from './options.ts';
@@ -10,7 +12,7 @@ import { send } from './replies.ts';
 import { Traffic } from './traffic.ts';
 import type { Simulator } from './types.ts';
 
-export type { Gate, LogEntry, Simulator, SimulatorStats } from './types.ts';
+export type { Gate, LogEntry, RankedResult, SeriesOf, Simulator, SimulatorStats } from './types.ts';
 
 /** Starts the contract-faithful simulator on loopback. Resolves once it listens (milliseconds). */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
@@ -22,7 +24,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const faults = faultBook(settings);
   const traffic = new Traffic(settings.logLimit);
   const parking = new ParkingLot();
-  const api = new SimulatedApi({ settings, clock, epoch, keys: keyRing, faults, traffic, parking });
+  let day = settings.day;
+  const api = new SimulatedApi({ settings, clock, epoch, day: () => day, keys: keyRing, faults, traffic, parking });
   const server = await listen(api, settings);
   const { port } = server.address() as AddressInfo;
   const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
@@ -50,9 +53,26 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     updateKey(name, patch) {
       keyRing.update(name, patch);
     },
+    get day() {
+      return day;
+    },
+    setDay(next) {
+      day = checkedDay(next);
+    },
+    advanceDay() {
+      day = checkedDay(day === undefined ? 0 : day + 1);
+      return day;
+    },
+    ...groundTruth(settings, () => day),
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+/** A day the simulator can live: an integer from 0 to LAST_DAY, or a RangeError naming the bound. */
+function checkedDay(day: number): number {
+  if (!Number.isInteger(day) || day < 0 || day > LAST_DAY) throw new RangeError(`day must be an integer from 0 to ${LAST_DAY}; got ${day}`);
+  return day;
 }
 
 /** An HTTP server answering with `api`, listening where the settings say. */
