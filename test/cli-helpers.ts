@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { TEST_KEY } from './helpers.ts';
+import { TEST_KEY, until } from './helpers.ts';
 
 export const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'src/cli/main.ts');
@@ -113,3 +113,16 @@ export function config(dir: string, overrides: Record<string, unknown> = {}, sea
 
 export const envFor = (url: string, key = TEST_KEY) => ({ WEBDATA_BASE_URL: url, WEBDATA_API_KEY: key });
 
+
+/**
+ * `webdata-etl run <file>` with its Prometheus endpoint lingering for the final scrape: the page scraped once the run
+ * printed its summary, and how the command ended.
+ */
+export async function runScraped(file: string, options: { cwd: string; env?: Record<string, string> }) {
+  const running = startCli(['run', file, '--metrics-port', '0', '--metrics-linger', '600'], options);
+  await running.printed('metrics: waiting up to 600s for a scrape of the final figures');
+  await running.whileRunning(until(() => running.output().stdout.trimEnd().endsWith('}')));
+  const url = /metrics: (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(running.output().stderr)?.[1] as string;
+  const scraped = await running.whileRunning(fetch(url).then((answer) => answer.text()));
+  return { scraped, result: await running.done };
+}

@@ -4,8 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import type { RunSummary } from '../../src/run/summary.ts';
 import { periodAt } from '../../src/schedule/allowance-period.ts';
-import { cli, config, startCli } from '../cli-helpers.ts';
-import { simulator, TEST_KEY, until } from '../helpers.ts';
+import { cli, config, runScraped } from '../cli-helpers.ts';
+import { simulator, TEST_KEY } from '../helpers.ts';
 import { checkMetrics, promtoolAvailable, samples, total } from '../observability/prometheus.ts';
 import { workdir } from '../pipeline-helpers.ts';
 
@@ -21,12 +21,7 @@ describe('an allowance in the metrics', () => {
     const first = await cli(['run', config(dir.dir, { name: 'first', allowance, state: { path: 'state.sqlite' }, sinks: [{ type: 'csv', path: 'first.csv' }] }, SEARCH)], { cwd: dir.dir, env });
     expect(first.code, first.stderr).toBe(0);
     const file = config(dir.dir, { name: 'second', state: { path: 'state.sqlite' }, sinks: [{ type: 'csv', path: 'second.csv' }] }, { ...SEARCH, queries: ['grinder'] });
-    const running = startCli(['run', file, '--metrics-port', '0', '--metrics-linger', '600'], { cwd: dir.dir, env });
-    await running.printed('metrics: waiting up to 600s for a scrape of the final figures');
-    await running.whileRunning(until(() => running.output().stdout.trimEnd().endsWith('}')));
-    const url = /metrics: (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(running.output().stderr)?.[1] as string;
-    const scraped = await running.whileRunning(fetch(url).then((answer) => answer.text()));
-    const result = await running.done;
+    const { scraped, result } = await runScraped(file, { cwd: dir.dir, env });
     expect(result.code, result.stderr).toBe(0);
     expect((JSON.parse(result.stdout) as RunSummary).credits.spent).toBe(2);
 
