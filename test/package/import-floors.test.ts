@@ -17,7 +17,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['threads/'],
   ['commits/'],
   ['client/'],
-  ['schedule/'],
+  ['schedule/', 'refresh/'],
   ['postgres/'],
   ['state/'],
   ['state/sqlite/', 'state/postgres/', 'state/open/'],
