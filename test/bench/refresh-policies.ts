@@ -80,7 +80,7 @@ function observed(series: WorldSeries, day: number, paid: number, needed: number
 }
 
 /** Knows each series' true rate of moves over the month (not when they come): the best any estimate of rates can do. */
-export const knownRates = (memory: Memory): RunPolicy => (day, fetch, left) => {
+export const knownRates = (memory: Memory): RunPolicy => (_day, fetch, left) => {
   const { world } = memory;
   const rates = world.series.map((s) => s.moves.filter(Boolean).length / (world.days - 1));
   const order = world.series.map((_, i) => i).sort((a, b) => (rates[b] as number) / memory.cost(b) - (rates[a] as number) / memory.cost(a) || a - b);
