@@ -4,7 +4,8 @@
 // day's ranks. Each policy spends at most the same budget a run (the first run included):
 //   - a full harvest (every series, every page, every run) and depth until found alone (every series, every run);
 //   - the refresh planner (src/refresh/plan.ts, maxAgeRuns 7), planning again with what a cheaper fetch left;
-//   - round-robin (the series in a cycle, each run going on where the last stopped);
+//   - round-robin (the series in a cycle, each run going on where the last stopped), with depth until found (the
+//     planner's baseline: what choosing by history adds) and with every page (today's harvest, rotated);
 //   - the oracle (knows which series move today: the physical limit at that budget).
 // A move is a tracked domain changing rank by 3 or more or entering or leaving the 50 ranks; it is caught when the run
 // of its day fetches its series in full. Moves on days 1 to 29 (day 0 is the first run's). Several seeds; the aim's
@@ -19,6 +20,7 @@ const DAYS = 30;
 const SHARES = [0.4, 0.2, 0.1];
 
 const round = (value: number, digits = 3) => Math.round(value * 10 ** digits) / 10 ** digits;
+const ratio = (a: Outcome, b: Outcome) => (b.caught === 0 ? null : round(a.caught / b.caught, 2));
 
 function figures(outcome: Outcome, fullMonth: number) {
   return {
@@ -27,6 +29,9 @@ function figures(outcome: Outcome, fullMonth: number) {
     caught: outcome.caught,
     caughtShare: outcome.moves === 0 ? null : round(outcome.caught / outcome.moves),
     maxRunsSkipped: outcome.maxSkipped,
+    // Moves of series not yet seen to move by this policy, and of those seen to move before.
+    firstMoves: { moves: outcome.firstMoves, caught: outcome.firstCaught },
+    laterMoves: { moves: outcome.moves - outcome.firstMoves, caught: outcome.caught - outcome.firstCaught },
   };
 }
 
@@ -39,13 +44,17 @@ export function refreshMonth(seed: number) {
   const budgets = SHARES.map((share) => {
     const budget = Math.floor(day * share);
     const [plan, cycle, limit] = [replay(world, budget, planner()), replay(world, budget, roundRobin), replay(world, budget, oracle)];
+    // Round-robin without depth until found: every page of each series it fetches (today's harvest, rotated).
+    const cycleFull = replay(world, budget, roundRobin, 'full');
     return {
       share,
       pagesPerRun: budget,
       planner: figures(plan, fullMonth),
       roundRobin: figures(cycle, fullMonth),
+      roundRobinFullDepth: figures(cycleFull, fullMonth),
       oracle: figures(limit, fullMonth),
-      plannerOverRoundRobin: cycle.caught === 0 ? null : round(plan.caught / cycle.caught, 2),
+      plannerOverRoundRobin: ratio(plan, cycle),
+      plannerOverRoundRobinFullDepth: ratio(plan, cycleFull),
     };
   });
   return {
@@ -66,8 +75,10 @@ export function scenarioRefreshMonth(quick: boolean) {
     share,
     plannerCaught: { min: Math.min(...at(share).map((b) => b.planner.caughtShare ?? 0)), seeds: at(share).map((b) => b.planner.caughtShare) },
     roundRobinCaught: at(share).map((b) => b.roundRobin.caughtShare),
+    roundRobinFullDepthCaught: at(share).map((b) => b.roundRobinFullDepth.caughtShare),
     oracleCaught: at(share).map((b) => b.oracle.caughtShare),
     plannerOverRoundRobin: { min: Math.min(...at(share).map((b) => b.plannerOverRoundRobin ?? 0)), seeds: at(share).map((b) => b.plannerOverRoundRobin) },
+    plannerOverRoundRobinFullDepth: { min: Math.min(...at(share).map((b) => b.plannerOverRoundRobinFullDepth ?? 0)), seeds: at(share).map((b) => b.plannerOverRoundRobinFullDepth) },
     maxShareOfFullHarvest: Math.max(...at(share).map((b) => b.planner.shareOfFullHarvest)),
   }));
   return {
@@ -82,5 +93,7 @@ export function scenarioRefreshMonth(quick: boolean) {
 }
 
 if (import.meta.main) {
-  process.stdout.write(`${JSON.stringify(scenarioRefreshMonth(process.argv.includes('--quick')), null, 2)}\n`);
+  // Indented, with arrays of plain values on one line (as run.ts prints).
+  const text = JSON.stringify(scenarioRefreshMonth(process.argv.includes('--quick')), null, 2);
+  process.stdout.write(`${text.replace(/\[\s*\n([^[\]{}]*?)\n\s*\]/g, (_, inner: string) => `[${inner.split('\n').map((line) => line.trim()).join(' ')}]`)}\n`);
 }

@@ -3,7 +3,7 @@
 // A fetch costs the pages depth until found takes that day; one the budget cannot pay in full is cut where the budget
 // ends (as a run's budget stop cuts a series) and sees only the ranks it paid for. A move is caught when the run of its
 // day fetches its series in full.
-import type { SeriesRun } from '../../src/refresh/history.ts';
+import { intervalsOf, type SeriesRun } from '../../src/refresh/history.ts';
 import { planRefresh, type PlanOptions } from '../../src/refresh/plan.ts';
 import { MAX_PAGES, PER_PAGE, untilFoundPages, type World, type WorldSeries } from './refresh-world.ts';
 
@@ -15,6 +15,9 @@ export interface Outcome {
   maxSkipped: number;
   /** Series fetched per run, summed over the month. */
   fetches: number;
+  /** Moves of series whose history, as the policy fetched it, had shown no move yet: no estimate can foresee these. */
+  firstMoves: number;
+  firstCaught: number;
 }
 
 /** What one run does: fetch series in the order given until the budget ends, returning those fetched in full. */
@@ -37,11 +40,12 @@ class Memory {
   }
 }
 
-/** Plays `policy` over the world's days with `budget` pages a run. */
-export function replay(world: World, budget: number, policy: (memory: Memory) => RunPolicy): Outcome {
+/** Plays `policy` over the world's days with `budget` pages a run, each fetch at `depth`. */
+export function replay(world: World, budget: number, policy: (memory: Memory) => RunPolicy, depth: 'until-found' | 'full' = 'until-found'): Outcome {
   const memory = new Memory(world);
   const choose = policy(memory);
-  const outcome: Outcome = { credits: 0, moves: 0, caught: 0, maxSkipped: 0, fetches: 0 };
+  const outcome: Outcome = { credits: 0, moves: 0, caught: 0, maxSkipped: 0, fetches: 0, firstMoves: 0, firstCaught: 0 };
+  const seenMoving = world.series.map(() => false);
   const streaks = world.series.map(() => 0);
   for (let day = 0; day < world.days; day++) {
     let left = budget;
@@ -49,7 +53,7 @@ export function replay(world: World, budget: number, policy: (memory: Memory) =>
     const fetch = (index: number): boolean => {
       if (seen.has(index) || left <= 0) return false;
       const series = world.series[index] as WorldSeries;
-      const needed = untilFoundPages(world, series, day);
+      const needed = depth === 'full' ? series.fullPages : untilFoundPages(world, series, day);
       const paid = Math.min(needed, left);
       left -= paid;
       outcome.credits += paid;
@@ -60,12 +64,18 @@ export function replay(world: World, budget: number, policy: (memory: Memory) =>
     choose(day, fetch, () => left);
     world.series.forEach((series, index) => {
       const fetched = seen.get(index);
-      memory.histories[index]?.push(fetched?.run ?? { fetched: false });
+      const history = memory.histories[index] as SeriesRun[];
+      const first = !seenMoving[index];
+      history.push(fetched?.run ?? { fetched: false });
+      if (fetched) seenMoving[index] = intervalsOf(history).some((interval) => interval.moved);
       streaks[index] = fetched ? 0 : (streaks[index] as number) + 1;
       outcome.maxSkipped = Math.max(outcome.maxSkipped, streaks[index] as number);
       if (!series.moves[day]) return;
       outcome.moves += 1;
       if (fetched?.whole) outcome.caught += 1;
+      if (!first) return;
+      outcome.firstMoves += 1;
+      if (fetched?.whole) outcome.firstCaught += 1;
     });
     outcome.fetches += seen.size;
   }
