@@ -1,7 +1,7 @@
 // The month the refresh replay (refresh-month.ts) is played on: keywords in one country on the simulator's days, one
 // tracked domain each, and what each day really was by the simulator's ground truth (src/simulator/days.ts): the
-// domain's best rank, the pages a full harvest and depth until found take, and the moves (docs/design.md#the-refresh-
-// planner). No HTTP: a fetch is what the ground truth says that day's pages would have shown.
+// domain's best rank, the pages a full harvest and depth until found take, and the moves
+// (docs/design.md#the-refresh-planner). No HTTP: a fetch is what the ground truth says that day's pages would show.
 import { dayList, dayRanking, dayRankOf } from '../../src/simulator/days.ts';
 import { resolveSimulatorOptions } from '../../src/simulator/options.ts';
 import { unit } from '../../src/simulator/rng.ts';
