@@ -64,7 +64,8 @@ export const UNKNOWN_RATE = 0.1;
  * keyword list of still rankings does not start every new series at a rate only a volatile list would have.
  */
 export function pooledPrior(all: readonly (readonly Interval[])[], weight = PRIOR_WEIGHT): RatePrior {
-  const pooled = all.flat();
+  // In one order whatever the series' order: the same sums to the last bit, so the same plan.
+  const pooled = all.flat().sort((x, y) => x.gap - y.gap || Number(x.moved) - Number(y.moved));
   if (pooled.length === 0) return { mean: UNKNOWN_RATE, weight };
   return { mean: estimateRate(pooled, { mean: 0.5, weight: 2 }).rate, weight };
 }
