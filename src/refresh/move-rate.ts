@@ -9,7 +9,7 @@ import type { Interval } from './history.ts';
  * a series fetched seldom; the likelihood of the intervals is not. A Beta prior (by default centred on the rate of
  * every series planned together) keeps a series seen once from being judged certain either way. The posterior is
  * computed on a fixed grid of rates: no closed form exists for intervals of different lengths, and a grid is exact
- * enough, deterministic and cheap (GRID points per interval).
+ * enough, deterministic and cheap (GRID points per kind of interval: its gap and whether it moved).
  */
 
 /** A Beta prior on the rate, as its mean and its weight (the runs' worth of evidence it counts for). */
@@ -38,11 +38,12 @@ const LOG_STAY = RATES.map((p) => Math.log1p(-p));
 export function estimateRate(intervals: readonly Interval[], prior: RatePrior): RateEstimate {
   const a = Math.max(prior.mean * prior.weight, 1e-6);
   const b = Math.max((1 - prior.mean) * prior.weight, 1e-6);
+  const kinds = counted(intervals);
   const logs = RATES.map((p, k) => {
     let log = (a - 1) * Math.log(p) + (b - 1) * (LOG_STAY[k] as number) + Math.log(WIDTHS[k] as number);
-    for (const { gap, moved } of intervals) {
+    for (const { gap, moved, count } of kinds) {
       const stay = gap * (LOG_STAY[k] as number);
-      log += moved ? Math.log(-Math.expm1(stay)) : stay;
+      log += count * (moved ? Math.log(-Math.expm1(stay)) : stay);
     }
     return log;
   });
@@ -52,6 +53,21 @@ export function estimateRate(intervals: readonly Interval[], prior: RatePrior): 
   const rate = weights.reduce((sum, w, k) => sum + w * (RATES[k] as number), 0) / total;
   const second = weights.reduce((sum, w, k) => sum + w * (RATES[k] as number) ** 2, 0) / total;
   return { rate, spread: Math.sqrt(Math.max(0, second - rate * rate)), intervals: intervals.length };
+}
+
+/**
+ * The intervals as counts of each kind (gap, moved), in one order: two series with the same intervals in another
+ * order get the same estimate to the last bit, so that a tie between them is broken by id and not by rounding.
+ */
+function counted(intervals: readonly Interval[]): { gap: number; moved: boolean; count: number }[] {
+  const counts = new Map<string, { gap: number; moved: boolean; count: number }>();
+  for (const { gap, moved } of intervals) {
+    const key = `${gap}:${moved}`;
+    const kind = counts.get(key);
+    if (kind) kind.count += 1;
+    else counts.set(key, { gap, moved, count: 1 });
+  }
+  return [...counts.values()].sort((x, y) => x.gap - y.gap || Number(x.moved) - Number(y.moved));
 }
 
 /** The prior's default weight: two runs' worth of evidence, so that one interval already counts for a third. */
@@ -64,8 +80,7 @@ export const UNKNOWN_RATE = 0.1;
  * keyword list of still rankings does not start every new series at a rate only a volatile list would have.
  */
 export function pooledPrior(all: readonly (readonly Interval[])[], weight = PRIOR_WEIGHT): RatePrior {
-  // In one order whatever the series' order: the same sums to the last bit, so the same plan.
-  const pooled = all.flat().sort((x, y) => x.gap - y.gap || Number(x.moved) - Number(y.moved));
+  const pooled = all.flat();
   if (pooled.length === 0) return { mean: UNKNOWN_RATE, weight };
   return { mean: estimateRate(pooled, { mean: 0.5, weight: 2 }).rate, weight };
 }

@@ -84,6 +84,24 @@ describe('the move rate', () => {
     expect(moveWithin(long.rate, 7)).toBeGreaterThan(0.4);
   });
 
+  it('is the same to the last bit for the same intervals in any order, so that ties are broken by id, not by rounding', () => {
+    const intervals = [
+      { gap: 1, moved: true },
+      { gap: 3, moved: false },
+      { gap: 1, moved: false },
+      { gap: 7, moved: true },
+      { gap: 2, moved: false },
+      { gap: 1, moved: false },
+      { gap: 5, moved: true },
+    ];
+    const first = estimateRate(intervals, prior);
+    for (let turn = 1; turn < intervals.length; turn++) {
+      const turned = [...intervals.slice(turn), ...intervals.slice(0, turn)];
+      expect(estimateRate(turned, prior)).toEqual(first);
+      expect(estimateRate([...turned].reverse(), prior)).toEqual(first);
+    }
+  });
+
   it('pools every series for the prior, 0.1 when nothing has been fetched twice', () => {
     expect(pooledPrior([[], []])).toEqual({ mean: 0.1, weight: 2 });
     const still = pooledPrior([Array.from({ length: 20 }, () => ({ gap: 1, moved: false })), [{ gap: 1, moved: true }]]);
