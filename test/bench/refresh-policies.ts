@@ -20,7 +20,7 @@ export interface Outcome {
   firstCaught: number;
 }
 
-/** What one run does: fetch series in the order given until the budget ends, returning those fetched in full. */
+/** What one run does on `day`: fetch series while the budget lasts (`fetch` says whether it paid a series in full). */
 type RunPolicy = (day: number, fetch: (index: number) => boolean, left: () => number) => void;
 
 /** The memory every policy has of the series: histories (the planner's input), the pages each last took. */
@@ -88,14 +88,6 @@ function observed(series: WorldSeries, day: number, paid: number, needed: number
   if (paid === needed) return { domain: series.domain, rank, searched: rank === null ? series.searchable : Math.min(paid * PER_PAGE, series.searchable) };
   return { domain: series.domain, rank: null, searched: paid * PER_PAGE };
 }
-
-/** Knows each series' true rate of moves over the month (not when they come): the best any estimate of rates can do. */
-export const knownRates = (memory: Memory): RunPolicy => (_day, fetch, left) => {
-  const { world } = memory;
-  const rates = world.series.map((s) => s.moves.filter(Boolean).length / (world.days - 1));
-  const order = world.series.map((_, i) => i).sort((a, b) => (rates[b] as number) / memory.cost(b) - (rates[a] as number) / memory.cost(a) || a - b);
-  for (const index of order) if (memory.cost(index) <= left()) fetch(index);
-};
 
 /** Every series every run (as far as the budget goes). */
 export const everySeries = (memory: Memory): RunPolicy => (_day, fetch) => {
