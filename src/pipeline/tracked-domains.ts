@@ -20,19 +20,16 @@ const domainSchema = z
   .transform(trackedHost)
   .refine((host) => HOST.test(host), { error: 'must be a host name such as example.com (no scheme, path or port)' });
 
-export const trackSchema = z.union(
-  [
-    z.strictObject({
-      /** Tracked in every series. */
-      domains: z.array(domainSchema).min(1, { error: 'needs at least one domain, e.g. ["example.com"]' }).max(100, { error: 'at most 100 domains' }),
-    }),
-    z.strictObject({
-      /** A tag column of the queries file: each query's own domains, separated by spaces, commas or semicolons. */
-      column: z.string().min(1, { error: 'must name a column of the queries file' }),
-    }),
-  ],
-  { error: 'must be { "domains": ["example.com", …] } or { "column": "<a column of the queries file>" }, not both' },
-);
+export const trackSchema = z
+  .strictObject({
+    /** Tracked in every series. */
+    domains: z.array(domainSchema).min(1, { error: 'needs at least one domain, e.g. ["example.com"]' }).max(100, { error: 'at most 100 domains' }).optional(),
+    /** A tag column of the queries file: each query's own domains, separated by spaces, commas or semicolons. */
+    column: z.string().min(1, { error: 'must name a column of the queries file' }).optional(),
+  })
+  .refine((track) => (track.domains === undefined) !== (track.column === undefined), {
+    error: 'give domains (the same for every query) or column (a column of the queries file naming each query\'s), one of them',
+  });
 
 export const refreshSchema = z.strictObject({
   /** `full`: every series to its full depth; `until-found`: a series ends once its tracked domains are found, plus `margin` pages. */
@@ -44,7 +41,7 @@ export const refreshSchema = z.strictObject({
 export type TrackConfig = z.output<typeof trackSchema>;
 export type RefreshConfig = z.output<typeof refreshSchema>;
 
-/** The name a series' tracked ranks go by in its state (not a stage's: a stage's name cannot start with `@`). */
+/** The name a series' tracked ranks go by in its state, beside its stages' (whose names are words: normalize, dedupe). */
 export const TRACK_STATE = '@track';
 
 /** What a series keeps of its tracked domains, committed with each page (docs/design.md#where-tracked-ranks-live). */
@@ -64,11 +61,11 @@ export interface TrackedRank {
   readonly searched: number;
 }
 
-/** Splits a tag cell into the domains it names (empty: none tracked for that query). */
-function domainsIn(cell: string | undefined): string[] {
-  if (cell === undefined) return [];
-  const hosts = cell.split(/[\s,;]+/).map(trackedHost).filter((host) => HOST.test(host));
-  return [...new Set(hosts)];
+/** The domains a tag cell names, split on spaces, commas or semicolons, and the words in it that are not host names. */
+export function hostsIn(cell: string | undefined): { hosts: string[]; bad: string[] } {
+  const words = (cell ?? '').split(/[\s,;]+/).filter((word) => word !== '');
+  const hosts = words.map(trackedHost);
+  return { hosts: [...new Set(hosts.filter((host) => HOST.test(host)))], bad: words.filter((_, i) => !HOST.test(hosts[i] as string)) };
 }
 
 /** A pipeline's tracking: which domains each series tracks, what a page found, and whether it ends the series. */
@@ -85,13 +82,13 @@ export interface Tracking {
 }
 
 export function tracking(track: TrackConfig, refresh: RefreshConfig | undefined, searchPath: string): Tracking {
-  const everywhere = 'domains' in track ? [...new Set(track.domains)] : undefined;
-  const column = 'column' in track ? track.column : undefined;
+  const everywhere = track.domains ? [...new Set(track.domains)] : undefined;
+  const column = track.column;
   const untilFound = refresh?.depth === 'until-found';
   const margin = refresh?.margin ?? 0;
   return {
     untilFound,
-    domainsOf: (series) => (series.endpoint !== searchPath ? [] : (everywhere ?? domainsIn(series.tags?.[column as string]))),
+    domainsOf: (series) => (series.endpoint !== searchPath ? [] : (everywhere ?? hostsIn(series.tags?.[column as string]).hosts)),
     observe(state, domains, page) {
       const wanted = new Set(domains);
       for (const item of page.items) {

@@ -1,7 +1,7 @@
 import { SEARCH_PATH } from '../client/client.ts';
 import type { Pipeline } from '../config/define.ts';
 import { ValidationError } from '../errors/validation-error.ts';
-import { tracking, type Tracking } from '../pipeline/tracked-domains.ts';
+import { hostsIn, tracking, type Tracking } from '../pipeline/tracked-domains.ts';
 import type { SourcePlan } from '../sources/source.ts';
 
 type Problem = { path: string; message: string };
@@ -32,7 +32,7 @@ export function checkTracking(pipeline: Pipeline, plan: SourcePlan): void {
   if (terms.some((t) => t?.stage === 'dedupe' && (t.scope !== 'series' || t.persistent === true))) {
     problems.push({ path: 'track', message: 'cannot be used with a dedupe wider than the series or across runs: a domain already seen elsewhere would read as not found; use dedupe({ scope: "series" })' });
   }
-  if ('column' in track && !(plan.tagColumns ?? []).includes(track.column)) {
+  if (track.column !== undefined && !(plan.tagColumns ?? []).includes(track.column)) {
     const columns = plan.tagColumns ?? [];
     problems.push({
       path: 'track.column',
@@ -41,5 +41,20 @@ export function checkTracking(pipeline: Pipeline, plan: SourcePlan): void {
         : `"${track.column}" is not a column of the queries file: the queries have no tag columns (give queriesFile with a column of domains, or track.domains)`,
     });
   }
+  // A cell that names something other than hosts is a mistake in the file, said before anything is spent.
+  else if (track.column !== undefined) problems.push(...badCells(plan, track.column));
   if (problems.length > 0) throw new ValidationError(`Pipeline "${pipeline.name}" cannot track domains`, problems);
+}
+
+/** The first few queries whose cell of `column` holds a word that is not a host name. */
+function badCells(plan: SourcePlan, column: string): Problem[] {
+  const problems: Problem[] = [];
+  for (const series of plan.series()) {
+    const bad = hostsIn(series.tags?.[column]).bad;
+    if (bad.length > 0 && !problems.some((p) => p.message.startsWith(`the query "${series.query}"`))) {
+      problems.push({ path: 'track.column', message: `the query "${series.query}" has ${bad.map((word) => `"${word}"`).join(', ')} in "${column}": each must be a host name such as example.com` });
+    }
+    if (problems.length >= 3) break;
+  }
+  return problems;
 }

@@ -2,11 +2,14 @@
 // and how deep it was searched, and with depth until found ends on the page where the last of them appeared plus a
 // margin. Measured against the simulator's ground truth on a day, over real sockets: the pages each series cost are
 // the requests the simulator counted for its query.
+import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { definePipeline, normalize, searchPages, toSqlite } from '../../src/index.ts';
+import { dedupe, definePipeline, endpointPages, normalize, run, searchPages, toSqlite } from '../../src/index.ts';
+import { exitCodeFor } from '../../src/run/exit-codes.ts';
 import type { Simulator } from '../../src/simulator/index.ts';
-import { simulator } from '../helpers.ts';
+import { expectRefused, simulator, TEST_KEY, thrown } from '../helpers.ts';
 import { runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
+import { runChild } from './resume-helpers.ts';
 
 const DAY = 4;
 const bare = (domain: string) => domain.replace(/^www\./, '');
@@ -58,6 +61,131 @@ describe('depth until found', () => {
       expect(sqliteRows(dir.path('out.sqlite'), 'SELECT query, country, lang, domain, rank, searched FROM results_tracked')).toEqual([
         { query: 'espresso', country: 'us', lang: 'en', domain: bare(domain.toLowerCase()), rank, searched: (2 + margin) * 10 },
       ]);
+      // The view says it in words too.
+      expect(sqliteRows(dir.path('out.sqlite'), 'SELECT domain, rank, found, position FROM report_tracked')).toEqual([{ domain: bare(domain), rank, found: 1, position: String(rank) }]);
     });
   }
+
+  it('ends when the last of several domains is found; a domain never found pays the full depth, "not found within N"', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    using dir = workdir();
+    const first = domainOnPage(sim, 'tamper', 1);
+    const third = domainOnPage(sim, 'tamper', 3, [bare(first.domain)]);
+    const several = await runOn(sim, pipeline(dir.path('several.sqlite'), ['tamper'], { track: { domains: [third.domain, first.domain] }, refresh: { depth: 'until-found' } }));
+    expect(several.series.byReason).toEqual({ found: 1 });
+    expect(pagesByQuery(sim).get('tamper')).toBe(3);
+    expect(sqliteRows(dir.path('several.sqlite'), 'SELECT domain, rank, searched FROM results_tracked ORDER BY rank')).toEqual([
+      { domain: bare(first.domain), rank: first.rank, searched: 30 },
+      { domain: bare(third.domain), rank: third.rank, searched: 30 },
+    ]);
+
+    const missing = await runOn(sim, pipeline(dir.path('missing.sqlite'), ['grinder'], { track: { domains: ['never-ranked.example', first.domain] }, refresh: { depth: 'until-found', margin: 1 } }));
+    expect(missing.series.byReason).toEqual({ max_pages: 1 });
+    expect(pagesByQuery(sim).get('grinder')).toBe(5);
+    const rows = sqliteRows(dir.path('missing.sqlite'), 'SELECT domain, rank, searched, found, position FROM report_tracked ORDER BY domain');
+    const truth = sim.rankOf({ q: 'grinder', country: 'us', lang: 'en' }, first.domain);
+    expect(rows).toEqual(
+      [
+        { domain: 'never-ranked.example', rank: null, searched: 50, found: 0, position: 'not found within 50' },
+        { domain: bare(first.domain), rank: truth !== null && truth <= 50 ? truth : null, searched: 50, found: truth !== null && truth <= 50 ? 1 : 0, position: truth !== null && truth <= 50 ? String(truth) : 'not found within 50' },
+      ].sort((a, b) => (a.domain < b.domain ? -1 : 1)),
+    );
+  });
+
+  it('depth full keeps the ranks and pages every series as before', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    using dir = workdir();
+    const { domain, rank } = domainOnPage(sim, 'espresso', 1);
+    const summary = await runOn(sim, pipeline(dir.path('out.sqlite'), ['espresso'], { track: { domains: [domain] } }));
+    expect(summary.series.byReason).toEqual({ max_pages: 1 });
+    expect(pagesByQuery(sim).get('espresso')).toBe(5);
+    expect(sqliteRows(dir.path('out.sqlite'), 'SELECT domain, rank, searched FROM results_tracked')).toEqual([{ domain: bare(domain), rank, searched: 50 }]);
+  });
+
+  it('takes each query\'s domains from a column of its queries file; a query with none pages in full', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    using dir = workdir();
+    const espresso = domainOnPage(sim, 'espresso', 2);
+    const k1 = domainOnPage(sim, 'tamper', 1);
+    const k3 = domainOnPage(sim, 'tamper', 3, [bare(k1.domain)]);
+    writeFileSync(dir.path('keywords.csv'), `keyword,Site\r\nespresso,${otherSpelling(espresso.domain)}\r\ntamper,"${k1.domain}; ${otherSpelling(k3.domain)}"\r\ngrinder,\r\n`);
+    const summary = await runOn(sim, {
+      name: 'tracked-column',
+      source: searchPages({ queriesFile: dir.path('keywords.csv'), countries: ['us'], langs: ['en'], maxPages: 5 }),
+      stages: [normalize()],
+      sinks: [toSqlite({ path: dir.path('out.sqlite') })],
+      track: { column: 'site' },
+      refresh: { depth: 'until-found' },
+    });
+    expect(summary.series.byReason).toEqual({ found: 2, max_pages: 1 });
+    expect(Object.fromEntries(pagesByQuery(sim))).toEqual({ espresso: 2, tamper: 3, grinder: 5 });
+    expect(sqliteRows(dir.path('out.sqlite'), 'SELECT query, domain, rank, searched FROM results_tracked ORDER BY query, rank')).toEqual([
+      { query: 'espresso', domain: bare(espresso.domain), rank: espresso.rank, searched: 20 },
+      { query: 'tamper', domain: bare(k1.domain), rank: k1.rank, searched: 30 },
+      { query: 'tamper', domain: bare(k3.domain), rank: k3.rank, searched: 30 },
+    ]);
+  });
+});
+
+describe('a series found, killed and resumed', () => {
+  for (const [point, n] of [['after-commit', 1], ['page-transaction', 2]] as const) {
+    it(`fetches no more than its margin after the page it was found on (SIGKILL at ${point} #${n})`, async () => {
+      await using sim = await simulator({ seed: 11, day: DAY });
+      using dir = workdir();
+      const { domain, rank } = domainOnPage(sim, 'espresso', 1);
+      const spec = { baseUrl: sim.url, dir: dir.dir, queries: ['espresso'], maxPages: 5, concurrency: 1, sinks: ['sqlite'], track: { domains: [domain] }, refresh: { depth: 'until-found', margin: 2 } };
+      const killed = await runChild(spec, { WEBDATA_CRASH_AT: `${point}:${n}` }).done;
+      expect(killed.signal).toBe('SIGKILL');
+      const resumed = await runChild(spec).done;
+      expect(resumed.code).toBe(0);
+      expect(resumed.summary?.series.byReason).toEqual({ found: 1 });
+      // Found on page 1, margin 2: pages 1 to 3, the page killed inside its transaction paid twice.
+      expect(pagesByQuery(sim).get('espresso')).toBe(point === 'page-transaction' ? 4 : 3);
+      expect(sqliteRows(dir.path('out.sqlite'), 'SELECT query, domain, rank, searched FROM results_tracked')).toEqual([{ query: 'espresso', domain: bare(domain), rank, searched: 30 }]);
+      expect(sqliteRows(dir.path('out.sqlite'), 'SELECT COUNT(DISTINCT page) AS pages FROM results')).toEqual([{ pages: 3 }]);
+    });
+  }
+});
+
+describe('a tracking config that cannot work', () => {
+  const base = (extra: Record<string, unknown>, source = searchPages({ queries: ['espresso'], maxPages: 2 })) => ({
+    name: 'bad-track',
+    source,
+    stages: [normalize()],
+    sinks: [toSqlite({ path: '/nonexistent/never-written.sqlite' })],
+    ...extra,
+  });
+
+  it('is refused naming the field and what is valid, before a request is sent (exit 2)', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    const refused = async (extra: Record<string, unknown>, field: string, reason: RegExp, source?: ReturnType<typeof searchPages>) => {
+      const error = await thrown(() => run(base(extra, source) as never, { baseUrl: sim.url, apiKey: TEST_KEY, env: {} }));
+      expectRefused(error, field, reason);
+      expect(exitCodeFor({ error })).toBe(2);
+    };
+    await refused({ track: { domains: [] } }, 'track.domains', /at least one domain/);
+    await refused({ track: { domains: ['https://example.com/page'] } }, 'track.domains.0', /host name such as example.com/);
+    await refused({ track: { domains: ['example.com'], column: 'site' } }, 'track', /domains .* or column .*one of them/);
+    await refused({ track: {} }, 'track', /one of them/);
+    await refused({ refresh: { depth: 'until-found' } }, 'refresh.depth', /needs tracked domains/);
+    await refused({ track: { domains: ['example.com'] }, refresh: { depth: 'until-found', margin: -1 } }, 'refresh.margin', /whole number/);
+    await refused({ track: { domains: ['example.com'] }, refresh: { depth: 'until-found', margin: 1.5 } }, 'refresh.margin', /whole number/);
+    await refused({ track: { domains: ['example.com'] }, refresh: { depth: 'deep' } }, 'refresh.depth', /"full" or "until-found"/);
+    await refused({ track: { column: 'site' } }, 'track.column', /not a column of the queries file/);
+    await refused({ track: { domains: ['example.com'] }, stages: [] }, 'track', /normalize\(\) stage/);
+    await refused({ track: { domains: ['example.com'] }, stages: [normalize(), dedupe({ scope: 'global' })] }, 'track', /dedupe wider than the series/);
+    expect(sim.stats().requests).toBe(0);
+  });
+
+  it('a column cell that is not host names, and a source with no queries, are refused too', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    using dir = workdir();
+    writeFileSync(dir.path('keywords.csv'), 'keyword,site\r\nespresso,example.com/shop\r\n');
+    const source = searchPages({ queriesFile: dir.path('keywords.csv'), maxPages: 2 });
+    const error = await thrown(() => run(base({ track: { column: 'site' } }, source) as never, { baseUrl: sim.url, apiKey: TEST_KEY, env: {} }));
+    expectRefused(error, 'track.column', /"espresso" has "example.com\/shop" in "site"/);
+    const endpointOnly = await thrown(() => run(base({ track: { domains: ['example.com'] } }, endpointPages({ path: '/reviews', params: [{ id: '1' }] }) as never) as never, { baseUrl: sim.url, apiKey: TEST_KEY, env: {} }));
+    expectRefused(endpointOnly, 'track', /needs a search source/);
+    expect(sim.stats().requests).toBe(0);
+  });
 });
