@@ -8,7 +8,10 @@ import { dedupe, definePipeline, endpointPages, normalize, run, searchPages, toS
 import { exitCodeFor } from '../../src/run/exit-codes.ts';
 import type { Simulator } from '../../src/simulator/index.ts';
 import { expectRefused, simulator, TEST_KEY, thrown } from '../helpers.ts';
-import { runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
+import { csvRows, runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
+import { pipelineFromConfig } from '../../src/config/json-config.ts';
+import { exportReport } from '../../src/analytics/index.ts';
+import { renderReport } from '../../src/report/index.ts';
 import { runChild } from './resume-helpers.ts';
 
 const DAY = 4;
@@ -90,6 +93,12 @@ describe('depth until found', () => {
         { domain: bare(first.domain), rank: truth !== null && truth <= 50 ? truth : null, searched: 50, found: truth !== null && truth <= 50 ? 1 : 0, position: truth !== null && truth <= 50 ? String(truth) : 'not found within 50' },
       ].sort((a, b) => (a.domain < b.domain ? -1 : 1)),
     );
+    // The report shows it, and export reads the view.
+    const html = await renderReport({ database: dir.path('missing.sqlite') });
+    expect(html).toContain('<h2>Tracked domains</h2>');
+    expect(html).toContain('<td>never-ranked.example</td><td>not found within 50</td>');
+    await exportReport({ database: dir.path('missing.sqlite'), report: 'tracked', format: 'csv', out: dir.path('tracked.csv') });
+    expect(csvRows(dir.path('tracked.csv')).map((row) => [row.domain, row.position])).toEqual(rows.map((row) => [row.domain, row.position]));
   });
 
   it('depth full keeps the ranks and pages every series as before', async () => {
@@ -124,6 +133,26 @@ describe('depth until found', () => {
       { query: 'tamper', domain: bare(k1.domain), rank: k1.rank, searched: 30 },
       { query: 'tamper', domain: bare(k3.domain), rank: k3.rank, searched: 30 },
     ]);
+  });
+});
+
+describe('a JSON config', () => {
+  it('takes track and refresh as a pipeline file does', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    using dir = workdir();
+    const { domain, rank } = domainOnPage(sim, 'teapot', 2);
+    const config = {
+      name: 'tracked-json',
+      search: { queries: ['teapot'], countries: ['us'], langs: ['en'], maxPages: 5 },
+      sinks: [{ type: 'sqlite', path: dir.path('out.sqlite') }],
+      track: { domains: [otherSpelling(domain)] },
+      refresh: { depth: 'until-found', margin: 0 },
+    };
+    const summary = await runOn(sim, pipelineFromConfig(config));
+    expect(summary.series.byReason).toEqual({ found: 1 });
+    expect(pagesByQuery(sim).get('teapot')).toBe(2);
+    expect(sqliteRows(dir.path('out.sqlite'), 'SELECT domain, rank, searched FROM results_tracked')).toEqual([{ domain: bare(domain), rank, searched: 20 }]);
+    expectRefused(await thrown(() => pipelineFromConfig({ ...config, refresh: { depth: 'until-found', margin: 'one' } })), 'refresh.margin', /whole number/);
   });
 });
 
