@@ -165,6 +165,13 @@ describe('a series found, killed and resumed', () => {
       const spec = { baseUrl: sim.url, dir: dir.dir, queries: ['espresso'], maxPages: 5, concurrency: 1, sinks: ['sqlite'], track: { domains: [domain] }, refresh: { depth: 'until-found', margin: 2 } };
       const killed = await runChild(spec, { WEBDATA_CRASH_AT: `${point}:${n}` }).done;
       expect(killed.signal).toBe('SIGKILL');
+      // Other domains would decide other pages and ranks: the run is not resumed with them (a RunLifecycleError, exit 2
+      // from the command line; the fixture exits 1 on any error), and nothing is sent.
+      const before = sim.stats().requests;
+      const refused = await runChild({ ...spec, track: { domains: ['other.example'] } }).done;
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/ERROR RunLifecycleError: .*other terms.*tracked domains: .*other\.example/);
+      expect(sim.stats().requests).toBe(before);
       const resumed = await runChild(spec).done;
       expect(resumed.code).toBe(0);
       expect(resumed.summary?.series.byReason).toEqual({ found: 1 });
