@@ -39,3 +39,28 @@ export async function recordTracked(parts: { store: RunStore; plan: SourcePlan; 
   }
   if (rows.length > 0) await flush();
 }
+
+/** One run of a series as a refresh planner reads it: fetched or not, and what it found of its tracked domains. */
+export interface TrackedRun {
+  readonly runId: string;
+  /** The run committed at least one page of the series. */
+  readonly fetched: boolean;
+  /** Present when fetched: each tracked domain's best rank, or null within `searched`. */
+  readonly ranks?: readonly TrackedRank[];
+}
+
+/**
+ * A series' history over `runIds` (oldest first: `RunRecords.runs(pipeline)` gives a pipeline's in that order), read from
+ * the state store by run and series: what a later refresh planner needs of each series' past
+ * (docs/design.md#where-tracked-ranks-live). An abandoned run's series are gone with it: not fetched.
+ */
+export async function trackedHistory(store: Pick<RunStore, 'progress'>, runIds: readonly string[], series: Series, domains: readonly string[]): Promise<TrackedRun[]> {
+  const history: TrackedRun[] = [];
+  for (const runId of runIds) {
+    const progress = await store.progress(runId, series.id);
+    const fetched = progress !== undefined && progress.pages > 0;
+    const state = progress?.state?.[TRACK_STATE] as Partial<TrackState> | undefined;
+    history.push(fetched ? { runId, fetched, ranks: trackedRanks(domains, state) } : { runId, fetched });
+  }
+  return history;
+}

@@ -12,6 +12,9 @@ import { csvRows, runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
 import { pipelineFromConfig } from '../../src/config/json-config.ts';
 import { exportReport } from '../../src/analytics/index.ts';
 import { renderReport } from '../../src/report/index.ts';
+import Database from 'better-sqlite3';
+import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
+import { trackedHistory } from '../../src/run/record-tracked.ts';
 import { runChild } from './resume-helpers.ts';
 
 const DAY = 4;
@@ -133,6 +136,32 @@ describe('depth until found', () => {
       { query: 'tamper', domain: bare(k1.domain), rank: k1.rank, searched: 30 },
       { query: 'tamper', domain: bare(k3.domain), rank: k3.rank, searched: 30 },
     ]);
+  });
+});
+
+describe('the state store', () => {
+  it('keeps each series\' tracked ranks by run: the history a refresh planner reads, a series not reached left unfetched', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    using dir = workdir();
+    const { domain } = domainOnPage(sim, 'blender', 2);
+    const make = (queries: string[]) => pipeline(dir.path('out.sqlite'), queries, { track: { domains: [domain, 'never-ranked.example'] }, refresh: { depth: 'until-found' } });
+    const first = await runOn(sim, make(['blender', 'teapot']));
+    sim.setDay(DAY + 20);
+    // The second run reaches only one series: its budget is one page.
+    const second = await runOn(sim, { ...make(['blender', 'teapot']), budget: { maxCredits: 1 } });
+    const db = new Database(dir.path('out.sqlite'));
+    const store = sqliteStateStore(db);
+    const runIds = (await store.runs('tracked')).map((run) => run.runId);
+    expect(runIds).toEqual([first.runId, second.runId]);
+    const truth = (day: number) => sim.rankOf({ q: 'blender', country: 'us', lang: 'en' }, domain, day);
+    const blender = { id: 'search|blender|us|en', endpoint: '/searchengine/search', query: 'blender', country: 'us', lang: 'en' };
+    const history = await trackedHistory(store, runIds, blender, [bare(domain), 'never-ranked.example']);
+    expect(history[0]).toEqual({ runId: first.runId, fetched: true, ranks: [{ domain: bare(domain), rank: truth(DAY), searched: 50 }, { domain: 'never-ranked.example', rank: null, searched: 50 }] });
+    const teapot = await trackedHistory(store, runIds, { ...blender, id: 'search|teapot|us|en', query: 'teapot' }, ['never-ranked.example']);
+    // One of the two series got the second run's one page; the other was not fetched in it.
+    expect([history[1]?.fetched, teapot[1]?.fetched].sort()).toEqual([false, true]);
+    for (const run of [history[1], teapot[1]]) if (run?.fetched) expect(run.ranks?.every((rank) => rank.searched === 10)).toBe(true);
+    db.close();
   });
 });
 
