@@ -6,10 +6,13 @@ import type { Series } from './page.ts';
  * best rank of each tracked domain among its items, and how deep the run searched (docs/design.md#where-tracked-ranks-live).
  */
 
-/** A host name as a domain is tracked: lower case, no `www.` (an item's host matches with or without it). */
+/**
+ * A host name as a domain is tracked: lower case, no trailing dot, no `www.` (an item's host matches with or without
+ * it) unless that is all there is before its last label (`www.com` stays).
+ */
 export function trackedHost(host: string): string {
   const lower = host.trim().toLowerCase().replace(/\.$/, '');
-  return lower.startsWith('www.') ? lower.slice(4) : lower;
+  return lower.startsWith('www.') && lower.indexOf('.', 4) > 0 ? lower.slice(4) : lower;
 }
 
 /** A host name: dot-separated labels of letters, digits and hyphens (IDNs as their `xn--` form), at least two. */

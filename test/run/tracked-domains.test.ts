@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { dedupe, definePipeline, endpointPages, normalize, run, searchPages, toSqlite } from '../../src/index.ts';
 import { exitCodeFor } from '../../src/run/exit-codes.ts';
+import { hostsIn, trackedHost } from '../../src/pipeline/tracked-domains.ts';
 import type { Simulator } from '../../src/simulator/index.ts';
 import { expectRefused, simulator, TEST_KEY, thrown } from '../helpers.ts';
 import { csvRows, runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
@@ -53,6 +54,17 @@ function pipeline(path: string, queries: string[], extra: Record<string, unknown
     ...extra,
   });
 }
+
+describe('a tracked domain', () => {
+  it('is a host, matched with or without www. and in any case; a cell of a queries file names several', () => {
+    expect(['Example.COM', 'www.example.com', 'WWW.EXAMPLE.COM.', ' example.com '].map(trackedHost)).toEqual(['example.com', 'example.com', 'example.com', 'example.com']);
+    // Only a leading www. before a name of its own: www.com is a domain.
+    expect([trackedHost('www.com'), trackedHost('shop.www.example.com')]).toEqual(['www.com', 'shop.www.example.com']);
+    expect(hostsIn('a.example, www.B.example;c.example  a.example')).toEqual({ hosts: ['a.example', 'b.example', 'c.example'], bad: [] });
+    expect(hostsIn('https://a.example/x example')).toEqual({ hosts: [], bad: ['https://a.example/x', 'example'] });
+    expect(hostsIn(undefined)).toEqual({ hosts: [], bad: [] });
+  });
+});
 
 describe('depth until found', () => {
   for (const margin of [0, 1]) {
