@@ -17,6 +17,7 @@ import Database from 'better-sqlite3';
 import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 import { trackedHistory } from '../../src/run/record-tracked.ts';
 import { runChild } from './resume-helpers.ts';
+import { cli, config, envFor } from '../cli-helpers.ts';
 
 const DAY = 4;
 const bare = (domain: string) => domain.replace(/^www\./, '');
@@ -194,6 +195,17 @@ describe('a JSON config', () => {
     expect(pagesByQuery(sim).get('teapot')).toBe(2);
     expect(sqliteRows(dir.path('out.sqlite'), 'SELECT domain, rank, searched FROM results_tracked')).toEqual([{ domain: bare(domain), rank, searched: 20 }]);
     expectRefused(await thrown(() => pipelineFromConfig({ ...config, refresh: { depth: 'until-found', margin: 'one' } })), 'refresh.margin', /whole number/);
+  });
+
+  it('with a bad field is refused by the command line, exit 2, before a request', async () => {
+    await using sim = await simulator({ seed: 11, day: DAY });
+    using dir = workdir();
+    const file = config(dir.dir, { track: { domains: ['example.com/shop'] }, refresh: { depth: 'until-found', margin: -1 } });
+    const result = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/track\.domains\.0: must be a host name/);
+    expect(result.stderr).toMatch(/refresh\.margin: must be a whole number/);
+    expect(sim.stats().requests).toBe(0);
   });
 });
 
