@@ -27,7 +27,7 @@ interface Report {
 const text = (...names: string[]) => Object.fromEntries(names.map((n) => [n, 'STRING' as const]));
 const ints = (...names: string[]) => Object.fromEntries(names.map((n) => [n, 'INT32' as const]));
 
-export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 'spend', Report> = {
+export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 'tracked' | 'spend', Report> = {
   rankings: {
     from: (table) => viewName(table, 'rankings'),
     columns: { ...text('query', 'country', 'lang'), ...ints('rank'), ...text('title', 'url', 'domain'), ...ints('page', 'position'), ...text('dedupe_key', 'run_id', 'fetched_at') },
@@ -52,6 +52,12 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
     order: 'query, country, lang, change, current_rank, dedupe_key',
     countryColumns: ['country'],
   },
+  tracked: {
+    from: (table) => viewName(table, 'tracked'),
+    columns: { ...text('run_id', 'query', 'country', 'lang', 'domain'), ...ints('rank', 'searched', 'found'), ...text('position') },
+    order: 'query, country, lang, domain, run_id',
+    countryColumns: ['country'],
+  },
   spend: {
     from: () => viewName('results', 'spend'),
     columns: { ...text('run_id', 'query', 'country', 'endpoint'), ...ints('requests', 'answered'), credits: 'DOUBLE', uncertain_credits: 'DOUBLE', uncommitted_credits: 'DOUBLE' },
@@ -60,7 +66,7 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 's
   },
 };
 
-export const REPORT_NAMES = ['rankings', 'domains', 'overlap', 'changes', 'spend', 'items'] as const;
+export const REPORT_NAMES = ['rankings', 'domains', 'overlap', 'changes', 'tracked', 'spend', 'items'] as const;
 
 export const exportOptionsSchema = z.strictObject({
   /** The SQLite file a pipeline wrote, or a PostgreSQL database (`postgres://…`; `postgres:` for DATABASE_URL / PGHOST…). */

@@ -2,7 +2,8 @@ import type { Pool } from '../postgres/pools.ts';
 import { transaction } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { POSTGRES } from './dialect.ts';
-import { keySpendViewSql, postgresReaderStatements, type ResultsView, resultsViewsSql, spendViewSql, viewStatements } from './statements.ts';
+import { keySpendViewSql, postgresReaderStatements, type ResultsView, resultsViewsSql, spendViewSql, trackedViewSql, viewStatements } from './statements.ts';
+import { trackedTable } from '../sinks/series-tracked.ts';
 import { tagColumnsOf } from './view-tags.ts';
 import { CREATE_ORDER, DROP_ORDER, KEY_SPEND_VIEW, runsRead, viewName } from './views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
@@ -25,6 +26,11 @@ export async function createPostgresResultsViews(pool: Pool, schema: string, tab
     if (views.length > 0) await preparePostgresOutcomes(client, schema, table, `schema ${schema}`);
     for (const view of DROP_ORDER) await client.query(viewStatements.drop(name(view)));
     for (const view of CREATE_ORDER) if (views.includes(view)) await client.query(viewStatements.create(name(view), sql[view]));
+    // Beside a table whose pipeline tracks domains (sinks/series-tracked.ts), as in SQLite.
+    const tracked = `${s}.${quoteIdentifier(viewName(table, 'tracked'))}`;
+    await client.query(viewStatements.drop(tracked));
+    const trackedColumns = await client.query(postgresReaderStatements.tableColumns, [schema, trackedTable(table)]);
+    if (trackedColumns.rows.length > 0) await client.query(viewStatements.create(tracked, trackedViewSql(`${s}.${quoteIdentifier(trackedTable(table))}`, POSTGRES)));
   });
 }
 

@@ -239,3 +239,15 @@ export const keyAllowanceStatements = {
     `SELECT (SELECT ${d.real('COALESCE(SUM(credits), 0)')} FROM ${spend} WHERE key_fingerprint = ? AND period = ?) AS spent,
       (SELECT ${d.real('COALESCE(SUM(credits), 0)')} FROM ${holds} WHERE fingerprint = ? AND period = ? AND expires_at > ${d === POSTGRES ? 'to_timestamp(CAST(? AS double precision) / 1000)' : '?'}) AS held`,
 };
+
+/**
+ * `report_tracked`: each tracked domain's best rank per series and run, from the tracked table `k` (quoted, qualified
+ * if need be; sinks/series-tracked.ts), with `position` saying it in words: the rank, or "not found within N" (the
+ * ranks the run searched). Every run the table holds, a series fetched in part included (its `searched` says how far).
+ */
+export function trackedViewSql(k: string, d: Dialect): string {
+  return `
+      SELECT run_id, query, country, lang, domain, rank, searched, ${d.int('CASE WHEN rank IS NULL THEN 0 ELSE 1 END')} AS found,
+        CASE WHEN rank IS NULL THEN 'not found within ' || CAST(searched AS TEXT) ELSE CAST(rank AS TEXT) END AS position
+      FROM ${k}`;
+}

@@ -1,13 +1,14 @@
 import type Database from 'better-sqlite3';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { SQLITE } from './dialect.ts';
-import { keySpendViewSql, type ResultsView, resultsViewsSql, type RunsRead, spendViewSql, sqliteReaderStatements, viewStatements } from './statements.ts';
+import { keySpendViewSql, type ResultsView, resultsViewsSql, type RunsRead, spendViewSql, sqliteReaderStatements, trackedViewSql, viewStatements } from './statements.ts';
+import { trackedTable } from '../sinks/series-tracked.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { prepareSqliteOutcomes } from '../sinks/sqlite-outcomes.ts';
 import { tagColumnsOf } from './view-tags.ts';
 
 /** Views get the results table's name in front, except for the default table: `report_rankings`, `serp_report_rankings`. */
-export function viewName(table: string, view: ResultsView | 'spend'): string {
+export function viewName(table: string, view: ResultsView | 'spend' | 'tracked'): string {
   return table === 'results' || view === 'spend' ? `report_${view}` : `${table}_report_${view}`;
 }
 
@@ -32,7 +33,7 @@ export function runsRead(mode: 'append' | 'replace' | 'upsert'): RunsRead {
 /**
  * Creates (or re-creates, so that they follow the table) the views over a SQLite results table written in `mode`, and
  * the outcomes table they read beside it when it has none (`prepareSqliteOutcomes`: every run it holds then counts as
- * complete).
+ * complete); `report_tracked` where the table has tracked domains beside it.
  */
 export function createResultsViews(db: Database.Database, table: string, views: readonly ResultsView[], mode: 'append' | 'replace' | 'upsert' = 'append'): void {
   const name = (view: ResultsView) => quoteIdentifier(viewName(table, view));
@@ -42,6 +43,10 @@ export function createResultsViews(db: Database.Database, table: string, views: 
     if (views.length > 0) prepareSqliteOutcomes(db, table);
     for (const view of DROP_ORDER) db.exec(viewStatements.drop(name(view)));
     for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(viewStatements.create(name(view), sql[view]));
+    // Beside a table whose pipeline tracks domains (sinks/series-tracked.ts): read from its own table, whatever the mode.
+    const tracked = quoteIdentifier(viewName(table, 'tracked'));
+    db.exec(viewStatements.drop(tracked));
+    if (db.prepare(sqliteReaderStatements.tableColumns).all(trackedTable(table)).length > 0) db.exec(viewStatements.create(tracked, trackedViewSql(quoteIdentifier(trackedTable(table)), SQLITE)));
   })();
 }
 

@@ -14,6 +14,7 @@ import { bossSchema } from '../distributed/boss.ts';
 import { notifySchema } from '../notify/webhook-config.ts';
 import { spreadWithoutSchedule } from '../recurring/allowance-share.ts';
 import { scheduleSchema } from '../recurring/schedule-config.ts';
+import { refreshSchema, trackSchema } from '../pipeline/tracked-domains.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
@@ -118,9 +119,16 @@ export const pipelineSchema = z.strictObject({
    * WEBDATA_WEBHOOK_SECRET (docs/notifications.md).
    */
   notify: notifySchema.optional(),
+  /** Domains whose best rank each series keeps, for every query or per query from a column (docs/pipelines.md#tracked-domains-and-depth-until-found). */
+  track: trackSchema.optional(),
+  /** How deep each series is fetched: in full, or until its tracked domains are found (plus a margin). */
+  refresh: refreshSchema.optional(),
 }).superRefine((settings, ctx) => {
   // A share of an allowance is counted in the schedule's occurrences (docs/credits.md#spreading-an-allowance).
   for (const issue of spreadWithoutSchedule(settings)) ctx.addIssue({ code: 'custom', ...issue });
+  if (settings.refresh?.depth === 'until-found' && settings.track === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['refresh', 'depth'], message: '"until-found" needs tracked domains: track: { domains: ["example.com"] } or track: { column: "…" }' });
+  }
 });
 
 /** A pipeline's settings: everything but its source, stages and sinks, whose types flow from one to the next. */

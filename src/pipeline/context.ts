@@ -1,6 +1,7 @@
 import type { SeenKeys, StateWrite } from '../state/interfaces.ts';
 import type { Series } from './page.ts';
 import { plainRecords, type StateChanges, trackedState, type TrackedState } from '../state/state-changes.ts';
+import { TRACK_STATE } from './tracked-domains.ts';
 
 /** What every stage gets besides its pages. */
 export interface RunContext {
@@ -59,11 +60,16 @@ export function seriesStates() {
     /**
      * What the series' next commit writes: the page's changes, or a whole snapshot once the changes written since the
      * last one would outweigh it (and 64 KB), so that a series writes O(its state) in all, not O(pages × state), and
-     * a resumed one reads no more than about twice its state; a series that ends writes none (it is never resumed).
+     * a resumed one reads no more than about twice its state; a series that ends writes none (it is never resumed)
+     * but its tracked ranks, which its run reads as it closes (docs/design.md#where-tracked-ranks-live).
      */
     write(seriesId: string, ends: boolean): StateWrite {
       const entry = bySeries.get(seriesId);
-      if (ends || !entry || entry.stages.size === 0) return { kind: 'snapshot', json: null };
+      if (ends) {
+        const tracked = entry?.stages.get(TRACK_STATE);
+        return { kind: 'snapshot', json: tracked ? JSON.stringify({ [TRACK_STATE]: tracked.root }) : null };
+      }
+      if (!entry || entry.stages.size === 0) return { kind: 'snapshot', json: null };
       const changes: StateChanges = Object.create(null);
       for (const [stage, state] of entry.stages) {
         const list = state.take();

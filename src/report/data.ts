@@ -9,6 +9,7 @@ import { urlLabel } from './url-label.ts';
 import type { KeySummary } from '../run/summary.ts';
 import { storedKeys } from '../run/summary-keys.ts';
 import { type KeySpend, readKeySpend } from './key-spend.ts';
+import { readTracked, type TrackedLine } from './tracked.ts';
 // What is read is converted on the way in (read-values.ts): the database is a file like any other.
 import { finite, text } from './read-values.ts';
 
@@ -97,6 +98,8 @@ export interface ReportData {
     series: { label: string; ranks: (number | null)[] }[];
   }[];
   overlaps: { query: string; lang: string; countries: string[]; pairs: Map<string, number> }[];
+  /** Tracked domains in each series' latest run (none: the table tracks no domains). */
+  tracked: TrackedLine[];
   /** Credits per day per key, from the state's webdata_spend (none: no such view, or no spend). */
   keySpend?: KeySpend | undefined;
 }
@@ -119,7 +122,7 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
   const { table } = filter;
   const d = reader.dialect;
   const t = reader.name(table);
-  const data: ReportData = { database: reader.label, runs: [], rowCount: 0, rankBuckets: [], domains: [], histories: [], overlaps: [] };
+  const data: ReportData = { database: reader.label, runs: [], rowCount: 0, rankBuckets: [], domains: [], histories: [], overlaps: [], tracked: [] };
   if (await reader.exists('runs', 'state')) data.runs = await readRuns(reader, filter.maxRuns);
   data.keySpend = await readKeySpend(reader);
   if (!(await reader.exists(table))) return data;
@@ -135,6 +138,7 @@ export async function readReportData(reader: Reader, filter: ReportFilter): Prom
     const counts = (await reader.all(sql.rankBands(reader.name(rankings), all.sql, d, RANK_BANDS), all.params))[0] ?? {};
     data.rankBuckets = RANK_BANDS.map(([label], i) => ({ label, value: Math.max(0, finite(counts[`band${i}`]) ?? 0) }));
   }
+  data.tracked = await readTracked(reader, filter);
   const domains = viewName(table, 'domains');
   if (await reader.exists(domains)) {
     data.domains = (await reader.all(sql.domains(reader.name(domains), all.sql, d), all.params)).map((row) => {

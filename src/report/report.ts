@@ -7,6 +7,7 @@ import { RUN_STATUSES } from '../run/summary.ts';
 import { VERSION } from '../version.ts';
 import { OVERLAP_TOP, RANK_BANDS, type ReportData, readReportData, shortRun } from './data.ts';
 import { keysTable } from './keys.ts';
+import { trackedTable } from './tracked.ts';
 import { keySpendSection } from './spend-panel.ts';
 import { bars, columns, escapeXml, formatNumber, heatmap, rankLines } from './svg.ts';
 
@@ -96,6 +97,9 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
           'How many results of the latest run of each query and country sit in each rank band.',
         ),
       );
+    }
+    if (data.tracked.length > 0) {
+      sections.push(section('Tracked domains', trackedTable(data.tracked), 'Each tracked domain’s best rank in the latest run of each query, country and language, or how deep that run looked without finding it.'));
     }
     if (data.domains.length > 0) {
       sections.push(section('Top domains', bars({ chart: 'domains', title: 'Domains with the most results in the latest rankings' }, data.domains), 'Results per domain in the latest rankings, with its best rank.'));

@@ -19,6 +19,14 @@ export const reportStatements = {
   /** The twelve domains with the most results, and each one's best rank. */
   domains: (domains: string, where: string, d: Dialect) =>
     `SELECT domain, ${d.int('SUM(results)')} AS results, MIN(best_rank) AS best FROM ${domains} ${where} GROUP BY domain ORDER BY results DESC, best, ${d.bytes('domain')} LIMIT 12`,
+  /**
+   * Each tracked domain in its series' latest run (`where`: a filterClause; then `?`: how many), by series and domain.
+   */
+  tracked: (view: string, where: string, d: Dialect) =>
+    `SELECT * FROM (SELECT v.query, v.country, v.lang, v.domain, v.rank, v.searched, v.run_id FROM ${view} v
+        JOIN (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${view} GROUP BY query, country, lang) l
+          ON l.query = v.query AND l.country = v.country AND l.lang = v.lang AND l.run_id = v.run_id) x
+      ${where} ORDER BY ${d.bytes('query')}, ${d.bytes('country')}, ${d.bytes('lang')}, ${d.bytes('domain')} LIMIT ?`,
   /** The queries with the most rows (`?`: how many). */
   topQueries: (t: string, d: Dialect) => `SELECT query FROM ${t} GROUP BY query ORDER BY COUNT(*) DESC, ${d.bytes('query')} LIMIT ?`,
   /**

@@ -8,6 +8,8 @@ import type { Destination } from './destination.ts';
 import { type OwedNotifications, recordRunEnd } from './notify-end.ts';
 import type { Held, OpenedRun } from './open-run.ts';
 import { recordOutcomes } from './record-outcomes.ts';
+import { recordTracked } from './record-tracked.ts';
+import { pipelineTracking } from './tracking.ts';
 import type { RunEvent } from './run-types.ts';
 import { releaseSink } from './sinks-in-use.ts';
 import { runStopReason, summarize } from './summarize.ts';
@@ -124,7 +126,11 @@ async function endRun(parts: Closing, failure: unknown): Promise<EndedRun> {
     });
   };
   // Whoever records the run's summary records its series' outcomes too: the last process to leave it.
-  const outcomes = () => recordOutcomes({ store, plan, runId, sinks, runStop: runStopReason(scheduler.stopped, scheduler.budgetReached) });
+  // And the tracked domains' ranks, beside them (docs/pipelines.md#tracked-domains-and-depth-until-found).
+  const outcomes = async () => {
+    await recordOutcomes({ store, plan, runId, sinks, runStop: runStopReason(scheduler.stopped, scheduler.budgetReached) });
+    await recordTracked({ store, plan, runId, sinks, tracking: pipelineTracking(pipeline) });
+  };
   if (failure !== undefined) {
     let recorded: RunSummary | undefined;
     try {

@@ -12,6 +12,8 @@ import { writingTo } from './output-error.ts';
 import { paidNotCommitted, SpendLedger } from './spend-ledger.ts';
 import { SeriesBook, seriesIdentity } from './series-book.ts';
 import type { SeriesStates } from '../pipeline/context.ts';
+import type { Tracking } from '../pipeline/tracked-domains.ts';
+import { trackPage } from './track-page.ts';
 
 export interface CommitterOptions {
   store: StateStore;
@@ -24,6 +26,8 @@ export interface CommitterOptions {
   keys?: SeenKeyStore;
   /** Claim each page's dedupe keys against other workers (a distributed run whose dedupe looks across series). */
   claimKeys?: boolean;
+  /** The pipeline's tracked domains: their ranks kept in each series' state, and depth until found decided here. */
+  tracking?: Tracking | undefined;
 }
 
 type CommitResult = { new: number; end?: SeriesEndReason; lost?: true };
@@ -57,6 +61,7 @@ export class PageCommitter {
   readonly #keepJournal: boolean;
   readonly #keys: SeenKeyStore | undefined;
   readonly #claimKeys: boolean;
+  readonly #tracking: Tracking | undefined;
   readonly #taking: ReturnType<typeof participants>;
   /** Sinks that take a page after its transaction may miss it in a crash: the journal keeps it for them until they hold it. */
   readonly #needsJournal: boolean;
@@ -69,7 +74,7 @@ export class PageCommitter {
   /** Whether the journal may hold entries every sink now has: pages journaled since the last prune, or a past run's. */
   #unpruned = true;
 
-  constructor({ store, runId, sinks, states, keepJournal, keys, claimKeys }: CommitterOptions) {
+  constructor({ store, runId, sinks, states, keepJournal, keys, claimKeys, tracking }: CommitterOptions) {
     this.#store = store;
     this.#runId = runId;
     this.#sinks = sinks;
@@ -77,6 +82,7 @@ export class PageCommitter {
     this.#keepJournal = keepJournal;
     this.#keys = keys;
     this.#claimKeys = claimKeys === true;
+    this.#tracking = tracking;
     this.#taking = participants(sinks, store.database);
     this.#needsJournal = keepJournal || this.#taking.after.length > 0;
     this.#book = new SeriesBook(store, runId, states);
@@ -180,8 +186,10 @@ export class PageCommitter {
     const id = page.series.id;
     const fresh = page.meta.dedupe?.new ?? page.items.length;
     const streak = this.#book.streak(id, fresh);
+    // Before its state is taken: the page's tracked ranks commit with it (depth until found: docs/design.md#pagination-and-stop-rules).
+    const found = trackPage(this.#tracking, this.#states, page);
     const end: SeriesEndReason | undefined =
-      page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : undefined);
+      page.meta.end ?? (page.meta.noNewLimit !== undefined && streak >= page.meta.noNewLimit ? 'no_new' : found ? 'found' : undefined);
     const { inside, before } = this.#taking;
     const commit: PageCommit = {
       runId: this.#runId,

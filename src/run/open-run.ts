@@ -115,6 +115,7 @@ export async function openRun(
     statePath: store.path,
     tagColumns: plan.tagColumns ?? [],
     shared: hosting.shared,
+    tracked: pipeline.track !== undefined,
     resultsTable,
   };
   for (const sink of sinks) {

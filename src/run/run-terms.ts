@@ -25,15 +25,20 @@ export const runTermsSchema = z.object({
   rate: z.string(),
   /** The pipeline's own budget (`budget.maxCredits`), null without one. */
   budget: z.number().nullable(),
+  /**
+   * Its tracked domains and how deep each series goes (`track`, `refresh`), null without: they decide what is paid (depth
+   * until found) and the tracked ranks beside the rows. Null too in terms recorded before there were any.
+   */
+  tracking: z.record(z.string(), z.unknown()).nullable().default(null),
 });
 
 export type RunTerms = z.infer<typeof runTermsSchema>;
 
 /** The terms a resume must share; the others may change between resumes. */
-const RESUME = ['weights', 'stages', 'sinks'] as const;
+const RESUME = ['weights', 'stages', 'sinks', 'tracking'] as const;
 
 /** How each term is named in what a refusal says. */
-const NAMES: Record<keyof RunTerms, string> = { weights: 'credit weights', stages: 'stages', sinks: 'sinks', rate: 'rate', budget: 'budget' };
+const NAMES: Record<keyof RunTerms, string> = { weights: 'credit weights', stages: 'stages', sinks: 'sinks', rate: 'rate', budget: 'budget', tracking: 'tracked domains' };
 
 /** The pipeline's terms; `stateDatabase` is the state store's database (a sink on it is named so, reached by any URL). */
 export function runTerms(pipeline: Pipeline, stateDatabase: string): RunTerms {
@@ -44,6 +49,7 @@ export function runTerms(pipeline: Pipeline, stateDatabase: string): RunTerms {
     sinks: (pipeline.sinks as Sink<unknown>[]).map((sink) => sinkTerms(sink, stateDatabase)).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)),
     rate: rate.requestsPerSecond ? `${rate.requestsPerSecond} requests/s` : rate.requests && rate.intervalMs ? `${rate.requests} requests per ${rate.intervalMs} ms` : 'unpaced',
     budget: pipeline.budget?.maxCredits ?? null,
+    tracking: pipeline.track ? { track: pipeline.track, refresh: pipeline.refresh ?? { depth: 'full', margin: 0 } } : null,
   };
 }
 

@@ -17,6 +17,7 @@ import { claimFleetKeys } from './fleet-keys.ts';
 import { keepLimits, limitMemory } from './limit-memory.ts';
 import { runModule } from './run-module.ts';
 import { runObserver } from './run-observer.ts';
+import { checkTracking, pipelineTracking } from './tracking.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, type WiredRun, wireRun } from './wiring.ts';
@@ -53,6 +54,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     () => readyWebhooks(pipeline.notify, env),
     () => runAllowance(pipeline, plan, options.allowance),
     () => clientForRun(pipeline, options, emit),
+    () => checkTracking(pipeline, plan),
   ]);
   // The run's secrets, out of everything it sends, prints or stores (docs/security.md#what-is-redacted): the key or
   // token, and the webhook secret (set, webhooks or not: a stage may read the environment).
@@ -84,7 +86,7 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // Replay: committed pages a sink lacks are delivered from the journal before anything new is fetched.
     const states = seriesStates();
     const keys = store.seenKeys(runId);
-    committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys });
+    committer = createCommitter({ store: host.store, runId, sinks: held.sinks, states, keepJournal: pipeline.state.journal === 'keep', keys, claimKeys: host.claimsKeys, tracking: pipelineTracking(pipeline) });
     const replayed = await committer.replay();
 
     // What the keys learned of the server's limit in earlier runs: where their rate controllers start.

@@ -10,6 +10,7 @@ import type { SeriesEndReason, SourceContext, SourcePlan } from '../sources/sour
 import type { Series } from '../pipeline/page.ts';
 import type { RunRecord, SeenKeyStore, StateStore } from '../state/interfaces.ts';
 import { SeriesLostError } from '../errors/series-lost-error.ts';
+import { pipelineTracking } from './tracking.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { createCommitter } from './commit.ts';
 import type { Pipeline } from '../config/define.ts';
@@ -226,6 +227,8 @@ export function sourceContext(parts: {
   // A worker's series as the run's queue hands them, and a page of any other refused (handed-series.ts).
   const handed = handedSeries(host);
   const standing = seriesStanding(parts);
+  // Depth until found ends a series on a page after its stages: its source waits for each page's commit (as for no_new).
+  const tracking = pipelineTracking(parts.pipeline);
   const ctx: SourceContext = {
     runId,
     pipeline: parts.pipeline.name,
@@ -253,6 +256,7 @@ export function sourceContext(parts: {
     lost: (series) => committer.lost(series.id) || host.lapsed(series.id),
     refused: (series) => committer.refused(series.id),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
+    ...(tracking?.untilFound ? { endsAfterStages: (series: Series) => tracking.domainsOf(series).length > 0 } : {}),
     ...(handed.feed ? { feed: handed.feed } : {}),
     async seriesEnded(series, end) {
       try {

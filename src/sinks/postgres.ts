@@ -16,6 +16,8 @@ import { storable } from '../postgres/storable.ts';
 import { postgresOutcomes, preparePostgresOutcomes } from './postgres-outcomes.ts';
 import { leaseTable, prepareTable, uniqueKey } from './postgres-table.ts';
 import type { SeriesOutcome } from './series-outcomes.ts';
+import type { TrackedRow } from './series-tracked.ts';
+import { postgresTracked, preparePostgresTracked } from './postgres-tracked.ts';
 import { tableMembers } from './table-sink.ts';
 import type { PostgresRows, Sink, SinkContext } from './sink.ts';
 import { postgresCheckpoints, postgresSinkStatements, upsertTarget } from './statements.ts';
@@ -89,6 +91,8 @@ interface OpenTable {
   lease: Pick<HeldLock, 'release'>;
   /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
   outcomes: ReturnType<typeof postgresOutcomes> | undefined;
+  /** And, when it tracks domains, their ranks (series-tracked.ts). */
+  tracked: ReturnType<typeof postgresTracked> | undefined;
 }
 
 /** The PostgreSQL table behind the sink: where it is, its columns, the last page it holds, and the run that writes it. */
@@ -145,6 +149,7 @@ class PostgresTable {
       lease,
       rows: pageRows({ sinkId: this.id, schema, table, pipeline: this.#pipeline }, columns, { mode, conflictTarget: prepared.conflictTarget }),
       outcomes: own ? undefined : postgresOutcomes(pool, schema, table),
+      tracked: own ? undefined : postgresTracked(pool, schema, table),
     };
   }
 
@@ -162,6 +167,7 @@ class PostgresTable {
           await prepareTable(client, { schema, table, where }, stored, ctx.tagColumns);
           const conflictTarget = mode === 'upsert' ? await uniqueKey(client, { schema, table }, where) : upsertTarget(false);
           if (!own) await preparePostgresOutcomes(client, schema, table, where, ctx.runId);
+          if (!own && ctx.tracked) await preparePostgresTracked(client, schema, table);
           return { seq: (await this.#checkpoint(client)) ?? (await this.#firstCheckpoint(client, ctx.currentSeq)), conflictTarget };
         }),
       pool,
@@ -197,8 +203,13 @@ class PostgresTable {
     if (recorded) await retrying(this.#where, () => recorded.record(runId, outcomes), { idempotent: true });
   }
 
+  async tracked(runId: string, rows: readonly TrackedRow[]): Promise<void> {
+    const recorded = this.#ready().tracked;
+    if (recorded) await retrying(this.#where, () => recorded.record(runId, rows), { idempotent: true });
+  }
+
   async discard(runId: string): Promise<void> {
-    const { pool, outcomes } = this.#ready();
+    const { pool, outcomes, tracked } = this.#ready();
     const { schema, table, mode } = this.#config;
     const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
     const rows = mode === 'upsert' || this.#columns.includes('run_id');
@@ -208,13 +219,14 @@ class PostgresTable {
         transaction(pool, async (client) => {
           if (rows) await client.query(postgresSinkStatements.discardRun(schema, table, column), [runId]);
           await outcomes?.discard(client, runId);
+          await tracked?.discard(client, runId);
         }),
       { idempotent: true },
     );
   }
 
   async finish(runId: string): Promise<void> {
-    const { pool, outcomes } = this.#ready();
+    const { pool, outcomes, tracked } = this.#ready();
     const { schema, table, mode } = this.#config;
     // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
     if (mode === 'replace' && this.#columns.includes('run_id')) {
@@ -224,6 +236,7 @@ class PostgresTable {
           transaction(pool, async (client) => {
             await client.query(postgresSinkStatements.keepOnlyRun(schema, table), [runId]);
             await outcomes?.keepOnly(client, runId);
+            await tracked?.keepOnly(client, runId);
           }),
         { idempotent: true },
       );

@@ -6,6 +6,7 @@ import type { Checkpoint, SinkCheckpoints } from '../state/interfaces.ts';
 import type { NormalizedItem } from '../stages/normalized-item.ts';
 import type { FileAppend, SinkRows } from '../commits/page-writes.ts';
 import type { SeriesOutcome } from './series-outcomes.ts';
+import type { TrackedRow } from './series-tracked.ts';
 
 export type { CsvFormat, FileAppend, FileContent, PostgresRows, SinkRows, SqliteRows } from '../commits/page-writes.ts';
 
@@ -28,6 +29,8 @@ export interface SinkContext {
   readonly tagColumns: readonly string[];
   /** The run's workers write this output together (a distributed run): no lease of one process's own on it. */
   readonly shared?: boolean;
+  /** The pipeline tracks domains: a results table keeps their ranks beside it (`series-tracked.ts`). */
+  readonly tracked?: boolean;
   /**
    * A SQLite sink with the default columns announces its results table here once it is ready; the runner then
    * creates the analytics views over it (sinks do not build analytics).
@@ -127,6 +130,11 @@ export interface Sink<in I = NormalizedItem> {
    * so that a series that failed or was not reached is not read as its results gone (docs/analytics.md#failed-and-unreached-series).
    */
   outcomes?(runId: string, outcomes: readonly SeriesOutcome[]): void | Promise<void>;
+  /**
+   * Each tracked domain's best rank per series (`series-tracked.ts`), recorded beside the rows as the outcomes are, a
+   * slice at a time, when the pipeline tracks domains (docs/pipelines.md#tracked-domains-and-depth-until-found).
+   */
+  tracked?(runId: string, rows: readonly TrackedRow[]): void | Promise<void>;
   /** The run finished by its own rules (completed, budget, failed series): e.g. drop earlier runs' rows (replace). */
   finish?(runId: string): void | Promise<void>;
   /**

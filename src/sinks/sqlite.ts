@@ -15,6 +15,8 @@ import type { RowInsert } from '../commits/page-writes.ts';
 import { rowInserter } from '../commits/row-insert.ts';
 import { prepareSqliteOutcomes, type SqliteOutcomes, sqliteOutcomes } from './sqlite-outcomes.ts';
 import type { SeriesOutcome } from './series-outcomes.ts';
+import type { TrackedRow } from './series-tracked.ts';
+import { prepareSqliteTracked, type SqliteTracked, sqliteTracked } from './sqlite-tracked.ts';
 import { tableMembers } from './table-sink.ts';
 import type { Sink, SinkContext, SqliteRows } from './sink.ts';
 import { sqliteSinkStatements } from './statements.ts';
@@ -74,6 +76,8 @@ interface OpenTable {
   writeAlone: (rows: SqliteRows, seq: number) => void;
   /** A table with the default columns keeps how each series ended beside it (series-outcomes.ts). */
   outcomes: SqliteOutcomes | undefined;
+  /** And, when it tracks domains, their ranks (series-tracked.ts). */
+  tracked: SqliteTracked | undefined;
 }
 
 /** The SQLite table behind the sink: where it is, its columns, the last page it holds, and the run that writes it. */
@@ -117,6 +121,7 @@ class SqliteTable {
     if (mode === 'upsert') uniqueKey(db, table);
     if (!own) {
       prepareSqliteOutcomes(db, table, ctx.runId);
+      if (ctx.tracked) prepareSqliteTracked(db, table);
       ctx.resultsTable?.({ kind: 'sqlite', db }, table, mode);
     }
     const checkpoints = sinkCheckpoints(db);
@@ -143,7 +148,7 @@ class SqliteTable {
       checkpoints.set(this.id, { seq, bytes: null });
     });
     const insert = sqliteSinkStatements.insert(table, stored, mode === 'upsert');
-    this.#opened = { db, insert, rowValues, writeAlone, outcomes: own ? undefined : sqliteOutcomes(db, table) };
+    this.#opened = { db, insert, rowValues, writeAlone, outcomes: own ? undefined : sqliteOutcomes(db, table), tracked: own ? undefined : sqliteTracked(db, table) };
   }
 
   /** A page's rows, as data: the store writes them in the page's transaction, or `writeAlone` in one of the table's own. */
@@ -167,24 +172,30 @@ class SqliteTable {
     this.#ready().outcomes?.record(runId, outcomes);
   }
 
+  tracked(runId: string, rows: readonly TrackedRow[]): void {
+    this.#ready().tracked?.record(runId, rows);
+  }
+
   discard(runId: string): void {
-    const { db, outcomes } = this.#ready();
+    const { db, outcomes, tracked } = this.#ready();
     const { table, mode } = this.#config;
     // In upsert mode only the rows the abandoned run brought in go; rows it updated keep its values.
     const column = mode === 'upsert' ? 'first_run_id' : 'run_id';
     db.transaction(() => {
       if (mode === 'upsert' || this.#columns.includes('run_id')) db.prepare(sqliteSinkStatements.discardRun(table, column)).run(runId);
       outcomes?.discard(runId);
+      tracked?.discard(runId);
     })();
   }
 
   finish(runId: string): void {
-    const { db, outcomes } = this.#ready();
+    const { db, outcomes, tracked } = this.#ready();
     // replace: the run finished, so the rows of earlier runs give way to it, all at once, and so do their outcomes.
     if (this.#config.mode === 'replace' && this.#columns.includes('run_id')) {
       db.transaction(() => {
         db.prepare(sqliteSinkStatements.keepOnlyRun(this.#config.table)).run(runId);
         outcomes?.keepOnly(runId);
+        tracked?.keepOnly(runId);
       })();
     }
   }

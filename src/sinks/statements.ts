@@ -3,6 +3,7 @@ import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { sqlType, UPSERT_KEY } from './columns.ts';
 import { postgresColumnType } from './postgres-columns.ts';
 import { OUTCOME_COLUMNS, outcomesTable } from './series-outcomes.ts';
+import { TRACKED_COLUMNS, trackedTable } from './series-tracked.ts';
 
 /*
  * Every statement the SQLite and PostgreSQL sinks send, by name, as pure functions of the schema, the table and its
@@ -170,5 +171,42 @@ export function postgresOutcomeStatements(schema: string, table: string) {
       ON CONFLICT (${target}) DO UPDATE SET ${keepComplete('GREATEST', 'recorded.')}`,
     discard: `DELETE FROM ${o} WHERE run_id = $1`,
     keepOnly: `DELETE FROM ${o} WHERE run_id <> $1`,
+  };
+}
+
+const TRACKED = TRACKED_COLUMNS.join(', ');
+
+/**
+ * The statements of the tracked table beside the SQLite results table `table` (series-tracked.ts); values as `?`.
+ * Each invocation of a run records its series again: what a resume found replaces what an earlier one had.
+ */
+export function sqliteTrackedStatements(table: string) {
+  const k = q(trackedTable(table));
+  return {
+    create: `CREATE TABLE IF NOT EXISTS ${k} (run_id TEXT NOT NULL, query TEXT NOT NULL, country TEXT NOT NULL, lang TEXT NOT NULL,
+      domain TEXT NOT NULL, rank INTEGER, searched INTEGER NOT NULL, PRIMARY KEY (query, country, lang, domain, run_id))`,
+    exists: `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`,
+    record: `INSERT INTO ${k} (${TRACKED}) VALUES (?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (query, country, lang, domain, run_id) DO UPDATE SET rank = excluded.rank, searched = excluded.searched`,
+    discard: `DELETE FROM ${k} WHERE run_id = ?`,
+    keepOnly: `DELETE FROM ${k} WHERE run_id <> ?`,
+  };
+}
+
+/** The same beside a PostgreSQL results table, in its schema; the key takes the query's digest (as the outcomes' does). */
+export function postgresTrackedStatements(schema: string, table: string) {
+  const name = trackedTable(table);
+  const k = postgresTable(schema, name);
+  const target = 'md5(query), country, lang, domain, run_id';
+  return {
+    create: [
+      `CREATE TABLE IF NOT EXISTS ${k} (run_id text NOT NULL, query text NOT NULL, country text NOT NULL, lang text NOT NULL, domain text NOT NULL, rank integer, searched integer NOT NULL)`,
+      `CREATE UNIQUE INDEX IF NOT EXISTS ${q(`${name}_key`)} ON ${k} (${target})`,
+    ],
+    /** A slice of the run's tracked ranks, one array per column (`$1`: the run). */
+    record: `INSERT INTO ${k} AS recorded (${TRACKED}) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[])
+      ON CONFLICT (${target}) DO UPDATE SET rank = excluded.rank, searched = excluded.searched`,
+    discard: `DELETE FROM ${k} WHERE run_id = $1`,
+    keepOnly: `DELETE FROM ${k} WHERE run_id <> $1`,
   };
 }

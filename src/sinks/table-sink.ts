@@ -1,6 +1,7 @@
 import type { Page } from '../pipeline/page.ts';
 import type { SinkRows } from '../commits/page-writes.ts';
 import type { SeriesOutcome } from './series-outcomes.ts';
+import type { TrackedRow } from './series-tracked.ts';
 import type { Sink, SinkContext } from './sink.ts';
 
 /**
@@ -14,6 +15,7 @@ export interface ResultsTable<R extends SinkRows> {
   committed(seq: number): void;
   open(ctx: SinkContext): void | Promise<void>;
   outcomes(runId: string, outcomes: readonly SeriesOutcome[]): void | Promise<void>;
+  tracked(runId: string, rows: readonly TrackedRow[]): void | Promise<void>;
   discard(runId: string): void | Promise<void>;
   finish(runId: string): void | Promise<void>;
   close(): void | Promise<void>;
@@ -25,7 +27,7 @@ export interface ResultsTable<R extends SinkRows> {
  * transaction), and the rest is the table's from open to close. The sink's own `kind`, `path`, `id` and `terms` go
  * beside them.
  */
-export function tableMembers<R extends SinkRows>(table: ResultsTable<R>, database: string): Pick<Sink<Record<string, unknown>>, 'commits' | 'open' | 'held' | 'outcomes' | 'discard' | 'finish' | 'close'> {
+export function tableMembers<R extends SinkRows>(table: ResultsTable<R>, database: string): Pick<Sink<Record<string, unknown>>, 'commits' | 'open' | 'held' | 'outcomes' | 'tracked' | 'discard' | 'finish' | 'close'> {
   return {
     commits: {
       kind: 'rows',
@@ -37,6 +39,7 @@ export function tableMembers<R extends SinkRows>(table: ResultsTable<R>, databas
     open: (ctx) => table.open(ctx),
     held: () => table.held,
     outcomes: (runId, outcomes) => table.outcomes(runId, outcomes),
+    tracked: (runId, rows) => table.tracked(runId, rows),
     discard: (runId) => table.discard(runId),
     finish: (runId) => table.finish(runId),
     close: () => table.close(),

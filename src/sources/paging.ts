@@ -194,7 +194,7 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
     // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
     const committed = ctx.processed(page);
     void committed.then(release);
-    const afterStages = !end && stopAfterNoNew !== undefined ? committed : undefined;
+    const afterStages = !end && (stopAfterNoNew !== undefined || ctx.endsAfterStages?.(series) === true) ? committed : undefined;
     // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
     await push(page);
     if (end) return { reason: end, pages: pushed };

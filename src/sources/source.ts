@@ -5,11 +5,12 @@ import type { Scheduler } from '../schedule/scheduler.ts';
 import type { StopReason } from '../schedule/classify.ts';
 
 /**
- * Why a series ended. The first six are its own stop rules (docs/design.md#pagination-and-stop-rules), the series is
- * complete: `end` is a cursor-paged endpoint saying there is no next page.
+ * Why a series ended. The first seven are its own stop rules (docs/design.md#pagination-and-stop-rules), the series is
+ * complete: `end` is a cursor-paged endpoint saying there is no next page; `found`, its tracked domains found (depth
+ * until found, plus its margin).
  */
-export type SeriesEndReason = 'empty' | 'short' | 'max_pages' | 'repeat' | 'no_new' | 'end' | 'budget' | 'failed' | 'forbidden';
-export const COMPLETE_REASONS: ReadonlySet<SeriesEndReason> = new Set(['empty', 'short', 'max_pages', 'repeat', 'no_new', 'end']);
+export type SeriesEndReason = 'empty' | 'short' | 'max_pages' | 'repeat' | 'no_new' | 'end' | 'found' | 'budget' | 'failed' | 'forbidden';
+export const COMPLETE_REASONS: ReadonlySet<SeriesEndReason> = new Set(['empty', 'short', 'max_pages', 'repeat', 'no_new', 'end', 'found']);
 
 /** How a series ended in this invocation; `pages` counts the pages it handed on in this invocation. */
 export type SeriesEnd =
@@ -55,6 +56,11 @@ export interface SourceContext extends RunContext {
    * after dedupe and, when the page ended its series (the no_new rule), why. Call it before handing the page on.
    */
   processed(page: Page): Promise<{ new: number; end?: SeriesEndReason | undefined }>;
+  /**
+   * Whether a page of the series may end it once it has passed the stages (depth until found, like `no_new`): the
+   * source then waits for each page's commit before asking for the next. Absent: only `no_new` does.
+   */
+  endsAfterStages?(series: Series): boolean;
   /**
    * A series ended. Ends that come with a page (empty, short, repeat, max_pages, no_new) are carried by the
    * page (`page.meta.end`) and committed with it; this records the others, once the series' pages are committed.
