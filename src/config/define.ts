@@ -129,6 +129,13 @@ export const pipelineSchema = z.strictObject({
   if (settings.refresh?.depth === 'until-found' && settings.track === undefined) {
     ctx.addIssue({ code: 'custom', path: ['refresh', 'depth'], message: '"until-found" needs tracked domains: track: { domains: ["example.com"] } or track: { column: "…" }' });
   }
+  // Moves are of tracked ranks: without them a series' history says nothing of how often it changes.
+  if (settings.refresh?.priority === 'changes' && settings.track === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['refresh', 'priority'], message: '"changes" needs tracked domains (a move is a tracked domain\'s rank changing): track: { domains: ["example.com"] } or track: { column: "…" }' });
+  }
+  if (settings.refresh?.maxAgeRuns !== undefined && settings.refresh.priority === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['refresh', 'maxAgeRuns'], message: 'is the refresh planner\'s promise: it needs priority: "changes" (without it every series is fetched every run)' });
+  }
 });
 
 /** A pipeline's settings: everything but its source, stages and sinks, whose types flow from one to the next. */

@@ -39,6 +39,14 @@ export const refreshSchema = z.strictObject({
   depth: z.enum(['full', 'until-found'], { error: 'must be "full" or "until-found"' }).default('full'),
   /** Pages fetched after the page on which the last tracked domain was found. */
   margin: z.int({ error: 'must be a whole number of pages, 0 or more' }).nonnegative({ error: 'must be a whole number of pages, 0 or more' }).default(0),
+  /**
+   * `changes`: a run whose budget cannot pay for every series spends it on those most likely to have changed (the
+   * refresh planner: docs/pipelines.md#the-refresh-planner); absent: every series is fetched. No default is written in,
+   * so that the terms of runs recorded before it stay the same.
+   */
+  priority: z.enum(['changes'], { error: 'must be "changes" (or left out: every series is fetched)' }).optional(),
+  /** The most runs in a row the planner may skip a series (default 7). */
+  maxAgeRuns: z.int({ error: 'must be a whole number of runs, 1 or more' }).min(1, { error: 'must be a whole number of runs, 1 or more' }).optional(),
 });
 
 export type TrackConfig = z.output<typeof trackSchema>;

@@ -13,6 +13,7 @@ import { pipelineTracking } from './tracking.ts';
 import type { RunEvent } from './run-types.ts';
 import { releaseSink } from './sinks-in-use.ts';
 import { runStopReason, summarize } from './summarize.ts';
+import type { RefreshExplanation } from './refresh-summary.ts';
 import { summaryKeys } from './summary-keys.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { RunSummary } from './summary.ts';
@@ -48,6 +49,8 @@ export interface Closing {
   emit: (event: RunEvent) => void;
   /** The run's abort (a second Ctrl-C): deliveries stop at once and stay pending for the next invocation. */
   abortSignal: AbortSignal | undefined;
+  /** The run's refresh plan as it stands now (none: every series is fetched). */
+  refresh?: (() => RefreshExplanation | undefined) | undefined;
 }
 
 /**
@@ -123,6 +126,7 @@ async function endRun(parts: Closing, failure: unknown): Promise<EndedRun> {
       finishedAt: finishedAt.toISOString(),
       durationMs: finishedAt.getTime() - startedAt.getTime() + Number(previous?.summary?.durationMs ?? 0),
       ...summaryKeys(scheduler.stats().keys, previous?.summary),
+      refresh: parts.refresh?.(),
     });
   };
   // Whoever records the run's summary records its series' outcomes too: the last process to leave it.

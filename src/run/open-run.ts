@@ -21,7 +21,9 @@ import type { databaseRegistry } from './databases.ts';
 import type { Pipeline } from '../config/define.ts';
 import { checkTake, type Decision, decide, type LifecycleOptions } from './lifecycle.ts';
 import { checkOutputs, stateDatabase, statePath } from './outputs.ts';
-import { checkJoinTerms, runTerms } from './run-terms.ts';
+import { checkJoinTerms, recordedTerms, runTerms } from './run-terms.ts';
+import { type OpeningPlan, recordSkipped } from './refresh-plan.ts';
+import type { RefreshExplanation } from './refresh-summary.ts';
 import { phase } from '../phase-marks.ts';
 import { type Clock, epochOf } from '../schedule/clock.ts';
 
@@ -50,6 +52,10 @@ export interface OpenedRun {
   lock: Lease;
   /** Whether this process joins workers at work on the run, or decided what the run is. */
   joining: boolean;
+  /** A new run's refresh plan, made as it opened (none: the pipeline does not plan, or the run is resumed or joined). */
+  opening: OpeningPlan | undefined;
+  /** The refresh plan the run opened with, as its terms keep it (a resume's or a joining worker's too). */
+  refresh: RefreshExplanation | undefined;
 }
 
 /**
@@ -64,6 +70,8 @@ export async function openRun(
   databases: ReturnType<typeof databaseRegistry>,
   held: Held,
   declare: (store: StateStore) => Promise<void> = async () => undefined,
+  /** A new run's refresh plan (docs/design.md#the-planner-in-runs), made before the run is recorded, with its terms. */
+  planning: (store: StateStore, runId: string, decision: Decision) => Promise<OpeningPlan | undefined> = async () => undefined,
 ): Promise<OpenedRun> {
   const sinks = pipeline.sinks as Sink<unknown>[];
   checkOutputs(sinks, statePath(pipeline));
@@ -141,12 +149,20 @@ export async function openRun(
   // The store keeps the number.
   const budget = decision.budget?.maxCredits ?? null;
   // The terms as this planning has them (a resume may have changed the rate): what a worker joining it must share.
+  let opening: OpeningPlan | undefined;
   if (previous) {
+    // A resumed or joined run keeps the plan it opened with (its skipped series are rows of the store).
+    terms.refresh = recordedTerms(previous)?.refresh ?? null;
     if (!joining) await store.reopenRun(runId, budget, terms);
-  } else await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
+  } else {
+    opening = await planning(store, runId, decision);
+    terms.refresh = opening?.explanation ?? null;
+    await store.startRun({ runId, pipeline: pipeline.name, startedAt: startedAt.toISOString(), fingerprint: planPrint, plan: plan.fingerprint, budget, terms });
+    if (opening) await recordSkipped(store, runId, opening);
+  }
   await store.recordSinkStarts(runId, held.sinks.map((sink) => ({ sinkId: sink.id, seq: sink.held(), bytes: sink.committedBytes?.() ?? null })));
   const invocation = (previous?.invocations ?? 0) + (joining ? 0 : 1);
-  return { store, runId, decision, previous, startedAt, invocation, changes, hosting, lock, joining };
+  return { store, runId, decision, previous, startedAt, invocation, changes, hosting, lock, joining, opening, refresh: terms.refresh ?? undefined };
 }
 
 /**

@@ -47,6 +47,8 @@ export interface TrackedRun {
   readonly fetched: boolean;
   /** Present when fetched: each tracked domain's best rank, or null within `searched`. */
   readonly ranks?: readonly TrackedRank[];
+  /** Present when fetched: the pages the run committed of it (what a fetch of it cost: the planner's expected cost). */
+  readonly pages?: number;
 }
 
 /**
@@ -60,7 +62,7 @@ export async function trackedHistory(store: Pick<RunStore, 'progress'>, runIds: 
     const progress = await store.progress(runId, series.id);
     const fetched = progress !== undefined && progress.pages > 0;
     const state = progress?.state?.[TRACK_STATE] as Partial<TrackState> | undefined;
-    history.push(fetched ? { runId, fetched, ranks: trackedRanks(domains, state) } : { runId, fetched });
+    history.push(fetched ? { runId, fetched, ranks: trackedRanks(domains, state), pages: progress.pages } : { runId, fetched });
   }
   return history;
 }

@@ -6,6 +6,7 @@ import type { Sink } from '../sinks/sink.ts';
 import type { RunRecord } from '../state/interfaces.ts';
 import type { Pipeline } from '../config/define.ts';
 import { describeChange } from './describe-change.ts';
+import { refreshExplanationSchema } from './refresh-summary.ts';
 
 /**
  * What decides a run's money and rows beside its source's plan (whose fingerprint is compared already), recorded with
@@ -30,6 +31,12 @@ export const runTermsSchema = z.object({
    * until found) and the tracked ranks beside the rows. Null too in terms recorded before there were any.
    */
   tracking: z.record(z.string(), z.unknown()).nullable().default(null),
+  /**
+   * The refresh plan the run opened with (`refresh.priority: 'changes'`), null without: not a term to share but the
+   * run's own choice, kept with it so that a resume or a joining worker says it as the opening did (its skipped series
+   * are rows of the store). Never compared.
+   */
+  refresh: refreshExplanationSchema.nullable().default(null),
 });
 
 export type RunTerms = z.infer<typeof runTermsSchema>;
@@ -37,8 +44,11 @@ export type RunTerms = z.infer<typeof runTermsSchema>;
 /** The terms a resume must share; the others may change between resumes. */
 const RESUME = ['weights', 'stages', 'sinks', 'tracking'] as const;
 
+/** The terms compared (a resume's or a joining worker's): all but the plan the run opened with. */
+type Compared = Exclude<keyof RunTerms, 'refresh'>;
+
 /** How each term is named in what a refusal says. */
-const NAMES: Record<keyof RunTerms, string> = { weights: 'credit weights', stages: 'stages', sinks: 'sinks', rate: 'rate', budget: 'budget', tracking: 'tracked domains' };
+const NAMES: Record<Compared, string> = { weights: 'credit weights', stages: 'stages', sinks: 'sinks', rate: 'rate', budget: 'budget', tracking: 'tracked domains' };
 
 /** The pipeline's terms; `stateDatabase` is the state store's database (a sink on it is named so, reached by any URL). */
 export function runTerms(pipeline: Pipeline, stateDatabase: string): RunTerms {
@@ -50,6 +60,7 @@ export function runTerms(pipeline: Pipeline, stateDatabase: string): RunTerms {
     rate: rate.requestsPerSecond ? `${rate.requestsPerSecond} requests/s` : rate.requests && rate.intervalMs ? `${rate.requests} requests per ${rate.intervalMs} ms` : 'unpaced',
     budget: pipeline.budget?.maxCredits ?? null,
     tracking: pipeline.track ? { track: pipeline.track, refresh: pipeline.refresh ?? { depth: 'full', margin: 0 } } : null,
+    refresh: null,
   };
 }
 
@@ -86,7 +97,7 @@ export function checkResumeTerms(run: RunRecord, terms: RunTerms): void {
 export function checkJoinTerms(run: RunRecord, plan: { fingerprint: string; data: Record<string, unknown> }, terms: RunTerms, budget: Budget | undefined): void {
   const changes = [
     run.fingerprint === plan.fingerprint ? '' : describeChange(run.plan, plan.data),
-    termChanges(recordedTerms(run), terms, Object.keys(NAMES) as (keyof RunTerms)[]),
+    termChanges(recordedTerms(run), terms, Object.keys(NAMES) as Compared[]),
     budget === undefined || budget.maxCredits === run.budget ? '' : `budget: the run's is ${run.budget === null ? 'none' : `${run.budget} credits`}, this worker was given ${budget.maxCredits}`,
   ].filter(Boolean);
   if (changes.length === 0) return;
@@ -97,13 +108,13 @@ export function checkJoinTerms(run: RunRecord, plan: { fingerprint: string; data
 }
 
 /** The terms a run recorded, or null: none recorded (an earlier webdata-etl), or not in a shape this one knows. */
-function recordedTerms(run: RunRecord): RunTerms | null {
+export function recordedTerms(run: RunRecord): RunTerms | null {
   const parsed = runTermsSchema.safeParse(run.terms);
   return parsed.success ? parsed.data : null;
 }
 
 /** "credit weights: {} → {"/search":0}; sinks: added …" for the terms in `which` that differ; '' when none does. */
-function termChanges(recorded: RunTerms | null, terms: RunTerms, which: readonly (keyof RunTerms)[]): string {
+function termChanges(recorded: RunTerms | null, terms: RunTerms, which: readonly Compared[]): string {
   if (recorded === null) return '';
   const view = (of: RunTerms) => Object.fromEntries(which.map((key) => [NAMES[key], of[key]]));
   const before = view(recorded);

@@ -18,6 +18,7 @@ import { keepLimits, limitMemory } from './limit-memory.ts';
 import { runModule } from './run-module.ts';
 import { runObserver } from './run-observer.ts';
 import { checkTracking, pipelineTracking } from './tracking.ts';
+import { planNewRun, refreshFeed } from './refresh-run.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, type WiredRun, wireRun } from './wiring.ts';
@@ -70,9 +71,18 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
   try {
     // The keys' allowances declared (or found) in the state store before the run is recorded (docs/credits.md#allowances).
     let book: KeyBook | undefined;
-    const opened = await openRun(pipeline, plan, options, databases, held, async (store) => {
-      book = await declareAllowances(store, pipeline, identities, allowance);
-    });
+    const opened = await openRun(
+      pipeline,
+      plan,
+      options,
+      databases,
+      held,
+      async (store) => {
+        book = await declareAllowances(store, pipeline, identities, allowance);
+      },
+      // A new run's refresh plan, under its budget in pages (refresh-run.ts).
+      (store, runId, decision) => planNewRun({ store, pipeline, plan, runId, budget: decision.budget, labels: [...clients.keys()], shares: () => allowanceShares(store, book as KeyBook, { pipeline, allowance, runId }) }),
+    );
     phase('opened');
     const { store, runId } = opened;
     // The budget caps the run across all its invocations (and, distributed, all its workers).
@@ -97,7 +107,10 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     allowances = runAllowances(store, book as KeyBook, { pipeline: pipeline.name, runId, clock: options.clock ?? systemClock, labels: [...clients.keys()], caps });
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
     const notes = [...shares.values()].map((share) => share.note);
-    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts, allowances, notes });
+    // The refresh plan's series in its order, re-planned as they end (a new run in this process: refresh-feed.ts).
+    const refresh = refreshFeed(opened, host, pipeline);
+    const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts, allowances, notes, refresh });
+    refresh?.watch(wired.scheduler);
     // The commit loop, until the sources are done, the run stops, or something fails.
     const looped = await commitLoop(pipeline, wired, committer, host, options, emit);
     let failure = looped.failure;
@@ -111,7 +124,8 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // A stage's error may hold anything it was given: redacted before it is stored in the runs table, or thrown.
     if (failure !== undefined) failure = redactError(failure, redact);
     // Close: the end recorded, and what the webhooks are owed for it (told once this process has left the run, below).
-    closed = await closeRun({ pipeline, plan, opened, scheduler: wired.scheduler, sinks: held.sinks, keys, destination, host, webhooks, redact, emit, abortSignal: options.abortSignal }, failure);
+    const explained = () => refresh?.feed.explanation() ?? opened.refresh;
+    closed = await closeRun({ pipeline, plan, opened, scheduler: wired.scheduler, sinks: held.sinks, keys, destination, host, webhooks, redact, emit, abortSignal: options.abortSignal, refresh: explained }, failure);
     if (!closed.ok) throw closed.failure;
     return observer.ended(closed.summary);
   } catch (error) {

@@ -4,6 +4,7 @@ import { COMPLETE_REASONS, type SeriesEndReason, type SeriesResume } from '../so
 import type { RunRecord, StateStore } from '../state/interfaces.ts';
 import type { RunHost } from '../host/run-host.ts';
 import type { createCommitter } from './commit.ts';
+import { SKIPPED } from '../sinks/series-outcomes.ts';
 
 /**
  * Where a series stands when a source is about to page it: from its start (none), from where an earlier invocation
@@ -25,7 +26,8 @@ export function seriesStanding(parts: {
     const progress = await store.progress(runId, series.id);
     if (!progress) return undefined;
     const reason = progress.reason as SeriesEndReason | null;
-    if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed))) {
+    // Skipped by the refresh plan the run opened with: a resume, or another worker, keeps its choices.
+    if (progress.status === 'ended' && reason && (COMPLETE_REASONS.has(reason) || (reason === 'failed' && !retryFailed) || (reason as string) === SKIPPED)) {
       await host.seriesOver(series.id);
       return { done: true };
     }

@@ -2,6 +2,8 @@ import type { StopInfo } from '../schedule/scheduler.ts';
 import { COMPLETE_REASONS, type SeriesEndReason } from '../sources/source.ts';
 import type { StateStore } from '../state/interfaces.ts';
 import type { RunStatus, RunSummary } from './summary.ts';
+import type { RefreshExplanation } from './refresh-summary.ts';
+import { SKIPPED } from '../sinks/series-outcomes.ts';
 
 export interface RunFacts {
   store: StateStore;
@@ -21,6 +23,8 @@ export interface RunFacts {
   durationMs: number;
   /** A pool's keys (none for one key). */
   keys?: RunSummary['keys'];
+  /** The run's refresh plan, as it stands (none: every series is fetched). */
+  refresh?: RefreshExplanation | undefined;
 }
 
 /**
@@ -46,9 +50,12 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
   let completed = 0;
   let failed = 0;
   let reached = 0;
+  let skipped = 0;
   for (const { status, reason, n } of await store.seriesEnds(runId)) {
     reached += n;
-    if (status === 'ended' && reason) {
+    // Skipped by the refresh plan: neither complete nor stopped, and no part of the status.
+    if (status === 'ended' && reason === SKIPPED) skipped += n;
+    else if (status === 'ended' && reason) {
       add(byReason, reason, n);
       if (COMPLETE_REASONS.has(reason as SeriesEndReason)) completed += n;
       else if (reason === 'failed') failed += n;
@@ -95,7 +102,8 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
     credits: { spent: spend.spent, uncertain: spend.uncertain, uncommitted: spend.uncommitted, budget: facts.budget, byEndpoint: spend.byEndpoint },
     pages: { fetched: totals.pages },
     items: { served: totals.served, written: totals.written, duplicates: totals.duplicates, dropped: totals.dropped },
-    series: { total: facts.seriesTotal, completed, failed, failedBy, stopped, byReason },
+    series: { total: facts.seriesTotal, completed, failed, failedBy, stopped, byReason, ...(facts.refresh ? { skipped } : {}) },
+    ...(facts.refresh ? { refresh: { ...facts.refresh, spentPages: totals.pages } } : {}),
     destination: facts.destination,
     outputs: facts.outputs,
     startedAt: facts.startedAt,

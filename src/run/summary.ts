@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { refreshExplanationSchema } from './refresh-summary.ts';
 
 export const RUN_STATUSES = ['completed', 'budget', 'allowance', 'failed_series', 'stopped', 'interrupted'] as const;
 
@@ -77,7 +78,14 @@ export const runSummarySchema = z.object({
     stopped: counts,
     /** Reason → count, for every series that ended: empty, short, max_pages, repeat, no_new, budget, failed, forbidden. */
     byReason: counts,
+    /**
+     * Series the refresh plan did not fetch (`refresh.priority: 'changes'`: docs/pipelines.md#the-refresh-planner): not
+     * complete, not failed, not stopped, and in none of the counts above. Absent without a plan.
+     */
+    skipped: z.int().optional(),
   }),
+  /** The refresh plan (`refresh.priority: 'changes'`): its budget in pages, the pages expected and spent, the series chosen and skipped by reason. */
+  refresh: refreshExplanationSchema.optional(),
   /** Where the key went (this invocation): the origin, who chose it, and what credentials. */
   destination: z.object({ origin: z.string(), from: z.string(), credentials: z.string() }),
   /**

@@ -21,6 +21,8 @@ import type { RunObserver } from './run-observer.ts';
 import type { RunAllowances } from './allowances.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import { seriesStanding } from './series-standing.ts';
+import type { RefreshFeed } from './refresh-feed.ts';
+import type { RunRefresh } from './refresh-run.ts';
 
 /** What the wiring sets up for the commit loop. */
 export interface WiredRun {
@@ -57,6 +59,8 @@ export function wireRun(parts: {
   allowances?: RunAllowances | undefined;
   /** What the run's start says beyond the plan's notes (each key's share of the occurrence: allowance-shares.ts). */
   notes?: readonly string[] | undefined;
+  /** A new run's refresh plan in this process: the series in its order, re-planned as they end (refresh-run.ts). */
+  refresh?: RunRefresh | undefined;
 }): WiredRun {
   const { pipeline, plan, opened, host, committer, spentBefore, observer } = parts;
   const { runId, decision, previous, store } = opened;
@@ -67,7 +71,7 @@ export function wireRun(parts: {
   const ledgerFailure = recordSpend(scheduler, committer, { runId, pipeline: pipeline.name, spendKey: parts.allowances?.spendKey, clock: parts.clock });
   const retryFailed = decision.mode === 'resume' && decision.retryFailed;
   const { client, clients, states, keys } = parts;
-  const source = sourceContext({ pipeline, runId, client, clients, scheduler, store, committer, states, keys, previous, retryFailed, emit, host });
+  const source = sourceContext({ pipeline, runId, client, clients, scheduler, store, committer, states, keys, previous, retryFailed, emit, host, refresh: parts.refresh?.feed });
   emit({
     type: 'start',
     runId,
@@ -218,8 +222,10 @@ export function sourceContext(parts: {
   emit: (event: RunEvent) => void;
   /** Where the run runs: which series are this process's, and what comes before a page and after a series. */
   host: RunHost;
+  /** The refresh plan's feed: which series are skipped, in what order the others come, told as each ends. */
+  refresh?: RefreshFeed | undefined;
 }): SourceWiring {
-  const { runId, committer, states, keys, emit, host } = parts;
+  const { runId, committer, states, keys, emit, host, refresh } = parts;
   const abort = new AbortController();
   const waiting = new Map<string, (result: { new: number; end?: SeriesEndReason }) => void>();
   // Pages paid for and not yet committed: at most the concurrency, run-wide (all sources together).
@@ -240,7 +246,10 @@ export function sourceContext(parts: {
     scheduler: parts.scheduler,
     async progress(series) {
       handed.check(series);
+      // Skipped by the refresh plan: recorded so as the run opened; nothing to page (a source that ignores the feed too).
+      if (refresh?.skips(series.id)) return { done: true };
       const resume = await standing(series);
+      if (resume?.done) refresh?.ended();
       // Sources ask just before paging a series: its start, for the run's spans (run-spans.ts) and listeners.
       if (!resume?.done) {
         const { id, endpoint, query, country, lang } = series;
@@ -257,7 +266,7 @@ export function sourceContext(parts: {
     refused: (series) => committer.refused(series.id),
     processed: (page) => new Promise((resolvePage) => waiting.set(page.key, resolvePage)),
     ...(tracking?.untilFound ? { endsAfterStages: (series: Series) => tracking.domainsOf(series).length > 0 } : {}),
-    ...(handed.feed ? { feed: handed.feed } : {}),
+    ...(handed.feed ? { feed: handed.feed } : refresh ? { feed: (all: Iterator<Series>) => refresh.feed(all) } : {}),
     async seriesEnded(series, end) {
       try {
         await committer.seriesEnded(series, end);
@@ -266,6 +275,9 @@ export function sourceContext(parts: {
         if (!(error instanceof SeriesLostError)) throw error;
         await host.seriesLost(series.id);
         return;
+      } finally {
+        // Its pages are paid: the refresh plan may hand out what the budget has left (refresh-feed.ts).
+        refresh?.ended();
       }
       await host.seriesEnded(series.id, end.reason);
       emit({ type: 'series', series: series.id, reason: end.reason === 'stopped' ? end.stop : end.reason, pages: end.pages });

@@ -15,7 +15,7 @@ export interface SeriesOutcome {
   readonly lang: string;
   /** Ended by one of its own stop rules (docs/design.md#pagination-and-stop-rules): its rows are the whole series. */
   readonly complete: boolean;
-  /** The stop rule; else `failed`, `forbidden`, `budget`, the run's stop (`interrupted`, `quota`, …) or `not_reached`. */
+  /** The stop rule; else `failed`, `forbidden`, `budget`, the run's stop (`interrupted`, `quota`, …), `not_reached` or `skipped`. */
   readonly reason: string;
 }
 
@@ -32,6 +32,12 @@ export const UNRECORDED = 'unrecorded';
 
 /** A series of the plan that the run never started: its budget ran out, or it stopped, first. */
 export const NOT_REACHED = 'not_reached';
+
+/**
+ * A series the run's refresh plan did not fetch (docs/pipelines.md#the-refresh-planner): not complete, not failed, not
+ * stopped; it has no rows in that run, and the views keep its last ranks with their age.
+ */
+export const SKIPPED = 'skipped';
 
 /** The columns of an outcomes table, in order. */
 export const OUTCOME_COLUMNS = ['run_id', 'query', 'country', 'lang', 'complete', 'reason'] as const;

@@ -169,7 +169,7 @@ describe('the state store', () => {
     const truth = (day: number) => sim.rankOf({ q: 'blender', country: 'us', lang: 'en' }, domain, day);
     const blender = { id: 'search|blender|us|en', endpoint: '/searchengine/search', query: 'blender', country: 'us', lang: 'en' };
     const history = await trackedHistory(store, runIds, blender, [bare(domain), 'never-ranked.example']);
-    expect(history[0]).toEqual({ runId: first.runId, fetched: true, ranks: [{ domain: bare(domain), rank: truth(DAY), searched: 50 }, { domain: 'never-ranked.example', rank: null, searched: 50 }] });
+    expect(history[0]).toEqual({ runId: first.runId, fetched: true, ranks: [{ domain: bare(domain), rank: truth(DAY), searched: 50 }, { domain: 'never-ranked.example', rank: null, searched: 50 }], pages: 5 });
     const teapot = await trackedHistory(store, runIds, { ...blender, id: 'search|teapot|us|en', query: 'teapot' }, ['never-ranked.example']);
     // One of the two series got the second run's one page; the other was not fetched in it.
     expect([history[1]?.fetched, teapot[1]?.fetched].sort()).toEqual([false, true]);

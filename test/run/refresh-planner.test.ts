@@ -1,0 +1,153 @@
+// The refresh planner in runs (issue 42, item 3 wired in, and item 4): `refresh: { priority: 'changes' }` plans each new
+// run under its budget in pages from each series' history in the state store; the series it does not fetch are
+// recorded `skipped` (store, outcomes, summary) and never requested. Over real sockets against the simulator on its
+// days: what each run paid is what the simulator counted, and which series move is its ground truth.
+import { writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { normalize, run, searchPages, toSqlite, type PipelineDefinition, type RunSummary } from '../../src/index.ts';
+import { exitCodeFor } from '../../src/run/exit-codes.ts';
+import type { Simulator } from '../../src/simulator/index.ts';
+import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
+import { SKIPPED } from '../../src/sinks/series-outcomes.ts';
+import { expectRefused, simulator, TEST_KEY, thrown } from '../helpers.ts';
+import { runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
+
+const SEED = 23;
+const KEYWORDS = 40;
+const queries = Array.from({ length: KEYWORDS }, (_, i) => `kw ${i + 1}`);
+const seriesOf = (q: string) => ({ q, country: 'us', lang: 'en' });
+
+/** Requests the simulator answered for each query since `from` (an index into its log). */
+function pagesByQuery(sim: Simulator, from = 0): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const entry of sim.log().slice(from)) {
+    const q = new URLSearchParams(entry.query).get('q');
+    if (q !== null && entry.status === 200) counts.set(q, (counts.get(q) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/** A queries file whose `site` column tracks, for each keyword, the domain at a rank of 1 to 30 on day 0. */
+function keywordsFile(sim: Simulator, path: string): void {
+  const lines = queries.map((q, i) => {
+    const ranking = sim.ranking(seriesOf(q), 0);
+    const result = ranking[(i * 7) % Math.min(30, ranking.length)] as { domain: string };
+    return `${q},${result.domain}`;
+  });
+  writeFileSync(path, `keyword,site\n${lines.join('\n')}\n`);
+}
+
+function pipeline(dir: { path(name: string): string }, extra: Record<string, unknown> = {}): PipelineDefinition {
+  return {
+    name: 'planned',
+    source: searchPages({ queriesFile: dir.path('keywords.csv'), countries: ['us'], langs: ['en'], maxPages: 5 }),
+    stages: [normalize()],
+    sinks: [toSqlite({ path: dir.path('out.sqlite') })],
+    track: { column: 'site' },
+    refresh: { depth: 'until-found', priority: 'changes' },
+    ...extra,
+  } as PipelineDefinition;
+}
+
+/** Each run of the pipeline, oldest first: every series' status and reason in it, from the state store. */
+function seriesRows(path: string, runId: string): { query: string; status: string; reason: string | null; pages: number }[] {
+  return sqliteRows(path, `SELECT query, status, reason, pages FROM series WHERE run_id = '${runId}' ORDER BY query`) as never;
+}
+
+const HISTORY_DAYS = 8;
+
+/** The queries whose tracked rank moved (by 3 or more, or in or out of the depth searched) in the first `runs` runs. */
+function movedQueries(path: string, runs: number): Set<string> {
+  const rows = sqliteRows(path, 'SELECT query, rank, searched FROM results_tracked ORDER BY query, run_id') as { query: string; rank: number | null; searched: number }[];
+  const byQuery = new Map<string, { rank: number | null; searched: number }[]>();
+  for (const row of rows) byQuery.set(row.query, [...(byQuery.get(row.query) ?? []), row]);
+  const moved = new Set<string>();
+  for (const [query, ranks] of byQuery) {
+    const seen = ranks.slice(0, runs);
+    for (let i = 1; i < seen.length; i++) {
+      const [a, b] = [seen[i - 1], seen[i]] as [{ rank: number | null; searched: number }, { rank: number | null; searched: number }];
+      if (a.rank !== null && b.rank !== null ? Math.abs(a.rank - b.rank) >= 3 : a.rank !== b.rank) moved.add(query);
+    }
+  }
+  return moved;
+}
+
+const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
+const mean = (values: readonly number[]) => sum(values) / Math.max(1, values.length);
+
+describe('the refresh planner in a run', () => {
+  it('after full runs, spends a budget on the volatile series and skips the still ones: skipped in the store, outcomes and summary, completed, exit 0', async () => {
+    await using sim = await simulator({ seed: SEED, day: 0 });
+    using dir = workdir();
+    keywordsFile(sim, dir.path('keywords.csv'));
+    // Days with no budget: every series fetched (the plan says so), its history learned.
+    let full: RunSummary | undefined;
+    for (let day = 0; day < HISTORY_DAYS; day++) {
+      full = await runOn(sim, pipeline(dir));
+      expect(full.series.skipped).toBe(0);
+      expect(full.refresh).toMatchObject({ budgetPages: null, skipped: {}, promiseBroken: 0 });
+      sim.advanceDay();
+    }
+    const fullPages = full?.pages.fetched as number;
+    const budget = Math.floor(fullPages * 0.4);
+    const from = sim.log().length;
+    const planned = await runOn(sim, { ...pipeline(dir), budget: { maxCredits: budget } });
+
+    // Never past the budget, counted by the simulator; what the plan skipped was never asked for.
+    const paid = pagesByQuery(sim, from);
+    expect(sum(paid.values())).toBeLessThanOrEqual(budget);
+    expect(planned.status).toBe('completed');
+    expect(exitCodeFor({ summary: planned })).toBe(0);
+    const rows = seriesRows(dir.path('out.sqlite'), planned.runId);
+    const skipped = rows.filter((row) => row.reason === SKIPPED);
+    expect(skipped.length).toBeGreaterThan(0);
+    expect(planned.series.skipped).toBe(skipped.length);
+    for (const row of skipped) expect([row.status, row.pages, paid.get(row.query)]).toEqual(['ended', 0, undefined]);
+    expect(planned.series.completed + skipped.length).toBe(KEYWORDS);
+    expect(planned.series.stopped).toEqual({});
+    // The plan explained: its budget in pages, what it expected and spent, its choices by reason.
+    const refresh = planned.refresh;
+    expect(refresh).toMatchObject({ priority: 'changes', budgetPages: budget, spentPages: sum(paid.values()), maxAgeRuns: 7, promiseBroken: 0, historyRuns: HISTORY_DAYS });
+    expect(sum(Object.values(refresh?.skipped ?? {}))).toBe(skipped.length);
+    expect(sum(Object.values(refresh?.chosen ?? {}))).toBe(KEYWORDS - skipped.length);
+    // The series whose tracked ranks moved in their history are fetched; those skipped never moved (still series).
+    const moved = movedQueries(dir.path('out.sqlite'), HISTORY_DAYS);
+    expect(moved.size).toBeGreaterThan(0);
+    for (const row of rows) if (moved.has(row.query)) expect([row.query, row.reason]).not.toEqual([row.query, SKIPPED]);
+    // And on the whole they are the volatile ones, by the simulator's own volatility.
+    const volatility = (q: string) => sim.volatility(seriesOf(q));
+    expect(mean(rows.filter((row) => moved.has(row.query)).map((row) => volatility(row.query)))).toBeGreaterThan(mean(skipped.map((row) => volatility(row.query))));
+    // Outcomes: skipped, not complete; no rows and no tracked ranks of them in that run.
+    const outcomes = sqliteRows(dir.path('out.sqlite'), `SELECT query, complete, reason FROM results_outcomes WHERE run_id = '${planned.runId}' AND reason = 'skipped' ORDER BY query`);
+    expect(outcomes).toEqual(skipped.map((row) => ({ query: row.query, complete: 0, reason: 'skipped' })));
+    const skippedQueries = skipped.map((row) => `'${row.query}'`).join(', ');
+    expect(sqliteRows(dir.path('out.sqlite'), `SELECT COUNT(*) AS n FROM results WHERE run_id = '${planned.runId}' AND query IN (${skippedQueries})`)).toEqual([{ n: 0 }]);
+    expect(sqliteRows(dir.path('out.sqlite'), `SELECT COUNT(*) AS n FROM results_tracked WHERE run_id = '${planned.runId}' AND query IN (${skippedQueries})`)).toEqual([{ n: 0 }]);
+    // The runs table keeps it, with the plan it opened with in its terms.
+    const db = new Database(dir.path('out.sqlite'));
+    const record = (await sqliteStateStore(db).runs('planned')).at(-1);
+    expect(record?.summary).toMatchObject({ refresh: { budgetPages: budget }, series: { skipped: skipped.length } });
+    expect(record?.terms).toMatchObject({ refresh: { budgetPages: budget, priority: 'changes' } });
+    db.close();
+  });
+});
+
+describe('refresh.priority and maxAgeRuns in a config', () => {
+  it('are refused naming the field and what is valid, before a request (exit 2)', async () => {
+    await using sim = await simulator({ seed: SEED, day: 0 });
+    using dir = workdir();
+    writeFileSync(dir.path('keywords.csv'), 'keyword,site\nkw 1,example.com\n');
+    const refused = async (extra: Record<string, unknown>, field: string, reason: RegExp) => {
+      const error = await thrown(() => run(pipeline(dir, extra), { baseUrl: sim.url, apiKey: TEST_KEY, env: {} }));
+      expectRefused(error, field, reason);
+      expect(exitCodeFor({ error })).toBe(2);
+    };
+    await refused({ track: undefined, refresh: { priority: 'changes' } }, 'refresh.priority', /needs tracked domains/);
+    await refused({ refresh: { priority: 'often' } }, 'refresh.priority', /must be "changes"/);
+    await refused({ refresh: { priority: 'changes', maxAgeRuns: 0 } }, 'refresh.maxAgeRuns', /whole number of runs, 1 or more/);
+    await refused({ refresh: { priority: 'changes', maxAgeRuns: 2.5 } }, 'refresh.maxAgeRuns', /whole number of runs/);
+    await refused({ refresh: { maxAgeRuns: 3 } }, 'refresh.maxAgeRuns', /needs priority: "changes"/);
+    expect(sim.stats().requests).toBe(0);
+  });
+});
