@@ -133,6 +133,91 @@ describe('the refresh planner in a run', () => {
   });
 });
 
+describe('the plan across runs', () => {
+  it('never leaves a series unfetched for more than maxAgeRuns runs, over 10 runs on the simulator\'s days', async () => {
+    await using sim = await simulator({ seed: SEED, day: 0 });
+    using dir = workdir();
+    keywordsFile(sim, dir.path('keywords.csv'));
+    const maxAgeRuns = 2;
+    const first = await runOn(sim, pipeline(dir, { refresh: { depth: 'until-found', priority: 'changes', maxAgeRuns } }));
+    const budget = Math.ceil(first.pages.fetched * 0.45);
+    const summaries: RunSummary[] = [first];
+    for (let day = 1; day <= 10; day++) {
+      sim.advanceDay();
+      const from = sim.log().length;
+      const summary = await runOn(sim, { ...pipeline(dir, { refresh: { depth: 'until-found', priority: 'changes', maxAgeRuns } }), budget: { maxCredits: budget } });
+      expect(sum(pagesByQuery(sim, from).values())).toBeLessThanOrEqual(budget);
+      expect(summary.refresh).toMatchObject({ maxAgeRuns, promiseBroken: 0 });
+      summaries.push(summary);
+    }
+    // Skips in a row, per series, from the state store: never more than maxAgeRuns.
+    const streaks = new Map<string, number>();
+    let longest = 0;
+    for (const summary of summaries) {
+      for (const row of seriesRows(dir.path('out.sqlite'), summary.runId)) {
+        const streak = row.reason === SKIPPED ? (streaks.get(row.query) ?? 0) + 1 : 0;
+        streaks.set(row.query, streak);
+        longest = Math.max(longest, streak);
+      }
+    }
+    expect(longest).toBe(maxAgeRuns);
+    // The promise decided some choices: series fetched because they were overdue.
+    expect(summaries.some((summary) => (summary.refresh?.chosen.overdue ?? 0) > 0)).toBe(true);
+  });
+
+  it('re-plans as series end: fetches cheaper than expected leave pages for series first skipped', async () => {
+    await using sim = await simulator({ seed: SEED, day: 0 });
+    using dir = workdir();
+    keywordsFile(sim, dir.path('keywords.csv'));
+    // A first run at full depth: each series' expected cost is its full depth, where until found it takes 1 to 3 pages.
+    await runOn(sim, pipeline(dir, { refresh: { depth: 'full' } }));
+    sim.advanceDay();
+    const budget = 40;
+    const from = sim.log().length;
+    const planned = await runOn(sim, { ...pipeline(dir), budget: { maxCredits: budget } });
+    const paid = pagesByQuery(sim, from);
+    expect(sum(paid.values())).toBeLessThanOrEqual(budget);
+    const replanned = planned.refresh?.chosen.replanned ?? 0;
+    expect(replanned).toBeGreaterThan(0);
+    const firstChosen = sum(Object.values(planned.refresh?.chosen ?? {})) - replanned;
+    // The opening plan paid for full depths; the run fetched more series than it chose.
+    expect(firstChosen).toBeLessThanOrEqual(budget / 2);
+    expect(paid.size).toBe(firstChosen + replanned);
+    expect(planned.series.skipped).toBe(KEYWORDS - paid.size);
+    expect(seriesRows(dir.path('out.sqlite'), planned.runId).filter((row) => row.reason === SKIPPED).length).toBe(KEYWORDS - paid.size);
+    expect(planned.status).toBe('completed');
+  });
+
+  it('a resumed run keeps its plan: the series it skipped stay skipped and are never requested', async () => {
+    await using sim = await simulator({ seed: SEED, day: 0 });
+    using dir = workdir();
+    keywordsFile(sim, dir.path('keywords.csv'));
+    for (let day = 0; day < 3; day++) {
+      await runOn(sim, pipeline(dir));
+      sim.advanceDay();
+    }
+    const definition = { ...pipeline(dir), budget: { maxCredits: 30 }, rate: { concurrency: 1 } } as PipelineDefinition;
+    // Stopped once its first series has ended (a signal), then run again: the same run, resumed.
+    const stop = new AbortController();
+    const stopped = await runOn(sim, definition, { signal: stop.signal, onEvent: (event) => event.type === 'series' && stop.abort() });
+    expect(stopped.status).toBe('interrupted');
+    const skippedThen = seriesRows(dir.path('out.sqlite'), stopped.runId).filter((row) => row.reason === SKIPPED).map((row) => row.query);
+    expect(skippedThen.length).toBeGreaterThan(0);
+    const from = sim.log().length;
+    const resumed = await runOn(sim, definition);
+    expect(resumed.runId).toBe(stopped.runId);
+    expect(resumed.status).toBe('completed');
+    const skippedNow = seriesRows(dir.path('out.sqlite'), resumed.runId).filter((row) => row.reason === SKIPPED).map((row) => row.query);
+    expect(skippedNow).toEqual(skippedThen);
+    const paid = pagesByQuery(sim, from);
+    for (const query of skippedThen) expect(paid.has(query)).toBe(false);
+    expect(paid.size).toBeGreaterThan(0);
+    // The plan it opened with is the one it says at the end.
+    expect(resumed.refresh).toEqual({ ...stopped.refresh, spentPages: resumed.pages.fetched });
+    expect(resumed.series.skipped).toBe(skippedThen.length);
+  });
+});
+
 describe('refresh.priority and maxAgeRuns in a config', () => {
   it('are refused naming the field and what is valid, before a request (exit 2)', async () => {
     await using sim = await simulator({ seed: SEED, day: 0 });
