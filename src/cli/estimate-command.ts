@@ -8,6 +8,7 @@ import { stateUrlFrom } from './database-filters.ts';
 import { allowanceLines, estimateAllowance } from './estimate-allowance.ts';
 import { estimatePool, poolLines } from './estimate-keys.ts';
 import { estimateShareLine, estimateShares } from './spread-shares.ts';
+import { estimateRefresh, refreshLines } from './estimate-refresh.ts';
 
 export const estimateHelp = `Usage: webdata-etl estimate <pipeline.ts|pipeline.json> [--json]
 
@@ -16,7 +17,9 @@ and whether the worst case fits the budget; with keys in the environment (WEBDAT
 WEBDATA_API_KEY), each key's rate (keys.<label> or the pipeline's rate) and the worst case's time at their sum;
 where the pipeline or its state database has an allowance for its keys, how much of what is left of each key's
 allowance in its period the worst case would take (read from the state database, never written); with an allowance
-spread evenly over the schedule (allowance.spread: 'even'), the next occurrence's share of it, as planned.
+spread evenly over the schedule (allowance.spread: 'even'), the next occurrence's share of it, as planned; with
+refresh.priority "changes", what the next run's refresh plan would fetch and why (series chosen and skipped by
+reason, pages expected under the budget), from each series' history in the state database.
 Sends nothing, opens no output, shows no key.
 
 Options:
@@ -52,6 +55,8 @@ export async function estimateCommand(args: string[]): Promise<number> {
   const allowance = await estimateAllowance(pipeline, worst.credits, process.env, state, Date.now(), (message) => process.stderr.write(`webdata-etl: ${message}\n`));
   // A spread allowance: the next occurrence's share of it, as planned (docs/credits.md#spreading-an-allowance).
   const spread = estimateShares(pipeline, Date.now());
+  // The refresh plan the next run would make from the state's history (docs/pipelines.md#the-refresh-planner).
+  const refresh = await estimateRefresh(pipeline, plan, state);
   const result = {
     pipeline: pipeline.name,
     endpoint: plan.endpoint,
@@ -62,6 +67,7 @@ export async function estimateCommand(args: string[]): Promise<number> {
     ...(pool ? { keys: pool } : {}),
     ...(allowance ? { allowance } : {}),
     ...(spread ? { share: spread } : {}),
+    ...(refresh ? { refresh } : {}),
   };
   if (values.json) {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
@@ -78,6 +84,7 @@ export async function estimateCommand(args: string[]): Promise<number> {
   if (pool) lines.push(...poolLines(pool));
   if (allowance) lines.push(...allowanceLines(allowance));
   if (spread) lines.push(estimateShareLine(spread));
+  if (refresh) lines.push(...refreshLines(refresh));
   if (dropped && (dropped.blank || dropped.duplicate)) lines.push(`queries dropped: ${dropped.duplicate} duplicate, ${dropped.blank} blank`);
   process.stdout.write(`${lines.join('\n')}\n`);
   return EXIT.ok;

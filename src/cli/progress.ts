@@ -1,3 +1,4 @@
+import { describeRefresh } from '../run/refresh-summary.ts';
 import { describeDestination } from '../run/destination.ts';
 import type { RunEvent } from '../run/run.ts';
 import type { RunSummary } from '../run/summary.ts';
@@ -307,7 +308,10 @@ function summaryLines(summary: RunSummary, paint: Paint): string[] {
       `${creditNotes(summary.credits)}, ${summary.requests.total} requests, ${summary.retries} retries\n`,
   );
   const stopped = Object.entries(summary.series.stopped).map(([reason, n]) => `${n} ${reason}`);
-  lines.push(`series: ${summary.series.completed} completed, ${summary.series.failed} failed${stopped.length ? `, stopped: ${stopped.join(', ')}` : ''}\n`);
+  const skipped = summary.series.skipped === undefined ? '' : `, ${summary.series.skipped} skipped by the refresh plan`;
+  lines.push(`series: ${summary.series.completed} completed, ${summary.series.failed} failed${stopped.length ? `, stopped: ${stopped.join(', ')}` : ''}${skipped}\n`);
+  // What the plan chose and why (docs/pipelines.md#the-refresh-planner).
+  if (summary.refresh) lines.push(`refresh plan: ${describeRefresh(summary.refresh)}\n`);
   const atLeastOnce = summary.outputs.filter((output) => output.delivery === 'at_least_once').map((output) => output.path);
   if (atLeastOnce.length > 0) lines.push(`at least once (a page may repeat after a crash): ${atLeastOnce.join(', ')}\n`);
   lines.push(...keyLines(summary.keys, paint));

@@ -8,10 +8,12 @@ import { runsStatements as sql } from './statements.ts';
 import { keysNote } from './key-lines.ts';
 import { stateDatabaseArgument } from './state-argument.ts';
 import { storedKeys } from '../run/summary-keys.ts';
+import { refreshNote } from '../run/refresh-summary.ts';
 
 export const runsHelp = `Usage: webdata-etl runs <pipeline.ts|pipeline.json|state.sqlite|postgres://…> [--json]
 
-Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, why it stopped, and a
+Lists a pipeline's runs, oldest first: status, when, requests, credits, rows, series, why it stopped, the refresh
+plan's choices (refresh.priority "changes": series chosen and skipped, pages budgeted, expected and spent), and a
 pool's keys (each one's requests and 429s, and which were retired: when and why with --json);
 and webhooks not (yet) told of a run's end (all notifications, delivered too, with --json).
 A scheduled pipeline's occurrences that made no run are listed among them in time order, by their due time and
@@ -175,6 +177,8 @@ function describe(row: RunRow, notifications: readonly NotificationRow[], occurr
     /** Served, written, duplicates, dropped by stages (a summary older than `dropped` lacks it). */
     items: summary?.items,
     series: summary?.series,
+    /** The refresh plan (`refresh.priority: 'changes'`): its budget in pages, pages expected and spent, series chosen and skipped by reason. */
+    ...(summary?.refresh ? { refresh: summary.refresh } : {}),
     /** A pool's keys (docs/pipelines.md#the-run-summary); none for one key, or a summary from before pools. */
     ...(keys ? { keys } : {}),
     error: row.error,
@@ -209,8 +213,8 @@ function cells(line: ReturnType<typeof describe> | ReturnType<typeof describeOcc
     String(run.requests ?? ''),
     run.credits.spent === undefined ? '' : `${run.credits.spent}${run.credits.budget === null ? '' : `/${run.credits.budget}`}`,
     `${run.rows ?? ''}${run.items?.dropped ? ` (${run.items.dropped} dropped)` : ''}`,
-    run.series ? `${run.series.completed}/${run.series.total}${run.series.failed ? ` (${run.series.failed} failed)` : ''}` : '',
-    [note, scheduled, keysNote(run.keys), ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
+    run.series ? `${run.series.completed}/${run.series.total}${run.series.failed ? ` (${run.series.failed} failed)` : ''}${run.series.skipped ? ` (${run.series.skipped} skipped)` : ''}` : '',
+    [note, scheduled, refreshNote(run.refresh), keysNote(run.keys), ...run.notifications.map(notificationNote)].filter(Boolean).join('; '),
   ];
 }
 

@@ -44,3 +44,12 @@ export function describeRefresh(refresh: RefreshExplanation): string {
     refresh.promiseBroken > 0 ? `maxAgeRuns ${refresh.maxAgeRuns} broken for ${refresh.promiseBroken} series (the budget could not pay for them)` : `maxAgeRuns ${refresh.maxAgeRuns} kept`,
   ].join('; ');
 }
+
+/** "plan: 12 chosen, 28 skipped, 38/40 pages expected, 35 spent" (`runs`' note), '' without a plan. */
+export function refreshNote(refresh: Partial<RefreshExplanation> | undefined): string {
+  if (!refresh?.chosen || !refresh.skipped) return '';
+  const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
+  const budget = refresh.budgetPages === null || refresh.budgetPages === undefined ? ' (no budget)' : `/${refresh.budgetPages}`;
+  const broken = refresh.promiseBroken ? `, maxAgeRuns broken for ${refresh.promiseBroken}` : '';
+  return `plan: ${total(refresh.chosen)} chosen, ${total(refresh.skipped)} skipped, ${refresh.expectedPages}${budget} pages expected${refresh.spentPages === undefined ? '' : `, ${refresh.spentPages} spent`}${broken}`;
+}

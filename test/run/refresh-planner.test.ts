@@ -12,6 +12,7 @@ import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 import { SKIPPED } from '../../src/sinks/series-outcomes.ts';
 import { expectRefused, simulator, TEST_KEY, thrown } from '../helpers.ts';
 import { runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
+import { cli, config, envFor } from '../cli-helpers.ts';
 
 const SEED = 23;
 const KEYWORDS = 40;
@@ -215,6 +216,43 @@ describe('the plan across runs', () => {
     // The plan it opened with is the one it says at the end.
     expect(resumed.refresh).toEqual({ ...stopped.refresh, spentPages: resumed.pages.fetched });
     expect(resumed.series.skipped).toBe(skippedThen.length);
+  });
+});
+
+describe('the command line', () => {
+  it('estimate says what the next plan would fetch and why; run and runs say what it did', async () => {
+    await using sim = await simulator({ seed: SEED, day: 0 });
+    using dir = workdir();
+    const search = { queries: queries.slice(0, 12), countries: ['us'], langs: ['en'], maxPages: 5 };
+    const domain = (sim.ranking(seriesOf('kw 1'), 0)[2] as { domain: string }).domain;
+    const settings = { dedupe: undefined, track: { domains: [domain] }, refresh: { depth: 'until-found', priority: 'changes', maxAgeRuns: 3 } };
+    const free = config(dir.dir, settings, search);
+    for (let day = 0; day < 3; day++) {
+      expect((await cli(['run', free, '--quiet'], { cwd: dir.dir, env: envFor(sim.url) })).code).toBe(0);
+      sim.advanceDay();
+    }
+    const budgeted = config(dir.dir, { ...settings, budget: { maxCredits: 15 } }, search);
+    const requests = sim.stats().requests;
+    const estimated = await cli(['estimate', budgeted, '--json'], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(estimated.code).toBe(0);
+    const plan = JSON.parse(estimated.stdout).refresh;
+    expect(plan).toMatchObject({ priority: 'changes', budgetPages: 15, maxAgeRuns: 3, historyRuns: 3 });
+    expect(sum(Object.values(plan.skipped as Record<string, number>))).toBeGreaterThan(0);
+    expect((await cli(['estimate', budgeted], { cwd: dir.dir, env: envFor(sim.url) })).stdout).toMatch(/^refresh plan \(next run, from the state's history\): budget 15 pages; \d+ series chosen \(.*\); \d+ skipped \(.*\); \d+ pages expected; maxAgeRuns 3 kept$/m);
+    expect(sim.stats().requests).toBe(requests);
+
+    const ran = await cli(['run', budgeted], { cwd: dir.dir, env: envFor(sim.url) });
+    expect(ran.code).toBe(0);
+    const summary = JSON.parse(ran.stdout) as RunSummary;
+    // The estimate said what the run then chose: the same history, the same budget.
+    expect(summary.refresh).toEqual({ ...plan, spentPages: summary.pages.fetched });
+    expect(ran.stderr).toMatch(new RegExp(`series: \\d+ completed, 0 failed, ${summary.series.skipped} skipped by the refresh plan`));
+    expect(ran.stderr).toMatch(/refresh plan: budget 15 pages; \d+ series chosen/);
+    const runs = await cli(['runs', budgeted], { cwd: dir.dir, env: {} });
+    expect(runs.stdout).toContain(`(${summary.series.skipped} skipped)`);
+    expect(runs.stdout).toMatch(new RegExp(`plan: \\d+ chosen, ${summary.series.skipped} skipped, \\d+/15 pages expected, ${summary.pages.fetched} spent`));
+    const lines = (await cli(['runs', budgeted, '--json'], { cwd: dir.dir, env: {} })).stdout.trim().split('\n');
+    expect(JSON.parse(lines.at(-1) as string)).toMatchObject({ runId: summary.runId, refresh: summary.refresh });
   });
 });
 

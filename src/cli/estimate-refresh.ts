@@ -1,0 +1,56 @@
+import { existsSync } from 'node:fs';
+import { POSTGRES } from '../analytics/dialect.ts';
+import { isPostgresDatabase, openReader, type Reader } from '../analytics/reader.ts';
+import type { Pipeline } from '../config/define.ts';
+import type { PostgresTarget } from '../postgres/target.ts';
+import { describeRefresh, type RefreshExplanation } from '../run/refresh-summary.ts';
+import { planNewRun } from '../run/refresh-run.ts';
+import type { SourcePlan } from '../sources/source.ts';
+import type { RunRecord, RunStore } from '../state/interfaces.ts';
+import { seriesProgressFrom } from '../state/rows.ts';
+
+/**
+ * What the refresh plan of the pipeline's next run would fetch and why (`refresh.priority: 'changes'`), from the
+ * histories in its state database, read and never written (a file not made yet: no history, every series never
+ * fetched). The budget is the pipeline's own (`budget.maxCredits`); a spread allowance's share is `estimate`'s other
+ * line. Undefined when the pipeline does not plan.
+ */
+export async function estimateRefresh(pipeline: Pipeline, plan: SourcePlan, state: string | PostgresTarget): Promise<RefreshExplanation | undefined> {
+  if (pipeline.refresh?.priority !== 'changes') return undefined;
+  const exists = typeof state !== 'string' || isPostgresDatabase(state) || existsSync(state);
+  const reader = exists ? await openReader(state, { stateSchema: pipeline.state.schema }) : undefined;
+  try {
+    const store = reader && (await reader.exists('runs', 'state')) ? readStore(reader) : emptyStore;
+    const opening = await planNewRun({ store, pipeline, plan, runId: '', budget: pipeline.budget ?? null, labels: [], shares: async () => new Map() });
+    return opening?.explanation;
+  } finally {
+    await reader?.close();
+  }
+}
+
+/** The estimate's lines: "refresh plan (next run): budget 120 pages; 37 series chosen (…); 263 skipped (…); …". */
+export function refreshLines(refresh: RefreshExplanation): string[] {
+  return [`refresh plan (next run, from the state's history): ${describeRefresh(refresh)}`];
+}
+
+const emptyStore: Pick<RunStore, 'progress' | 'runs'> = { progress: async () => undefined, runs: async () => [] };
+
+/** The two reads the planner makes of a state store, over a read-only reader. */
+function readStore(reader: Reader): Pick<RunStore, 'progress' | 'runs'> {
+  const runs = reader.name('runs', 'state');
+  const series = reader.name('series', 'state');
+  const changes = reader.name('series_state', 'state');
+  const order = reader.dialect === POSTGRES ? 'created' : 'rowid';
+  return {
+    async runs(pipeline) {
+      const rows = await reader.all(`SELECT run_id, status FROM ${runs} WHERE pipeline = ? ORDER BY ${order}`, [pipeline]);
+      return rows.map((row) => ({ runId: row.run_id, status: row.status }) as unknown as RunRecord);
+    },
+    async progress(runId, seriesId) {
+      const [row] = await reader.all(`SELECT * FROM ${series} WHERE run_id = ? AND series_id = ?`, [runId, seriesId]);
+      if (!row) return undefined;
+      const after = await reader.all(`SELECT changes FROM ${changes} WHERE run_id = ? AND series_id = ? ORDER BY seq`, [runId, seriesId]);
+      return seriesProgressFrom(seriesId, row, after.map((r) => r.changes as string));
+    },
+  };
+}
