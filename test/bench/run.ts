@@ -12,9 +12,12 @@ import { scenarioInstrumentation } from './instrumentation.ts';
 import { scenarioKeyPool, scenarioKeyRevoked, scenarioOneKey } from './key-pools.ts';
 import { scenarioAllowanceLedger } from './allowance-ledger.ts';
 import { scenarioRefreshMonth } from './refresh-month.ts';
+import { refreshMonthRuns } from './refresh-month-runs.ts';
 import { scenarioSharedLimitsOverhead, scenarioWorkersAboveLimit, scenarioWorkersBudget, scenarioWorkersThroughput } from './distributed.ts';
 
 const quick = process.argv.includes('--quick');
+// The month with real runs (issue 42) takes some 7 minutes: a part of its own, asked for by this flag.
+const withRefreshRuns = process.argv.includes('--refresh-runs');
 const windowMs = quick ? 8_000 : 30_000;
 
 /** Indented JSON, but with arrays of plain values on one line: per-second series stay readable. */
@@ -55,6 +58,11 @@ const t_allowanceLedger = await scenarioAllowanceLedger(quick ? 1000 : 5000, qui
 // Spending where answers change (issue 42): a month of daily runs replayed at the policy level on the simulator's
 // days (no HTTP): the refresh planner against round-robin and the oracle at the same budget (quick: one seed).
 const u_refreshMonth = scenarioRefreshMonth(quick);
+// The same month played by 30 daily run()s over real sockets (seed 1): the planner at 40 % of a full day, depth until
+// found alone and a full harvest (refresh-month-runs.ts).
+const v_refreshMonthRuns = withRefreshRuns
+  ? await refreshMonthRuns({ seed: 1, keywords: 300, days: 30, share: 0.4 })
+  : { skipped: true, note: 'a part of its own (some 7 minutes): npm run -s bench -- --refresh-runs, or node scripts/with-node.mjs test/bench/refresh-month-runs.ts' };
 // 600 queries × 5 pages × 100 items (quick: 40 queries).
 const throughputQueries = quick ? 40 : 600;
 const e_sinks = await scenarioSinks(throughputQueries);
@@ -175,6 +183,10 @@ goals.push({
     goals.push({ scenario: 'u_refreshMonth', goal: 'the planner >= 1.5 × the moves round-robin (every page) catches at the same credits (every seed)', value: aim.plannerOverRoundRobinFullDepth.min, met: aim.plannerOverRoundRobinFullDepth.min >= 1.5 });
   }
 }
+if (!('skipped' in v_refreshMonthRuns)) {
+  const { planner } = v_refreshMonthRuns;
+  goals.push({ scenario: 'v_refreshMonthRuns', goal: 'real runs: the planner with depth until found catches >= 90 % of moves at <= 40 % of a full harvest\'s credits', value: { caught: planner.caughtShare, credits: planner.shareOfFullHarvest }, met: (planner.caughtShare ?? 0) >= 0.9 && planner.shareOfFullHarvest <= 0.4 });
+}
 goals.push({
   scenario: 'f_endToEnd',
   goal: 'pipeline items/s >= 0.5 × a bare fetch loop of the same pages',
@@ -237,6 +249,6 @@ const report = {
   durationSeconds: Math.round((Date.now() - started.getTime()) / 100) / 10,
   goals,
   peakRssMb: peakRssMb(),
-  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, q_keyPool, r_keyRevoked, s_oneKey, t_allowanceLedger, u_refreshMonth, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, p_instrumentation, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
+  scenarios: { a_simulator, a_nginx, b_simulator, b_nginx, m_fixedWindowHeaders, m_fixedWindowRetryAfter, q_keyPool, r_keyRevoked, s_oneKey, t_allowanceLedger, u_refreshMonth, v_refreshMonthRuns, c_simulator, d_simulator, e_sinks, f_endToEnd, o_longSeries, p_instrumentation, n_memory, g_postgresSink, h_postgresEndToEnd, i_workers, j_workersAboveLimit, k_workersBudget, l_sharedLimits },
 };
 process.stdout.write(`${compactJson(report)}\n`);
