@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { normalize, run, searchPages, toSqlite, type PipelineDefinition, type RunSummary } from '../../src/index.ts';
 import { exitCodeFor } from '../../src/run/exit-codes.ts';
+import { virtualClock } from '../../src/schedule/clock.ts';
 import type { Simulator } from '../../src/simulator/index.ts';
 import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 import { SKIPPED } from '../../src/sinks/series-outcomes.ts';
@@ -216,6 +217,29 @@ describe('the plan across runs', () => {
     // The plan it opened with is the one it says at the end.
     expect(resumed.refresh).toEqual({ ...stopped.refresh, spentPages: resumed.pages.fetched });
     expect(resumed.series.skipped).toBe(skippedThen.length);
+  });
+});
+
+describe('the budget in pages', () => {
+  it("is a spread allowance's share of the occurrence, or the budget when smaller: the run completes within it", async () => {
+    const clock = virtualClock(0, Date.parse('2026-11-01T06:00:00.000Z'));
+    await using sim = await simulator({ seed: SEED, day: 0, clock: clock.now, epoch: clock.epoch });
+    using dir = workdir();
+    keywordsFile(sim, dir.path('keywords.csv'));
+    const options = { baseUrl: sim.url, apiKey: TEST_KEY, env: {}, clock };
+    // 600 credits a month over November's 30 daily occurrences: 20 today.
+    const scheduled = { ...pipeline(dir), schedule: { cron: '0 6 * * *', timezone: 'UTC' }, allowance: { credits: 600, per: 'month', spread: 'even' } } as PipelineDefinition;
+    const first = await run(scheduled, options);
+    expect(first).toMatchObject({ status: 'completed', refresh: { budgetPages: 20 } });
+    expect(first.credits.spent).toBeLessThanOrEqual(20);
+    expect(first.series.skipped).toBeGreaterThan(0);
+    // The next day, with a budget smaller than the share: the budget.
+    await clock.sleep(24 * 3600 * 1000);
+    sim.advanceDay();
+    const second = await run({ ...scheduled, budget: { maxCredits: 8 } } as PipelineDefinition, options);
+    expect(second).toMatchObject({ status: 'completed', refresh: { budgetPages: 8 } });
+    expect(second.runId).not.toBe(first.runId);
+    expect(second.credits.spent).toBeLessThanOrEqual(8);
   });
 });
 
