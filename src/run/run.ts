@@ -19,6 +19,7 @@ import { runModule } from './run-module.ts';
 import { runObserver } from './run-observer.ts';
 import { checkTracking, pipelineTracking } from './tracking.ts';
 import { planNewRun, refreshFeed } from './refresh-run.ts';
+import { describeRefresh } from './refresh-summary.ts';
 import type { RunEvent, RunOptions } from './run-types.ts';
 import type { RunSummary } from './summary.ts';
 import { obeySignals, type WiredRun, wireRun } from './wiring.ts';
@@ -107,6 +108,8 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     allowances = runAllowances(store, book as KeyBook, { pipeline: pipeline.name, runId, clock: options.clock ?? systemClock, labels: [...clients.keys()], caps });
     // Wiring: the scheduler under the run's budget, the ledger, what sources see; then the run's start is told.
     const notes = [...shares.values()].map((share) => share.note);
+    // What the refresh plan chose as the run opened (docs/pipelines.md#the-refresh-planner).
+    if (opened.refresh) notes.push(`refresh plan as the run opened: ${describeRefresh(opened.refresh)}`);
     // The refresh plan's series in its order, re-planned as they end (a new run in this process: refresh-feed.ts).
     const refresh = refreshFeed(opened, host, pipeline);
     const wired = wireRun({ pipeline, plan, opened, host, client, clients, committer, states, keys, spentBefore, replayed, destination, observer, clock: options.clock, starts: memory?.starts, allowances, notes, refresh });

@@ -272,6 +272,8 @@ describe('the command line', () => {
     expect(summary.refresh).toEqual({ ...plan, spentPages: summary.pages.fetched });
     expect(ran.stderr).toMatch(new RegExp(`series: \\d+ completed, 0 failed, ${summary.series.skipped} skipped by the refresh plan`));
     expect(ran.stderr).toMatch(/refresh plan: budget 15 pages; \d+ series chosen/);
+    // Its first lines said what it chose as it opened.
+    expect(ran.stderr).toContain(`refresh plan as the run opened: budget 15 pages; ${sum(Object.values(plan.chosen as Record<string, number>))} series chosen`);
     const runs = await cli(['runs', budgeted], { cwd: dir.dir, env: {} });
     expect(runs.stdout).toContain(`(${summary.series.skipped} skipped)`);
     expect(runs.stdout).toMatch(new RegExp(`plan: \\d+ chosen, ${summary.series.skipped} skipped, \\d+/15 pages expected, ${summary.pages.fetched} spent`));
