@@ -34,9 +34,10 @@ export const runTermsSchema = z.object({
   /**
    * The refresh plan the run opened with (`refresh.priority: 'changes'`), null without: not a term to share but the
    * run's own choice, kept with it so that a resume or a joining worker says it as the opening did (its skipped series
-   * are rows of the store). Never compared.
+   * are rows of the store). Never compared; one not in a shape this version knows reads as none, rather than leaving
+   * the other terms unread (and a resume unchecked).
    */
-  refresh: refreshExplanationSchema.nullable().default(null),
+  refresh: refreshExplanationSchema.nullable().default(null).catch(null),
 });
 
 export type RunTerms = z.infer<typeof runTermsSchema>;

@@ -7,6 +7,8 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { normalize, run, searchPages, toSqlite, type PipelineDefinition, type RunSummary } from '../../src/index.ts';
 import { exitCodeFor } from '../../src/run/exit-codes.ts';
+import { checkResumeTerms } from '../../src/run/run-terms.ts';
+import type { RunRecord } from '../../src/state/interfaces.ts';
 import { virtualClock } from '../../src/schedule/clock.ts';
 import type { Simulator } from '../../src/simulator/index.ts';
 import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
@@ -240,6 +242,15 @@ describe('the budget in pages', () => {
     expect(second).toMatchObject({ status: 'completed', refresh: { budgetPages: 8 } });
     expect(second.runId).not.toBe(first.runId);
     expect(second.credits.spent).toBeLessThanOrEqual(8);
+  });
+});
+
+describe("the plan in a run's terms", () => {
+  it('a recorded plan in a shape this version does not know reads as none, and the other terms are still checked on resume', () => {
+    const terms = { weights: {}, stages: [], sinks: [], rate: 'unpaced', budget: null, tracking: null };
+    const record = (refresh: unknown) => ({ runId: 'r1', pipeline: 'p', terms: { ...terms, refresh } }) as unknown as RunRecord;
+    expect(() => checkResumeTerms(record({ priority: 'changes', budgetPages: 'many' }), { ...terms, weights: { '/search': 2 }, refresh: null })).toThrow(/other terms.*credit weights/);
+    expect(() => checkResumeTerms(record({ priority: 'changes', budgetPages: 'many' }), { ...terms, refresh: null })).not.toThrow();
   });
 });
 
