@@ -30,7 +30,7 @@ export const refreshExplanationSchema = z.object({
 
 export type RefreshExplanation = z.infer<typeof refreshExplanationSchema>;
 
-/** "budget 120 pages: 37 series chosen (30 likely-to-move, 7 overdue), 263 skipped, 118 pages expected, 96 spent" */
+/** "budget 120 pages; 37 series chosen (30 likely-to-move, 7 overdue); 263 skipped (263 less-likely-to-move); 118 pages expected, 96 spent; maxAgeRuns 7 kept" */
 export function describeRefresh(refresh: RefreshExplanation): string {
   const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
   const list = (counts: Record<string, number>) => Object.entries(counts).map(([reason, n]) => `${n} ${reason}`).join(', ');
