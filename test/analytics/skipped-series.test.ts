@@ -15,6 +15,7 @@ import { readReportData } from '../../src/report/data.ts';
 import { renderReport } from '../../src/report/index.ts';
 import type { ResultsDatabase } from '../../src/sinks/sink.ts';
 import { postgresOutcomes } from '../../src/sinks/postgres-outcomes.ts';
+import { MAX_POSTGRES_TABLE } from '../../src/sinks/postgres.ts';
 import { sqliteOutcomes } from '../../src/sinks/sqlite-outcomes.ts';
 import type { NotificationStore } from '../../src/state/notification-store.ts';
 import type { Simulator } from '../../src/simulator/index.ts';
@@ -305,4 +306,32 @@ it('a query file’s tag named age_runs is tag_age_runs in rankings, beside the 
   const summary = await runOn(sim, { name: 'tagged', source: searchPages({ queriesFile: dir.path('queries.csv'), countries: ['us'], maxPages: 1 }), stages: [normalize()], sinks: [toSqlite({ path })] });
   expect(summary.status).toBe('completed');
   expect(sqliteRows(path, 'SELECT DISTINCT age_runs, tag_age_runs FROM report_rankings')).toEqual([{ age_runs: 0, tag_age_runs: 'fresh' }]);
+});
+
+describePostgres('PostgreSQL, a table of the longest name', () => {
+  it('has report_tracked_latest too, though <table>_report_tracked_latest is longer than the 63 bytes PostgreSQL keeps: cut alike where it is made and where it is read', async () => {
+    await using sim = await simulator({ seed: 42, day: 1 });
+    using dir = workdir();
+    const db = await testDatabase();
+    try {
+      const table = `t${'x'.repeat(MAX_POSTGRES_TABLE - 1)}`;
+      const domains = trackedDomains(sim);
+      const summary = await runOn(sim, pipeline([toPostgres({ url: db.url, table })], [ALWAYS], domains));
+      expect(summary.status).toBe('completed');
+      const views = await sql(db.url, `SELECT table_name FROM information_schema.views WHERE table_schema = 'public' ORDER BY table_name`);
+      expect(views.map((v) => String(v.table_name).slice(table.length))).toEqual(expect.arrayContaining(['_report_tracked', '_report_tracked_latest'.slice(0, 63 - table.length)]));
+      await exportReport({ database: db.url, report: 'tracked_latest', table, format: 'jsonl', out: dir.path('latest.jsonl') });
+      const rows = readFileSync(dir.path('latest.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Row);
+      expect(rows.map((r) => `${r.query} ${r.run_id} ${r.age_runs}`)).toEqual(COUNTRIES.flatMap(() => domains.map(() => `${ALWAYS} ${summary.runId} 0`)));
+      const reader = await openReader(db.url);
+      try {
+        const data = await readReportData(reader, { table, maxQueries: 1, maxLines: 6, maxRuns: 50 });
+        expect(data.tracked.map((t) => t.age)).toEqual(rows.map(() => 0));
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      await db.drop();
+    }
+  });
 });
