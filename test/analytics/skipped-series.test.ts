@@ -79,6 +79,35 @@ interface Runs {
 }
 
 /**
+ * Runs 1 to 4 (run 2 with FAILED failing on purpose), each on its day, recording what each did not fetch as skipped;
+ * what each output read of the skipped series after run 2, its last fetched run, is kept in `runs.before`.
+ */
+async function firstFourRuns(sim: Simulator, o: Output, runs: Runs): Promise<void> {
+  runs.domains = trackedDomains(sim);
+  runs.runDay = async (day, queries) => {
+    sim.setDay(day);
+    const summary = await runOn(sim, pipeline(o.sinks(), queries, runs.domains));
+    runs.ids.push(summary.runId);
+    await o.skip(summary.runId, ALL.filter((q) => !queries.includes(q)));
+    return summary.status;
+  };
+  await runs.runDay(1, ALL);
+  sim.inject({ match: { q: FAILED, page: 1 }, fault: 'status', status: 400 });
+  expect(await runs.runDay(8, ALL)).toBe('failed_series');
+  sim.clearRules();
+  const run2 = runs.ids[1] as string;
+  for (const { label, read } of o.reads) {
+    runs.before.set(label, {
+      changes: byKey(await read('report_changes', `WHERE query = '${SKIPPED}'`)),
+      rankings: byKey((await read('report_rankings', `WHERE query = '${SKIPPED}'`)).map(({ age_runs: _, ...row }) => row)),
+      tracked: byKey(await read('report_tracked', `WHERE query = '${SKIPPED}' AND run_id = '${run2}'`)),
+    });
+  }
+  await runs.runDay(15, [ALWAYS]);
+  await runs.runDay(22, [ALWAYS]);
+}
+
+/**
  * Runs 1 to 4 before the tests of `describe` (which read the outputs as run 4 left them), and run 5 in its last test:
  * `output()` is called in beforeAll, once the databases are there.
  */
@@ -89,28 +118,7 @@ function afterFourRuns(output: () => Promise<Output>, close: () => Promise<void>
   beforeAll(async () => {
     o = await output();
     sim = await simulator({ seed: 42, day: 1 });
-    runs.domains = trackedDomains(sim);
-    runs.runDay = async (day, queries) => {
-      sim.setDay(day);
-      const summary = await runOn(sim, pipeline(o.sinks(), queries, runs.domains));
-      runs.ids.push(summary.runId);
-      await o.skip(summary.runId, ALL.filter((q) => !queries.includes(q)));
-      return summary.status;
-    };
-    await runs.runDay(1, ALL);
-    sim.inject({ match: { q: FAILED, page: 1 }, fault: 'status', status: 400 });
-    expect(await runs.runDay(8, ALL)).toBe('failed_series');
-    sim.clearRules();
-    const run2 = runs.ids[1] as string;
-    for (const { label, read } of o.reads) {
-      runs.before.set(label, {
-        changes: byKey(await read('report_changes', `WHERE query = '${SKIPPED}'`)),
-        rankings: byKey((await read('report_rankings', `WHERE query = '${SKIPPED}'`)).map(({ age_runs: _, ...row }) => row)),
-        tracked: byKey(await read('report_tracked', `WHERE query = '${SKIPPED}' AND run_id = '${run2}'`)),
-      });
-    }
-    await runs.runDay(15, [ALWAYS]);
-    await runs.runDay(22, [ALWAYS]);
+    await firstFourRuns(sim, o, runs);
   }, 120_000);
   afterAll(async () => {
     await sim?.[Symbol.asyncDispose]();
