@@ -27,10 +27,17 @@ interface Report {
 const text = (...names: string[]) => Object.fromEntries(names.map((n) => [n, 'STRING' as const]));
 const ints = (...names: string[]) => Object.fromEntries(names.map((n) => [n, 'INT32' as const]));
 
-export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 'tracked' | 'spend', Report> = {
+export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 'tracked' | 'tracked_latest' | 'spend', Report> = {
   rankings: {
     from: (table) => viewName(table, 'rankings'),
-    columns: { ...text('query', 'country', 'lang'), ...ints('rank'), ...text('title', 'url', 'domain'), ...ints('page', 'position'), ...text('dedupe_key', 'run_id', 'fetched_at') },
+    columns: {
+      ...text('query', 'country', 'lang'),
+      ...ints('rank'),
+      ...text('title', 'url', 'domain'),
+      ...ints('page', 'position'),
+      ...text('dedupe_key', 'run_id', 'fetched_at'),
+      ...ints('age_runs'),
+    },
     order: 'query, country, lang, rank, page, position',
     countryColumns: ['country'],
   },
@@ -58,6 +65,12 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 't
     order: 'query, country, lang, domain, run_id',
     countryColumns: ['country'],
   },
+  tracked_latest: {
+    from: (table) => viewName(table, 'tracked_latest'),
+    columns: { ...text('query', 'country', 'lang', 'domain'), ...ints('rank', 'searched', 'found'), ...text('position', 'run_id'), ...ints('age_runs') },
+    order: 'query, country, lang, domain',
+    countryColumns: ['country'],
+  },
   spend: {
     from: () => viewName('results', 'spend'),
     columns: { ...text('run_id', 'query', 'country', 'endpoint'), ...ints('requests', 'answered'), credits: 'DOUBLE', uncertain_credits: 'DOUBLE', uncommitted_credits: 'DOUBLE' },
@@ -66,7 +79,7 @@ export const REPORTS: Record<'rankings' | 'domains' | 'overlap' | 'changes' | 't
   },
 };
 
-export const REPORT_NAMES = ['rankings', 'domains', 'overlap', 'changes', 'tracked', 'spend', 'items'] as const;
+export const REPORT_NAMES = ['rankings', 'domains', 'overlap', 'changes', 'tracked', 'tracked_latest', 'spend', 'items'] as const;
 
 export const exportOptionsSchema = z.strictObject({
   /** The SQLite file a pipeline wrote, or a PostgreSQL database (`postgres://…`; `postgres:` for DATABASE_URL / PGHOST…). */

@@ -2,7 +2,7 @@ import type { Pool } from '../postgres/pools.ts';
 import { transaction } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { POSTGRES } from './dialect.ts';
-import { keySpendViewSql, postgresReaderStatements, type ResultsView, resultsViewsSql, spendViewSql, trackedViewSql, viewStatements } from './statements.ts';
+import { keySpendViewSql, postgresReaderStatements, type ResultsView, resultsViewsSql, spendViewSql, trackedLatestViewSql, trackedViewSql, viewStatements } from './statements.ts';
 import { trackedTable } from '../sinks/series-tracked.ts';
 import { tagColumnsOf } from './view-tags.ts';
 import { CREATE_ORDER, DROP_ORDER, KEY_SPEND_VIEW, runsRead, viewName } from './views.ts';
@@ -28,9 +28,16 @@ export async function createPostgresResultsViews(pool: Pool, schema: string, tab
     for (const view of CREATE_ORDER) if (views.includes(view)) await client.query(viewStatements.create(name(view), sql[view]));
     // Beside a table whose pipeline tracks domains (sinks/series-tracked.ts), as in SQLite.
     const tracked = `${s}.${quoteIdentifier(viewName(table, 'tracked'))}`;
+    const latest = `${s}.${quoteIdentifier(viewName(table, 'tracked_latest'))}`;
+    await client.query(viewStatements.drop(latest));
     await client.query(viewStatements.drop(tracked));
-    const trackedColumns = await client.query(postgresReaderStatements.tableColumns, [schema, trackedTable(table)]);
-    if (trackedColumns.rows.length > 0) await client.query(viewStatements.create(tracked, trackedViewSql(`${s}.${quoteIdentifier(trackedTable(table))}`, POSTGRES)));
+    const has = async (relation: string) => (await client.query(postgresReaderStatements.tableColumns, [schema, relation])).rows.length > 0;
+    if (await has(trackedTable(table))) {
+      const k = `${s}.${quoteIdentifier(trackedTable(table))}`;
+      await client.query(viewStatements.create(tracked, trackedViewSql(k, POSTGRES)));
+      const runs = (await has(outcomesTable(table))) ? `${s}.${quoteIdentifier(outcomesTable(table))}` : k;
+      await client.query(viewStatements.create(latest, trackedLatestViewSql(k, runs, POSTGRES)));
+    }
   });
 }
 

@@ -1,6 +1,6 @@
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { type Dialect, POSTGRES } from './dialect.ts';
-import { changesTags } from './view-tags.ts';
+import { changesTags, rankingsTags } from './view-tags.ts';
 
 /*
  * Every statement analytics sends, by name, as pure SQL (the pg-boss `plans.ts` way): the views' bodies
@@ -70,6 +70,13 @@ export const postgresReaderStatements = {
   insertionOrder: `run_id COLLATE "C", query COLLATE "C", country COLLATE "C", lang COLLATE "C", page, position`,
 };
 
+/**
+ * The reason a run records for a series its refresh plan did not fetch (docs/analytics.md#skipped-series): not a
+ * failure, so the views pass over that run, as if the series had not been in it, and keep its last fetched ranks.
+ * The same word as the runs write in the outcomes table (sinks/series-outcomes.ts).
+ */
+export const SKIPPED = 'skipped';
+
 /** The analytics views over a results table, by report name. */
 export type ResultsView = 'rankings' | 'domains' | 'overlap' | 'changes';
 
@@ -112,7 +119,8 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
     : '';
   const tagCells = (from: (column: string) => string) => tagged.map((tag) => `, ${from(q(tag.column))} AS ${q(tag.as)}`).join('');
   return {
-    // The rows of the run each (query, country, lang) is read at (`RunsRead`), best rank first.
+    // The rows of the run each (query, country, lang) is read at (`RunsRead`), best rank first, and `age_runs`: the runs
+    // recorded in the outcomes table since that one (0: the latest; a series a refresh plan skipped, or that failed since).
     rankings: `
       WITH ${
         runs === 'latest'
@@ -120,9 +128,15 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
           : `seen AS (${seen}),
       complete AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE complete = 1 GROUP BY query, country, lang),
       latest AS (SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id FROM seen s LEFT JOIN complete c ON ${series('c', 's')})`
-      }
-      SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at${tags.map((tag) => `, r.${q(tag)}`).join('')}
-      FROM ${t} r JOIN latest ON ${series('latest', 'r')} AND latest.run_id = r.run_id`,
+      },
+      runs AS (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}),
+      aged AS (
+        SELECT l.query, l.country, l.lang, l.run_id, ${d.int('COUNT(u.run_id)')} AS age_runs
+        FROM latest l LEFT JOIN runs u ON u.run_id > l.run_id GROUP BY l.query, l.country, l.lang, l.run_id)
+      SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at, latest.age_runs${rankingsTags(tags)
+        .map((tag) => `, r.${q(tag.column)}${tag.as === tag.column ? '' : ` AS ${q(tag.as)}`}`)
+        .join('')}
+      FROM ${t} r JOIN aged latest ON ${series('latest', 'r')} AND latest.run_id = r.run_id`,
     // Who dominates a query in a country: results, best and average rank, share of the latest results.
     domains: `
       SELECT query, country, domain, ${d.int('COUNT(*)')} AS results, MIN(rank) AS best_rank, ${d.real('ROUND(AVG(rank), 2)')} AS average_rank,
@@ -144,10 +158,11 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
     // What changed in each (query, country, lang) between its last two complete runs: new, lost, up, down
     // (rank_delta > 0 is up), same. A series whose latest run did not complete (failed, budget, stopped, not reached)
     // is not compared: one row says so, `failed`, with why and the complete run it would be compared with
-    // (docs/analytics.md#failed-and-unreached-series).
+    // (docs/analytics.md#failed-and-unreached-series). A run that skipped a series (`SKIPPED`) is passed over: the
+    // series keeps the comparison of its last two fetched runs, and is compared with the last when it is fetched again.
     changes: `
       WITH done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
-      tried AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} GROUP BY query, country, lang),
+      tried AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE reason <> '${SKIPPED}' GROUP BY query, country, lang),
       last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
       failed AS (SELECT f.query, f.country, f.lang, f.run_id, f.reason FROM ${o} f JOIN tried y ON ${series('y', 'f')} AND y.run_id = f.run_id WHERE f.complete = 0),
       compared AS (
@@ -250,4 +265,25 @@ export function trackedViewSql(k: string, d: Dialect): string {
       SELECT run_id, query, country, lang, domain, rank, searched, ${d.int('CASE WHEN rank IS NULL THEN 0 ELSE 1 END')} AS found,
         CASE WHEN rank IS NULL THEN 'not found within ' || CAST(searched AS TEXT) ELSE CAST(rank AS TEXT) END AS position
       FROM ${k}`;
+}
+
+/**
+ * `report_tracked_latest`: each tracked domain of each series at its latest run in the tracked table `k`, the ranks
+ * `report_tracked` has for it there, and `age_runs`, the runs recorded in `runs` (the outcomes table, else `k`: both
+ * quoted) since then — 0 where the latest run fetched it, 3 where the three runs since skipped it
+ * (docs/analytics.md#skipped-series). One row per series and domain, so that "where is it now, and how old is that"
+ * is one read, whatever runs skipped the series.
+ */
+export function trackedLatestViewSql(k: string, runs: string, d: Dialect): string {
+  const same = (a: string, b: string) => `${a}.query = ${b}.query AND ${a}.country = ${b}.country AND ${a}.lang = ${b}.lang AND ${a}.domain = ${b}.domain`;
+  return `
+      WITH latest AS (SELECT query, country, lang, domain, MAX(${d.bytes('run_id')}) AS run_id FROM ${k} GROUP BY query, country, lang, domain),
+      runs AS (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${runs}),
+      aged AS (
+        SELECT l.query, l.country, l.lang, l.domain, l.run_id, ${d.int('COUNT(u.run_id)')} AS age_runs
+        FROM latest l LEFT JOIN runs u ON u.run_id > l.run_id GROUP BY l.query, l.country, l.lang, l.domain, l.run_id)
+      SELECT t.query, t.country, t.lang, t.domain, t.rank, t.searched, ${d.int('CASE WHEN t.rank IS NULL THEN 0 ELSE 1 END')} AS found,
+        CASE WHEN t.rank IS NULL THEN 'not found within ' || CAST(t.searched AS TEXT) ELSE CAST(t.rank AS TEXT) END AS position,
+        t.run_id, a.age_runs
+      FROM ${k} t JOIN aged a ON ${same('a', 't')} AND a.run_id = t.run_id`;
 }

@@ -10,6 +10,9 @@ const NOT_TAGS = new Set([...DEFAULT_COLUMNS, ...UPSERT_COLUMNS].map((column) =>
 /** The columns `changes` makes itself: a tag of one of these names is `tag_<name>` there, as a query file's is in a table. */
 const CHANGES_OWN = new Set(['previous_rank', 'current_rank', 'rank_delta', 'change', 'previous_run_id', 'reason']);
 
+/** The column `rankings` makes itself (the runs since its rows' run): a tag of that name is `tag_age_runs` there. */
+const RANKINGS_OWN = new Set(['age_runs']);
+
 /** A tag column, and the name a view gives it. */
 export interface ViewTag {
   readonly column: string;
@@ -27,9 +30,18 @@ export function tagColumnsOf(columns: readonly string[]): string[] {
 
 /** The tags as the `changes` view names them (see `CHANGES_OWN`); one whose new name is a tag too is left out. */
 export function changesTags(tags: readonly string[]): ViewTag[] {
+  return renamed(tags, CHANGES_OWN);
+}
+
+/** The tags as the `rankings` view names them (see `RANKINGS_OWN`), as `changesTags` does. */
+export function rankingsTags(tags: readonly string[]): ViewTag[] {
+  return renamed(tags, RANKINGS_OWN);
+}
+
+function renamed(tags: readonly string[], own: ReadonlySet<string>): ViewTag[] {
   const taken = new Set(tags.map((tag) => tag.toLowerCase()));
   return tags.flatMap((column) => {
-    if (!CHANGES_OWN.has(column.toLowerCase())) return [{ column, as: column }];
+    if (!own.has(column.toLowerCase())) return [{ column, as: column }];
     const as = `tag_${column}`;
     return taken.has(as.toLowerCase()) ? [] : [{ column, as }];
   });

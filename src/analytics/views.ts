@@ -1,14 +1,14 @@
 import type Database from 'better-sqlite3';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { SQLITE } from './dialect.ts';
-import { keySpendViewSql, type ResultsView, resultsViewsSql, type RunsRead, spendViewSql, sqliteReaderStatements, trackedViewSql, viewStatements } from './statements.ts';
+import { keySpendViewSql, type ResultsView, resultsViewsSql, type RunsRead, spendViewSql, sqliteReaderStatements, trackedLatestViewSql, trackedViewSql, viewStatements } from './statements.ts';
 import { trackedTable } from '../sinks/series-tracked.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { prepareSqliteOutcomes } from '../sinks/sqlite-outcomes.ts';
 import { tagColumnsOf } from './view-tags.ts';
 
 /** Views get the results table's name in front, except for the default table: `report_rankings`, `serp_report_rankings`. */
-export function viewName(table: string, view: ResultsView | 'spend' | 'tracked'): string {
+export function viewName(table: string, view: ResultsView | 'spend' | 'tracked' | 'tracked_latest'): string {
   return table === 'results' || view === 'spend' ? `report_${view}` : `${table}_report_${view}`;
 }
 
@@ -33,7 +33,7 @@ export function runsRead(mode: 'append' | 'replace' | 'upsert'): RunsRead {
 /**
  * Creates (or re-creates, so that they follow the table) the views over a SQLite results table written in `mode`, and
  * the outcomes table they read beside it when it has none (`prepareSqliteOutcomes`: every run it holds then counts as
- * complete); `report_tracked` where the table has tracked domains beside it.
+ * complete); `report_tracked` and `report_tracked_latest` where the table has tracked domains beside it.
  */
 export function createResultsViews(db: Database.Database, table: string, views: readonly ResultsView[], mode: 'append' | 'replace' | 'upsert' = 'append'): void {
   const name = (view: ResultsView) => quoteIdentifier(viewName(table, view));
@@ -45,8 +45,16 @@ export function createResultsViews(db: Database.Database, table: string, views: 
     for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(viewStatements.create(name(view), sql[view]));
     // Beside a table whose pipeline tracks domains (sinks/series-tracked.ts): read from its own table, whatever the mode.
     const tracked = quoteIdentifier(viewName(table, 'tracked'));
+    const latest = quoteIdentifier(viewName(table, 'tracked_latest'));
+    db.exec(viewStatements.drop(latest));
     db.exec(viewStatements.drop(tracked));
-    if (db.prepare(sqliteReaderStatements.tableColumns).all(trackedTable(table)).length > 0) db.exec(viewStatements.create(tracked, trackedViewSql(quoteIdentifier(trackedTable(table)), SQLITE)));
+    const has = (relation: string) => db.prepare(sqliteReaderStatements.tableColumns).all(relation).length > 0;
+    if (has(trackedTable(table))) {
+      const k = quoteIdentifier(trackedTable(table));
+      db.exec(viewStatements.create(tracked, trackedViewSql(k, SQLITE)));
+      // Ages count the runs the outcomes table records (a run that skipped every series has no tracked rows).
+      db.exec(viewStatements.create(latest, trackedLatestViewSql(k, has(outcomesTable(table)) ? quoteIdentifier(outcomesTable(table)) : k, SQLITE)));
+    }
   })();
 }
 

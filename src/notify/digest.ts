@@ -104,6 +104,7 @@ async function changesPart(input: DigestInput, notes: string[]): Promise<Changes
       input.top,
       input.top,
       input.minRankMove,
+      input.runId,
       MAX_URL_CHARS,
       MAX_TITLE_CHARS,
       DIGEST_LIST_LIMIT,

@@ -15,8 +15,10 @@ export const digestStatements = {
   runs: (t: string, d: Dialect) =>
     `SELECT (SELECT MAX(${d.bytes('run_id')}) FROM ${t}) AS latest, (SELECT MAX(${d.bytes('run_id')}) FROM ${t} WHERE ${d.bytes('run_id')} < ?) AS before`,
   /**
-   * One pass over the view: each row sorted into entered, left or moved (or none), numbered within its list and
-   * counted, and the first of each list kept. Parameters: top ×6, minRankMove, the URL's and title's lengths, the limit.
+   * One pass over the view's rows of the run (those comparing it: a series the run skipped keeps its last comparison
+   * there, an earlier run's, which is no news of this one): each row sorted into entered, left or moved (or none),
+   * numbered within its list and counted, and the first of each list kept. Parameters: top ×6, minRankMove, the run,
+   * the URL's and title's lengths, the limit.
    */
   changes: (v: string, d: Dialect) => `
     WITH sorted AS (
@@ -26,7 +28,7 @@ export const digestStatements = {
           WHEN change IN ('lost', 'down') AND previous_rank <= ? AND (current_rank IS NULL OR current_rank > ?) THEN 'left'
           WHEN change IN ('up', 'down') AND current_rank <= ? AND previous_rank <= ? AND ABS(rank_delta) >= ? THEN 'moved'
         END AS kind
-      FROM ${v}),
+      FROM ${v} WHERE ${d.bytes('run_id')} = ?),
     numbered AS (
       SELECT query, country, lang, SUBSTR(url, 1, ?) AS url, SUBSTR(title, 1, ?) AS title, previous_rank, current_rank, kind,
         ROW_NUMBER() OVER (PARTITION BY kind ORDER BY ${d.bytes('query')}, ${d.bytes('country')}, ${d.bytes('lang')}, COALESCE(current_rank, previous_rank), ${d.bytes('url')}) AS n,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { filterClause } from '../analytics/filter.ts';
 import type { Reader } from '../analytics/reader.ts';
-import { OVERLAP_TOP } from '../analytics/statements.ts';
+import { OVERLAP_TOP, SKIPPED } from '../analytics/statements.ts';
 import { viewName } from '../analytics/views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { reportStatements as sql } from './statements.ts';
@@ -95,6 +95,8 @@ export interface ReportData {
      * shows no ranks, and is marked: its results were not checked, which is not their being gone.
      */
     incomplete: (string | null)[];
+    /** Per run: whether its refresh plan skipped the series (not fetched; no ranks, and not a failure). */
+    skipped: boolean[];
     series: { label: string; ranks: (number | null)[] }[];
   }[];
   overlaps: { query: string; lang: string; countries: string[]; pairs: Map<string, number> }[];
@@ -197,10 +199,13 @@ async function history(
   const d = reader.dialect;
   // Why the series did not complete, by run (text(): a tampered reason is shown as text, never as markup).
   const incomplete = new Map<unknown, string>();
+  const skipped = new Set<unknown>();
   let latest = runIds.at(-1);
   if (outcomes !== undefined && runIds.length > 0) {
     const ended = await reader.all(sql.seriesOutcomes(outcomes, d, runIds.length), [query, country, lang, ...runIds]);
-    for (const row of ended) if (finite(row.complete) !== 1) incomplete.set(row.run_id, text(row.reason) || 'incomplete');
+    // A run whose refresh plan skipped the series did not try it: not a failure, nothing to shade (its lines have a gap).
+    for (const row of ended) if (finite(row.complete) !== 1 && row.reason !== SKIPPED) incomplete.set(row.run_id, text(row.reason) || 'incomplete');
+    for (const row of ended) if (row.reason === SKIPPED) skipped.add(row.run_id);
     latest = ended.filter((row) => finite(row.complete) === 1).at(-1)?.run_id ?? latest;
   }
   const keys = await reader.all(sql.bestResults(t, d), [query, country, lang, latest, maxLines]);
@@ -221,6 +226,7 @@ async function history(
     lang: text(lang),
     runs: runIds.map((run) => shortRun(text(run))),
     incomplete: runIds.map((run) => incomplete.get(run) ?? null),
+    skipped: runIds.map((run) => skipped.has(run)),
     series,
   };
 }

@@ -99,7 +99,7 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
       );
     }
     if (data.tracked.length > 0) {
-      sections.push(section('Tracked domains', trackedTable(data.tracked), 'Each tracked domain’s best rank in the latest run of each query, country and language, or how deep that run looked without finding it.'));
+      sections.push(section('Tracked domains', trackedTable(data.tracked), 'Each tracked domain’s best rank in the latest run that fetched its query, country and language, or how deep that run looked without finding it, and how many runs ago that was (a run’s refresh plan may skip a series whose ranks rarely move).'));
     }
     if (data.domains.length > 0) {
       sections.push(section('Top domains', bars({ chart: 'domains', title: 'Domains with the most results in the latest rankings' }, data.domains), 'Results per domain in the latest rankings, with its best rank.'));
@@ -110,7 +110,7 @@ function page(data: ReportData, config: z.output<typeof reportOptionsSchema>): s
       const note =
         h.runs.length === 1
           ? 'One run so far: each point is a result’s rank; lines appear as runs accumulate.'
-          : `The best results of the latest complete run, and their rank in every run (a gap: not seen that run${incomplete ? '; a shaded run: this query did not complete in it — it failed, ran out of budget or was stopped — so its results were not checked' : ''}).`;
+          : `The best results of the latest complete run, and their rank in every run (a gap: not seen that run${incomplete ? '; a shaded run: this query did not complete in it — it failed, ran out of budget or was stopped — so its results were not checked' : ''}${h.skipped.some(Boolean) ? '; a run with no points for any: its refresh plan skipped this query, whose last ranks stand' : ''}).`;
       sections.push(
         section(
           title,

@@ -27,6 +27,13 @@ export const reportStatements = {
         JOIN (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${view} GROUP BY query, country, lang) l
           ON l.query = v.query AND l.country = v.country AND l.lang = v.lang AND l.run_id = v.run_id) x
       ${where} ORDER BY ${d.bytes('query')}, ${d.bytes('country')}, ${d.bytes('lang')}, ${d.bytes('domain')} LIMIT ?`,
+  /**
+   * Each tracked domain at its series' latest fetched run, with its age in runs, from `report_tracked_latest` (`where`: a
+   * filterClause; then `?`: how many), by series and domain.
+   */
+  trackedLatest: (view: string, where: string, d: Dialect) =>
+    `SELECT query, country, lang, domain, rank, searched, run_id, age_runs FROM ${view} ${where}
+      ORDER BY ${d.bytes('query')}, ${d.bytes('country')}, ${d.bytes('lang')}, ${d.bytes('domain')} LIMIT ?`,
   /** The queries with the most rows (`?`: how many). */
   topQueries: (t: string, d: Dialect) => `SELECT query FROM ${t} GROUP BY query ORDER BY COUNT(*) DESC, ${d.bytes('query')} LIMIT ?`,
   /**

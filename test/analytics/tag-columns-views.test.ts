@@ -47,7 +47,7 @@ async function twoRunsExported(dir: ReturnType<typeof workdir>, sinks: () => Pip
 
 function expectTagged({ rankings, changes }: Awaited<ReturnType<typeof twoRunsExported>>) {
   // rankings: the view's columns, then the tags, on every row with its query's values.
-  expect(rankings.header.slice(-3)).toEqual(['fetched_at', 'category', 'reason']);
+  expect(rankings.header.slice(-3)).toEqual(['age_runs', 'category', 'reason']);
   expect(new Set(rankings.rows.map((row) => row.query))).toEqual(new Set(Object.keys(TAGS)));
   for (const row of rankings.rows) expect({ category: row.category, reason: row.reason }).toEqual(TAGS[row.query as string]);
 
