@@ -1,3 +1,4 @@
+import { SKIPPED } from '../sinks/series-outcomes.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { type Dialect, POSTGRES } from './dialect.ts';
 import { changesTags, rankingsTags } from './view-tags.ts';
@@ -69,13 +70,6 @@ export const postgresReaderStatements = {
   // PostgreSQL keeps no insertion order: the items come by run, then as they were served.
   insertionOrder: `run_id COLLATE "C", query COLLATE "C", country COLLATE "C", lang COLLATE "C", page, position`,
 };
-
-/**
- * The reason a run records for a series its refresh plan did not fetch (docs/analytics.md#skipped-series): not a
- * failure, so the views pass over that run, as if the series had not been in it, and keep its last fetched ranks.
- * The same word as the runs write in the outcomes table (sinks/series-outcomes.ts).
- */
-export const SKIPPED = 'skipped';
 
 /** The analytics views over a results table, by report name. */
 export type ResultsView = 'rankings' | 'domains' | 'overlap' | 'changes';

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { filterClause } from '../analytics/filter.ts';
 import type { Reader } from '../analytics/reader.ts';
-import { OVERLAP_TOP, SKIPPED } from '../analytics/statements.ts';
+import { OVERLAP_TOP } from '../analytics/statements.ts';
+import { SKIPPED } from '../sinks/series-outcomes.ts';
 import { viewName } from '../analytics/views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { reportStatements as sql } from './statements.ts';
