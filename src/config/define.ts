@@ -14,6 +14,7 @@ import { bossSchema } from '../distributed/boss.ts';
 import { notifySchema } from '../notify/webhook-config.ts';
 import { spreadWithoutSchedule } from '../recurring/allowance-share.ts';
 import { scheduleSchema } from '../recurring/schedule-config.ts';
+import { retentionProblems, retentionSchema } from '../state/retention.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
@@ -118,9 +119,13 @@ export const pipelineSchema = z.strictObject({
    * WEBDATA_WEBHOOK_SECRET (docs/notifications.md).
    */
   notify: notifySchema.optional(),
+  /** How long its records are kept in the state store, removed by `webdata-etl prune` (docs/pipelines.md#retention). */
+  retention: retentionSchema.optional(),
 }).superRefine((settings, ctx) => {
   // A share of an allowance is counted in the schedule's occurrences (docs/credits.md#spreading-an-allowance).
   for (const issue of spreadWithoutSchedule(settings)) ctx.addIssue({ code: 'custom', ...issue });
+  // An allowance is counted from the spend ledger: its retention may not be shorter than the allowance needs.
+  for (const issue of retentionProblems(settings)) ctx.addIssue({ code: 'custom', ...issue });
 });
 
 /** A pipeline's settings: everything but its source, stages and sinks, whose types flow from one to the next. */
