@@ -9,6 +9,7 @@ export const SPEND_FLOOR_DAYS = 400;
 
 /** `400d`: a number of whole days; `forever`: never removed. */
 const SPEND_RETENTION = /^([1-9][0-9]{0,5})d$/;
+const SPEND_FORMAT = 'must be a number of days such as "400d", or "forever"';
 
 export const retentionSchema = z.strictObject({
   /**
@@ -24,7 +25,8 @@ export const retentionSchema = z.strictObject({
    * a month's period and its time zone with room to spare).
    */
   spend: z
-    .union([z.literal('forever'), z.string().regex(SPEND_RETENTION)], { error: 'must be a number of days such as "400d", or "forever"' })
+    .string({ error: SPEND_FORMAT })
+    .refine((spend) => spend === 'forever' || SPEND_RETENTION.test(spend), { error: SPEND_FORMAT })
     .optional(),
 });
 
