@@ -123,7 +123,7 @@ function writeReport(report: PruneReport, applied: boolean, ms: number): void {
   const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`${report.database}: ${applied ? `removed in ${duration(ms)}` : 'a dry run, nothing removed (--yes removes it)'}`);
   for (const { pipeline, runs, kept } of report.pipelines) {
-    out(`  ${pipeline.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')}: ${runs.length} run${runs.length === 1 ? '' : 's'}' records ${applied ? 'removed' : 'to remove'}, ${kept} kept`);
+    out(`  ${pipeline.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')}: ${runs.length} ${runs.length === 1 ? "run's" : "runs'"} records ${applied ? 'removed' : 'to remove'}, ${kept} kept`);
   }
   const rows = Object.entries(report.rows);
   if (rows.length === 0) out(`  nothing ${applied ? 'was' : 'would be'} removed`);
