@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { isPostgresDatabase } from '../analytics/reader.ts';
 import { UsageError } from '../errors/usage-error.ts';
@@ -86,6 +87,11 @@ export async function pruneCommand(args: string[]): Promise<number> {
     return EXIT.ok;
   }
   const { database, stateSchema, only, retention, fromFlags } = await target(positionals, values);
+  // A pipeline that never ran has no state file yet: nothing to prune, as `spend` says of nothing spent.
+  if (typeof database === 'string' && !isPostgresDatabase(database) && !existsSync(database)) {
+    process.stderr.write(`nothing to prune: ${database} does not exist (no run has kept its state there yet)\n`);
+    return EXIT.ok;
+  }
   const db = await open(database, stateSchema);
   try {
     const days = spendDays(retention.spend);

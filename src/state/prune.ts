@@ -69,10 +69,11 @@ const DAY_MS = 86_400_000;
 /** The runs of a pipeline whose records its retention lets go: never the latest, one that may resume, nor one at work. */
 function prunableRuns(runs: readonly { runId: string; status: string }[], keep: number, held: ReadonlySet<string>) {
   const latest = runs.findLast((run) => run.status !== 'abandoned');
+  const lastClean = runs.findLastIndex((run) => ENDED_CLEANLY.has(run.status));
   return runs
     .slice(0, Math.max(runs.length - keep, 0))
-    .filter((run) => run !== latest && !UNFINISHED.has(run.status) && !held.has(run.runId))
-    .map((run) => ({ ...run, journal: runs.slice(runs.indexOf(run) + 1).some((later) => ENDED_CLEANLY.has(later.status)) }));
+    .map((run, index) => ({ ...run, journal: index < lastClean, latest: run === latest }))
+    .filter((run) => !run.latest && !UNFINISHED.has(run.status) && !held.has(run.runId));
 }
 
 /** The steps of a prune: what each policy lets go, counted. */

@@ -1,6 +1,7 @@
 // `webdata-etl prune` from the command line (docs/cli.md#prune) and `retention` in a pipeline (docs/pipelines.md#retention):
 // a pipeline file's retention, a dry run then --yes, `runs` after; a database pruned by --runs and --spend; every bad
 // retention or usage refused with exit 2, naming the field, before anything is removed or any credit spent.
+import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { definePipeline, normalize, searchPages, toCsv } from '../../src/index.ts';
 import { cli, config, envFor } from '../cli-helpers.ts';
@@ -15,6 +16,11 @@ describe('webdata-etl prune', () => {
     await using sim = await simulator();
     using dir = workdir();
     const file = config(dir.dir, { name: 'daily', retention: { runs: 1 } }, SEARCH);
+    // Before its first run: no state file, nothing to prune, none made.
+    const early = await cli(['prune', file], { cwd: dir.dir });
+    expect(early.code, early.stderr).toBe(0);
+    expect(early.stderr).toContain('nothing to prune:');
+    expect(existsSync(dir.path('out/results.sqlite'))).toBe(false);
     for (let i = 0; i < 3; i++) {
       const ran = await cli(['run', file], { cwd: dir.dir, env: envFor(sim.url) });
       expect(ran.code, ran.stderr).toBe(0);
