@@ -1,6 +1,7 @@
 import { VERSION } from '../version.ts';
 import { estimateCommand } from './estimate-command.ts';
 import { exportCommand } from './export-command.ts';
+import { pruneCommand } from './prune-command.ts';
 import { reportCommand } from './report-command.ts';
 import { EXIT, reportFailure } from '../run/exit-codes.ts';
 import { runCommand } from './run-command.ts';
@@ -24,6 +25,7 @@ Commands:
   estimate <pipeline>   worst-case requests and credits, before anything is spent
   runs <pipeline|db>    the history of a pipeline's runs, and its skipped and missed occurrences
   spend <pipeline|db>   where the credits went: by day, key or pipeline, against each key's allowance
+  prune <pipeline|db>   what the pipeline's retention lets go in its state (a dry run; --yes removes it)
   status <pipeline>     a distributed run's progress and workers, and its schedule's occurrences (state in PostgreSQL)
   export <db>           analytics reports and items as CSV, JSON Lines or Parquet
   report <db>           one self-contained HTML page with charts
@@ -45,6 +47,7 @@ const commands: Record<string, (args: string[]) => Promise<number>> = {
   estimate: estimateCommand,
   runs: runsCommand,
   spend: spendCommand,
+  prune: pruneCommand,
   status: statusCommand,
   export: exportCommand,
   report: reportCommand,

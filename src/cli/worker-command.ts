@@ -30,6 +30,7 @@ import { simulatorDay, simulatorPool, simulatorTarget, startCliSimulator } from 
 import { stateUrlFrom } from './database-filters.ts';
 import { type ProgressMode, progressReporter } from './progress.ts';
 import { stopOnSignals } from './signals.ts';
+import { retentionAfterRuns } from './worker-retention.ts';
 
 export const workerHelp = `Usage: webdata-etl worker <pipeline files…> [options]
 
@@ -151,7 +152,7 @@ export async function workerCommand(args: string[]): Promise<number> {
         new WorkerLoop({
           pipeline: { name: pipeline.name, schedule: pipeline.schedule, shared },
           store: claims,
-          launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode),
+          launch: launcher(file, { ...target, ...(stateUrl === undefined ? {} : { stateUrl }), signal: signals.signal, abortSignal: signals.abortSignal }, mode, retentionAfterRuns(pipeline, stateUrl, say)),
           worker,
           stop: signals.signal,
           clock: systemClock,
@@ -197,9 +198,10 @@ async function claimStore(pipeline: Pipeline, stateUrl: string | undefined, data
 
 /**
  * How the worker runs a pipeline file: `run(url)`, which imports the file again on a thread of its own with a
- * bounded heap (run/run-module.ts), as `webdata-etl run` does; its progress on stderr, its summary a line on stdout.
+ * bounded heap (run/run-module.ts), as `webdata-etl run` does; its progress on stderr, its summary a line on stdout;
+ * then `afterRun`, the pipeline's retention (`worker-retention.ts`).
  */
-function launcher(file: string, options: RunOptions, mode: ProgressMode): Launch {
+function launcher(file: string, options: RunOptions, mode: ProgressMode, afterRun?: () => Promise<void>): Launch {
   const url = pathToFileURL(resolve(file));
   return async (take: RunTake, hooks): Promise<LaunchOutcome> => {
     const reporter = progressReporter({ mode });
@@ -218,6 +220,8 @@ function launcher(file: string, options: RunOptions, mode: ProgressMode): Launch
       });
       reporter.finish(summary, undefined);
       process.stdout.write(`${JSON.stringify(summary)}\n`);
+      // The pipeline's retention, once the run has left its state (never fails the run: it says why and goes on).
+      await afterRun?.();
       return { kind: 'ran', runId: summary.runId, status: summary.status };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);

@@ -15,6 +15,7 @@ import { notifySchema } from '../notify/webhook-config.ts';
 import { spreadWithoutSchedule } from '../recurring/allowance-share.ts';
 import { scheduleSchema } from '../recurring/schedule-config.ts';
 import { refreshSchema, trackSchema } from '../pipeline/tracked-domains.ts';
+import { retentionProblems, retentionSchema } from '../state/retention.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
@@ -123,9 +124,13 @@ export const pipelineSchema = z.strictObject({
   track: trackSchema.optional(),
   /** How deep each series is fetched: in full, or until its tracked domains are found (plus a margin). */
   refresh: refreshSchema.optional(),
+  /** How long its records are kept in the state store, removed by `webdata-etl prune` (docs/pipelines.md#retention). */
+  retention: retentionSchema.optional(),
 }).superRefine((settings, ctx) => {
   // A share of an allowance is counted in the schedule's occurrences (docs/credits.md#spreading-an-allowance).
   for (const issue of spreadWithoutSchedule(settings)) ctx.addIssue({ code: 'custom', ...issue });
+  // An allowance is counted from the spend ledger: its retention may not be shorter than the allowance needs.
+  for (const issue of retentionProblems(settings)) ctx.addIssue({ code: 'custom', ...issue });
   if (settings.refresh?.depth === 'until-found' && settings.track === undefined) {
     ctx.addIssue({ code: 'custom', path: ['refresh', 'depth'], message: '"until-found" needs tracked domains: track: { domains: ["example.com"] } or track: { column: "…" }' });
   }

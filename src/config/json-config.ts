@@ -50,6 +50,7 @@ export const jsonConfigSchema = z.strictObject({
   notify: shape.notify,
   track: shape.track,
   refresh: shape.refresh,
+  retention: shape.retention,
   /** Drop items already seen in a scope (by canonical URL, or by a list of fields). Absent: no dedupe. */
   dedupe: dedupeOptionsSchema
     .extend({ key: z.union([z.literal('url'), z.array(z.string().min(1)).min(1)], { error: 'must be "url" or a list of field names' }).default('url') })

@@ -1,0 +1,97 @@
+// A year on one database (issue 43, item 4): a pipeline of `--series` series (queries × 4 countries, one page each)
+// run once a simulated day (the simulator's days: each series' ranking as it stands that day) for `--days` days into
+// one SQLite file, twice: without a retention, and with `retention: { runs: --keep }` applied after each run as the
+// worker applies it. Prints one JSON object: for each, the file's size (and the bytes in use: SQLite reuses freed
+// pages, it does not give them back), the rows of the tables that grow, the time `webdata-etl runs` and the analytics
+// views take at the end, and with retention the time the prunes took.
+// `node scripts/with-node.mjs test/bench/year.ts [--days 365] [--series 1000] [--keep 90]` (a year of 1,000 series:
+// some minutes per variant on 2 cores; `--days 30 --series 200` in well under a minute).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { definePipeline, normalize, run, searchPages, toSqlite } from '../../src/index.ts';
+import { startSimulator } from '../../src/simulator/index.ts';
+import { sqlitePruneDatabase } from '../../src/state/sqlite/prune.ts';
+import { prune } from '../../src/state/prune.ts';
+
+const { values } = parseArgs({ options: { days: { type: 'string' }, series: { type: 'string' }, keep: { type: 'string' } } });
+const DAYS = Number(values.days ?? 365);
+const SERIES = Number(values.series ?? 1000);
+const KEEP = Number(values.keep ?? 90);
+const COUNTRIES = ['us', 'gb', 'de', 'fr'];
+const KEY = 'sk_year_0123456789abcdef';
+const CLI = resolve(import.meta.dirname, '../../src/cli/main.ts');
+const GROWING = ['runs', 'series', 'series_state', 'pages', 'run_sinks', 'spend', 'results', 'results_outcomes'];
+
+/** Milliseconds `work` takes. */
+function timed(work: () => void): number {
+  const started = performance.now();
+  work();
+  return Math.round(performance.now() - started);
+}
+
+/** What a year left in the file: its size, the bytes in use, the rows that grow, and what reading it takes. */
+function measure(path: string) {
+  const db = new Database(path);
+  try {
+    db.pragma('wal_checkpoint(TRUNCATE)');
+    const pageSize = db.pragma('page_size', { simple: true }) as number;
+    const free = db.pragma('freelist_count', { simple: true }) as number;
+    const rows = Object.fromEntries(GROWING.map((table) => [table, db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number]));
+    const views = Object.fromEntries(
+      ['report_rankings', 'report_changes', 'webdata_spend'].map((view) => [view, timed(() => db.prepare(`SELECT count(*) FROM ${view}`).pluck().get())]),
+    );
+    const bytes = statSync(path).size;
+    return { bytes, bytesInUse: bytes - free * pageSize, rows, viewsMs: views, runsMs: timed(() => execFileSync(process.execPath, ['--conditions=webdata-etl:source', CLI, 'runs', path, '--json'], { stdio: 'ignore' })) };
+  } finally {
+    db.close();
+  }
+}
+
+/** `--days` daily runs into a fresh file, with the retention applied after each (as the worker does) when `keep` is given. */
+async function year(keep: number | undefined) {
+  const dir = mkdtempSync(join(tmpdir(), 'webdata-year-'));
+  const path = join(dir, 'year.sqlite');
+  const sim = await startSimulator({ keys: [{ key: KEY, name: 'main' }], day: 0 });
+  const queries = Array.from({ length: Math.ceil(SERIES / COUNTRIES.length) }, (_, i) => `product ${i + 1}`);
+  const pipeline = definePipeline({
+    name: 'daily',
+    source: searchPages({ queries, countries: COUNTRIES, maxPages: 1 }),
+    stages: [normalize()],
+    sinks: [toSqlite({ path, table: 'results' })],
+    rate: { concurrency: 8 },
+    ...(keep === undefined ? {} : { retention: { runs: keep } }),
+  });
+  const pruned = { ms: 0, slowestMs: 0, runs: 0 };
+  const began = Date.now();
+  try {
+    for (let day = 0; day < DAYS; day++) {
+      sim.setDay(day);
+      const summary = await run(pipeline, { baseUrl: sim.url, apiKey: KEY, env: {} });
+      if (summary.status !== 'completed') throw new Error(`day ${day}: ${summary.status}`);
+      if (keep === undefined) continue;
+      const db = sqlitePruneDatabase(path);
+      try {
+        const started = performance.now();
+        const report = await prune(db, [{ pipeline: 'daily', runs: keep, spendDays: null }], { apply: true });
+        const ms = performance.now() - started;
+        pruned.ms += ms;
+        pruned.slowestMs = Math.max(pruned.slowestMs, Math.round(ms));
+        pruned.runs += report.pipelines[0]?.runs.length ?? 0;
+      } finally {
+        await db.close();
+      }
+    }
+    return { retention: keep === undefined ? null : { runs: keep }, seconds: Math.round((Date.now() - began) / 1000), ...measure(path), ...(keep === undefined ? {} : { prune: { ...pruned, ms: Math.round(pruned.ms) } }) };
+  } finally {
+    await sim.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const without = await year(undefined);
+const withRetention = await year(KEEP);
+process.stdout.write(`${JSON.stringify({ days: DAYS, series: SERIES, without, with: withRetention }, null, 2)}\n`);
