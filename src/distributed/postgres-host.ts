@@ -29,12 +29,12 @@ export function workerCommitWindow(env: NodeJS.ProcessEnv = process.env): number
  * `run_limits` row, a late beat caught up before each page permit, the series-row fence (`RunWorker.store`), and its
  * series handed back when it leaves.
  */
-export function postgresHost(worker: RunWorker, run: { store: PostgresStateStore; runId: string; joined: boolean; claimsKeys: boolean }): RunHost {
+export function postgresHost(worker: RunWorker, run: { store: PostgresStateStore; runId: string; joined: boolean; claimsKeys: boolean; commitWindow: number }): RunHost {
   const { queue } = worker;
   return {
     store: worker.store,
     // A series another worker took over is found out at its commit: its pages behind it in the window are dropped.
-    commitWindow: workerCommitWindow(),
+    commitWindow: run.commitWindow,
     claimsKeys: run.claimsKeys,
     sharesSeries: true,
     limits: worker.limits,

@@ -95,6 +95,24 @@ describePostgres('a worker with a commit window above 1', () => {
     delete process.env[WORKER_COMMIT_WINDOW_VARIABLE];
   });
 
+  it('a bad WEBDATA_WORKER_COMMIT_WINDOW stops the run before it plans: no request, no worker registered', async () => {
+    process.env[WORKER_COMMIT_WINDOW_VARIABLE] = 'many';
+    await using sim = await simulator({ seed: 43 });
+    const db = await testDatabase();
+    try {
+      const failure = await runOn(sim, { name: 'window-bad', source: searchPages({ queries: ['a', 'b'], maxPages: 2, count: 10 }), stages: [normalize()], sinks: [toPostgres({ url: db.url, table: 'results' })], state: { url: db.url } } as never).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(UsageError);
+      expect((failure as Error).message).toMatch(/WEBDATA_WORKER_COMMIT_WINDOW must be a whole number of pages from 1 to 64, not "many"/);
+      expect(sim.stats().credits.main?.debited ?? 0).toBe(0);
+      expect(await sql(db.url, `SELECT COUNT(*)::int AS n FROM webdata.workers`)).toEqual([{ n: 0 }]);
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('commits every page once, in order: nothing lost, no page paid twice', async () => {
     await using sim = await simulator({ seed: 43, latencyMs: { min: 0, max: 0 } });
     const db = await testDatabase();
