@@ -11,8 +11,9 @@ export const WORKER_COMMIT_WINDOW_VARIABLE = 'WEBDATA_WORKER_COMMIT_WINDOW';
 /**
  * Pages a worker has committing at once. A window above 1 is safe (docs/design.md#the-run-host): the journal's number
  * is read before the first page, and a page the fence refuses keeps the pages behind it in order. But it measured no
- * faster on (g) (docs/benchmarks.md#postgresql): a worker's page statements still go one after the other, and on two
- * shared cores the stages of the next page take the CPU the server needs. So one, unless the variable says otherwise.
+ * faster on (g) (docs/benchmarks.md#postgresql): a worker's page statements still go one after the other, so a wider
+ * window overlaps only the next page's stages with a commit (on two shared cores, CPU the server needs too: not traced
+ * further). So one, unless the variable says otherwise.
  */
 export function workerCommitWindow(env: NodeJS.ProcessEnv = process.env): number {
   const text = env[WORKER_COMMIT_WINDOW_VARIABLE];
