@@ -6,7 +6,7 @@ import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { openBoss, queueName } from './boss.ts';
 import { workersAtWork } from './liveness.ts';
 import { planningLock, planRun } from './plan-run.ts';
-import { postgresHost } from './postgres-host.ts';
+import { postgresHost, workerCommitWindow } from './postgres-host.ts';
 import { RunWorker } from './worker.ts';
 import { phase } from '../phase-marks.ts';
 
@@ -42,6 +42,8 @@ function joinRun(joining: Joining): Promise<RunHost> {
 async function join(joining: Joining): Promise<RunHost> {
   // The number of this planning of the run: its invocation.
   const { store, invocation: planningNumber } = joining;
+  // Read first: a bad value stops the process before it plans or registers.
+  const commitWindow = workerCommitWindow();
   const boss = await openBoss(store.pool, store.schema);
   phase('boss-started');
   try {
@@ -60,7 +62,7 @@ async function join(joining: Joining): Promise<RunHost> {
     const worker = await RunWorker.start({ store, boss, runId: joining.runId, queue, planningNumber, seriesTotal: joining.plan.seriesCount, weights: joining.weights });
     phase('worker-registered');
     await joining.planningLock.release();
-    return postgresHost(worker, { store, runId: joining.runId, joined: joining.joining, claimsKeys: joining.claimsKeys });
+    return postgresHost(worker, { store, runId: joining.runId, joined: joining.joining, claimsKeys: joining.claimsKeys, commitWindow });
   } catch (error) {
     await boss.stop({ graceful: false, close: false }).catch(() => undefined);
     throw error;

@@ -3,19 +3,39 @@ import type { PostgresStateStore } from '../state/postgres/store.ts';
 import { workersAtWork } from './liveness.ts';
 import { claimKeyLabels } from './shared-key.ts';
 import type { RunWorker } from './worker.ts';
+import { UsageError } from '../errors/usage-error.ts';
+
+/** The variable that sets a worker's commit window (`workerCommitWindow`): for measurements, and the tests that hold a wider one. */
+export const WORKER_COMMIT_WINDOW_VARIABLE = 'WEBDATA_WORKER_COMMIT_WINDOW';
+
+/**
+ * Pages a worker has committing at once. A window above 1 is safe (docs/design.md#the-run-host): the journal's number
+ * is read before the first page, and a page the fence refuses keeps the pages behind it in order. But it measured no
+ * faster on (g) (docs/benchmarks.md#postgresql): a worker's page statements still go one after the other, so a wider
+ * window overlaps only the next page's stages with a commit (on two shared cores, CPU the server needs too: not traced
+ * further). So one, unless the variable says otherwise.
+ */
+export function workerCommitWindow(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env[WORKER_COMMIT_WINDOW_VARIABLE];
+  if (text === undefined || text === '') return 1;
+  const window = Number(text);
+  if (!Number.isInteger(window) || window < 1 || window > 64) {
+    throw new UsageError(`${WORKER_COMMIT_WINDOW_VARIABLE} must be a whole number of pages from 1 to 64, not ${JSON.stringify(text.slice(0, 40))}`);
+  }
+  return window;
+}
 
 /**
  * A worker of a distributed run as its host (docs/design.md#the-run-host): series from the run's queue, the shared
  * `run_limits` row, a late beat caught up before each page permit, the series-row fence (`RunWorker.store`), and its
  * series handed back when it leaves.
  */
-export function postgresHost(worker: RunWorker, run: { store: PostgresStateStore; runId: string; joined: boolean; claimsKeys: boolean }): RunHost {
+export function postgresHost(worker: RunWorker, run: { store: PostgresStateStore; runId: string; joined: boolean; claimsKeys: boolean; commitWindow: number }): RunHost {
   const { queue } = worker;
   return {
     store: worker.store,
-    // One page at a time: a series another worker took over is found out at its commit.
-    commitWindow: 1,
-    numbersPages: false,
+    // A series another worker took over is found out at its commit: its pages behind it in the window are dropped.
+    commitWindow: run.commitWindow,
     claimsKeys: run.claimsKeys,
     sharesSeries: true,
     limits: worker.limits,

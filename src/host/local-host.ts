@@ -17,7 +17,6 @@ export function localHost(store: StateStore, lease: Lease): RunHost {
   return {
     store,
     commitWindow: COMMIT_WINDOW,
-    numbersPages: true,
     claimsKeys: false,
     sharesSeries: false,
     limits: {},

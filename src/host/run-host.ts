@@ -29,11 +29,6 @@ export interface RunHost {
   readonly store: StateStore;
   /** Pages committing at once, in order. */
   readonly commitWindow: number;
-  /**
-   * Whether this process numbers the journal's pages, so that the next number is known before the first page comes;
-   * else each commit takes the next, whoever commits.
-   */
-  readonly numbersPages: boolean;
   /** Whether a page's dedupe keys are claimed, in its statement, against other processes that page the same run. */
   readonly claimsKeys: boolean;
   /** Whether another process may have paged a series in this very invocation: its progress is read even in a new run. */

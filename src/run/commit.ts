@@ -244,10 +244,13 @@ export class PageCommitter {
     } catch (error) {
       // A value the database refused (the transaction rolled back, the number not taken): the page commits without it.
       if (handedOver === undefined && isRefusedValue(error)) return this.#commitRefused(prepared, error);
+      // Refused by a worker's fence, the page took no number (its statement numbers pages, whoever commits), and the
+      // pages after it, numbered already, go on: forgetting the number here would make each of them wait for it again,
+      // in whatever order the reads answer (docs/design.md#the-run-host).
+      if (error instanceof SeriesLostError) return this.#lose(prepared);
       // Where the journal stands is no longer known (the commit may or may not have taken its number).
       this.#seq = undefined;
-      if (!(error instanceof SeriesLostError)) throw error;
-      return this.#lose(prepared);
+      throw error;
     }
     this.#committed(prepared, lengths);
     crashPoint('after-commit');

@@ -163,7 +163,10 @@ async function commitLoop(
 ): Promise<{ failure: unknown; flushed: boolean }> {
   const { scheduler, source } = wired;
   const unsubscribe = obeySignals(scheduler, options);
-  if (host.numbersPages) await committer.start();
+  // The journal's number is known before the first page comes, whoever numbers the pages (a worker's statement does):
+  // a page handed over before it would wait for it, and the pages behind it in the window would each read it again,
+  // then commit in whatever order the reads answered (docs/design.md#the-run-host).
+  await committer.start();
   let failure = await commitPages(pipeline, source, committer, scheduler, emit, host.commitWindow);
   unsubscribe();
   phase('pages-done');
