@@ -47,7 +47,9 @@ export type PlanReason =
   | 'likely-to-move'
   /** Skipped: less likely to move per page than those fetched. */
   | 'less-likely-to-move'
-  /** Skipped although never fetched or overdue: the budget could not pay for it (a promise broken, worth a warning). */
+  /** Skipped, never fetched yet: the budget could not reach it in this run (it comes first in the next). */
+  | 'not-yet-fetched'
+  /** Skipped although overdue: the budget could not pay for it (the maxAgeRuns promise broken, worth a warning). */
   | 'budget-exhausted';
 
 export interface SeriesChoice {
@@ -117,7 +119,7 @@ export function planRefresh(options: PlanOptions): RefreshPlan {
       choice.fetch = true;
       choice.reason = tier === 0 ? 'never-fetched' : tier === 1 ? 'overdue' : 'likely-to-move';
       left -= choice.cost;
-    } else if (tier < 2) choice.reason = 'budget-exhausted';
+    } else if (tier < 2) choice.reason = tier === 0 ? 'not-yet-fetched' : 'budget-exhausted';
   }
   const series = judged.map((j) => j.choice);
   return {

@@ -19,10 +19,10 @@ export const refreshExplanationSchema = z.object({
   spentPages: z.int().optional(),
   /** Series chosen to be fetched, by reason: never-fetched, overdue, likely-to-move (and `replanned`: chosen as series ended, with what cheaper fetches left). */
   chosen: countsSchema,
-  /** Series skipped, by reason: less-likely-to-move, budget-exhausted (never fetched or overdue, and the budget could not pay: the promise broken). */
+  /** Series skipped, by reason: less-likely-to-move, not-yet-fetched (never fetched, and the budget could not reach it), budget-exhausted (overdue, and the budget could not pay: the promise broken). */
   skipped: countsSchema,
   maxAgeRuns: z.int(),
-  /** Series left unfetched past maxAgeRuns runs (or never fetched) because the budget could not pay for them: 0 keeps the promise. */
+  /** Series left unfetched past maxAgeRuns runs because the budget could not pay for them: 0 keeps the promise (a series never fetched yet is not overdue). */
   promiseBroken: z.int(),
   /** The past runs the histories were read over (at most HISTORY_RUNS). */
   historyRuns: z.int(),

@@ -27,7 +27,7 @@ describe('the refresh planner', () => {
     expect(plan.skip).toEqual(['c', 'd']);
     expect(plan.pages).toBe(10);
     expect(choice(plan, 'a')).toMatchObject({ fetch: true, reason: 'never-fetched', runsSkipped: null, changedSinceFetch: 1 });
-    expect(choice(plan, 'c')).toMatchObject({ fetch: false, reason: 'budget-exhausted' });
+    expect(choice(plan, 'c')).toMatchObject({ fetch: false, reason: 'not-yet-fetched' });
   });
 
   it('fetches a series never fetched before a volatile one, and the longest waiting of them first', () => {
