@@ -79,7 +79,7 @@ export async function estimateCommand(args: string[]): Promise<number> {
     `pages per series: at most ${result.maxPagesPerSeries}`,
     `requests (worst case): ${result.requests}`,
     `credits (worst case): ${result.credits}`,
-    `budget: ${result.budget === null ? 'none' : `${result.budget} (${result.withinBudget ? 'the worst case fits' : 'the worst case does not fit: the run will stop on its budget'})`}`,
+    `budget: ${result.budget === null ? 'none' : `${result.budget} (${budgetFit(result.withinBudget, refresh !== undefined)})`}`,
   ];
   if (pool) lines.push(...poolLines(pool));
   if (allowance) lines.push(...allowanceLines(allowance));
@@ -88,4 +88,10 @@ export async function estimateCommand(args: string[]): Promise<number> {
   if (dropped && (dropped.blank || dropped.duplicate)) lines.push(`queries dropped: ${dropped.duplicate} duplicate, ${dropped.blank} blank`);
   process.stdout.write(`${lines.join('\n')}\n`);
   return EXIT.ok;
+}
+
+/** Whether the worst case fits the budget; with a refresh plan, a budget smaller than it is what the plan spends. */
+function budgetFit(within: boolean, planned: boolean): string {
+  if (within) return 'the worst case fits';
+  return planned ? 'the worst case does not fit: the refresh plan chooses the series it pays for' : 'the worst case does not fit: the run will stop on its budget';
 }
