@@ -1,7 +1,8 @@
+import { Burst, type Unproven } from './burst.ts';
 import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
 import { ProvenLimit } from './proven-limit.ts';
-import { SAMPLE_LIMIT, SendSamples } from './send-samples.ts';
+import { SendSamples } from './send-samples.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
 
@@ -64,19 +65,10 @@ const PROBE_EVERY_MS = { first: 30_000, max: 120_000 };
 const UNTRUSTED_PROBE_MS = 5000;
 /** Over a remembered rate (by this factor) the limit is assumed to lie when no 429 was remembered with it. */
 const ASSUMED_ABOVE = 1.05;
-/**
- * A raise into rates that never held counts as held only after this many times the time its step takes to drain the
- * server's burst (were the limit at the rate before the step), and at most after HOLD_MAX_MS
- * (docs/benchmarks-history.md, "The first seconds at an unknown limit", issue 33).
- */
-const HOLD_PER_STEP = 3;
-const HOLD_MAX_MS = 15_000;
 /** A rate counts as used, and so as shown to hold, when requests went out at this share of it at least. */
 const BUSY = 0.85;
 /** The configured rate held this long before a run's first 429 counts as a rate that held. */
 const HELD_AT_START_MS = 5000;
-/** The burst assumed when the run's opening did not show one (its first 429 came late, or never). */
-const DEFAULT_BURST = 3;
 /**
  * A raise that failed after holding t seconds was over the limit by at least this many requests over t, when the
  * opening showed a burst: the bucket held more than the one request it needs when the rate went up, by half a request
@@ -119,11 +111,8 @@ class BracketingController implements RateController {
    */
   #floor: number | undefined;
   #firstSentAt = Number.POSITIVE_INFINITY;
-  /**
-   * The run's opening: when its first 429 was sent, and when those sent before it that were accepted were sent
-   * (answers still on their way count when they come): the server's burst and its limit's share of that time.
-   */
-  #opening: { at: number; accepted: number[] } | undefined;
+  /** The server's burst, as the run's opening showed it. */
+  readonly #burst = new Burst();
   #lastCutAt = Number.NEGATIVE_INFINITY;
   #cap: { rate: number; until: number } | undefined;
   /** Whether the last raise was a probe past the learned limit. */
@@ -187,19 +176,19 @@ class BracketingController implements RateController {
   onSuccess(sentAt: number, latencyMs: number): boolean {
     const now = this.#clock.now();
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
-    if (this.#opening && sentAt < this.#opening.at && this.#opening.accepted.length < SAMPLE_LIMIT) this.#opening.accepted.push(sentAt);
+    this.#burst.accepted(sentAt);
     this.#samples.success(sentAt, latencyMs);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst
     // hides a rate slightly above its limit for a few seconds. A raise into rates that never held waits for its hold
-    // time (#holdMs) before the next.
+    // time (Burst.holdMs) before the next.
     const near = bad !== undefined && rate >= bad * 0.95;
     // Near it and at the highest rate that held, the next raise is a probe past the limit: it waits its turn.
     const probe = near && rate >= (this.#good ?? 0);
     const increaseEveryMs = this.#increaseEveryMs;
     const settle = probe ? Math.max(increaseEveryMs * 5, this.#probeEveryMs) : near ? increaseEveryMs * 5 : increaseEveryMs;
-    if (now - this.#lastChangeAt < Math.max(settle, this.#holdMs()) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
+    if (now - this.#lastChangeAt < Math.max(settle, this.#burst.holdMs(this.#unproven)) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
     // A rate hardly used shows nothing of the limit: a key of a pool the others kept the work from, raised on its
     // "sustained success", went from 12 to 17.6/s against a limit of 4 (and 429s followed once it was used). It is
     // given room in concurrency only, in case that is what held its sending back.
@@ -210,7 +199,7 @@ class BracketingController implements RateController {
       return true;
     }
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
-    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
+    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#burst.shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
     this.#lastChangeAt = now;
     if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#samples.sendingRate(now));
     const highest = this.#good;
@@ -231,9 +220,7 @@ class BracketingController implements RateController {
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
     // The run's first 429 at the configured rate, soon after the start: what was accepted before it is the burst
     // and the limit's share of that time, at most.
-    if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
-      this.#opening = { at: sentAt, accepted: this.#samples.accepted.filter((at) => at < sentAt) };
-    }
+    if (!this.#burst.opened && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) this.#burst.open(sentAt, this.#samples.accepted);
     this.#samples.refusal(sentAt, now);
     this.#knowledge.proven(this.#proven.refused(sentAt, Number.isFinite(this.#rate) ? this.#rate : undefined));
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
@@ -253,7 +240,7 @@ class BracketingController implements RateController {
     // at a rate that used to hold (before: down to the floor, what the burst could not hide, near nothing for a small
     // key: 2.8 to 1.2 against a limit of 2, behind a burst of 3).
     const unproven = this.#unproven;
-    const fromUnknown = unproven !== undefined && !unproven.fromHeld && this.#shown(unproven, sentAt) < unproven.from;
+    const fromUnknown = unproven !== undefined && !unproven.fromHeld && this.#burst.shown(unproven, sentAt) < unproven.from;
     if (this.#good !== undefined && this.#good < failedRate && !fromUnknown) {
       // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
       // former (the accepted rate is no guide here: it still includes the server's burst).
@@ -262,11 +249,11 @@ class BracketingController implements RateController {
         // A raise into rates that never held, failed: what it held until the 429 shows the limit from both sides.
         // Over that time the burst hid at most its size, and at least LEAST_HIDDEN, of the raise's excess.
         const heldMs = sentAt - unproven.at;
-        rate = Math.min(failedRate * 0.98, Math.max(this.#floor ?? rate, this.#shown(unproven, sentAt)));
+        rate = Math.min(failedRate * 0.98, Math.max(this.#floor ?? rate, this.#burst.shown(unproven, sentAt)));
         // What it falls back to is known to be allowed, as far as anything is: it held, or the failed raise shows it.
         this.#floor = Math.max(this.#floor ?? 0, rate);
         this.#good = Math.max(this.#good, this.#floor);
-        const hidden = Math.min(LEAST_HIDDEN, Math.max(0, this.#burstSize(unproven.from) - 1));
+        const hidden = Math.min(LEAST_HIDDEN, Math.max(0, this.#burst.size(unproven.from) - 1));
         this.#bad = Math.max(rate * 1.02, Math.min(this.#bad, unproven.rate - (hidden * 1000) / heldMs));
       }
       // A probe that failed: the limit has not risen; the next probe waits twice as long.
@@ -311,42 +298,6 @@ class BracketingController implements RateController {
     return before !== this.#cap.rate;
   }
 
-  /**
-   * How long the current rate must hold before the next raise: a raise into rates that never held must outlast what
-   * the server's burst could hide — a step of s over a limit at the rate before it drains a burst of b in b / s — a few
-   * times over (a burst lets a rate a few per cent over the limit hold for seconds).
-   */
-  #holdMs(): number {
-    const unproven = this.#unproven;
-    if (!unproven) return 0;
-    const step = Math.max(unproven.rate - unproven.from, unproven.rate * 0.01);
-    return Math.min(HOLD_MAX_MS, (HOLD_PER_STEP * this.#burstSize(unproven.from) * 1000) / step);
-  }
-
-  /**
-   * The server's burst: what the run's opening showed of it (accepted before its first 429, less what a limit of at
-   * least `limit` let through meanwhile), or a guess.
-   */
-  #burstSize(limit: number): number {
-    const opening = this.#opening;
-    if (opening === undefined) return DEFAULT_BURST;
-    // Over every stretch that ends at the first 429: one that began when sending outran the limit started with the
-    // bucket full (an opening slow to start sends under the limit at first, and the whole of it reads low).
-    const sent = opening.accepted.toSorted((a, b) => a - b);
-    let burst = 1;
-    for (const [i, from] of sent.entries()) burst = Math.max(burst, sent.length - i - (limit * (opening.at - from)) / 1000);
-    return burst;
-  }
-
-  /**
-   * What holding an unproven raise until `at` shows of the limit: its rate less the burst spread over that time (the
-   * bucket was full when the rate went up; one less full hid less, and the limit shown is lower than the true one).
-   */
-  #shown(unproven: Unproven, at: number): number {
-    const heldMs = at - unproven.at;
-    return heldMs <= 0 ? 0 : unproven.rate - (this.#burstSize(unproven.from) * 1000) / heldMs;
-  }
-
   /** The next rate after sustained success at `rate`; `highest` is the highest rate that held before this one. */
   #raised(rate: number, probe: boolean, highest: number | undefined): number {
     const bad = this.#bad;
@@ -387,14 +338,4 @@ class BracketingController implements RateController {
     if (latency === undefined) return this.#concurrency;
     return Math.ceil((this.#rate * latency * 2) / 1000) + 1;
   }
-}
-
-/** A raise into rates that never held: when, from what rate (known to be allowed or not), to what. */
-interface Unproven {
-  at: number;
-  from: number;
-  rate: number;
-  fromHeld: boolean;
-  /** Not a raise: a cut to `from` from `rate`, which failed; `from` is not known to hold until the hold time. */
-  cut?: boolean;
 }
