@@ -3,6 +3,7 @@ import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
 import { ProvenLimit } from './proven-limit.ts';
 import { SendSamples } from './send-samples.ts';
+import { SlowStart } from './slow-start.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
 
@@ -31,6 +32,8 @@ export interface RateController {
   onRateLimited(sentAt: number): boolean;
   /** An outside cap (rate-limit headers): the rate is held at or below it until `until`. */
   capUntil(rate: number, until: number): boolean;
+  /** The server tells its limits (rate-limit headers): a slow start ends at the configured rate, the headers pace. */
+  told(): boolean;
   /** What it knows of the server's limit, for a later run to start from (limit-knowledge.ts). */
   readonly known: KnownLimit | undefined;
 }
@@ -52,6 +55,8 @@ export interface RateControllerOptions {
   learnAfterMs?: number;
   /** What an earlier run learned of the limit; used when under the configured rate (else the limit is not ours to meet). */
   start?: RateStart | undefined;
+  /** With no start, begin low and double while no 429 comes (slow-start.ts) rather than at the configured rate. */
+  slowStart?: boolean;
 }
 
 /**
@@ -122,6 +127,8 @@ class BracketingController implements RateController {
   readonly #samples: SendSamples;
   /** The least the limit can be, as its 429s and what was accepted after them prove it. */
   readonly #proven: ProvenLimit;
+  /** While the rate doubles from low towards the first 429 (undefined: not, or no more). */
+  #slow: SlowStart | undefined;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
@@ -136,6 +143,10 @@ class BracketingController implements RateController {
     this.#lastChangeAt = clock.now();
     const start = options.start;
     if (start && start.rate < options.maxRate) this.#startAt(start);
+    else if (options.slowStart && !start && SlowStart.first(options.maxRate, this.#minRate) < options.maxRate) {
+      this.#slow = new SlowStart(this.#lastChangeAt, options.maxRate, this.#minRate);
+      this.#rate = this.#slow.rate;
+    }
   }
 
   /**
@@ -178,6 +189,7 @@ class BracketingController implements RateController {
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
     this.#burst.accepted(sentAt);
     this.#samples.success(sentAt, latencyMs);
+    if (this.#slow) return this.#doubled(now);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst
@@ -220,8 +232,10 @@ class BracketingController implements RateController {
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
     // The run's first 429 at the configured rate, soon after the start: what was accepted before it is the burst
     // and the limit's share of that time, at most.
-    if (!this.#burst.opened && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) this.#burst.open(sentAt, this.#samples.accepted);
+    // So is a slow start's first 429, whenever it comes: the bucket filled from near empty at the rate that failed.
+    if (!this.#burst.opened && this.#bad === undefined && (sentAt - this.#firstSentAt <= 5000 || this.#slow)) this.#burst.open(sentAt, this.#samples.accepted);
     this.#samples.refusal(sentAt, now);
+    if (this.#slow) this.#endSlowStart(sentAt);
     this.#knowledge.proven(this.#proven.refused(sentAt, Number.isFinite(this.#rate) ? this.#rate : undefined));
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
     // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
@@ -290,6 +304,44 @@ class BracketingController implements RateController {
     // A 429 at a rate once known to be allowed: the limit fell.
     if (this.#floor !== undefined && failedRate <= this.#floor) this.#floor = undefined;
     return true;
+  }
+
+  told(): boolean {
+    if (!this.#slow) return false;
+    this.#slow = undefined;
+    this.#good = undefined;
+    this.#unproven = undefined;
+    this.#rate = this.#maxRate;
+    return true;
+  }
+
+  /**
+   * A slow start's step: the rate held since it was set, while used, doubles (at the configured rate, the slow start
+   * is over). The rate it doubles from is what held, and the doubling a raise into rates that never held: the first
+   * 429 falls back as after a failed raise (to what held, or what the doubling showed of the limit).
+   */
+  #doubled(now: number): boolean {
+    const rate = this.#rate;
+    const next = this.#busy(now) ? this.#slow?.next(now) : undefined;
+    if (next === undefined) return false;
+    this.#good = rate;
+    this.#rate = next;
+    this.#lastChangeAt = now;
+    this.#unproven = { at: now, from: rate, rate: next, fromHeld: true };
+    if (next >= this.#maxRate) this.#slow = undefined;
+    return true;
+  }
+
+  /**
+   * The slow start's first 429: the rate it was sent at failed, a raise from the step before it (what held); with no
+   * step before, nothing held, and it cuts as at a limit never seen.
+   */
+  #endSlowStart(sentAt: number): void {
+    const { failed, held } = (this.#slow as SlowStart).failed(sentAt);
+    this.#slow = undefined;
+    this.#rate = failed.rate;
+    this.#good = held?.rate;
+    this.#unproven = held ? { at: failed.at, from: held.rate, rate: failed.rate, fromHeld: true } : undefined;
   }
 
   capUntil(next: number, until: number): boolean {
