@@ -55,12 +55,15 @@ export class SlowStart {
 
   /**
    * A 429 for a request sent at `sentAt`: the step it was sent at (the rate that failed) and the one before it (what
-   * held), if any. A 429 sent before the last doubling was the rate before it failing, its bucket slow to fill.
+   * held), if any. A 429 sent before the last doubling, or within one interval of the rate before it after (before the
+   * doubled rate could add a request of its own to the server's bucket), was the rate before it failing, its bucket
+   * slow to fill: against nginx, a 4/s key doubled from 6 to 12 and met the 429 the 6/s had earned at once, and, taken
+   * for the 12's, fell back to 6, over its limit (three more 429s).
    */
   failed(sentAt: number): { failed: SlowStep; held: SlowStep | undefined } {
     const steps = this.#steps;
     let i = steps.length - 1;
-    while (i > 0 && (steps[i] as SlowStep).at > sentAt) i -= 1;
+    while (i > 0 && (steps[i] as SlowStep).at + 1000 / (steps[i - 1] as SlowStep).rate > sentAt) i -= 1;
     return { failed: steps[i] as SlowStep, held: steps[i - 1] };
   }
 }

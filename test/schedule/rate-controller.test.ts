@@ -310,6 +310,19 @@ describe('a slow start (a pool’s key with nothing known of its limit)', () => 
     }
   });
 
+  it('a 429 met right after a doubling is the rate before it failing, not the doubled rate’s', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => now });
+    while (controller.rate < 12) {
+      controller.onSuccess(now, 0);
+      now += 1000 / controller.rate;
+    }
+    // Sent 50 ms after the doubling from 6 to 12, less than one interval of the 6/s: the 6/s filled the bucket (against
+    // nginx: a 4/s key, taken for the 12's, fell back to 5.88 and paid three more 429s).
+    controller.onRateLimited(now - 1000 / 12 + 50);
+    expect(controller.rate).toBeLessThanOrEqual(3);
+  });
+
   it('ends at once when the server tells its limits (rate-limit headers): the configured rate, for the headers to pace', () => {
     const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => 0 });
     expect(controller.rate).toBe(3);
