@@ -323,6 +323,26 @@ describe('a slow start (a pool’s key with nothing known of its limit)', () => 
     expect(controller.rate).toBeLessThanOrEqual(3);
   });
 
+  it('after a step that held, 429s step down a tenth at a time: none halves (the limit is over that step)', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => now });
+    while (controller.rate < 12) {
+      controller.onSuccess(now, 0);
+      now += 1000 / controller.rate;
+    }
+    controller.onRateLimited(now + 500);
+    // 429s seconds apart, as an 8/s key behind nginx met them after falling back over its limit: before, the third
+    // halved it (8.4 to 4.2), and the key ran at 0.83 of its limit.
+    for (let i = 1; i <= 3; i++) {
+      // Four seconds of answers accepted at the rate in between: one 429 in them is too few to learn a limit from.
+      for (const until = now + 4000; now < until; now += 1000 / controller.rate) controller.onSuccess(now, 0);
+      const before = controller.rate;
+      controller.onRateLimited(now);
+      expect(controller.rate, `429 ${i}`).toBeGreaterThanOrEqual(before * 0.85);
+    }
+    expect(controller.rate).toBeGreaterThan(6 * 0.85);
+  });
+
   it('ends at once when the server tells its limits (rate-limit headers): the configured rate, for the headers to pace', () => {
     const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => 0 });
     expect(controller.rate).toBe(3);
