@@ -67,7 +67,7 @@ export class KeyLane {
     const emit = (event: SchedulerEvent) => parts.emit(pooled && (event.type === 'adapt' || event.type === 'pause') ? { ...event, key: this.label } : event);
     // A pool's key paces on its own shared row when the run shares its limits (one key alone: the run's row, as before).
     this.fleet = pooled ? config.fleet?.(spec.label, spec.maxCredits) : undefined;
-    this.throttle = createThrottle({ config: own, clock: parts.clock, queue, emit, halt: parts.halt, key: pooled ? spec.label : undefined, start: spec.start });
+    this.throttle = createThrottle({ config: own, clock: parts.clock, queue, emit, halt: parts.halt, key: pooled ? spec.label : undefined, start: spec.start, slowStart: pooled && config.learns === undefined });
   }
 
   get concurrency(): number {

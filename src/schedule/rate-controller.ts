@@ -1,7 +1,9 @@
+import { Burst, type Unproven } from './burst.ts';
 import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
 import { ProvenLimit } from './proven-limit.ts';
-import { SAMPLE_LIMIT, SendSamples } from './send-samples.ts';
+import { SendSamples } from './send-samples.ts';
+import { SlowStart } from './slow-start.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
 
@@ -30,6 +32,8 @@ export interface RateController {
   onRateLimited(sentAt: number): boolean;
   /** An outside cap (rate-limit headers): the rate is held at or below it until `until`. */
   capUntil(rate: number, until: number): boolean;
+  /** The server tells its limits (rate-limit headers): a slow start ends at the configured rate, the headers pace. */
+  told(): boolean;
   /** What it knows of the server's limit, for a later run to start from (limit-knowledge.ts). */
   readonly known: KnownLimit | undefined;
 }
@@ -51,6 +55,8 @@ export interface RateControllerOptions {
   learnAfterMs?: number;
   /** What an earlier run learned of the limit; used when under the configured rate (else the limit is not ours to meet). */
   start?: RateStart | undefined;
+  /** With no start, begin low and double while no 429 comes (slow-start.ts) rather than at the configured rate. */
+  slowStart?: boolean;
 }
 
 /**
@@ -64,19 +70,10 @@ const PROBE_EVERY_MS = { first: 30_000, max: 120_000 };
 const UNTRUSTED_PROBE_MS = 5000;
 /** Over a remembered rate (by this factor) the limit is assumed to lie when no 429 was remembered with it. */
 const ASSUMED_ABOVE = 1.05;
-/**
- * A raise into rates that never held counts as held only after this many times the time its step takes to drain the
- * server's burst (were the limit at the rate before the step), and at most after HOLD_MAX_MS
- * (docs/benchmarks-history.md, "The first seconds at an unknown limit", issue 33).
- */
-const HOLD_PER_STEP = 3;
-const HOLD_MAX_MS = 15_000;
 /** A rate counts as used, and so as shown to hold, when requests went out at this share of it at least. */
 const BUSY = 0.85;
 /** The configured rate held this long before a run's first 429 counts as a rate that held. */
 const HELD_AT_START_MS = 5000;
-/** The burst assumed when the run's opening did not show one (its first 429 came late, or never). */
-const DEFAULT_BURST = 3;
 /**
  * A raise that failed after holding t seconds was over the limit by at least this many requests over t, when the
  * opening showed a burst: the bucket held more than the one request it needs when the rate went up, by half a request
@@ -119,11 +116,8 @@ class BracketingController implements RateController {
    */
   #floor: number | undefined;
   #firstSentAt = Number.POSITIVE_INFINITY;
-  /**
-   * The run's opening: when its first 429 was sent, and when those sent before it that were accepted were sent
-   * (answers still on their way count when they come): the server's burst and its limit's share of that time.
-   */
-  #opening: { at: number; accepted: number[] } | undefined;
+  /** The server's burst, as the run's opening showed it. */
+  readonly #burst = new Burst();
   #lastCutAt = Number.NEGATIVE_INFINITY;
   #cap: { rate: number; until: number } | undefined;
   /** Whether the last raise was a probe past the learned limit. */
@@ -133,6 +127,10 @@ class BracketingController implements RateController {
   readonly #samples: SendSamples;
   /** The least the limit can be, as its 429s and what was accepted after them prove it. */
   readonly #proven: ProvenLimit;
+  /** While the rate doubles from low towards the first 429 (undefined: not, or no more). */
+  #slow: SlowStart | undefined;
+  /** Whether a slow start's step held before its first 429: the limit is over it, and no later 429 halves the rate. */
+  #slowHeld = false;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
@@ -147,6 +145,10 @@ class BracketingController implements RateController {
     this.#lastChangeAt = clock.now();
     const start = options.start;
     if (start && start.rate < options.maxRate) this.#startAt(start);
+    else if (options.slowStart && !start && SlowStart.first(options.maxRate, this.#minRate) < options.maxRate) {
+      this.#slow = new SlowStart(this.#lastChangeAt, options.maxRate, this.#minRate);
+      this.#rate = this.#slow.rate;
+    }
   }
 
   /**
@@ -187,19 +189,20 @@ class BracketingController implements RateController {
   onSuccess(sentAt: number, latencyMs: number): boolean {
     const now = this.#clock.now();
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
-    if (this.#opening && sentAt < this.#opening.at && this.#opening.accepted.length < SAMPLE_LIMIT) this.#opening.accepted.push(sentAt);
+    this.#burst.accepted(sentAt);
     this.#samples.success(sentAt, latencyMs);
+    if (this.#slow) return this.#doubled(now);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst
     // hides a rate slightly above its limit for a few seconds. A raise into rates that never held waits for its hold
-    // time (#holdMs) before the next.
+    // time (Burst.holdMs) before the next.
     const near = bad !== undefined && rate >= bad * 0.95;
     // Near it and at the highest rate that held, the next raise is a probe past the limit: it waits its turn.
     const probe = near && rate >= (this.#good ?? 0);
     const increaseEveryMs = this.#increaseEveryMs;
     const settle = probe ? Math.max(increaseEveryMs * 5, this.#probeEveryMs) : near ? increaseEveryMs * 5 : increaseEveryMs;
-    if (now - this.#lastChangeAt < Math.max(settle, this.#holdMs()) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
+    if (now - this.#lastChangeAt < Math.max(settle, this.#burst.holdMs(this.#unproven)) || (rate >= this.#maxRate && this.#concurrency >= this.#maxConcurrency)) return false;
     // A rate hardly used shows nothing of the limit: a key of a pool the others kept the work from, raised on its
     // "sustained success", went from 12 to 17.6/s against a limit of 4 (and 429s followed once it was used). It is
     // given room in concurrency only, in case that is what held its sending back.
@@ -210,7 +213,7 @@ class BracketingController implements RateController {
       return true;
     }
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
-    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
+    if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#burst.shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
     this.#lastChangeAt = now;
     if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#samples.sendingRate(now));
     const highest = this.#good;
@@ -231,10 +234,10 @@ class BracketingController implements RateController {
     this.#firstSentAt = Math.min(this.#firstSentAt, sentAt);
     // The run's first 429 at the configured rate, soon after the start: what was accepted before it is the burst
     // and the limit's share of that time, at most.
-    if (this.#opening === undefined && this.#bad === undefined && sentAt - this.#firstSentAt <= 5000) {
-      this.#opening = { at: sentAt, accepted: this.#samples.accepted.filter((at) => at < sentAt) };
-    }
+    // So is a slow start's first 429, whenever it comes: the bucket filled from near empty at the rate that failed.
+    if (!this.#burst.opened && this.#bad === undefined && (sentAt - this.#firstSentAt <= 5000 || this.#slow)) this.#burst.open(sentAt, this.#samples.accepted);
     this.#samples.refusal(sentAt, now);
+    if (this.#slow) this.#endSlowStart(sentAt);
     this.#knowledge.proven(this.#proven.refused(sentAt, Number.isFinite(this.#rate) ? this.#rate : undefined));
     // Requests sent before the last cut were paced under the old rate: their 429s are already answered. So are those
     // sent before the bucket the old rate emptied could refill one request at the new rate (seen on the loaded
@@ -253,7 +256,7 @@ class BracketingController implements RateController {
     // at a rate that used to hold (before: down to the floor, what the burst could not hide, near nothing for a small
     // key: 2.8 to 1.2 against a limit of 2, behind a burst of 3).
     const unproven = this.#unproven;
-    const fromUnknown = unproven !== undefined && !unproven.fromHeld && this.#shown(unproven, sentAt) < unproven.from;
+    const fromUnknown = unproven !== undefined && !unproven.fromHeld && this.#burst.shown(unproven, sentAt) < unproven.from;
     if (this.#good !== undefined && this.#good < failedRate && !fromUnknown) {
       // Right after a raise: the limit lies between the last rate that held and this one. Go back just under the
       // former (the accepted rate is no guide here: it still includes the server's burst).
@@ -262,11 +265,11 @@ class BracketingController implements RateController {
         // A raise into rates that never held, failed: what it held until the 429 shows the limit from both sides.
         // Over that time the burst hid at most its size, and at least LEAST_HIDDEN, of the raise's excess.
         const heldMs = sentAt - unproven.at;
-        rate = Math.min(failedRate * 0.98, Math.max(this.#floor ?? rate, this.#shown(unproven, sentAt)));
+        rate = Math.min(failedRate * 0.98, Math.max(this.#floor ?? rate, this.#burst.shown(unproven, sentAt)));
         // What it falls back to is known to be allowed, as far as anything is: it held, or the failed raise shows it.
         this.#floor = Math.max(this.#floor ?? 0, rate);
         this.#good = Math.max(this.#good, this.#floor);
-        const hidden = Math.min(LEAST_HIDDEN, Math.max(0, this.#burstSize(unproven.from) - 1));
+        const hidden = Math.min(LEAST_HIDDEN, Math.max(0, this.#burst.size(unproven.from) - 1));
         this.#bad = Math.max(rate * 1.02, Math.min(this.#bad, unproven.rate - (hidden * 1000) / heldMs));
       }
       // A probe that failed: the limit has not risen; the next probe waits twice as long.
@@ -282,7 +285,9 @@ class BracketingController implements RateController {
       // Near a limit learned while saturated, a second 429 in a row is not the start's: halved there, a pool's 2/s key
       // went from 2.19 to 1.2/s (its least rate).
       const nearCeiling = this.#ceiling !== undefined && failedRate <= this.#ceiling * 1.5;
-      const held = this.#good !== undefined || nearCeiling || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
+      // After a slow start whose step held, the limit lies over that step: halved, an 8/s key went from 8.4 to 4.2
+      // against nginx, and ran at 0.83 of its limit.
+      const held = this.#good !== undefined || nearCeiling || this.#slowHeld || (first && sentAt - this.#firstSentAt >= HELD_AT_START_MS);
       const allowed = this.#floor !== undefined && failedRate <= this.#floor * 1.02;
       this.#good = undefined;
       rate = learned !== undefined && !allowed ? Math.min(learned * 0.97, failedRate * 0.9) : held ? failedRate * 0.9 : failedRate * 0.5;
@@ -305,46 +310,49 @@ class BracketingController implements RateController {
     return true;
   }
 
+  told(): boolean {
+    if (!this.#slow) return false;
+    this.#slow = undefined;
+    this.#good = undefined;
+    this.#unproven = undefined;
+    this.#rate = this.#maxRate;
+    return true;
+  }
+
+  /**
+   * A slow start's step: the rate held since it was set, while used, doubles (at the configured rate, the slow start
+   * is over). The rate it doubles from is what held, and the doubling a raise into rates that never held: the first
+   * 429 falls back as after a failed raise (to what held, or what the doubling showed of the limit).
+   */
+  #doubled(now: number): boolean {
+    const rate = this.#rate;
+    const next = this.#busy(now) ? this.#slow?.next(now) : undefined;
+    if (next === undefined) return false;
+    this.#good = rate;
+    this.#rate = next;
+    this.#lastChangeAt = now;
+    this.#unproven = { at: now, from: rate, rate: next, fromHeld: true };
+    if (next >= this.#maxRate) this.#slow = undefined;
+    return true;
+  }
+
+  /**
+   * The slow start's first 429: the rate it was sent at failed, a raise from the step before it (what held); with no
+   * step before, nothing held, and it cuts as at a limit never seen.
+   */
+  #endSlowStart(sentAt: number): void {
+    const { failed, held } = (this.#slow as SlowStart).failed(sentAt);
+    this.#slow = undefined;
+    this.#rate = failed.rate;
+    this.#good = held?.rate;
+    this.#unproven = held ? { at: failed.at, from: held.rate, rate: failed.rate, fromHeld: true } : undefined;
+    this.#slowHeld = held !== undefined;
+  }
+
   capUntil(next: number, until: number): boolean {
     const before = this.#cap?.rate;
     this.#cap = { rate: Math.max(this.#minRate, next), until };
     return before !== this.#cap.rate;
-  }
-
-  /**
-   * How long the current rate must hold before the next raise: a raise into rates that never held must outlast what
-   * the server's burst could hide — a step of s over a limit at the rate before it drains a burst of b in b / s — a few
-   * times over (a burst lets a rate a few per cent over the limit hold for seconds).
-   */
-  #holdMs(): number {
-    const unproven = this.#unproven;
-    if (!unproven) return 0;
-    const step = Math.max(unproven.rate - unproven.from, unproven.rate * 0.01);
-    return Math.min(HOLD_MAX_MS, (HOLD_PER_STEP * this.#burstSize(unproven.from) * 1000) / step);
-  }
-
-  /**
-   * The server's burst: what the run's opening showed of it (accepted before its first 429, less what a limit of at
-   * least `limit` let through meanwhile), or a guess.
-   */
-  #burstSize(limit: number): number {
-    const opening = this.#opening;
-    if (opening === undefined) return DEFAULT_BURST;
-    // Over every stretch that ends at the first 429: one that began when sending outran the limit started with the
-    // bucket full (an opening slow to start sends under the limit at first, and the whole of it reads low).
-    const sent = opening.accepted.toSorted((a, b) => a - b);
-    let burst = 1;
-    for (const [i, from] of sent.entries()) burst = Math.max(burst, sent.length - i - (limit * (opening.at - from)) / 1000);
-    return burst;
-  }
-
-  /**
-   * What holding an unproven raise until `at` shows of the limit: its rate less the burst spread over that time (the
-   * bucket was full when the rate went up; one less full hid less, and the limit shown is lower than the true one).
-   */
-  #shown(unproven: Unproven, at: number): number {
-    const heldMs = at - unproven.at;
-    return heldMs <= 0 ? 0 : unproven.rate - (this.#burstSize(unproven.from) * 1000) / heldMs;
   }
 
   /** The next rate after sustained success at `rate`; `highest` is the highest rate that held before this one. */
@@ -387,14 +395,4 @@ class BracketingController implements RateController {
     if (latency === undefined) return this.#concurrency;
     return Math.ceil((this.#rate * latency * 2) / 1000) + 1;
   }
-}
-
-/** A raise into rates that never held: when, from what rate (known to be allowed or not), to what. */
-interface Unproven {
-  at: number;
-  from: number;
-  rate: number;
-  fromHeld: boolean;
-  /** Not a raise: a cut to `from` from `rate`, which failed; `from` is not known to hold until the hold time. */
-  cut?: boolean;
 }

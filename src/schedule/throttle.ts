@@ -59,6 +59,8 @@ export interface ThrottleOptions {
   key?: string | undefined;
   /** What an earlier run learned of the limit: the rate controller starts there (docs/scheduler.md#a-remembered-start). */
   start?: RateStart | undefined;
+  /** With no start, begin low and double while no 429 comes (docs/scheduler.md#a-slow-start): a pool's keys do. */
+  slowStart?: boolean;
 }
 
 // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
@@ -88,7 +90,7 @@ class AdaptiveThrottle implements Throttle {
   // Whether the server's headers show a fixed window (used whole) or a bucket (spread evenly), and where the window ends.
   readonly #windows = windowTracker();
 
-  constructor({ config, clock, queue, emit, halt, key, start }: ThrottleOptions) {
+  constructor({ config, clock, queue, emit, halt, key, start, slowStart }: ThrottleOptions) {
     this.#config = config;
     this.#clock = clock;
     this.#queue = queue;
@@ -102,7 +104,7 @@ class AdaptiveThrottle implements Throttle {
     // (the window being 3 s, 3 s never came: the span is measured from its first answer to now, so it stayed unlearned).
     // A start from an earlier run only where this one adapts: otherwise the configured rate is what it sends at.
     const from = config.adaptive ? start : undefined;
-    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, start: from, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
+    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, start: from, slowStart: slowStart ?? false, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
     this.#pacer = config.pacer ? config.pacer(paced(this.#controller.rate), clock, key) : createPacer(paced(this.#controller.rate), clock);
   }
 
@@ -148,6 +150,8 @@ class AdaptiveThrottle implements Throttle {
     const hint = readRateLimitHeaders(headers, epochOf(this.#clock));
     if (!hint) return undefined;
     const now = this.#clock.now();
+    // The server tells its limits: a slow start would only hold the run under them (the headers pace from here).
+    if (this.#controller.told()) this.#applyRate('rate_limit_headers');
     const windowEnd = this.#learnLimiter(hint, now);
     // Requests still in flight will take from the same window's remaining requests.
     const left = hint.remaining - inFlight;

@@ -47,9 +47,9 @@ describe('probing past a learned limit', () => {
  * Answers come at once; the 429's pause is left out (it only delays). Returns the 429s' times, the rate set by each
  * cut, and what was accepted.
  */
-function againstBucket(limit: number, burst: number, seconds: number, maxRate = 30, startGapMs = 0) {
+function againstBucket(limit: number, burst: number, seconds: number, maxRate = 30, startGapMs = 0, slowStart = false) {
   let now = 0;
-  const controller = createRateController({ maxRate, maxConcurrency: 8 }, { now: () => now });
+  const controller = createRateController({ maxRate, maxConcurrency: 8, slowStart }, { now: () => now });
   let tokens = burst;
   let refilledAt = 0;
   const refused: number[] = [];
@@ -282,5 +282,77 @@ describe('a 429 before any answer could be timed', () => {
     // 15/s at 200 ms answers needs 7 in flight (twice the latency's worth, and one more): 8 becomes 7.
     expect(controller.rate).toBe(15);
     expect(controller.concurrency).toBe(7);
+  });
+});
+
+describe('a slow start (a pool’s key with nothing known of its limit)', () => {
+  it('starts at an eighth of the configured rate and doubles while no 429 comes, up to the configured rate', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => now });
+    const rates = [controller.rate];
+    while (now < 10_000) {
+      controller.onSuccess(now, 0);
+      if (controller.rate !== rates.at(-1)) rates.push(controller.rate);
+      now += 1000 / controller.rate;
+    }
+    expect(rates).toEqual([3, 6, 12, 24]);
+  });
+
+  it('crosses a limit once: one 429 a key at the crossing, the fall back under the limit, and few after it', () => {
+    for (const limit of [2, 4, 8, 10]) {
+      const { refused, cuts, accepted } = againstBucket(limit, 2, 30, 24, 0, true);
+      // Before (a start at the configured rate, halving down to the limit, the bucket full at each half): 3–4 429s in
+      // the first seconds alone (at 2/s: 24, 12, 6, 3 and 2.7 all refused).
+      expect(refused.filter((at) => at < 5000).length, `limit ${limit}`).toBe(1);
+      expect(cuts[0], `limit ${limit}`).toBeLessThanOrEqual(limit);
+      expect(refused.length, `limit ${limit}`).toBeLessThanOrEqual(3);
+      expect(accepted / (30 * limit), `limit ${limit}`).toBeGreaterThan(0.9);
+    }
+  });
+
+  it('a 429 met right after a doubling is the rate before it failing, not the doubled rate’s', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => now });
+    while (controller.rate < 12) {
+      controller.onSuccess(now, 0);
+      now += 1000 / controller.rate;
+    }
+    // Sent 50 ms after the doubling from 6 to 12, less than one interval of the 6/s: the 6/s filled the bucket (against
+    // nginx: a 4/s key, taken for the 12's, fell back to 5.88 and paid three more 429s).
+    controller.onRateLimited(now - 1000 / 12 + 50);
+    expect(controller.rate).toBeLessThanOrEqual(3);
+  });
+
+  it('after a step that held, 429s step down a tenth at a time: none halves (the limit is over that step)', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => now });
+    while (controller.rate < 12) {
+      controller.onSuccess(now, 0);
+      now += 1000 / controller.rate;
+    }
+    controller.onRateLimited(now + 500);
+    // 429s seconds apart, as an 8/s key behind nginx met them after falling back over its limit: before, the third
+    // halved it (8.4 to 4.2), and the key ran at 0.83 of its limit.
+    for (let i = 1; i <= 3; i++) {
+      // Four seconds of answers accepted at the rate in between: one 429 in them is too few to learn a limit from.
+      for (const until = now + 4000; now < until; now += 1000 / controller.rate) controller.onSuccess(now, 0);
+      const before = controller.rate;
+      controller.onRateLimited(now);
+      expect(controller.rate, `429 ${i}`).toBeGreaterThanOrEqual(before * 0.85);
+    }
+    expect(controller.rate).toBeGreaterThan(6 * 0.85);
+  });
+
+  it('ends at once when the server tells its limits (rate-limit headers): the configured rate, for the headers to pace', () => {
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => 0 });
+    expect(controller.rate).toBe(3);
+    expect(controller.told()).toBe(true);
+    expect(controller.rate).toBe(24);
+    expect(controller.told()).toBe(false);
+  });
+
+  it('is not for a rate configured at 2/s or under, nor for a key started at what an earlier run knew', () => {
+    expect(createRateController({ maxRate: 2, maxConcurrency: 4, slowStart: true }, { now: () => 0 }).rate).toBe(2);
+    expect(createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true, start: { rate: 7.8, above: 8.4, trusted: true } }, { now: () => 0 }).rate).toBe(7.8);
   });
 });

@@ -1,0 +1,69 @@
+/**
+ * A slow start (TCP's): a key with nothing known of its limit starts at a fraction of its configured rate and doubles
+ * it while no 429 comes, so that it crosses its limit once, from below, with the server's bucket near empty — one 429
+ * where a start at the configured rate paid one per halving down to the limit (the bucket still full when each half
+ * was tried: 2 to 4 a key of a pool, docs/benchmarks.md#key-pools). The controller (rate-controller.ts) then falls
+ * back to the rate that held and raises carefully from there, as after any failed raise.
+ */
+
+/**
+ * The first rate: the configured rate over DIVISOR, and not under AT_LEAST (a rate configured at or under it has no
+ * slow start: its climb would cost more seconds than its 429s would; at 2/s, 4 requests a step are 2 s a step).
+ */
+const DIVISOR = 8;
+const AT_LEAST = 2;
+/**
+ * A rate holds this long, and for this many requests at least, before it doubles: long enough for a bucket of 2 or 3
+ * to show an excess of a third or more (a rate over its limit by less than the burst over this time is not seen).
+ */
+const HOLD_MS = 1000;
+const HOLD_REQUESTS = 4;
+
+/** A step of the slow start: from `at`, `rate`. */
+export interface SlowStep {
+  at: number;
+  rate: number;
+}
+
+export class SlowStart {
+  /** The rates it went through, oldest first. */
+  readonly #steps: SlowStep[];
+  readonly #maxRate: number;
+
+  constructor(now: number, maxRate: number, minRate: number) {
+    this.#maxRate = maxRate;
+    this.#steps = [{ at: now, rate: SlowStart.first(maxRate, minRate) }];
+  }
+
+  /** The rate a slow start begins at, under a configured `maxRate`: none when it is not under it. */
+  static first(maxRate: number, minRate: number): number {
+    return Math.min(maxRate, Math.max(minRate, maxRate / DIVISOR, AT_LEAST));
+  }
+
+  get rate(): number {
+    return (this.#steps.at(-1) as SlowStep).rate;
+  }
+
+  /** The next rate after holding the current one until `now` without a 429, or undefined while it has not held long enough. */
+  next(now: number): number | undefined {
+    const { at, rate } = this.#steps.at(-1) as SlowStep;
+    if (now - at < Math.max(HOLD_MS, (HOLD_REQUESTS * 1000) / rate)) return undefined;
+    const next = Math.min(this.#maxRate, rate * 2);
+    this.#steps.push({ at: now, rate: next });
+    return next;
+  }
+
+  /**
+   * A 429 for a request sent at `sentAt`: the step it was sent at (the rate that failed) and the one before it (what
+   * held), if any. A 429 sent before the last doubling, or within one interval of the rate before it after (before the
+   * doubled rate could add a request of its own to the server's bucket), was the rate before it failing, its bucket
+   * slow to fill: against nginx, a 4/s key doubled from 6 to 12 and met the 429 the 6/s had earned at once, and, taken
+   * for the 12's, fell back to 6, over its limit (three more 429s).
+   */
+  failed(sentAt: number): { failed: SlowStep; held: SlowStep | undefined } {
+    const steps = this.#steps;
+    let i = steps.length - 1;
+    while (i > 0 && (steps[i] as SlowStep).at + 1000 / (steps[i - 1] as SlowStep).rate > sentAt) i -= 1;
+    return { failed: steps[i] as SlowStep, held: steps[i - 1] };
+  }
+}
