@@ -307,7 +307,7 @@ describe('webdata-etl export', () => {
     const toStdout = await cli(['export', 'out/results.sqlite', '--report', 'rankings', '--country', 'gb'], { cwd: dir.dir });
     expect(toStdout.code).toBe(0);
     const lines = toStdout.stdout.trim().split('\r\n');
-    expect(lines[0]).toBe('query,country,lang,rank,title,url,domain,page,position,dedupe_key,run_id,fetched_at');
+    expect(lines[0]).toBe('query,country,lang,rank,title,url,domain,page,position,dedupe_key,run_id,fetched_at,age_runs');
     expect(lines.slice(1).every((line) => line.includes(',gb,'))).toBe(true);
     expect(toStdout.stderr).toContain(`${lines.length - 1} rows`);
     for (const format of ['csv', 'jsonl', 'parquet']) {

@@ -13,7 +13,10 @@ import { workdir } from '../pipeline-helpers.ts';
 /** The CSV's rows as records, without what differs between runs by nature (the run's id, the time of the fetch). */
 function rowsOf(dir: string): Record<string, string>[] {
   const [header, ...rows] = parseCsv(readFileSync(join(dir, 'out/results.csv'), 'utf8'));
-  return rows.map((row) => Object.fromEntries((header ?? []).flatMap((name, i) => (name === 'run_id' || name === 'fetched_at' ? [] : [[name, row[i] ?? '']]))));
+  const records = rows.map((row) => Object.fromEntries((header ?? []).flatMap((name, i) => (name === 'run_id' || name === 'fetched_at' ? [] : [[name, row[i] ?? '']]))));
+  // In the series' order, not the file's: concurrent series commit in the order their answers come.
+  const key = (r: Record<string, string>) => [r.query, r.country, r.lang, String(r.page).padStart(4, '0'), String(r.position).padStart(4, '0')].join('\u0001');
+  return records.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
 }
 
 /** RFC 4180 as the CSV sink writes it: fields quoted when they hold a comma, a quote or a line break. */
