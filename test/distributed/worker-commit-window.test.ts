@@ -2,7 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { normalize, searchPages, toPostgres, type RunSummary, type Source } from '../../src/index.ts';
 import { WORKER_COMMIT_WINDOW_VARIABLE, workerCommitWindow } from '../../src/distributed/postgres-host.ts';
 import { UsageError } from '../../src/errors/usage-error.ts';
-import type { Page, Series } from '../../src/pipeline/page.ts';
+import type { Series } from '../../src/pipeline/page.ts';
+import { madeUpPage } from '../fixtures/made-up-source.ts';
 import { simulator } from '../helpers.ts';
 import { runOn } from '../pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
@@ -61,14 +62,7 @@ function fedPages(queries: readonly string[], pages: number): Source {
         for (let number = 1; number <= pages; number += 1) {
           const last = number === pages;
           const items = [1, 2, 3].map((position) => ({ title: `${series.query} ${number}.${position}`, url: `https://example.com/${series.query}/${number}/${position}` }));
-          const page: Page = {
-            key: `${series.id}#${number}`,
-            series,
-            number,
-            items,
-            meta: { status: 200, requestId: undefined, fetchedAt: new Date().toISOString(), latencyMs: 0, bytes: 0, served: items.length, ...(last ? { end: 'max_pages' as const } : {}) },
-          };
-          yield page;
+          yield madeUpPage(series, number, items, last);
           if (last) await ctx.seriesEnded(series, { reason: 'max_pages', pages });
         }
       }
