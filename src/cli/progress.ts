@@ -186,7 +186,10 @@ export class ProgressReporter {
         this.#tally.response(event);
         break;
       case 'stop':
-        this.log(`${this.#paint(33, 'stop')}: ${event.message}`);
+        // Why the run stopped is said whatever the flags: a quiet worker that leaves (presumed dead by the others, a
+        // 401 another worker saw) would otherwise exit with a code and nothing else to tell why.
+        if (this.#mode === 'quiet') this.#write(`stop: ${event.message}\n`);
+        else this.log(`${this.#paint(33, 'stop')}: ${event.message}`);
         break;
       case 'warning':
         this.log(`${this.#paint(33, 'warning')}: ${event.message}`);

@@ -34,7 +34,7 @@ const OPTIONS_HELP = `Options:
                          comma-separated (main:8,second:4/2); the run sends them as WEBDATA_API_KEYS, in place of
                          the environment's keys (or WEBDATA_SIMULATOR_KEYS)
   --summary-json <file>  also write the run's summary to this file (- or /dev/stdout: stdout, where it goes anyway)
-  --quiet                no progress or summary on stderr (errors still)
+  --quiet                no progress or summary on stderr (errors, and why the run stopped, still)
   --log-format <format>  text (default: a live line on a terminal, plain lines otherwise) or json
   --metrics-port <port>  serve the run's metrics at http://<host>:<port>/metrics in Prometheus' text format while
                          the process runs (or WEBDATA_METRICS_PORT; 0: any free port, said on stderr)

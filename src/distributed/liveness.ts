@@ -8,8 +8,18 @@ import { livenessStatements } from './statements.ts';
  * conditions and why they read as they do: `livenessStatements` in statements.ts).
  */
 
-/** A worker that has not beaten for this long is taken for dead: its series go back to the queue, its reservations into uncertain spend. */
-export const STALE_SECONDS = 30;
+/**
+ * A worker that has not beaten for this long is taken for dead: its series go back to the queue, its reservations into
+ * uncertain spend. 30 s; `WEBDATA_STALE_SECONDS` (a whole number of seconds, 8 to 3600) sets it for tests that make a
+ * worker late on purpose (docs/distributed.md, "A worker presumed dead"): every worker of a run must be given the same.
+ */
+export const STALE_SECONDS = staleSeconds(process.env.WEBDATA_STALE_SECONDS);
+
+/** The stale limit a setting asks for: at least two beats and more (a beat is every 3 s), else the default. */
+function staleSeconds(setting: string | undefined): number {
+  const asked = Number(setting);
+  return setting !== undefined && Number.isInteger(asked) && asked >= 8 && asked <= 3600 ? asked : 30;
+}
 
 /** The name of a worker's liveness lock is this and its id. */
 export function workerLockPrefix(schema: string, runId: string): string {

@@ -37,7 +37,11 @@ export async function commitPages(
       source.checkPage(page);
       // From handing the page over to its commit being durable (behind the pages before it in the window).
       const handedOver = performance.now();
-      const committed = committer.commit(page).then((result) => {
+      const committed = committer.commit(page).then(async (result) => {
+        // Refused as another worker's: the series' job goes at once, whatever the series does next. Its source may
+        // never say 'lost' (this page was its last: it ended by its own rule), and a job held by a worker that waits
+        // for the run's end is touched at every beat and never lapses to anyone: the fleet would wait for ever.
+        if (result.lost) await source.pageLost(page.series.id);
         source.processed(page.key, result);
         emit({
           type: 'page',

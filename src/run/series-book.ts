@@ -79,9 +79,12 @@ export class SeriesBook {
     this.#noNew.delete(seriesId);
     const unstorable = this.#refused.get(seriesId);
     this.#refused.delete(seriesId);
-    if (pending.end.reason === 'lost') this.#lost.delete(seriesId);
+    // This taking of the series is over, however it ended: taken again from the queue, it is this worker's again.
+    const lost = this.#lost.delete(seriesId);
+    // Another worker's (a page of it refused here): its end, whatever this taking of it said, is the other's to write.
+    if (pending.end.reason === 'lost' || lost) return;
     // However it ended here (a page after the refused one may have ended it by a rule of its own), it failed.
-    else if (unstorable) await this.#writeEnd(pending.series, { reason: 'failed', pages: pending.end.pages, error: unstorable });
+    if (unstorable) await this.#writeEnd(pending.series, { reason: 'failed', pages: pending.end.pages, error: unstorable });
     else if (!COMPLETE_REASONS.has(pending.end.reason as SeriesEndReason)) await this.#writeEnd(pending.series, pending.end);
   }
 

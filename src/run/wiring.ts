@@ -204,6 +204,8 @@ export interface SourceWiring {
   backlog(): { uncommitted: number; heldBack: number };
   /** Throws when a worker's source pages a series the run's queue did not hand it (handed-series.ts). */
   checkPage(page: { series: Series }): void;
+  /** A page of the series was refused as another's: what this process holds of the series goes (`RunHost.seriesLost`). */
+  pageLost(seriesId: string): Promise<void>;
 }
 
 /** What sources see of the run: its client and scheduler, series progress to resume from, permits, and commits. */
@@ -292,5 +294,6 @@ export function sourceContext(parts: {
     },
     backlog: () => ({ uncommitted: permits.held, heldBack: permits.waiting }),
     checkPage: (page) => handed.check(page.series),
+    pageLost: (seriesId) => host.seriesLost(seriesId),
   };
 }

@@ -132,7 +132,10 @@ const COLUMNS = OUTCOME_COLUMNS.join(', ');
  * recorded before (PostgreSQL finds a bare column name ambiguous there, beside `excluded`).
  */
 function keepComplete(greatest: 'MAX' | 'GREATEST', row = ''): string {
-  return `reason = CASE WHEN ${row}complete = 1 THEN ${row}reason ELSE excluded.reason END, complete = ${greatest}(${row}complete, excluded.complete)`;
+  // Only a row that changes is written: every worker of a distributed run that finishes records the plan's outcomes,
+  // and the second to the eighth would otherwise rewrite each row as it was (a row version each, at a million series).
+  return `reason = CASE WHEN ${row}complete = 1 THEN ${row}reason ELSE excluded.reason END, complete = ${greatest}(${row}complete, excluded.complete)
+    WHERE ${row}complete = 0 AND (excluded.complete <> 0 OR excluded.reason <> ${row}reason)`;
 }
 
 /** The statements of the outcomes table beside the SQLite results table `table` (series-outcomes.ts); values as `?`. */
@@ -187,7 +190,8 @@ export function sqliteTrackedStatements(table: string) {
       domain TEXT NOT NULL, rank INTEGER, searched INTEGER NOT NULL, PRIMARY KEY (query, country, lang, domain, run_id))`,
     exists: `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`,
     record: `INSERT INTO ${k} (${TRACKED}) VALUES (?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (query, country, lang, domain, run_id) DO UPDATE SET rank = excluded.rank, searched = excluded.searched`,
+      ON CONFLICT (query, country, lang, domain, run_id) DO UPDATE SET rank = excluded.rank, searched = excluded.searched
+      WHERE rank IS NOT excluded.rank OR searched IS NOT excluded.searched`,
     discard: `DELETE FROM ${k} WHERE run_id = ?`,
     keepOnly: `DELETE FROM ${k} WHERE run_id <> ?`,
   };
@@ -205,7 +209,8 @@ export function postgresTrackedStatements(schema: string, table: string) {
     ],
     /** A slice of the run's tracked ranks, one array per column (`$1`: the run). */
     record: `INSERT INTO ${k} AS recorded (${TRACKED}) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[])
-      ON CONFLICT (${target}) DO UPDATE SET rank = excluded.rank, searched = excluded.searched`,
+      ON CONFLICT (${target}) DO UPDATE SET rank = excluded.rank, searched = excluded.searched
+      WHERE (recorded.rank, recorded.searched) IS DISTINCT FROM (excluded.rank, excluded.searched)`,
     discard: `DELETE FROM ${k} WHERE run_id = $1`,
     keepOnly: `DELETE FROM ${k} WHERE run_id <> $1`,
   };

@@ -21,7 +21,7 @@ const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 
 /** The issue's run: 360 pages (72 series of 5), 150 ms answers, concurrency 2 per worker, no limit near it. */
 export const JOIN_RUN = { series: 72, pagesPerSeries: 5, latencyMs: 150, concurrency: 2 } as const;
 
-interface Spawned {
+export interface Spawned {
   /** Phase name → ms since this worker was spawned (the parent's clock, when the line arrived). */
   phases: Promise<Record<string, number>>;
   done: Promise<{ code: number | null; atMs: number; summary: { status: string; worker?: { pages: number } } | undefined }>;
@@ -30,7 +30,7 @@ interface Spawned {
 }
 
 /** One worker process of the test fixture's pipeline, with phase marks on; times are ms since `t0` (the parent's clock). */
-function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned {
+export function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned {
   const spawnedAt = performance.now();
   // BENCH_CPU_PROF=<dir>: each worker writes a CPU profile there (node --cpu-prof), to see where its start goes.
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
