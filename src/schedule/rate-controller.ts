@@ -319,34 +319,26 @@ class BracketingController implements RateController {
     return true;
   }
 
-  /**
-   * A slow start's step: the rate held since it was set, while used, doubles (at the configured rate, the slow start
-   * is over). The rate it doubles from is what held, and the doubling a raise into rates that never held: the first
-   * 429 falls back as after a failed raise (to what held, or what the doubling showed of the limit).
-   */
+  /** A slow start's step (SlowStart.doubled): the rate held since it was set, while used, doubles. */
   #doubled(now: number): boolean {
-    const rate = this.#rate;
-    const next = this.#busy(now) ? this.#slow?.next(now) : undefined;
-    if (next === undefined) return false;
-    this.#good = rate;
-    this.#rate = next;
+    const step = this.#busy(now) ? this.#slow?.doubled(now) : undefined;
+    if (step === undefined) return false;
+    this.#good = step.held;
+    this.#rate = step.rate;
     this.#lastChangeAt = now;
-    this.#unproven = { at: now, from: rate, rate: next, fromHeld: true };
-    if (next >= this.#maxRate) this.#slow = undefined;
+    this.#unproven = step.unproven;
+    if (step.last) this.#slow = undefined;
     return true;
   }
 
-  /**
-   * The slow start's first 429: the rate it was sent at failed, a raise from the step before it (what held); with no
-   * step before, nothing held, and it cuts as at a limit never seen.
-   */
+  /** The slow start's first 429 (SlowStart.ended): the controller goes on from the step that failed. */
   #endSlowStart(sentAt: number): void {
-    const { failed, held } = (this.#slow as SlowStart).failed(sentAt);
+    const end = (this.#slow as SlowStart).ended(sentAt);
     this.#slow = undefined;
-    this.#rate = failed.rate;
-    this.#good = held?.rate;
-    this.#unproven = held ? { at: failed.at, from: held.rate, rate: failed.rate, fromHeld: true } : undefined;
-    this.#slowHeld = held !== undefined;
+    this.#rate = end.rate;
+    this.#good = end.held;
+    this.#unproven = end.unproven;
+    this.#slowHeld = end.held !== undefined;
   }
 
   capUntil(next: number, until: number): boolean {

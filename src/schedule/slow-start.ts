@@ -6,6 +6,8 @@
  * back to the rate that held and raises carefully from there, as after any failed raise.
  */
 
+import type { Unproven } from './burst.ts';
+
 /**
  * The first rate: the configured rate over DIVISOR, and not under AT_LEAST (a rate configured at or under it has no
  * slow start: its climb would cost more seconds than its 429s would; at 2/s, 4 requests a step are 2 s a step).
@@ -51,6 +53,27 @@ export class SlowStart {
     const next = Math.min(this.#maxRate, rate * 2);
     this.#steps.push({ at: now, rate: next });
     return next;
+  }
+
+  /**
+   * A step, once the rate held (and was used) until `now`: the rate doubles (at the configured rate, `last`: the slow
+   * start is over). The rate it doubles from is what held, and the doubling a raise into rates that never held: the
+   * first 429 falls back as after a failed raise (to what held, or what the doubling showed of the limit).
+   */
+  doubled(now: number): { held: number; rate: number; unproven: Unproven; last: boolean } | undefined {
+    const held = this.rate;
+    const rate = this.next(now);
+    if (rate === undefined) return undefined;
+    return { held, rate, unproven: { at: now, from: held, rate, fromHeld: true }, last: rate >= this.#maxRate };
+  }
+
+  /**
+   * The slow start's first 429, for a request sent at `sentAt`: the rate it was sent at failed, a raise from the step
+   * before it (what held); with no step before, nothing held, and the controller cuts as at a limit never seen.
+   */
+  ended(sentAt: number): { rate: number; held: number | undefined; unproven: Unproven | undefined } {
+    const { failed, held } = this.failed(sentAt);
+    return { rate: failed.rate, held: held?.rate, unproven: held ? { at: failed.at, from: held.rate, rate: failed.rate, fromHeld: true } : undefined };
   }
 
   /**
