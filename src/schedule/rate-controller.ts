@@ -299,7 +299,7 @@ class BracketingController implements RateController {
     if (!Number.isFinite(rate)) rate = 1;
     this.#rate = Math.max(this.#minRate, Math.min(this.#maxRate, rate));
     const concurrency = this.#concurrency;
-    this.#concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), this.#neededConcurrency())));
+    this.#concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), this.#samples.neededConcurrency(this.#rate, concurrency))));
     this.#lastCutAt = now;
     this.#lastChangeAt = now;
     this.#knowledge.cut(failedRate);
@@ -375,16 +375,5 @@ class BracketingController implements RateController {
    */
   #busy(now: number): boolean {
     return this.#samples.busy(this.#rate, BUSY, this.#lastChangeAt, now);
-  }
-
-  #neededConcurrency(): number {
-    const latency = this.#samples.latency;
-    if (!Number.isFinite(this.#rate)) return 1;
-    // No answer yet to time (a limiter's 429s come back at once, before any 200): what the new rate needs is unknown,
-    // so the concurrency stays. Halved blind, it could hold the requests under the limit whatever the rate, so that a
-    // rate over the limit seemed to hold, and the next raise, sized from it, cost 429s (3 more in the one-process run
-    // of bench (j): docs/benchmarks-history.md, "Issue 33, the lead's quiet run").
-    if (latency === undefined) return this.#concurrency;
-    return Math.ceil((this.#rate * latency * 2) / 1000) + 1;
   }
 }
