@@ -3,7 +3,7 @@ import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
 import { ProvenLimit } from './proven-limit.ts';
 import { SendSamples } from './send-samples.ts';
-import { SlowStart } from './slow-start.ts';
+import { type Settling, SlowStart, settledRate } from './slow-start.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
 
@@ -131,6 +131,8 @@ class BracketingController implements RateController {
   #slow: SlowStart | undefined;
   /** Whether a slow start's step held before its first 429: the limit is over it, and no later 429 halves the rate. */
   #slowHeld = false;
+  /** A slow start's failed doubling, counted again once the answers on their way at its 429 are in (#settle). */
+  #settling: Settling | undefined;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
@@ -192,6 +194,7 @@ class BracketingController implements RateController {
     this.#burst.accepted(sentAt);
     this.#samples.success(sentAt, latencyMs);
     if (this.#slow) return this.#doubled(now);
+    if (this.#settling && sentAt > this.#settling.sentAt) return this.#settle(now);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst
@@ -339,6 +342,19 @@ class BracketingController implements RateController {
     this.#good = end.held;
     this.#unproven = end.unproven;
     this.#slowHeld = end.held !== undefined;
+    if (end.unproven) this.#settling = { unproven: end.unproven, sentAt };
+  }
+
+  /** The first answer to a request sent after the slow start's first 429: its fall back counted again (settledRate). */
+  #settle(now: number): boolean {
+    const rate = settledRate(this.#settling as Settling, this.#burst, this.#minRate);
+    this.#settling = undefined;
+    if (rate >= this.#rate) return false;
+    this.#rate = rate;
+    this.#floor = rate;
+    this.#good = rate;
+    this.#lastChangeAt = now;
+    return true;
   }
 
   capUntil(next: number, until: number): boolean {

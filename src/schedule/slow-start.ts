@@ -6,7 +6,7 @@
  * back to the rate that held and raises carefully from there, as after any failed raise.
  */
 
-import type { Unproven } from './burst.ts';
+import type { Burst, Unproven } from './burst.ts';
 
 /**
  * The first rate: the configured rate over DIVISOR, and not under AT_LEAST (a rate configured at or under it has no
@@ -89,4 +89,21 @@ export class SlowStart {
     while (i > 0 && (steps[i] as SlowStep).at + 1000 / (steps[i - 1] as SlowStep).rate > sentAt) i -= 1;
     return { failed: steps[i] as SlowStep, held: steps[i - 1] };
   }
+}
+
+/** A slow start's failed doubling (`unproven`), and when its first 429 was sent. */
+export interface Settling {
+  unproven: Unproven;
+  sentAt: number;
+}
+
+/**
+ * The slow start's fall back, counted again at the first answer to a request sent after its first 429 (those sent
+ * before it are in by then): what the failed doubling showed of the limit (its rate less the burst over the time it
+ * held), the step that held at least. At the 429, the requests the doubled rate had accepted within a latency were
+ * still on their way: the burst read small and the fall back high, 9.3–9.75 for nginx's 8 r/s behind 200 ms of latency
+ * (two or three more 429s on the way down), where the same run with answers at once fell back to 6.1.
+ */
+export function settledRate({ unproven, sentAt }: Settling, burst: Burst, minRate: number): number {
+  return Math.max(minRate, unproven.from * 0.98, burst.shown(unproven, sentAt));
 }
