@@ -3,7 +3,7 @@ import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
 import { ProvenLimit } from './proven-limit.ts';
 import { SendSamples } from './send-samples.ts';
-import { SlowStart } from './slow-start.ts';
+import { type Settling, SlowStart, settledRate } from './slow-start.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
 
@@ -131,6 +131,8 @@ class BracketingController implements RateController {
   #slow: SlowStart | undefined;
   /** Whether a slow start's step held before its first 429: the limit is over it, and no later 429 halves the rate. */
   #slowHeld = false;
+  /** A slow start's failed doubling, counted again once the answers on their way at its 429 are in (#settle). */
+  #settling: Settling | undefined;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
@@ -192,6 +194,7 @@ class BracketingController implements RateController {
     this.#burst.accepted(sentAt);
     this.#samples.success(sentAt, latencyMs);
     if (this.#slow) return this.#doubled(now);
+    if (this.#settling && sentAt > this.#settling.sentAt) return this.#settle(now);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst
@@ -299,7 +302,7 @@ class BracketingController implements RateController {
     if (!Number.isFinite(rate)) rate = 1;
     this.#rate = Math.max(this.#minRate, Math.min(this.#maxRate, rate));
     const concurrency = this.#concurrency;
-    this.#concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), this.#neededConcurrency())));
+    this.#concurrency = Math.max(1, Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), this.#samples.neededConcurrency(this.#rate, concurrency))));
     this.#lastCutAt = now;
     this.#lastChangeAt = now;
     this.#knowledge.cut(failedRate);
@@ -319,34 +322,39 @@ class BracketingController implements RateController {
     return true;
   }
 
-  /**
-   * A slow start's step: the rate held since it was set, while used, doubles (at the configured rate, the slow start
-   * is over). The rate it doubles from is what held, and the doubling a raise into rates that never held: the first
-   * 429 falls back as after a failed raise (to what held, or what the doubling showed of the limit).
-   */
+  /** A slow start's step (SlowStart.doubled): the rate held since it was set, while used, doubles. */
   #doubled(now: number): boolean {
-    const rate = this.#rate;
-    const next = this.#busy(now) ? this.#slow?.next(now) : undefined;
-    if (next === undefined) return false;
-    this.#good = rate;
-    this.#rate = next;
+    const step = this.#busy(now) ? this.#slow?.doubled(now) : undefined;
+    if (step === undefined) return false;
+    this.#good = step.held;
+    this.#rate = step.rate;
     this.#lastChangeAt = now;
-    this.#unproven = { at: now, from: rate, rate: next, fromHeld: true };
-    if (next >= this.#maxRate) this.#slow = undefined;
+    this.#unproven = step.unproven;
+    if (step.last) this.#slow = undefined;
     return true;
   }
 
-  /**
-   * The slow start's first 429: the rate it was sent at failed, a raise from the step before it (what held); with no
-   * step before, nothing held, and it cuts as at a limit never seen.
-   */
+  /** The slow start's first 429 (SlowStart.ended): the controller goes on from the step that failed. */
   #endSlowStart(sentAt: number): void {
-    const { failed, held } = (this.#slow as SlowStart).failed(sentAt);
+    const end = (this.#slow as SlowStart).ended(sentAt);
     this.#slow = undefined;
-    this.#rate = failed.rate;
-    this.#good = held?.rate;
-    this.#unproven = held ? { at: failed.at, from: held.rate, rate: failed.rate, fromHeld: true } : undefined;
-    this.#slowHeld = held !== undefined;
+    this.#rate = end.rate;
+    this.#good = end.held;
+    this.#unproven = end.unproven;
+    this.#slowHeld = end.held !== undefined;
+    if (end.unproven) this.#settling = { unproven: end.unproven, sentAt };
+  }
+
+  /** The first answer to a request sent after the slow start's first 429: its fall back counted again (settledRate). */
+  #settle(now: number): boolean {
+    const rate = settledRate(this.#settling as Settling, this.#burst, this.#minRate);
+    this.#settling = undefined;
+    if (rate >= this.#rate) return false;
+    this.#rate = rate;
+    this.#floor = rate;
+    this.#good = rate;
+    this.#lastChangeAt = now;
+    return true;
   }
 
   capUntil(next: number, until: number): boolean {
@@ -383,16 +391,5 @@ class BracketingController implements RateController {
    */
   #busy(now: number): boolean {
     return this.#samples.busy(this.#rate, BUSY, this.#lastChangeAt, now);
-  }
-
-  #neededConcurrency(): number {
-    const latency = this.#samples.latency;
-    if (!Number.isFinite(this.#rate)) return 1;
-    // No answer yet to time (a limiter's 429s come back at once, before any 200): what the new rate needs is unknown,
-    // so the concurrency stays. Halved blind, it could hold the requests under the limit whatever the rate, so that a
-    // rate over the limit seemed to hold, and the next raise, sized from it, cost 429s (3 more in the one-process run
-    // of bench (j): docs/benchmarks-history.md, "Issue 33, the lead's quiet run").
-    if (latency === undefined) return this.#concurrency;
-    return Math.ceil((this.#rate * latency * 2) / 1000) + 1;
   }
 }

@@ -100,6 +100,19 @@ export class SendSamples {
     return sent >= 2 && sent + 1 >= (share * rate * (until - from)) / 1000;
   }
 
+  /**
+   * The concurrency a `rate` needs at the latency seen (twice the requests a latency holds, and one), or `concurrency`
+   * while no answer was timed. A limiter's 429s come back at once, before any 200: halved blind, the concurrency could
+   * hold the requests under the limit whatever the rate, so that a rate over the limit seemed to hold, and the next
+   * raise, sized from it, cost 429s (3 more in the one-process run of bench (j): docs/benchmarks-history.md, "Issue 33,
+   * the lead's quiet run").
+   */
+  neededConcurrency(rate: number, concurrency: number): number {
+    if (!Number.isFinite(rate)) return 1;
+    if (this.latency === undefined) return concurrency;
+    return Math.ceil((rate * this.latency * 2) / 1000) + 1;
+  }
+
   /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
   sendingRate(now: number): number | undefined {
     const from = now - this.#windowMs;

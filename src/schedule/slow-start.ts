@@ -6,6 +6,8 @@
  * back to the rate that held and raises carefully from there, as after any failed raise.
  */
 
+import type { Burst, Unproven } from './burst.ts';
+
 /**
  * The first rate: the configured rate over DIVISOR, and not under AT_LEAST (a rate configured at or under it has no
  * slow start: its climb would cost more seconds than its 429s would; at 2/s, 4 requests a step are 2 s a step).
@@ -54,6 +56,27 @@ export class SlowStart {
   }
 
   /**
+   * A step, once the rate held (and was used) until `now`: the rate doubles (at the configured rate, `last`: the slow
+   * start is over). The rate it doubles from is what held, and the doubling a raise into rates that never held: the
+   * first 429 falls back as after a failed raise (to what held, or what the doubling showed of the limit).
+   */
+  doubled(now: number): { held: number; rate: number; unproven: Unproven; last: boolean } | undefined {
+    const held = this.rate;
+    const rate = this.next(now);
+    if (rate === undefined) return undefined;
+    return { held, rate, unproven: { at: now, from: held, rate, fromHeld: true }, last: rate >= this.#maxRate };
+  }
+
+  /**
+   * The slow start's first 429, for a request sent at `sentAt`: the rate it was sent at failed, a raise from the step
+   * before it (what held); with no step before, nothing held, and the controller cuts as at a limit never seen.
+   */
+  ended(sentAt: number): { rate: number; held: number | undefined; unproven: Unproven | undefined } {
+    const { failed, held } = this.failed(sentAt);
+    return { rate: failed.rate, held: held?.rate, unproven: held ? { at: failed.at, from: held.rate, rate: failed.rate, fromHeld: true } : undefined };
+  }
+
+  /**
    * A 429 for a request sent at `sentAt`: the step it was sent at (the rate that failed) and the one before it (what
    * held), if any. A 429 sent before the last doubling, or within one interval of the rate before it after (before the
    * doubled rate could add a request of its own to the server's bucket), was the rate before it failing, its bucket
@@ -66,4 +89,21 @@ export class SlowStart {
     while (i > 0 && (steps[i] as SlowStep).at + 1000 / (steps[i - 1] as SlowStep).rate > sentAt) i -= 1;
     return { failed: steps[i] as SlowStep, held: steps[i - 1] };
   }
+}
+
+/** A slow start's failed doubling (`unproven`), and when its first 429 was sent. */
+export interface Settling {
+  unproven: Unproven;
+  sentAt: number;
+}
+
+/**
+ * The slow start's fall back, counted again at the first answer to a request sent after its first 429 (those sent
+ * before it are in by then): what the failed doubling showed of the limit (its rate less the burst over the time it
+ * held), the step that held at least. At the 429, the requests the doubled rate had accepted within a latency were
+ * still on their way: the burst read small and the fall back high, 9.3–9.75 for nginx's 8 r/s behind 200 ms of latency
+ * (two or three more 429s on the way down), where the same run with answers at once fell back to 6.1.
+ */
+export function settledRate({ unproven, sentAt }: Settling, burst: Burst, minRate: number): number {
+  return Math.max(minRate, unproven.from * 0.98, burst.shown(unproven, sentAt));
 }
