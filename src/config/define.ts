@@ -16,6 +16,7 @@ import { spreadWithoutSchedule } from '../recurring/allowance-share.ts';
 import { scheduleSchema } from '../recurring/schedule-config.ts';
 import { refreshSchema, trackSchema } from '../pipeline/tracked-domains.ts';
 import { retentionProblems, retentionSchema } from '../state/retention.ts';
+import { DEFAULT_MAX_AGE_RUNS } from '../refresh/plan.ts';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
@@ -137,6 +138,16 @@ export const pipelineSchema = z.strictObject({
   // Moves are of tracked ranks: without them a series' history says nothing of how often it changes.
   if (settings.refresh?.priority === 'changes' && settings.track === undefined) {
     ctx.addIssue({ code: 'custom', path: ['refresh', 'priority'], message: '"changes" needs tracked domains (a move is a tracked domain\'s rank changing): track: { domains: ["example.com"] } or track: { column: "…" }' });
+  }
+  // The planner reads each series' history from the runs kept: pruned sooner, a series' last fetch would be forgotten.
+  const keptRuns = settings.retention?.runs;
+  const maxAgeRuns = settings.refresh?.maxAgeRuns ?? DEFAULT_MAX_AGE_RUNS;
+  if (settings.refresh?.priority === 'changes' && keptRuns !== undefined && keptRuns <= maxAgeRuns) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['retention', 'runs'],
+      message: `must be at least ${maxAgeRuns + 1} with the refresh planner's maxAgeRuns ${maxAgeRuns}: its history is the runs kept, and each series' last fetch must stay among them (more runs teach it more)`,
+    });
   }
   if (settings.refresh?.maxAgeRuns !== undefined && settings.refresh.priority === undefined) {
     ctx.addIssue({ code: 'custom', path: ['refresh', 'maxAgeRuns'], message: 'is the refresh planner\'s promise: it needs priority: "changes" (without it every series is fetched every run)' });

@@ -311,6 +311,9 @@ describe('refresh.priority and maxAgeRuns in a config', () => {
     await refused({ refresh: { priority: 'changes', maxAgeRuns: 0 } }, 'refresh.maxAgeRuns', /whole number of runs, 1 or more/);
     await refused({ refresh: { priority: 'changes', maxAgeRuns: 2.5 } }, 'refresh.maxAgeRuns', /whole number of runs/);
     await refused({ refresh: { maxAgeRuns: 3 } }, 'refresh.maxAgeRuns', /needs priority: "changes"/);
+    // A pruned run's series rows are its history: the planner must still see each series' last fetch.
+    await refused({ refresh: { priority: 'changes', maxAgeRuns: 3 }, retention: { runs: 3 } }, 'retention.runs', /at least 4 .*maxAgeRuns 3/);
+    await refused({ refresh: { priority: 'changes' }, retention: { runs: 7 } }, 'retention.runs', /at least 8 .*maxAgeRuns 7/);
     expect(sim.stats().requests).toBe(0);
   });
 });
