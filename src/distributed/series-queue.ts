@@ -55,8 +55,15 @@ export class SeriesQueue {
   readonly #sql: ReturnType<typeof queueStatements>;
   readonly #held = new Map<string, JobAttempt>();
   readonly #lapsed = new Set<string>();
-  // Every series of the plan, with the feed of the source it belongs to (a combined source has one feed per source).
-  readonly #owners = new Map<string, { series: Series; feed: Series[] }>();
+  // The series of the plan read so far and not yet taken by this worker, with the feed of the source each belongs to
+  // (a combined source has one feed per source). Read lazily, as far as the jobs fetched need (`#ownerOf`): a worker
+  // never reads the whole plan at its start (a million series read in one synchronous pass before its first request,
+  // which starved its heartbeat: docs/benchmarks.md#planning-at-scale). What is read stays (a series handed
+  // back may come back to this worker; one ended in the transaction of its last page might yet be rolled back), but
+  // for a series over before this worker took it (`done`), whose job is completed outright.
+  readonly #owners = new Map<string, Owner>();
+  // The sources' series not read yet, one reader per feed, read in turn.
+  readonly #unread: { all: Iterator<Series>; feed: Series[] }[] = [];
   readonly #channel: string;
   // The queue had nothing for this worker at its last ask: the run is near its end (or its series are all held).
   #starved = false;
@@ -89,7 +96,7 @@ export class SeriesQueue {
    */
   feed(all: Iterator<Series>): SeriesFeed {
     const mine: Series[] = [];
-    for (let next = all.next(); !next.done; next = all.next()) this.#owners.set(next.value.id, { series: next.value, feed: mine });
+    this.#unread.push({ all, feed: mine });
     return {
       next: () => this.#next(mine),
       unused: (one) => {
@@ -113,7 +120,7 @@ export class SeriesQueue {
   async done(seriesId: string): Promise<void> {
     const job = this.#take(seriesId);
     const { boss, queue } = this.#options;
-    if (job) await this.#again(() => boss.complete(queue, job));
+    if (job && affected(await this.#again(() => boss.complete(queue, job))) > 0) this.#owners.delete(seriesId);
   }
 
   /**
@@ -240,11 +247,32 @@ export class SeriesQueue {
     return (rows[0]?.n ?? 0) >= seriesTotal;
   }
 
-  /** The series a fetched job is for, if the job is the run's own: a series of the plan, under the id planning gave it. */
-  #ownerOf(job: { id: string; data: unknown }): { series: Series; feed: Series[] } | undefined {
+  /**
+   * The series a fetched job is for, if the job is the run's own: a series of the plan, under the id planning gave it.
+   * The plan is read on only as far as that series (jobs come out of the queue about in the order they were planned,
+   * so a worker reads the plan once over the run, a slice at each fetch); what it reads past is kept for later jobs.
+   */
+  #ownerOf(job: { id: string; data: unknown }): Owner | undefined {
     const series = (job.data as { series?: unknown } | null)?.series;
     if (typeof series !== 'string' || job.id !== seriesJobId(this.#options.runId, series, this.#options.planningNumber)) return undefined;
-    return this.#owners.get(series);
+    for (;;) {
+      const owner = this.#owners.get(series);
+      if (owner) return owner;
+      if (!this.#readOn()) return undefined;
+    }
+  }
+
+  /** Reads one more series of each source's plan not read to its end; false once every one is. */
+  #readOn(): boolean {
+    let read = false;
+    for (const unread of this.#unread) {
+      const next = unread.all.next();
+      if (next.done) continue;
+      read = true;
+      this.#owners.set(next.value.id, { series: next.value, feed: unread.feed });
+    }
+    if (!read) this.#unread.length = 0;
+    return read;
   }
 
   #take(seriesId: string): JobAttempt | undefined {
@@ -252,6 +280,12 @@ export class SeriesQueue {
     this.#held.delete(seriesId);
     return job;
   }
+}
+
+/** A series of the plan, and the feed of the source it belongs to. */
+interface Owner {
+  series: Series;
+  feed: Series[];
 }
 
 /** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */

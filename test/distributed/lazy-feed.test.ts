@@ -1,0 +1,60 @@
+import pg from 'pg';
+import { expect, it } from 'vitest';
+import { openBoss } from '../../src/distributed/boss.ts';
+import { planRun } from '../../src/distributed/plan-run.ts';
+import { RunWorker } from '../../src/distributed/worker.ts';
+import type { Series } from '../../src/pipeline/page.ts';
+import { postgresTarget } from '../../src/postgres/target.ts';
+import { postgresStateStore } from '../../src/state/postgres/store.ts';
+import { describePostgres, testDatabase } from '../postgres/pg.ts';
+
+// Planning at scale (issue 43, item 1; src/distributed/series-queue.ts): a worker's feed reads the plan only as far as
+// the jobs it fetches need. Before, it read the whole plan into a map, in one synchronous pass, before its first
+// series (3.4 s and 269 MB of heap at a million series, every worker, its heartbeat waiting behind it).
+
+const RUN = 'run-lazy';
+const SERIES = 20_000;
+
+function* plan(read: { count: number }): Generator<Series> {
+  for (let i = 0; i < SERIES; i += 1) {
+    read.count += 1;
+    const query = `q${i}`;
+    yield { id: `search|${query}|us|`, endpoint: 'search', query, country: 'us', lang: '' };
+  }
+}
+
+describePostgres('a worker\'s feed over a large plan', () => {
+  it('hands its first series having read a slice of the plan, not the whole of it; the series are the plan\'s, once each', async () => {
+    const db = await testDatabase();
+    const pool = new pg.Pool({ connectionString: db.url, max: 6 });
+    let worker: RunWorker | undefined;
+    try {
+      const store = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+      await store.startRun({ runId: RUN, pipeline: 'p', startedAt: new Date().toISOString(), fingerprint: 'f', plan: {}, budget: null });
+      const boss = await openBoss(pool, 'webdata');
+      const queue = await planRun(boss, store, { pipeline: 'p', runId: RUN, planningNumber: 1, series: plan({ count: 0 }), budget: null, retryFailed: false, spentBefore: 0 });
+      worker = await RunWorker.start({ store, boss, runId: RUN, queue, planningNumber: 1, seriesTotal: SERIES, weights: {} });
+      const read = { count: 0 };
+      const feed = worker.queue.feed(plan(read));
+      // Nothing is read before a series is asked for.
+      expect(read.count).toBe(0);
+      const handed = new Set<string>();
+      for (let i = 0; i < 20; i += 1) {
+        const next = await feed.next();
+        expect(next.done).toBe(false);
+        expect(next.value?.id).toMatch(/^search\|q\d+\|us\|$/);
+        handed.add(next.value?.id ?? '');
+      }
+      expect(handed.size).toBe(20);
+      // The jobs are inserted a thousand to a statement in the plan's order, and fetched about in that order (the
+      // order of their insertion, a statement's jobs in any order among themselves): the first twenty are found in
+      // the first statements' series. Before, this read all 20,000 at the first `next`.
+      expect(read.count).toBeLessThanOrEqual(3_000);
+      await worker.queue.handBackAll();
+    } finally {
+      await worker?.leave('failed');
+      await pool.end();
+      await db.drop();
+    }
+  });
+});
