@@ -15,7 +15,7 @@ import { compileCacheDirectory } from '../../src/cli/compile-cache.ts';
 const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
 const cacheDirectory = compileCacheDirectory(process.env);
 const cached = cacheDirectory ? { NODE_COMPILE_CACHE: cacheDirectory } : {};
-const KEY = `bench_${Date.now().toString(36)}_joining`;
+export const KEY = `bench_${Date.now().toString(36)}_joining`;
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits;
 
 /** The issue's run: 360 pages (72 series of 5), 150 ms answers, concurrency 2 per worker, no limit near it. */
@@ -27,6 +27,8 @@ export interface Spawned {
   done: Promise<{ code: number | null; atMs: number; summary: { status: string; worker?: { pages: number } } | undefined }>;
   /** Resolves when the worker reaches `name` (or never). */
   reached(name: string): Promise<number>;
+  /** The worker's process id (its memory is read from /proc by test/bench/plan-scale.ts). */
+  pid: number | undefined;
 }
 
 /** One worker process of the test fixture's pipeline, with phase marks on; times are ms since `t0` (the parent's clock). */
@@ -66,6 +68,7 @@ export function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned 
     });
   });
   return {
+    pid: child.pid,
     phases: done.then(() => marks),
     done,
     reached: (name) => new Promise((resolve) => waiting.set(name, resolve)),
