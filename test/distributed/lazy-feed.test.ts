@@ -50,6 +50,20 @@ describePostgres('a worker\'s feed over a large plan', () => {
       // order of their insertion, a statement's jobs in any order among themselves): the first twenty are found in
       // the first statements' series. Before, this read all 20,000 at the first `next`.
       expect(read.count).toBeLessThanOrEqual(3_000);
+      // Handed back, the series come back to the queue, and to this worker: known again (what was read stays), none
+      // taken for a job of something else and cancelled.
+      await worker.queue.handBackAll();
+      // Jobs planned in one statement are fetched in any order among themselves: a handed-back one is back within the
+      // first statement's 1,000 (2,000, should two statements share a timestamp).
+      let back = 0;
+      for (let i = 0; i < 2_000 && back === 0; i += 1) {
+        const next = await feed.next();
+        expect(next.done).toBe(false);
+        if (handed.has(next.value?.id ?? '')) back += 1;
+      }
+      expect(back).toBe(1);
+      const cancelled = await pool.query(`SELECT count(*)::int AS n FROM webdata_jobs.job WHERE state = 'cancelled'`);
+      expect(cancelled.rows[0]).toEqual({ n: 0 });
       await worker.queue.handBackAll();
     } finally {
       await worker?.leave('failed');
