@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { benchPostgres, freshDatabase, query } from './postgres.ts';
-import { spawnWorker } from './joining.ts';
+import { KEY, spawnWorker } from './joining.ts';
 import { startSimulator } from '../../src/simulator/index.ts';
 
 const [series = 200_000, workers = 8, budget = 4_000] = process.argv.slice(2).map(Number);
@@ -14,7 +14,7 @@ const [series = 200_000, workers = 8, budget = 4_000] = process.argv.slice(2).ma
 const COUNTRIES = ['us', 'gb', 'de', 'fr', 'it', 'es', 'nl', 'se', 'pl', 'ca', 'au', 'br', 'mx', 'ar', 'jp', 'kr', 'in', 'id', 'tr', 'za', 'ch', 'at', 'be', 'dk', 'fi', 'no', 'ie', 'pt', 'cz', 'hu', 'ro', 'gr', 'nz', 'sg', 'my', 'ph', 'th', 'vn', 'cl', 'co'];
 const pg = await benchPostgres();
 if (!pg) throw new Error('no PostgreSQL for the bench (install it, or set WEBDATA_BENCH_DATABASE_URL)');
-const simulator = await startSimulator({ latencyMs: 50, keys: [{ key: process.env.BENCH_KEY ?? 'bench_fleet_close_key', name: 'main' }] });
+const simulator = await startSimulator({ latencyMs: 50, keys: [{ key: KEY, name: 'main' }] });
 const dir = mkdtempSync(join(tmpdir(), 'webdata-bench-'));
 try {
   const url = await freshDatabase(pg.admin, 'bench_fleet_close');
