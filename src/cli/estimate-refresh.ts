@@ -1,5 +1,4 @@
 import { existsSync } from 'node:fs';
-import { POSTGRES } from '../analytics/dialect.ts';
 import { isPostgresDatabase, openReader, type Reader } from '../analytics/reader.ts';
 import type { Pipeline } from '../config/define.ts';
 import type { PostgresTarget } from '../postgres/target.ts';
@@ -8,6 +7,7 @@ import { planNewRun } from '../run/refresh-run.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { RunRecord, RunStore } from '../state/interfaces.ts';
 import { seriesProgressFrom } from '../state/rows.ts';
+import { estimateRefreshStatements } from './statements.ts';
 
 /**
  * What the refresh plan of the pipeline's next run would fetch and why (`refresh.priority: 'changes'`), from the
@@ -37,19 +37,18 @@ const emptyStore: Pick<RunStore, 'progress' | 'runs'> = { progress: async () => 
 
 /** The two reads the planner makes of a state store, over a read-only reader. */
 function readStore(reader: Reader): Pick<RunStore, 'progress' | 'runs'> {
-  const runs = reader.name('runs', 'state');
-  const series = reader.name('series', 'state');
-  const changes = reader.name('series_state', 'state');
-  const order = reader.dialect === POSTGRES ? 'created' : 'rowid';
+  const runs = estimateRefreshStatements.runs(reader.name('runs', 'state'), reader.dialect);
+  const series = estimateRefreshStatements.series(reader.name('series', 'state'));
+  const changes = estimateRefreshStatements.stateChanges(reader.name('series_state', 'state'));
   return {
     async runs(pipeline) {
-      const rows = await reader.all(`SELECT run_id, status FROM ${runs} WHERE pipeline = ? ORDER BY ${order}`, [pipeline]);
+      const rows = await reader.all(runs, [pipeline]);
       return rows.map((row) => ({ runId: row.run_id, status: row.status }) as unknown as RunRecord);
     },
     async progress(runId, seriesId) {
-      const [row] = await reader.all(`SELECT * FROM ${series} WHERE run_id = ? AND series_id = ?`, [runId, seriesId]);
+      const [row] = await reader.all(series, [runId, seriesId]);
       if (!row) return undefined;
-      const after = await reader.all(`SELECT changes FROM ${changes} WHERE run_id = ? AND series_id = ? ORDER BY seq`, [runId, seriesId]);
+      const after = await reader.all(changes, [runId, seriesId]);
       return seriesProgressFrom(seriesId, row, after.map((r) => r.changes as string));
     },
   };

@@ -39,3 +39,16 @@ export const spendStatements = {
   rows: (view: string) =>
     `SELECT day, key_label, key_fingerprint, pipeline, run_id, requests, credits, allowance_credits, allowance_per, allowance_timezone, period, period_left FROM ${view}`,
 };
+
+/**
+ * What `estimate` reads of a state database for the refresh plan of the next run (estimate-refresh.ts), in the order
+ * the state stores read them (`RunStore.runs`, `progress`): `?` bound, names quoted by the Reader.
+ */
+export const estimateRefreshStatements = {
+  /** A pipeline's runs, in the order they were recorded. */
+  runs: (runs: string, d: Dialect) => `SELECT run_id, status FROM ${runs} WHERE pipeline = ? ORDER BY ${d === POSTGRES ? 'created' : 'rowid'}`,
+  /** A series' row in a run. */
+  series: (series: string) => `SELECT * FROM ${series} WHERE run_id = ? AND series_id = ?`,
+  /** Its stage state's changes since the row's, in order. */
+  stateChanges: (changes: string) => `SELECT changes FROM ${changes} WHERE run_id = ? AND series_id = ? ORDER BY seq`,
+};
