@@ -1,4 +1,4 @@
-import { SKIPPED } from '../sinks/series-outcomes.ts';
+import { NOT_REACHED, SKIPPED } from '../sinks/series-outcomes.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { type Dialect, POSTGRES } from './dialect.ts';
 import { changesTags, rankingsTags } from './view-tags.ts';
@@ -86,6 +86,23 @@ export const OVERLAP_TOP = 10;
 export type RunsRead = 'complete' | 'latest';
 
 /**
+ * The outcomes table `o` (quoted, qualified if need be) as every reader reads it, in its columns (`run_id, query,
+ * country, lang, complete, reason`, `run_id` compared by its bytes): the rows recorded, and `not_reached` for a series
+ * the table knows (a row in any run) in each run recorded after its first that has no row of it. A run's close records
+ * only the series it reached (run/record-outcomes.ts), so that a plan of a million series mostly not reached writes
+ * what the run did, not a row per series (docs/analytics.md#failed-and-unreached-series).
+ */
+export function outcomesReadSql(o: string, d: Dialect): string {
+  return `
+        SELECT ${d.bytes('run_id')} AS run_id, query, country, lang, complete, reason FROM ${o}
+        UNION ALL
+        SELECT r.run_id, k.query, k.country, k.lang, 0, '${NOT_REACHED}'
+        FROM (SELECT query, country, lang, MIN(${d.bytes('run_id')}) AS first_run FROM ${o} GROUP BY query, country, lang) k
+        JOIN (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}) r ON r.run_id > k.first_run
+        WHERE NOT EXISTS (SELECT 1 FROM ${o} x WHERE x.query = k.query AND x.country = k.country AND x.lang = k.lang AND x.run_id = r.run_id)`;
+}
+
+/**
  * The views over a results table `t` and its outcomes table `o` (both quoted, qualified if need be), named by `name`,
  * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
  * lack). Run ids sort by time, so the latest run is the greatest. `tags`: the table's tag columns (`tagColumnsOf`),
@@ -152,13 +169,15 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
     // What changed in each (query, country, lang) between its last two complete runs: new, lost, up, down
     // (rank_delta > 0 is up), same. A series whose latest run did not complete (failed, budget, stopped, not reached)
     // is not compared: one row says so, `failed`, with why and the complete run it would be compared with
-    // (docs/analytics.md#failed-and-unreached-series). A run that skipped a series (`SKIPPED`) is passed over: the
-    // series keeps the comparison of its last two fetched runs, and is compared with the last when it is fetched again.
+    // (docs/analytics.md#failed-and-unreached-series); a run with no row of a series did not reach it (`outcomesReadSql`).
+    // A run that skipped a series (`SKIPPED`) is passed over: the series keeps the comparison of its last two fetched
+    // runs, and is compared with the last when it is fetched again.
     changes: `
-      WITH done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
-      tried AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE reason <> '${SKIPPED}' GROUP BY query, country, lang),
+      WITH ended AS (${outcomesReadSql(o, d)}),
+      done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
+      tried AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM ended WHERE reason <> '${SKIPPED}' GROUP BY query, country, lang),
       last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
-      failed AS (SELECT f.query, f.country, f.lang, f.run_id, f.reason FROM ${o} f JOIN tried y ON ${series('y', 'f')} AND y.run_id = f.run_id WHERE f.complete = 0),
+      failed AS (SELECT f.query, f.country, f.lang, f.run_id, f.reason FROM ended f JOIN tried y ON ${series('y', 'f')} AND y.run_id = f.run_id WHERE f.complete = 0),
       compared AS (
         SELECT c.query, c.country, c.lang, c.run_id, MAX(p.run_id) AS previous_run_id
         FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id

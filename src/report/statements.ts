@@ -1,4 +1,5 @@
 import { type Dialect, POSTGRES } from '../analytics/dialect.ts';
+import { NOT_REACHED } from '../sinks/series-outcomes.ts';
 
 /*
  * Every statement the HTML report sends (data.ts), by name, as pure SQL of the relations it reads and the dialect
@@ -47,9 +48,17 @@ export const reportStatements = {
     `SELECT country, lang FROM ${t} WHERE query = ? ${byCountry ? 'AND country = ?' : ''} GROUP BY country, lang ORDER BY COUNT(*) DESC, ${d.bytes('country')} LIMIT 1`,
   /** A query's country pairs and how alike their results are (`?`: the query). */
   overlap: (overlap: string) => `SELECT lang, country_a, country_b, jaccard FROM ${overlap} WHERE query = ?`,
-  /** How a series ended in each of `runs` runs (`?`: query, country, lang, then the runs). */
+  /**
+   * How a series ended in each of `runs` runs (`?`: query, country, lang, then the runs), as the views read outcomes
+   * (`outcomesReadSql`): a run recorded since the series' first that has no row of it did not reach it.
+   */
   seriesOutcomes: (o: string, d: Dialect, runs: number) =>
-    `SELECT ${d.bytes('run_id')} AS run_id, complete, reason FROM ${o} WHERE query = ? AND country = ? AND lang = ? AND run_id IN (${Array.from({ length: runs }, () => '?').join(', ')}) ORDER BY run_id`,
+    `SELECT r.run_id, COALESCE(x.complete, 0) AS complete, COALESCE(x.reason, '${NOT_REACHED}') AS reason
+      FROM (SELECT ? AS query, ? AS country, ? AS lang) s
+      JOIN (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o} WHERE run_id IN (${Array.from({ length: runs }, () => '?').join(', ')})) r
+        ON r.run_id >= (SELECT MIN(${d.bytes('run_id')}) FROM ${o} m WHERE m.query = s.query AND m.country = s.country AND m.lang = s.lang)
+      LEFT JOIN ${o} x ON x.query = s.query AND x.country = s.country AND x.lang = s.lang AND x.run_id = r.run_id
+      ORDER BY r.run_id`,
   /** A series' best results in a run, by dedupe key (`?`: query, country, lang, the run, how many). */
   bestResults: (t: string, d: Dialect) => `SELECT dedupe_key, MIN(rank) AS rank, MAX(${d.bytes('title')}) AS title, MAX(${d.bytes('url')}) AS url FROM ${t}
       WHERE query = ? AND country = ? AND lang = ? AND run_id = ? AND dedupe_key IS NOT NULL GROUP BY dedupe_key ORDER BY rank LIMIT ?`,

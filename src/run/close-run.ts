@@ -132,8 +132,10 @@ async function endRun(parts: Closing, failure: unknown): Promise<EndedRun> {
   // Whoever records the run's summary records its series' outcomes too: the last process to leave it.
   // And the tracked domains' ranks, beside them (docs/pipelines.md#tracked-domains-and-depth-until-found).
   const outcomes = async () => {
+    phase('outcomes');
     await recordOutcomes({ store, plan, runId, sinks, runStop: runStopReason(scheduler.stopped, scheduler.budgetReached) });
     await recordTracked({ store, plan, runId, sinks, tracking: pipelineTracking(pipeline) });
+    phase('outcomes-recorded');
   };
   if (failure !== undefined) {
     let recorded: RunSummary | undefined;

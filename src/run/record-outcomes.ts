@@ -3,35 +3,56 @@ import { NOT_REACHED, type SeriesOutcome } from '../sinks/series-outcomes.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { COMPLETE_REASONS, type SeriesEndReason, type SourcePlan } from '../sources/source.ts';
 import type { SeriesStatus, StateStore } from '../state/interfaces.ts';
-
-/** Series asked of the store, and recorded, at a time: a plan of a million series is never held at once. */
-const SLICE = 500;
+import { forEachSlice } from './plan-slices.ts';
 
 /**
- * Records how each series of the plan ended in this run, as the state store has it now, beside the rows of every sink
- * that keeps outcomes (`Sink.outcomes`): the views read them to tell a series that completed from one that failed, ran
- * out of budget, was stopped or never reached (docs/analytics.md#failed-and-unreached-series). The state store may be
+ * Records how each series the run reached ended, as the state store has it now, beside the rows of every sink that
+ * keeps outcomes (`Sink.outcomes`): the views read them to tell a series that completed from one that failed, ran out
+ * of budget, was stopped or never reached (docs/analytics.md#failed-and-unreached-series). The state store may be
  * another database than the rows, so they are copied there; each invocation of the run records them again, so that
  * what a resume completes replaces what an earlier invocation left.
  *
- * `runStop` names why series left under way or never reached did not end (`runStopReason`).
+ * A series the run never reached (the store has no status for it) gets no row: the readers take a run recorded with
+ * no row of a series they know as `not_reached` (`outcomesReadSql`), so that a close writes what the run did, not a
+ * row per series of the plan. But for the plan's first series, recorded whatever it is, so that a run that reached
+ * nothing is recorded all the same (the views count the runs the table records).
+ *
+ * Where each series stands is read in a few statements when the run reached at most `held` series (a fleet's run of a
+ * large plan under a budget): the reached ones whole, `PAGE` to a statement; else a slice of the plan at a time.
+ *
+ * `runStop` names why series left under way did not end (`runStopReason`).
  */
-export async function recordOutcomes(parts: { store: StateStore; plan: SourcePlan; runId: string; sinks: readonly Sink<unknown>[]; runStop: string }): Promise<void> {
+export async function recordOutcomes(parts: { store: StateStore; plan: SourcePlan; runId: string; sinks: readonly Sink<unknown>[]; runStop: string; held?: number }): Promise<void> {
   const { store, plan, runId, runStop } = parts;
   const keeping = parts.sinks.filter((sink) => sink.outcomes !== undefined);
   if (keeping.length === 0) return;
-  let slice: Series[] = [];
-  const flush = async () => {
-    const statuses = new Map((await store.seriesStatuses(runId, slice.map((series) => series.id))).map((s) => [s.seriesId, s]));
-    const outcomes = byRows(slice.map((series) => outcomeOf(series, statuses.get(series.id), runStop)));
-    slice = [];
+  const reached = await reachedUpTo(store, runId, parts.held ?? HELD);
+  let first = true;
+  await forEachSlice(plan, async (slice) => {
+    const statuses = reached ?? new Map((await store.seriesStatuses(runId, slice.map((series) => series.id))).map((s) => [s.seriesId, s]));
+    const ended = slice.map((series, i) => ({ outcome: outcomeOf(series, statuses.get(series.id), runStop), reached: statuses.has(series.id) || (first && i === 0) }));
+    first = false;
+    const outcomes = byRows(ended);
+    if (outcomes.length === 0) return;
     for (const sink of keeping) await sink.outcomes?.(runId, outcomes);
-  };
-  for (const series of plan.series()) {
-    slice.push(series);
-    if (slice.length >= SLICE) await flush();
+  });
+}
+
+/** The most series whose statuses a close holds at once (about 100 bytes each), and how many it reads to a statement. */
+const HELD = 50_000;
+const PAGE = 5_000;
+
+/** Where each series the run reached stands, by its id; undefined when it reached more than `held`. */
+async function reachedUpTo(store: StateStore, runId: string, held: number): Promise<Map<string, SeriesStatus> | undefined> {
+  const reached = new Map<string, SeriesStatus>();
+  for (let after = ''; ; ) {
+    const page = await store.reachedStatuses(runId, after, Math.min(PAGE, held + 1));
+    for (const status of page) reached.set(status.seriesId, status);
+    if (reached.size > held) return undefined;
+    const last = page.at(-1);
+    if (last === undefined || page.length < Math.min(PAGE, held + 1)) return reached;
+    after = last.seriesId;
   }
-  if (slice.length > 0) await flush();
 }
 
 /** A series' outcome from where the store has it: complete when a stop rule ended it; else why it did not end. */
@@ -46,14 +67,15 @@ export function outcomeOf(series: Series, status: SeriesStatus | undefined, runS
 
 /**
  * One outcome per (query, country, lang), the key the rows carry: series of two sources alike in all three (another
- * endpoint) are one there, complete only if each of them is.
+ * endpoint) are one there, complete only if each of them is. Only the keys with a series the run reached.
  */
-function byRows(outcomes: readonly SeriesOutcome[]): SeriesOutcome[] {
-  const byKey = new Map<string, SeriesOutcome>();
-  for (const outcome of outcomes) {
+function byRows(ended: readonly { outcome: SeriesOutcome; reached: boolean }[]): SeriesOutcome[] {
+  const byKey = new Map<string, { outcome: SeriesOutcome; reached: boolean }>();
+  for (const { outcome, reached } of ended) {
     const key = JSON.stringify([outcome.query, outcome.country, outcome.lang]);
     const before = byKey.get(key);
-    if (before === undefined || (before.complete && !outcome.complete)) byKey.set(key, outcome);
+    const kept = before === undefined || (before.outcome.complete && !outcome.complete) ? outcome : before.outcome;
+    byKey.set(key, { outcome: kept, reached: reached || (before?.reached ?? false) });
   }
-  return [...byKey.values()];
+  return [...byKey.values()].filter((entry) => entry.reached).map((entry) => entry.outcome);
 }

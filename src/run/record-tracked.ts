@@ -4,9 +4,7 @@ import type { TrackedRow } from '../sinks/series-tracked.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { SourcePlan } from '../sources/source.ts';
 import type { RunStore } from '../state/interfaces.ts';
-
-/** Series read from the store, and recorded, at a time (as `recordOutcomes` does). */
-const SLICE = 500;
+import { forEachSlice } from './plan-slices.ts';
 
 /**
  * A series' tracked ranks in a run, as the state store keeps them (docs/design.md#where-tracked-ranks-live): in its
@@ -21,23 +19,26 @@ export async function seriesTrackedRanks(store: Pick<RunStore, 'progress'>, runI
 
 /**
  * Records each fetched series' tracked ranks beside the rows of every sink that keeps them (`Sink.tracked`), as the
- * outcomes are: each invocation of the run again, so that what a resume found replaces what an earlier one had.
+ * outcomes are: each invocation of the run again, so that what a resume found replaces what an earlier one had. The
+ * store is asked a slice of the plan at a time (`forEachSlice`, `seriesProgresses`), as `recordOutcomes` asks it.
  */
 export async function recordTracked(parts: { store: RunStore; plan: SourcePlan; runId: string; sinks: readonly Sink<unknown>[]; tracking: Tracking | undefined }): Promise<void> {
   const { store, plan, runId, tracking } = parts;
   const keeping = parts.sinks.filter((sink) => sink.tracked !== undefined);
   if (!tracking || keeping.length === 0) return;
-  let rows: TrackedRow[] = [];
-  const flush = async () => {
+  await forEachSlice(plan, async (slice) => {
+    const tracks = slice.filter((series) => tracking.domainsOf(series).length > 0);
+    if (tracks.length === 0) return;
+    const progresses = new Map((await store.seriesProgresses(runId, tracks.map((series) => series.id))).map((p) => [p.seriesId, p]));
+    const rows: TrackedRow[] = [];
+    for (const series of tracks) {
+      const state = progresses.get(series.id)?.state?.[TRACK_STATE] as Partial<TrackState> | undefined;
+      if (state === undefined) continue;
+      for (const rank of trackedRanks(tracking.domainsOf(series), state)) rows.push({ query: series.query, country: series.country, lang: series.lang, ...rank });
+    }
+    if (rows.length === 0) return;
     for (const sink of keeping) await sink.tracked?.(runId, rows);
-    rows = [];
-  };
-  for (const series of plan.series()) {
-    const ranks = await seriesTrackedRanks(store, runId, series, tracking.domainsOf(series));
-    for (const rank of ranks ?? []) rows.push({ query: series.query, country: series.country, lang: series.lang, ...rank });
-    if (rows.length >= SLICE) await flush();
-  }
-  if (rows.length > 0) await flush();
+  });
 }
 
 /** One run of a series as a refresh planner reads it: fetched or not, and what it found of its tracked domains. */

@@ -281,6 +281,17 @@ export interface RunStore extends RunRecords {
    * at a time when a run closes, to record each series' outcome beside its rows (`run/record-outcomes.ts`).
    */
   seriesStatuses(runId: string, seriesIds: readonly string[]): Promise<SeriesStatus[]>;
+  /**
+   * The series the run reached, where each stands, in the order of their ids: `limit` of them after the id `after`
+   * ('' for the first). A run's close reads them so, a few statements in all, where the run reached a small part of
+   * its plan (`run/record-outcomes.ts`).
+   */
+  reachedStatuses(runId: string, after: string, limit: number): Promise<SeriesStatus[]>;
+  /**
+   * The progress of each of `seriesIds` the run reached, as `progress` gives one, in one read: asked a slice of the
+   * plan at a time when a run closes, to record the tracked domains' ranks beside the rows (`run/record-tracked.ts`).
+   */
+  seriesProgresses(runId: string, seriesIds: readonly string[]): Promise<SeriesProgress[]>;
   failedKinds(runId: string): Promise<Record<string, number>>;
 
   /** Journal entries after `seq`, in order. */

@@ -25,10 +25,12 @@ try {
   const results = await Promise.all(started.map((w) => w.done));
   const phases = await Promise.all(started.map((w) => w.phases));
   const closes = phases.map((p) => Math.round((p.leaving ?? Number.NaN) - (p.closing ?? Number.NaN)));
+  // Of which recording the outcomes (and tracked ranks): `outcomes` → `outcomes-recorded` (none: the worker left the record to others).
+  const recording = phases.map((p) => Math.round((p['outcomes-recorded'] ?? Number.NaN) - (p.outcomes ?? Number.NaN)));
   // The statistics of the workers' sessions reach the server's as they end: asked once every worker has exited.
   await new Promise((resolve) => setTimeout(resolve, 2000));
   const [written] = await query<{ ins: string; upd: string }>(url, `SELECT n_tup_ins AS ins, n_tup_upd AS upd FROM pg_stat_user_tables WHERE relname = 'results_outcomes'`);
-  console.log(JSON.stringify({ series: queries.length * COUNTRIES.length, workers, budget, codes: results.map((r) => r.code), statuses: results.map((r) => r.summary?.status), wallS: Math.round(Math.max(...results.map((r) => r.atMs)) / 100) / 10, closeMs: closes, outcomeRows: { inserted: Number(written?.ins), updated: Number(written?.upd) } }));
+  console.log(JSON.stringify({ series: queries.length * COUNTRIES.length, workers, budget, codes: results.map((r) => r.code), statuses: results.map((r) => r.summary?.status), wallS: Math.round(Math.max(...results.map((r) => r.atMs)) / 100) / 10, closeMs: closes, outcomesMs: recording, outcomeRows: { inserted: Number(written?.ins), updated: Number(written?.upd) } }));
 } finally {
   await simulator.close();
   rmSync(dir, { recursive: true, force: true });

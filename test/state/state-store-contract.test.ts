@@ -191,6 +191,14 @@ for (const implementation of implementations) {
       ]);
       expect(await store.seriesStatuses('run-2', ['s1'])).toEqual([]);
       expect(await store.seriesStatuses('run-1', [])).toEqual([]);
+      // The series the run reached, a page at a time in the order of their ids.
+      expect(await store.reachedStatuses('run-1', '', 2)).toEqual(statuses.slice(0, 2));
+      expect(await store.reachedStatuses('run-1', 's2', 2)).toEqual(statuses.slice(2));
+      expect(await store.reachedStatuses('run-2', '', 2)).toEqual([]);
+      // The progress of a slice in one read, as `progress` reads each (its stage state included).
+      const progresses = await store.seriesProgresses('run-1', ['s1', 's2', 's3', 'never']);
+      expect(progresses.sort((a, b) => a.seriesId.localeCompare(b.seriesId))).toEqual([await store.progress('run-1', 's1'), await store.progress('run-1', 's2'), await store.progress('run-1', 's3')]);
+      expect(await store.seriesProgresses('run-2', ['s1'])).toEqual([]);
     });
 
     it('the latest run is the one recorded last, whatever clock wrote its started_at (a machine whose clock is behind)', async () => {
@@ -302,6 +310,8 @@ for (const implementation of implementations) {
       await commit({ kind: 'changes', json: JSON.stringify({ dedupe: [[['a']], [['__proto__'], 1]], mine: [[[], { list: [1, 2] }]] }) });
       const applied = await stored();
       expect(JSON.parse(JSON.stringify(applied))).toEqual({ dedupe: { b: 1, ['__proto__']: 1 }, normalize: { next: 3, ranks: { a: 1, b: 2 } }, mine: { list: [1, 2] } });
+      // Read with a slice of series in one read (the run's close), the same.
+      expect(JSON.parse(JSON.stringify((await store.seriesProgresses('run-1', ['s1']))[0]?.state))).toEqual(JSON.parse(JSON.stringify(applied)));
       // "__proto__" is a key like any other, never the prototype.
       expect(Object.getPrototypeOf(applied?.dedupe)).toBeNull();
       // A refused page writes none of its changes.

@@ -88,7 +88,7 @@ function runRecords(parts: StoreParts, sql: Statements): RunRecords {
 }
 
 /** Series progress and how they ended, and the journal. */
-function seriesAndJournal(parts: StoreParts, sql: Statements): Pick<RunStore, 'currentSeq' | 'progress' | 'seriesTotals' | 'seriesEnds' | 'seriesStatuses' | 'failedKinds' | 'journalAfter' | 'prune'> {
+function seriesAndJournal(parts: StoreParts, sql: Statements): Pick<RunStore, 'currentSeq' | 'progress' | 'seriesTotals' | 'seriesEnds' | 'seriesStatuses' | 'reachedStatuses' | 'seriesProgresses' | 'failedKinds' | 'journalAfter' | 'prune'> {
   return {
     currentSeq: () => retrying(parts.where, () => currentSeq(parts), { idempotent: true }),
     async progress(runId, seriesId) {
@@ -99,6 +99,11 @@ function seriesAndJournal(parts: StoreParts, sql: Statements): Pick<RunStore, 'c
     seriesTotals: async (runId) => (await storeQuery<SeriesTotals>(parts, sql.seriesTotals, [runId]))[0] as SeriesTotals,
     seriesEnds: (runId) => storeQuery<{ status: string; reason: string | null; n: number }>(parts, sql.seriesEnds, [runId]),
     seriesStatuses: (runId, seriesIds) => storeQuery<SeriesStatus>(parts, sql.seriesStatuses, [runId, seriesIds]),
+    reachedStatuses: (runId, after, limit) => storeQuery<SeriesStatus>(parts, sql.reachedStatuses, [runId, after, limit]),
+    async seriesProgresses(runId, seriesIds) {
+      const rows = await storeQuery(parts, sql.progresses, [runId, seriesIds]);
+      return rows.map((row) => seriesProgressFrom(row.series_id as string, row, row.state_changes as string[]));
+    },
     async failedKinds(runId) {
       const rows = await storeQuery<{ kind: string; n: number }>(parts, sql.failedKinds, [runId]);
       return Object.fromEntries(rows.map((r) => [r.kind, r.n]));

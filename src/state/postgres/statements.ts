@@ -53,6 +53,9 @@ export function runStatements(s: string) {
     /** A series' row and the stage state changes after its snapshot, in one statement (a worker may be committing it). */
     progress: `SELECT series.*, ARRAY(SELECT changes FROM ${s}.series_state c WHERE c.run_id = series.run_id AND c.series_id = series.series_id ORDER BY seq) AS state_changes
       FROM ${s}.series WHERE run_id = $1 AND series_id = $2`,
+    /** The same of a slice of series (`$2`: their ids), in one statement. */
+    progresses: `SELECT series.*, ARRAY(SELECT changes FROM ${s}.series_state c WHERE c.run_id = series.run_id AND c.series_id = series.series_id ORDER BY seq) AS state_changes
+      FROM ${s}.series WHERE run_id = $1 AND series_id = ANY($2::text[])`,
     /** What a page's statement (page-statement.ts) answers: its journal number, none if the page did not take its place. */
     pageTaken: 'SELECT seq FROM w_seq',
     /** The same, and how many of the page's dedupe keys it claimed for the run (the others' rows were not written). */
@@ -70,6 +73,7 @@ export function runStatements(s: string) {
     seriesEnds: `SELECT status, reason, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 GROUP BY status, reason`,
     /** Where each of a slice of the plan's series stands (`$2`: their ids), when the run closes. */
     seriesStatuses: `SELECT series_id AS "seriesId", status, reason FROM ${s}.series WHERE run_id = $1 AND series_id = ANY($2::text[])`,
+    reachedStatuses: `SELECT series_id AS "seriesId", status, reason FROM ${s}.series WHERE run_id = $1 AND series_id > $2 ORDER BY series_id LIMIT $3`,
     failedKinds: `SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*)::int AS n FROM ${s}.series WHERE run_id = $1 AND status = 'ended' AND reason = 'failed' GROUP BY kind`,
     /** The journal after a sink's checkpoint, a batch at a time. */
     journalAfter: `SELECT * FROM ${s}.pages WHERE pipeline = $1 AND seq > $2 ORDER BY seq LIMIT ${JOURNAL_BATCH}`,

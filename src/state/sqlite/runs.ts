@@ -74,7 +74,7 @@ function runRecords(db: Database.Database, statements: Statements, dedupe: Retur
 }
 
 /** Series progress and how they ended, and the journal. */
-function seriesAndJournal(statements: Statements): Pick<RunStore, 'currentSeq' | 'progress' | 'endSeries' | 'seriesTotals' | 'seriesEnds' | 'seriesStatuses' | 'failedKinds' | 'journalAfter' | 'prune'> {
+function seriesAndJournal(statements: Statements): Pick<RunStore, 'currentSeq' | 'progress' | 'endSeries' | 'seriesTotals' | 'seriesEnds' | 'seriesStatuses' | 'reachedStatuses' | 'seriesProgresses' | 'failedKinds' | 'journalAfter' | 'prune'> {
   return {
     currentSeq: async () => statements.currentSeq.get() as number,
     async progress(runId, seriesId) {
@@ -88,6 +88,17 @@ function seriesAndJournal(statements: Statements): Pick<RunStore, 'currentSeq' |
     seriesTotals: async (runId) => statements.seriesTotals.get(runId) as SeriesTotals,
     seriesEnds: async (runId) => statements.seriesEnds.all(runId) as { status: string; reason: string | null; n: number }[],
     seriesStatuses: async (runId, seriesIds) => statements.seriesStatuses.all(runId, JSON.stringify(seriesIds)) as SeriesStatus[],
+    reachedStatuses: async (runId, after, limit) => statements.reachedStatuses.all(runId, after, limit) as SeriesStatus[],
+    async seriesProgresses(runId, seriesIds) {
+      const ids = JSON.stringify(seriesIds);
+      const changes = new Map<string, string[]>();
+      for (const { series_id: id, changes: change } of statements.statesChanges.all(runId, ids) as { series_id: string; changes: string }[]) {
+        const before = changes.get(id);
+        if (before) before.push(change);
+        else changes.set(id, [change]);
+      }
+      return (statements.progresses.all(runId, ids) as Record<string, unknown>[]).map((row) => seriesProgressFrom(row.series_id as string, row, changes.get(row.series_id as string) ?? []));
+    },
     /** Failed series by the class of their last error. */
     async failedKinds(runId) {
       return Object.fromEntries((statements.failedKinds.all(runId) as { kind: string; n: number }[]).map((r) => [r.kind, r.n]));

@@ -189,6 +189,9 @@ export function runStatements(db: Database.Database) {
         duplicates = duplicates + excluded.duplicates, digest = excluded.digest, no_new = excluded.no_new, cursor = excluded.cursor,
         state = CASE WHEN @isSnapshot THEN excluded.state ELSE series.state END, error = NULL`),
     stateChanges: db.prepare(`SELECT changes FROM series_state WHERE run_id = ? AND series_id = ? ORDER BY seq`).pluck(),
+    /** `progress` and `stateChanges` of a slice of series (`?`: the run, the series' ids as a JSON array). */
+    progresses: db.prepare(`SELECT * FROM series WHERE run_id = ? AND series_id IN (SELECT value FROM json_each(?))`),
+    statesChanges: db.prepare(`SELECT series_id, changes FROM series_state WHERE run_id = ? AND series_id IN (SELECT value FROM json_each(?)) ORDER BY series_id, seq`),
     addStateChanges: db.prepare(`INSERT INTO series_state (run_id, series_id, seq, changes) VALUES (?, ?, ?, ?)`),
     dropStateChanges: db.prepare(`DELETE FROM series_state WHERE run_id = ? AND series_id = ?`),
     dropRunStateChanges: db.prepare(`DELETE FROM series_state WHERE run_id = ?`),
@@ -204,6 +207,7 @@ export function runStatements(db: Database.Database) {
     seriesEnds: db.prepare(`SELECT status, reason, COUNT(*) AS n FROM series WHERE run_id = ? GROUP BY status, reason`),
     // The ids as one JSON array: one statement whatever their number.
     seriesStatuses: db.prepare(`SELECT series_id AS seriesId, status, reason FROM series WHERE run_id = ? AND series_id IN (SELECT value FROM json_each(?))`),
+    reachedStatuses: db.prepare(`SELECT series_id AS seriesId, status, reason FROM series WHERE run_id = ? AND series_id > ? ORDER BY series_id LIMIT ?`),
     failedKinds: db.prepare(`SELECT COALESCE(error_kind, 'error') AS kind, COUNT(*) AS n FROM series WHERE run_id = ? AND status = 'ended' AND reason = 'failed' GROUP BY kind`),
     insertPage: db.prepare(`INSERT INTO pages (seq, run_id, page_key, series_id, number, meta, output, raw, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     journalAfter: db.prepare(`SELECT * FROM pages WHERE seq > ? ORDER BY seq LIMIT 256`),
