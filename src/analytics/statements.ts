@@ -103,6 +103,27 @@ export function outcomesReadSql(o: string, d: Dialect): string {
 }
 
 /**
+ * `tried`: each series' latest run that did not skip it, by the outcomes as `outcomesReadSql` reads them, without
+ * putting every missing row back (a series times the runs since its first): the latest run recorded, unless it skipped
+ * the series; only then the runs since the series' first, each but those that skipped it. `known`, `runs_all` and
+ * `skips` are its steps.
+ */
+function triedSql(o: string, d: Dialect): string {
+  const skipped = (k: string, run: string) =>
+    `EXISTS (SELECT 1 FROM skips s WHERE s.query = ${k}.query AND s.country = ${k}.country AND s.lang = ${k}.lang AND s.run_id = ${run})`;
+  return `known AS (SELECT query, country, lang, MIN(${d.bytes('run_id')}) AS first_run FROM ${o} GROUP BY query, country, lang),
+      runs_all AS (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}),
+      skips AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE reason = '${SKIPPED}'),
+      tried AS (
+        SELECT k.query, k.country, k.lang, l.run_id FROM known k CROSS JOIN (SELECT MAX(run_id) AS run_id FROM runs_all) l WHERE NOT ${skipped('k', 'l.run_id')}
+        UNION ALL
+        SELECT k.query, k.country, k.lang, MAX(r.run_id) FROM known k CROSS JOIN (SELECT MAX(run_id) AS run_id FROM runs_all) l
+          JOIN runs_all r ON r.run_id >= k.first_run
+        WHERE ${skipped('k', 'l.run_id')} AND NOT ${skipped('k', 'r.run_id')}
+        GROUP BY k.query, k.country, k.lang)`;
+}
+
+/**
  * The views over a results table `t` and its outcomes table `o` (both quoted, qualified if need be), named by `name`,
  * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
  * lack). Run ids sort by time, so the latest run is the greatest. `tags`: the table's tag columns (`tagColumnsOf`),
@@ -173,11 +194,12 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
     // A run that skipped a series (`SKIPPED`) is passed over: the series keeps the comparison of its last two fetched
     // runs, and is compared with the last when it is fetched again.
     changes: `
-      WITH ended AS (${outcomesReadSql(o, d)}),
+      WITH ${triedSql(o, d)},
       done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
-      tried AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM ended WHERE reason <> '${SKIPPED}' GROUP BY query, country, lang),
       last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
-      failed AS (SELECT f.query, f.country, f.lang, f.run_id, f.reason FROM ended f JOIN tried y ON ${series('y', 'f')} AND y.run_id = f.run_id WHERE f.complete = 0),
+      failed AS (
+        SELECT y.query, y.country, y.lang, y.run_id, COALESCE(f.reason, '${NOT_REACHED}') AS reason
+        FROM tried y LEFT JOIN ${o} f ON ${series('f', 'y')} AND ${d.bytes('f.run_id')} = y.run_id WHERE COALESCE(f.complete, 0) = 0),
       compared AS (
         SELECT c.query, c.country, c.lang, c.run_id, MAX(p.run_id) AS previous_run_id
         FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id
