@@ -197,6 +197,33 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(slots.at(-1)?.reported).toEqual({ accepted: 1, rejected: 2 });
   });
 
+  it("reports a follower's 429 with the pause it writes: the leader's next slot hears it at once, and the follower's next counts it no more", async () => {
+    const id = await run({ intervalMs: 20 });
+    let now = 0;
+    const clock: Clock = { now: () => now, sleep: async (ms) => void (now += ms) };
+    const heard: SharedSlot[] = [];
+    const own: SharedSlot[] = [];
+    const leader = sharedPacer(pool(), S, id, { leads: () => true, onSlot: (slot) => heard.push(slot) })(50, clock);
+    const following = sharedPacer(pool(), S, id, { leads: () => false, onSlot: (slot) => own.push(slot) });
+    const follower = following(50, clock);
+    await leader.acquire();
+    await follower.acquire();
+    // A 429 comes to the follower, and its scheduler pauses for it at once (the pause every worker obeys).
+    now += 5;
+    following.report(false, now);
+    follower.pauseUntil(now + 1_000);
+    await vi.waitFor(async () => expect((await limitsOf(id)).paused_ms).toBeGreaterThan(0), { timeout: 10_000, interval: 20 });
+    // The leader, renewed by the pause's notification, takes its slot again: the 429 is in the run's totals already.
+    // Before, it came with the follower's next slot, after the pause: the leader cut half a second late.
+    await leader.acquire();
+    expect(heard.at(-1)?.outcomes).toEqual({ accepted: 0, rejected: 1 });
+    expect(heard.at(-1)?.reported).toEqual({ accepted: 0, rejected: 0 });
+    // Reported once: the follower's next slot carries nothing more, and counts it as its own.
+    await follower.acquire();
+    expect(own.at(-1)?.outcomes).toEqual({ accepted: 0, rejected: 1 });
+    expect(own.at(-1)?.reported).toEqual({ accepted: 0, rejected: 1 });
+  });
+
   it('takes another slot when this worker hears of a pause while it waits for the one it got', async () => {
     const id = await run({ intervalMs: 1_000 });
     const slots: SharedSlot[] = [];
