@@ -166,9 +166,12 @@ class SharedPacer implements Pacer {
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
     // A key's row is written by the first worker holding the key, with its rate: a key the leader does not hold is
-    // paced all the same (learning it waits for a leader holding it).
+    // paced all the same (learning it waits for a leader holding it). The run's row likewise takes the first worker's
+    // rate, leader or not: every worker starts at the same one (the configured rate, or the limit the state store
+    // remembers, read by each), and a follower whose first slots came before the leader's seed landed took them at
+    // the row's interval of 0, unpaced: its whole concurrency at once, into a limit it was to start under.
     if (shared.key !== undefined) this.#write(shared.ensure, [shared.runId, shared.key, this.#intervalMs, null]);
-    else if (shared.leads()) this.#write(shared.statements.seed, [shared.runId, this.#intervalMs]);
+    else this.#write(shared.statements.seed, [shared.runId, this.#intervalMs]);
     shared.pacers.add(this);
   }
 

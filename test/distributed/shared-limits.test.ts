@@ -135,6 +135,21 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(other.rate).toBe(100);
   });
 
+  it("paces a follower's first slots at its own start when no worker has set the run's rate yet: never at the row's 0", async () => {
+    const id = await run({});
+    const slots: SharedSlot[] = [];
+    // The leader's pacer is not made yet (its worker is still wiring its run): the follower's first slots come first.
+    const follower = sharedPacer(pool(), S, id, { leads: () => false, onSlot: (slot) => slots.push(slot) })(8, virtualClock(0));
+    await Promise.all([follower.acquire(), follower.acquire(), follower.acquire()]);
+    expect(slots.map((slot) => slot.intervalMs)).toEqual([125, 125, 125]);
+    const times = slots.map((slot) => slot.slotEpochMs).sort((a, b) => a - b);
+    for (let i = 1; i < times.length; i++) expect((times[i] as number) - (times[i - 1] as number)).toBeGreaterThanOrEqual(125 - 0.002);
+    // The leader's pacer, made later, finds the rate set: the same one, every worker having started where this one did.
+    const leader = sharedPacer(pool(), S, id, { leads: () => true })(8, virtualClock(0));
+    await leader.acquire();
+    expect((await limitsOf(id)).interval_ms).toBe(125);
+  });
+
   it('does not seed a rate over one the row already has', async () => {
     const id = await run({ intervalMs: 40 });
     const pacer = sharedPacer(pool(), S, id, { leads: () => true })(50, virtualClock(0));
