@@ -166,9 +166,12 @@ class SharedPacer implements Pacer {
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
     // A key's row is written by the first worker holding the key, with its rate: a key the leader does not hold is
-    // paced all the same (learning it waits for a leader holding it).
+    // paced all the same (learning it waits for a leader holding it). The run's row likewise takes the first worker's
+    // rate, leader or not: every worker starts at the same one (the configured rate, or the limit the state store
+    // remembers, read by each), and a follower whose first slots came before the leader's seed landed took them at
+    // the row's interval of 0, unpaced: its whole concurrency at once, into a limit it was to start under.
     if (shared.key !== undefined) this.#write(shared.ensure, [shared.runId, shared.key, this.#intervalMs, null]);
-    else if (shared.leads()) this.#write(shared.statements.seed, [shared.runId, this.#intervalMs]);
+    else this.#write(shared.statements.seed, [shared.runId, this.#intervalMs]);
     shared.pacers.add(this);
   }
 
@@ -194,6 +197,10 @@ class SharedPacer implements Pacer {
     if (at <= this.#pausedUntil) return;
     this.#pausedUntil = at;
     this.#pauses += 1;
+    // The 429 that paused this worker is reported first: the pause's notification renews the leader's waiting slots,
+    // and the slot it takes again then carries this 429 to its learner at once, not with this worker's next slot
+    // after the pause (the cut came half a second late at a fleet's start: docs/distributed-design.md#one-rate-shared).
+    this.#reportNow();
     // Sent as a length of time from now: the database turns it into its own time, whatever this machine's clock says.
     this.#change(this.#shared.statements.pause, at - this.#clock.now());
   }
@@ -237,19 +244,10 @@ class SharedPacer implements Pacer {
    */
   async #take(): Promise<SharedSlot> {
     const { pool, statements, runId, where } = this.#shared;
-    // Taken now, so that what comes in while the statement is on its way goes with the next one; a failure puts them back.
-    const report = this.#shared.unreported.splice(0);
-    const accepted = report.filter((answer) => answer.accepted).length;
     const offset = this.#shared.offsetMs;
-    // Each 429 with when it was sent (the database's clock, once known) and the interval it was paced under: the
-    // statement counts those paced no faster than the row's interval now, so that one a cut already answers is not
-    // counted (another worker's cut may reach this worker only after its request left).
-    const rejected = report.filter((answer) => !answer.accepted);
-    const rejectedAt = rejected.map((answer) => (offset === undefined ? null : answer.sentAt + offset));
-    const rejectedPaced = rejected.map((answer) => answer.pacedMs ?? null);
+    const { report, accepted, values } = this.#unreported();
     let rows: SlotRow[];
     try {
-      const values = [runId, accepted, rejectedAt, rejectedPaced, ...this.#label()];
       rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, values)).rows, { idempotent: true });
     } catch (error) {
       this.#shared.unreported.push(...report);
@@ -276,6 +274,45 @@ class SharedPacer implements Pacer {
     pacingUnder(this.#shared, taken.intervalMs, this.#clock.now());
     this.#shared.onSlot?.(taken);
     return taken;
+  }
+
+  /**
+   * The answers got since the last report, taken now, so that what comes in while a statement is on its way goes with
+   * the next one (a failure puts them back), as the values of `acquire` and `report`. Each 429 goes with when it was
+   * sent (the database's clock, once known) and the interval it was paced under: the statement counts those paced no
+   * faster than the row's interval now, so that one a cut already answers is not counted (another worker's cut may
+   * reach this worker only after its request left).
+   */
+  #unreported(): { report: Shared['unreported']; accepted: number; values: unknown[] } {
+    const report = this.#shared.unreported.splice(0);
+    const offset = this.#shared.offsetMs;
+    const rejected = report.filter((answer) => !answer.accepted);
+    const rejectedAt = rejected.map((answer) => (offset === undefined ? null : answer.sentAt + offset));
+    const rejectedPaced = rejected.map((answer) => answer.pacedMs ?? null);
+    const accepted = report.length - rejected.length;
+    return { report, accepted, values: [this.#shared.runId, accepted, rejectedAt, rejectedPaced, ...this.#label()] };
+  }
+
+  /**
+   * Reports the answers got since the last slot without taking one (in line with this pacer's writes). One that fails
+   * is put back, for the next slot to carry: a report is never worth failing the run for.
+   */
+  #reportNow(): void {
+    if (this.#shared.unreported.length === 0) return;
+    const { pool, statements, where } = this.#shared;
+    const { report, accepted, values } = this.#unreported();
+    this.#writes = this.#writes
+      // Counting twice is worse than not at all: retried only where it cannot have reached the server.
+      .then(() => retrying(where, () => pool.query<{ counted_rejected: number }>(statements.report, values), { idempotent: false }))
+      .then(
+        (result) => {
+          this.#shared.reported.accepted += accepted;
+          this.#shared.reported.rejected += Number(result.rows[0]?.counted_rejected ?? 0);
+        },
+        () => {
+          this.#shared.unreported.push(...report);
+        },
+      );
   }
 
   /** The label parameter of a key's row's statements (none for the run's row). */

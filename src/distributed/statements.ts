@@ -90,7 +90,7 @@ export function planStatements(s: string) {
     retryFailed: `UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`,
     /** The run's series that are over: they get no job. */
     seriesOver: `SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`,
-    // The rate is left for the first leader to write (its pacer knows the margin it paces under); no worker is alive,
+    // The rate is left for the first worker's pacer to write (it knows the margin it paces under); no worker is alive,
     // so reservations left are a dead one's: counted as spent already by their expiry, or given back here.
     /** The run's shared limits ($2 the budget, $3 the spend before), and no stop. */
     planLimits: `INSERT INTO ${s}.run_limits (run_id, planned, budget, spent) VALUES ($1, true, $2, $3)
@@ -199,7 +199,15 @@ export function pacerStatements(s: string, keyed = false) {
                      extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
                      ${stop}, ${retired}, accepted, rejected,
                      extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms, ${countedRejected('count(*)')}::int AS counted_rejected`,
-    // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
+    // The answers a worker got since its last slot, reported without taking a slot (the acquire's accounting alone, its
+    // parameters): sent at a 429's pause, so that the leader, renewed by the pause's notification, hears the 429 at
+    // once rather than with this worker's next slot after the pause (a cut half a second late at the run's start).
+    report: `UPDATE ${table}
+                SET accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
+                    rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))
+              WHERE ${row('$5')}
+          RETURNING ${countedRejected('count(*)')}::int AS counted_rejected`,
+    // A row created without a rate (0) takes the first worker's; once set, the row is the truth (the leader's to change).
     seed: `UPDATE ${table} SET interval_ms = $2 WHERE ${row('$3')} AND interval_ms = 0`,
     // A new rate or a pause is told to every worker (`limitsChannel`): slots they were granted under the old terms and
     // still wait for are taken again, as the local pacer's reservations are, so that a cut is not followed by a burst.

@@ -108,7 +108,7 @@ if (postgres) {
     h_postgresEndToEnd = await scenarioPostgresEndToEnd(postgres.admin, throughputQueries);
     i_workers = await scenarioWorkersThroughput(postgres.admin, quick);
     // nginx is the limiter here (a leaky bucket of someone else's).
-    j_workersAboveLimit = withNginx ? await scenarioWorkersAboveLimit(postgres.admin, quick) : skipped;
+    j_workersAboveLimit = withNginx ? await scenarioWorkersAboveLimit(postgres.admin, quick ? 'shared' : 'both') : skipped;
     k_workersBudget = await scenarioWorkersBudget(postgres.admin);
     l_sharedLimits = await scenarioSharedLimitsOverhead(postgres.admin);
   } finally {
@@ -230,9 +230,12 @@ if (!('skipped' in i_workers)) {
   goals.push({ scenario: 'i_workers', goal: 'a worker joining a run at work: spawn to first request < 1 s', value: joined, met: joined !== null && joined < 1000 });
 }
 if (!('skipped' in j_workersAboveLimit)) {
-  const j = j_workersAboveLimit;
-  goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers: achieved / nginx limit >= 0.95', value: j.achievedOverServerLimit, met: j.achievedOverServerLimit >= 0.95 });
-  goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers: 429 share <= 2 %', value: j.share429, met: j.share429 <= 0.02 });
+  // Issue 43, items 6 and 7: spawn to exit, 429s from nginx's log; the second run on the same state (remembered limits).
+  const { first, second } = j_workersAboveLimit.shared ?? {};
+  if (first) goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers, first run: pages / spawn-to-exit / nginx limit >= 0.95', value: first.achievedOverLimit, met: first.achievedOverLimit >= 0.95 });
+  if (first) goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers, first run: <= 3 429s (one limit discovered)', value: first.rejected, met: first.rejected <= 3 });
+  if (second) goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers, second run (remembered limit): <= 1 429', value: second.rejected, met: second.rejected <= 1 });
+  if (second) goals.push({ scenario: 'j_workersAboveLimit', goal: '3 workers, second run: pages / spawn-to-exit / nginx limit >= 0.95', value: second.achievedOverLimit, met: second.achievedOverLimit >= 0.95 });
 }
 if (!('skipped' in k_workersBudget)) {
   goals.push({ scenario: 'k_workersBudget', goal: 'a budget of 150 over 4 workers: debited exactly 150', value: k_workersBudget.debited, met: k_workersBudget.exact });
