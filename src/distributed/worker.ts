@@ -216,7 +216,7 @@ export class RunWorker {
     // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
     // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
     if (me[0]?.status === 'dead') {
-      this.#obey('interrupted', `this worker was presumed dead (no heartbeat for ${STALE_SECONDS} s) and its series went to other workers: it stops; start it again to rejoin the run`);
+      this.#obey('presumed_dead', `this worker was presumed dead (no heartbeat for ${STALE_SECONDS} s) and its series went to other workers: it stops; start it again to rejoin the run`);
     }
     await this.queue.touch();
     this.#touchedAt = performance.now();
