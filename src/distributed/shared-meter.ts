@@ -5,7 +5,7 @@ import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Charge, CreditMeter, CreditSnapshot } from '../schedule/credit-meter.ts';
 import { livenessStatements, meterStatements } from './statements.ts';
-import { type Carried, CARRY_WAIT_MS, type CarriedRow, type SlotCarrier } from './slot-carrier.ts';
+import { type Carried, CARRY_WAIT_MS, type CarriedRow, isEmpty, type SlotCarrier } from './slot-carrier.ts';
 
 export interface SharedMeterOptions {
   /** Credits per request by endpoint path; paths not listed weigh `defaultWeight` (1). */
@@ -91,7 +91,7 @@ class SharedCreditMeter implements CreditMeter {
   /** Whether slots carry settles (then a settle waits `CARRY_WAIT_MS` for one), and the timer of a settle waiting. */
   #carrying = false;
   #settleTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Carried settles whose statement has not answered yet: `flush` waits for them. */
+  /** Slots carrying something whose statement has not answered yet: `flush` waits for them. */
   #inSlots = 0;
   readonly #slotsLanded = new Set<() => void>();
   readonly carrier: SlotCarrier = {
@@ -182,9 +182,10 @@ class SharedCreditMeter implements CreditMeter {
   }
 
   async flush(): Promise<void> {
-    // Credits reserved ahead that no request claimed go back, and settles waiting for a slot are written now.
-    this.#giveBackAhead();
+    // Once the slots on their way have answered, credits reserved ahead that no request claimed go back, and settles
+    // waiting for a slot are written now.
     while (this.#inSlots > 0) await new Promise<void>((resolve) => this.#slotsLanded.add(resolve));
+    this.#giveBackAhead();
     clearTimeout(this.#settleTimer);
     this.#settleTimer = undefined;
     if (this.#batch.held !== 0 || this.#batch.spent !== 0) this.#draining ??= this.#drain();
@@ -245,18 +246,18 @@ class SharedCreditMeter implements CreditMeter {
     this.#carrying = true;
     const batch = this.#batch;
     this.#batch = emptyBatch();
-    const settles = batch.held !== 0 || batch.spent !== 0;
-    if (settles) this.#inSlots += 1;
     const weight = this.#defaultWeight;
     const prepay = this.#budget != null && this.#ahead + this.#asking + weight <= AHEAD_AT_MOST && this.couldTake(weight) ? weight : 0;
     this.#asking += prepay;
-    return { ...batch, prepay };
+    const carried = { ...batch, prepay };
+    if (!isEmpty(carried)) this.#inSlots += 1;
+    return carried;
   }
 
   #landed(carried: Carried, row: CarriedRow | undefined): void {
-    this.#asking -= carried.prepay;
     // No row: the run has none, and nothing was applied; the slot's own error says so.
     if (!row) return this.#failed(carried, undefined);
+    this.#asking -= carried.prepay;
     this.#see(row);
     if (row.took) {
       this.#ahead += carried.prepay;
@@ -272,7 +273,7 @@ class SharedCreditMeter implements CreditMeter {
    * answer was lost stays reserved in the database, as a lost `reserve` does.
    */
   #failed(carried: Carried, error: unknown): void {
-    this.#asking -= Math.min(this.#asking, carried.prepay);
+    this.#asking -= carried.prepay;
     if (carried.held !== 0 || carried.spent !== 0) {
       if (error === undefined || notSent(error)) this.#settle(carried);
       else this.#failure ??= { error };
@@ -281,7 +282,7 @@ class SharedCreditMeter implements CreditMeter {
   }
 
   #slotDone(carried: Carried): void {
-    if (carried.held === 0 && carried.spent === 0) return;
+    if (isEmpty(carried)) return;
     this.#inSlots -= 1;
     this.#wakeSettleWaiters();
     for (const landed of [...this.#slotsLanded]) landed();

@@ -5,7 +5,7 @@ import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Clock } from '../schedule/clock.ts';
 import type { Pacer } from '../schedule/pacer.ts';
 import { keyStatements, pacerStatements } from './statements.ts';
-import type { Carried, CarriedRow, SlotCarrier } from './slot-carrier.ts';
+import { type Carried, type CarriedRow, isEmpty, type SlotCarrier } from './slot-carrier.ts';
 
 export interface SharedPacerOptions {
   /** Whether this worker holds the run's rate leadership now: only the leader's rate changes reach the row. */
@@ -265,8 +265,7 @@ class SharedPacer implements Pacer {
       rows = await retrying(where, async () => {
         const sent = carried;
         carried = undefined;
-        const empty = !sent || (sent.held === 0 && sent.spent === 0 && sent.prepay === 0);
-        if (empty || !carry || !statements.acquireCarrying) return (await pool.query<SlotRow>(statements.acquire, values)).rows;
+        if (!sent || isEmpty(sent) || !carry || !statements.acquireCarrying) return (await pool.query<SlotRow>(statements.acquire, values)).rows;
         try {
           const answered = (await pool.query<SlotRow & CarriedRow>(statements.acquireCarrying, [...values, carry.workerId, sent.held, sent.spent, sent.uncertain, sent.prepay])).rows;
           carry.carrier.landed(sent, answered[0]);

@@ -8,6 +8,9 @@ export interface Carried {
   prepay: number;
 }
 
+/** Nothing for a slot to carry (the slot's plain statement is sent): no settle, no reservation ahead. */
+export const isEmpty = (carried: Carried): boolean => carried.held === 0 && carried.spent === 0 && carried.prepay === 0;
+
 /** The run's figures as a carrying slot's statement answers them, with whether the worker is alive and the reservation ahead taken. */
 export interface CarriedRow {
   budget: number | null;
