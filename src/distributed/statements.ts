@@ -310,10 +310,14 @@ export function workerStatements(s: string) {
   return {
     /** The worker's row ($3 host, $4 pid, $5 whether it leads). */
     register: `INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`,
-    /** A beat, by the database's clock ($3 whether it leads): answers whether another worker took this one for dead. */
-    beat: `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
-    /** The run's stop, once a worker wrote one. */
-    runStop: `SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
+    /**
+     * A beat, by the database's clock ($3 whether it leads): answers whether another worker took this one for dead, and
+     * the run's stop once a worker wrote one (read in the same round trip: a beat is four statements a worker every
+     * few seconds, a cost per page that grows with the workers: docs/distributed.md#sizing-a-fleet-and-its-database).
+     */
+    beat: `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2
+           RETURNING status, (SELECT stop_reason FROM ${s}.run_limits WHERE run_id = $1) AS stop_reason,
+                     (SELECT stop_message FROM ${s}.run_limits WHERE run_id = $1) AS stop_message`,
     /** A run-wide stop ($2 reason, $3 message) for every worker; the first one written stands. */
     stopRun: `UPDATE ${s}.run_limits SET stop_reason = $2, stop_message = $3 WHERE run_id = $1 AND stop_reason IS NULL`,
     /** The worker left ($3 why: `finished`, or why it stopped). */

@@ -214,7 +214,7 @@ export class RunWorker {
     const pool = this.#store.pool;
     // The session is checked (and opened again, after a restart) before the beat is written.
     await this.#session.hold();
-    const { rows: me } = await pool.query<{ status: string }>(this.#sql.beat, [this.#runId, this.id, this.#session.leader]);
+    const { rows: me } = await pool.query<{ status: string; stop_reason: StopReason | null; stop_message: string | null }>(this.#sql.beat, [this.#runId, this.id, this.#session.leader]);
     // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
     // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
     if (me[0]?.status === 'dead') {
@@ -222,8 +222,7 @@ export class RunWorker {
     }
     await this.queue.touch();
     this.#touchedAt = performance.now();
-    const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(this.#sql.runStop, [this.#runId]);
-    const stop = rows[0];
+    const stop = me[0];
     if (stop?.stop_reason) this.#obey(stop.stop_reason, stop.stop_message);
     await expireDeadWorkers(pool, this.#store.schema, this.#runId, STALE_SECONDS);
   }
