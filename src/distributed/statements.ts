@@ -185,7 +185,9 @@ function slotReturning(stop: string, retired: string): string {
  * the reservations that settled since its last slot ($6 held, $7 of them spent, $8 of those uncertain: the meter's
  * `settle`) and a reservation taken ahead for the request the slot is for ($9 credits, 0: none; the meter's `reserve`,
  * taken only if the budget can hold it). The worker's row is locked first, as every statement on these rows does
- * (`expireWorkers`): the one-time filter on `alive` runs before the run's row is scanned. A worker marked dead has
+ * (`expireWorkers`): `before`'s one-time filter runs `alive` before its own lock of the run's row (EXPLAIN shows the
+ * filter under the LockRows), and the update's scan of that row locks nothing until it writes, after both. What
+ * `took` decides on is the row as `before` locked it, which nobody changes until this statement's commit. A worker marked dead has
  * neither applied (its reservations were counted as spent by its expiry): its slot is taken all the same. Answers the
  * slot's columns, the run's figures, whether the worker is alive and whether the reservation was taken (`took`).
  */
