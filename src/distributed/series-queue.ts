@@ -19,6 +19,13 @@ const REFUSALS = 20;
  */
 const POLL_MS = 250;
 
+/**
+ * Jobs fetched a statement: a fetch a series cost a transaction a page in a run of one-page series
+ * (docs/distributed.md#sizing-a-fleet-and-its-database). Few, so that series still spread over the workers: a worker
+ * holds at most one more than it asked for, and hands it back when it leaves.
+ */
+const FETCHED_AT_ONCE = 2;
+
 /** The channel on which a series that ended near the run's end is told (`SeriesQueue.finish`): short and safe. */
 export function seriesEndedChannel(schema: string, runId: string): string {
   return `webdata_ended_${createHash('sha256').update(`${schema}\n${runId}`).digest('hex').slice(0, 24)}`;
@@ -46,8 +53,8 @@ export interface SeriesQueueOptions {
 }
 
 /**
- * A worker's side of the run's queue of series jobs: it takes series one at a time (so that they spread over the
- * workers), holds their jobs while it pages them, completes a job in the transaction that ends its series, and hands
+ * A worker's side of the run's queue of series jobs: it takes series a few at a time (`FETCHED_AT_ONCE`, so that they
+ * spread over the workers), holds their jobs while it pages them, completes a job in the transaction that ends its series, and hands
  * back what it leaves unfinished. The run is over for a worker when every series of the plan has ended, or it stops.
  */
 export class SeriesQueue {
@@ -158,8 +165,17 @@ export class SeriesQueue {
    */
   async touch(): Promise<void> {
     const { boss, queue } = this.#options;
-    for (const [seriesId, job] of [...this.#held]) {
-      if (affected(await this.#again(() => boss.touch(queue, job))) === 0) {
+    const held = [...this.#held];
+    if (held.length === 0) return;
+    // Every job in one statement (it answers the ids it touched), not one a job: a worker holds as many jobs as its
+    // feed reads ahead, and beats every few seconds (docs/distributed.md#sizing-a-fleet-and-its-database).
+    const result = await this.#again(() => boss.touch(queue, held.map(([, job]) => job)));
+    const touched = settledIds(result);
+    for (const [seriesId, job] of held) {
+      // A job completed (or handed back) while the statement was on its way is no longer held: nothing to let go.
+      if (this.#held.get(seriesId) !== job) continue;
+      const kept = touched ? touched.has(job.id) : affected(await this.#again(() => boss.touch(queue, job))) > 0;
+      if (!kept) {
         this.#held.delete(seriesId);
         this.#lapsed.add(seriesId);
       }
@@ -190,21 +206,23 @@ export class SeriesQueue {
       if (waiting) return { done: false, value: waiting };
       if (this.#options.stopped()) return { done: true, value: undefined };
       this.#woken = false;
-      const [job] = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
-      this.#starved = job === undefined;
-      if (job) {
-        const owner = this.#ownerOf(job);
-        if (!owner) {
-          // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
-          // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
-          // for good at once, never retried: failed, it would come straight back (the queue retries at once,
-          // for hand-backs) and be taken again without end, by every worker in turn.
-          await this.#again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
-          continue;
+      // A few jobs a statement (FETCHED_AT_ONCE): the next series asked for is then one of them, at no round trip.
+      const jobs = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: FETCHED_AT_ONCE }));
+      this.#starved = jobs.length === 0;
+      if (jobs.length > 0) {
+        for (const job of jobs) {
+          const owner = this.#ownerOf(job);
+          if (!owner) {
+            // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
+            // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
+            // for good at once, never retried: failed, it would come straight back (the queue retries at once,
+            // for hand-backs) and be taken again without end, by every worker in turn.
+            await this.#again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
+            continue;
+          }
+          this.#held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
+          owner.feed.push(owner.series);
         }
-        this.#held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
-        if (owner.feed === mine) return { done: false, value: owner.series };
-        owner.feed.push(owner.series);
         continue;
       }
       firstPhase('queue-empty');
@@ -289,6 +307,14 @@ interface Owner {
 }
 
 /** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */
+/** The ids a pg-boss settle or touch says it touched (an array, or PostgreSQL's text of one); undefined if it does not say. */
+function settledIds(result: unknown): Set<string> | undefined {
+  const settled = (result as { settled?: unknown }).settled;
+  if (Array.isArray(settled)) return new Set(settled.map(String));
+  if (typeof settled === 'string') return new Set(settled.replace(/^\{|\}$/g, '').split(',').filter(Boolean));
+  return undefined;
+}
+
 function affected(result: unknown): number {
   return (result as { affected?: number }).affected ?? 0;
 }

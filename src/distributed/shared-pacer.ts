@@ -5,6 +5,7 @@ import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Clock } from '../schedule/clock.ts';
 import type { Pacer } from '../schedule/pacer.ts';
 import { keyStatements, pacerStatements } from './statements.ts';
+import { type Carried, type CarriedRow, isEmpty, type SlotCarrier } from './slot-carrier.ts';
 
 export interface SharedPacerOptions {
   /** Whether this worker holds the run's rate leadership now: only the leader's rate changes reach the row. */
@@ -13,6 +14,11 @@ export interface SharedPacerOptions {
   where?: string;
   /** Hears every slot the database hands out here (tests, diagnostics). */
   onSlot?: (slot: SharedSlot) => void;
+  /**
+   * The run's shared meter of this worker (`workerId`): the run's row's slots carry its settles and reserve a credit
+   * ahead for their requests, in the slot's own round trip (`acquireCarrying` in statements.ts). A key's row carries nothing.
+   */
+  carry?: { carrier: SlotCarrier; workerId: string };
 }
 
 /**
@@ -32,7 +38,8 @@ export function sharedPacer(pool: Pool, schema: string, runId: string, options: 
     let shared = rows.get(key);
     if (!shared) {
       const statements = pacerStatements(s, key !== undefined);
-      shared = { pool, runId, key, statements, ensure: keyStatements(s).ensure, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined, channel, pacers: new Set(), intervals: [], retirements: [] };
+      const carry = key === undefined ? options.carry : undefined;
+      shared = { pool, runId, key, statements, carry, ensure: keyStatements(s).ensure, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined, channel, pacers: new Set(), intervals: [], retirements: [] };
       rows.set(key, shared);
     }
     return shared;
@@ -83,6 +90,8 @@ interface Shared {
   /** The pool's key whose row it is; undefined: the run's row. */
   key: string | undefined;
   statements: ReturnType<typeof pacerStatements>;
+  /** The meter whose business the row's slots carry (the run's row only). */
+  carry: SharedPacerOptions['carry'];
   /** Writes a key's row, if no worker has yet. */
   ensure: string;
   where: string;
@@ -247,8 +256,23 @@ class SharedPacer implements Pacer {
     const offset = this.#shared.offsetMs;
     const { report, accepted, values } = this.#unreported();
     let rows: SlotRow[];
+    // What the meter has for this slot to carry: on the first attempt only (a retry carries nothing: see `failed`).
+    const carry = this.#shared.carry;
+    let carried: Carried | undefined = carry?.carrier.take();
     try {
-      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, values)).rows, { idempotent: true });
+      rows = await retrying(where, async () => {
+        const sent = carried;
+        carried = undefined;
+        if (!sent || isEmpty(sent) || !carry || !statements.acquireCarrying) return (await pool.query<SlotRow>(statements.acquire, values)).rows;
+        try {
+          const answered = (await pool.query<SlotRow & CarriedRow>(statements.acquireCarrying, [...values, carry.workerId, sent.held, sent.spent, sent.uncertain, sent.prepay])).rows;
+          carry.carrier.landed(sent, answered[0]);
+          return answered;
+        } catch (error) {
+          carry.carrier.failed(sent, error);
+          throw error;
+        }
+      }, { idempotent: true });
     } catch (error) {
       this.#shared.unreported.push(...report);
       throw error;
