@@ -33,8 +33,18 @@ function runOfQueue(queue: string, pipeline: string): string {
   return rest.slice(0, rest.lastIndexOf('/'));
 }
 
-/** Jobs inserted per statement when a run is planned (a million series is a thousand statements, not a million). */
-const PLAN_BATCH = 1000;
+/** How a run's jobs are inserted: jobs per statement, and statements on their way at once (`insertJobs`). */
+export interface PlanInserts {
+  batch: number;
+  inFlight: number;
+}
+
+/**
+ * A million series is a thousand statements, not a million. More jobs to a statement gain nothing (5,000: the cost is
+ * the rows and pg-boss's indexes, not the statements); two statements on their way at once let the next batch and its
+ * job ids be made while the database inserts one (docs/benchmarks.md#planning-at-scale).
+ */
+export const PLAN_INSERTS: PlanInserts = { batch: 1000, inFlight: 1 };
 
 /**
  * The planning lock of a pipeline: one process at a time decides what the run is (new, resumed, joined) and plans
@@ -96,7 +106,7 @@ export interface RunPlan {
  * limits (budget, rate) and no stop. Idempotent: job ids are derived from (run, series, planning), so a planner that
  * died part way and the one after it insert each job once. The pipeline's other queues go (`pipelineQueues`).
  */
-export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: RunPlan): Promise<string> {
+export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: RunPlan, inserts: PlanInserts = PLAN_INSERTS): Promise<string> {
   const sql = planStatements(quoteIdentifier(store.schema));
   const queue = queueName(plan.pipeline, plan.runId, plan.planningNumber);
   for (const stale of await pipelineQueues(boss, plan.pipeline)) {
@@ -108,20 +118,44 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
   }
   const { rows } = await store.pool.query<{ series_id: string }>(sql.seriesOver, [plan.runId]);
   const over = new Set(rows.map((row) => row.series_id));
-  let batch: { id: string; data: { series: string } }[] = [];
-  const flush = async () => {
-    if (batch.length > 0) await boss.insert(queue, batch);
-    batch = [];
-  };
-  for (const series of plan.series) {
-    if (over.has(series.id)) continue;
-    batch.push({ id: seriesJobId(plan.runId, series.id, plan.planningNumber), data: { series: series.id } });
-    if (batch.length >= PLAN_BATCH) await flush();
-  }
-  await flush();
+  await insertJobs(boss, queue, jobsOf(plan, over, inserts.batch), inserts.inFlight);
   // No worker may be at work (or this planning would not happen): what the run's workers still hold is a dead one's.
   await expireGoneWorkers(store.pool, store.schema, plan.runId);
   await store.pool.query(sql.planLimits, [plan.runId, plan.budget, plan.spentBefore]);
   await store.pool.query(sql.planKeys, [plan.runId]);
   return queue;
 }
+
+type SeriesJob = { id: string; data: { series: string } };
+
+/** The plan's series not over, as jobs, `batch` at a time: made as they are inserted (the plan is never held). */
+function* jobsOf(plan: RunPlan, over: ReadonlySet<string>, batch: number): Generator<SeriesJob[]> {
+  let jobs: SeriesJob[] = [];
+  for (const series of plan.series) {
+    if (over.has(series.id)) continue;
+    jobs.push({ id: seriesJobId(plan.runId, series.id, plan.planningNumber), data: { series: series.id } });
+    if (jobs.length >= batch) {
+      yield jobs;
+      jobs = [];
+    }
+  }
+  if (jobs.length > 0) yield jobs;
+}
+
+/** Inserts the batches in order, at most `inFlight` statements on their way at once; every one is settled before it returns. */
+async function insertJobs(boss: PgBoss, queue: string, batches: Iterable<SeriesJob[]>, inFlight: number): Promise<void> {
+  const pending: Promise<unknown>[] = [];
+  try {
+    for (const jobs of batches) {
+      const inserting = boss.insert(queue, jobs);
+      // Awaited below; marked handled now, so that one failing while an earlier one is awaited is not "unhandled".
+      inserting.catch(() => undefined);
+      pending.push(inserting);
+      if (pending.length >= inFlight) await pending.shift();
+    }
+    while (pending.length > 0) await pending.shift();
+  } finally {
+    await Promise.allSettled(pending);
+  }
+}
+
