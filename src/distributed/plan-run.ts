@@ -116,8 +116,10 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
   if (plan.retryFailed) {
     await store.pool.query(sql.retryFailed, [plan.runId]);
   }
-  const { rows } = await store.pool.query<{ series_id: string }>(sql.seriesOver, [plan.runId]);
-  const over = new Set(rows.map((row) => row.series_id));
+  const resumed = (await store.pool.query<{ over: boolean }>(sql.anySeriesOver, [plan.runId])).rows[0]?.over === true;
+  // The series over (a resume) are asked batch by batch, as the plan is: a million ids are never held at once.
+  const over = async (ids: string[]) =>
+    resumed ? new Set((await store.pool.query<{ series_id: string }>(sql.seriesOverOf, [plan.runId, ids])).rows.map((row) => row.series_id)) : new Set<string>();
   await insertJobs(boss, queue, jobsOf(plan, over, inserts.batch), inserts.inFlight);
   // No worker may be at work (or this planning would not happen): what the run's workers still hold is a dead one's.
   await expireGoneWorkers(store.pool, store.schema, plan.runId);
@@ -128,25 +130,32 @@ export async function planRun(boss: PgBoss, store: PostgresStateStore, plan: Run
 
 type SeriesJob = { id: string; data: { series: string } };
 
-/** The plan's series not over, as jobs, `batch` at a time: made as they are inserted (the plan is never held). */
-function* jobsOf(plan: RunPlan, over: ReadonlySet<string>, batch: number): Generator<SeriesJob[]> {
-  let jobs: SeriesJob[] = [];
-  for (const series of plan.series) {
-    if (over.has(series.id)) continue;
-    jobs.push({ id: seriesJobId(plan.runId, series.id, plan.planningNumber), data: { series: series.id } });
-    if (jobs.length >= batch) {
-      yield jobs;
-      jobs = [];
+/** The plan's series not over, as jobs, up to `batch` at a time: made as they are inserted (the plan is never held). */
+async function* jobsOf(plan: RunPlan, over: (ids: string[]) => Promise<ReadonlySet<string>>, batch: number): AsyncGenerator<SeriesJob[]> {
+  for (const ids of idBatches(plan.series, batch)) {
+    const done = await over(ids);
+    const jobs = ids.filter((id) => !done.has(id)).map((id) => ({ id: seriesJobId(plan.runId, id, plan.planningNumber), data: { series: id } }));
+    if (jobs.length > 0) yield jobs;
+  }
+}
+
+function* idBatches(series: Iterable<Series>, batch: number): Generator<string[]> {
+  let ids: string[] = [];
+  for (const one of series) {
+    ids.push(one.id);
+    if (ids.length >= batch) {
+      yield ids;
+      ids = [];
     }
   }
-  if (jobs.length > 0) yield jobs;
+  if (ids.length > 0) yield ids;
 }
 
 /** Inserts the batches in order, at most `inFlight` statements on their way at once; every one is settled before it returns. */
-async function insertJobs(boss: PgBoss, queue: string, batches: Iterable<SeriesJob[]>, inFlight: number): Promise<void> {
+async function insertJobs(boss: PgBoss, queue: string, batches: AsyncIterable<SeriesJob[]>, inFlight: number): Promise<void> {
   const pending: Promise<unknown>[] = [];
   try {
-    for (const jobs of batches) {
+    for await (const jobs of batches) {
       const inserting = boss.insert(queue, jobs);
       // Awaited below; marked handled now, so that one failing while an earlier one is awaited is not "unhandled".
       inserting.catch(() => undefined);
