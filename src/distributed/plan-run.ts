@@ -71,20 +71,41 @@ export async function planningLock<T extends { joining: boolean }>(store: Postgr
   const joiningLock = `webdata-etl:join:${store.schema}:${pipeline}`;
   try {
     await client.connect();
-    await client.query(serverStatements.advisoryLock, [deciding]);
+    await waitForLock(client, serverStatements.advisoryLock, deciding);
     let decided = await decide();
     if (decided.joining) {
       // Granted at once: only a holder of the deciding lock ever asks for the joining lock exclusively, and that is us.
-      await client.query(serverStatements.advisoryLockShared, [joiningLock]);
+      await waitForLock(client, serverStatements.advisoryLockShared, joiningLock);
       await client.query(serverStatements.advisoryUnlock, [deciding]);
     } else {
-      await client.query(serverStatements.advisoryLock, [joiningLock]);
+      await waitForLock(client, serverStatements.advisoryLock, joiningLock);
       decided = await decide();
     }
     return { lock: { client, release: end }, decided };
   } catch (error) {
     await end();
     throw error;
+  }
+}
+
+/** PostgreSQL's code for a statement cancelled: by the statement timeout, here. */
+const QUERY_CANCELED = '57014';
+
+/**
+ * Waits for a session lock as long as its holder keeps it: the planner holds the deciding lock while it plans, which
+ * is longer than a statement's timeout at a million series on a busy server (270 s at a load average of 50: every
+ * joiner failed, "canceling statement due to statement timeout", exit 1). A wait cut by the timeout is asked again;
+ * the holder lets go when it is done, or with its connection when it dies. A server that stops answering still fails
+ * it (the driver's own timeout on the socket, another error).
+ */
+async function waitForLock(client: { query(text: string, values: unknown[]): Promise<unknown> }, text: string, name: string): Promise<void> {
+  for (;;) {
+    try {
+      await client.query(text, [name]);
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown } | null)?.code !== QUERY_CANCELED) throw error;
+    }
   }
 }
 
