@@ -44,7 +44,7 @@ export function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned 
   });
   const marks: Record<string, number> = { spawn: round(spawnedAt - t0) };
   const waiting = new Map<string, (ms: number) => void>();
-  // The last lines it printed on stderr besides its phase marks (why a worker left: test/bench/plan-scale.ts).
+  // The last lines it printed on stderr besides its phase marks and page events (why a worker left: plan-scale.ts).
   const tail: string[] = [];
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => {
@@ -57,7 +57,8 @@ export function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned 
         marks[match[1]] = round(performance.now() - spawnedAt);
         waiting.get(match[1])?.(performance.now() - spawnedAt);
       } else {
-        tail.push(line.slice(0, 500));
+        // Its page events say nothing of how it left.
+        if (!line.startsWith('{"type":"page"')) tail.push(line.slice(0, 500));
         if (tail.length > 5) tail.shift();
         if (process.env.BENCH_DEBUG) process.stderr.write(`${line}\n`);
       }
