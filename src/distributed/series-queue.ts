@@ -347,8 +347,8 @@ interface Reader {
 
 /**
  * Series a reader keeps of what it read last: jobs on their first attempt come out of the queue in the order of
- * their planning statements (a thousand jobs each, in any order among themselves, `PLAN_BATCH` in plan-run.ts), so
- * a job taken by this worker is rarely more than a statement or two behind what it read. A few MB at the most.
+ * their planning statements (a thousand jobs each, two at once, in any order among themselves: `PLAN_INSERTS` in
+ * plan-run.ts), so a job taken by this worker is rarely more than a few statements behind what it read. A few MB.
  */
 export const WINDOW = 10_000;
 
