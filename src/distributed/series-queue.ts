@@ -62,15 +62,12 @@ export class SeriesQueue {
   readonly #sql: ReturnType<typeof queueStatements>;
   readonly #held = new Map<string, JobAttempt>();
   readonly #lapsed = new Set<string>();
-  // The series of the plan read so far and not yet taken by this worker, with the feed of the source each belongs to
-  // (a combined source has one feed per source). Read lazily, as far as the jobs fetched need (`#ownerOf`): a worker
-  // never reads the whole plan at its start (a million series read in one synchronous pass before its first request,
-  // which starved its heartbeat: docs/benchmarks.md#planning-at-scale). What is read stays (a series handed
-  // back may come back to this worker; one ended in the transaction of its last page might yet be rolled back), but
-  // for a series over before this worker took it (`done`), whose job is completed outright.
-  readonly #owners = new Map<string, Owner>();
-  // The sources' series not read yet, one reader per feed, read in turn.
-  readonly #unread: { all: Iterator<Series>; feed: Series[] }[] = [];
+  // The sources' plans as this worker reads them, one reader per feed (a combined source has one feed per source), each
+  // with a window of the series it read last (`Reader`). Read lazily, as far as the jobs fetched need (`#ownerOf`): a
+  // worker never reads the whole plan at its start (a million series read in one synchronous pass before its first
+  // request starved its heartbeat), nor keeps what it read past over the run (the series other workers took: the
+  // whole plan by a long run's end) where the source can read its plan again (docs/benchmarks.md#planning-at-scale).
+  readonly #readers: Reader[] = [];
   readonly #channel: string;
   // The queue had nothing for this worker at its last ask: the run is near its end (or its series are all held).
   #starved = false;
@@ -101,9 +98,9 @@ export class SeriesQueue {
    * run's, shared by the sources of a combined source: a job of another source's series waits for that source's
    * feed (held, and beating, meanwhile).
    */
-  feed(all: Iterator<Series>): SeriesFeed {
+  feed(all: Iterator<Series>, again?: () => Iterator<Series>): SeriesFeed {
     const mine: Series[] = [];
-    this.#unread.push({ all, feed: mine });
+    this.#readers.push({ all, again, feed: mine, read: 0, done: false, window: new Map(), ring: [], at: 0 });
     return {
       next: () => this.#next(mine),
       unused: (one) => {
@@ -127,7 +124,7 @@ export class SeriesQueue {
   async done(seriesId: string): Promise<void> {
     const job = this.#take(seriesId);
     const { boss, queue } = this.#options;
-    if (job && affected(await this.#again(() => boss.complete(queue, job))) > 0) this.#owners.delete(seriesId);
+    if (job && affected(await this.#again(() => boss.complete(queue, job))) > 0) for (const reader of this.#readers) reader.window.delete(seriesId);
   }
 
   /**
@@ -211,7 +208,7 @@ export class SeriesQueue {
       this.#starved = jobs.length === 0;
       if (jobs.length > 0) {
         for (const job of jobs) {
-          const owner = this.#ownerOf(job);
+          const owner = await this.#ownerOf(job);
           if (!owner) {
             // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
             // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
@@ -267,30 +264,72 @@ export class SeriesQueue {
 
   /**
    * The series a fetched job is for, if the job is the run's own: a series of the plan, under the id planning gave it.
-   * The plan is read on only as far as that series (jobs come out of the queue about in the order they were planned,
-   * so a worker reads the plan once over the run, a slice at each fetch); what it reads past is kept for later jobs.
+   * The plan is read on only as far as that series: jobs on their first attempt come out of the queue about in the
+   * order they were planned, so a worker reads the plan once over the run, a slice at each fetch. A job that comes
+   * back (handed back, or lapsed: `retryCount` above 0) comes back at the queue's head, behind what this worker read:
+   * its series is looked for in what was read past first (read again from the start), then ahead. Either way round
+   * finds it; the order only saves reading.
    */
-  #ownerOf(job: { id: string; data: unknown }): Owner | undefined {
+  async #ownerOf(job: { id: string; data: unknown; retryCount: number }): Promise<Owner | undefined> {
     const series = (job.data as { series?: unknown } | null)?.series;
     if (typeof series !== 'string' || job.id !== seriesJobId(this.#options.runId, series, this.#options.planningNumber)) return undefined;
-    for (;;) {
-      const owner = this.#owners.get(series);
-      if (owner) return owner;
-      if (!this.#readOn()) return undefined;
+    const known = this.#known(series);
+    if (known) return known;
+    if (job.retryCount > 0) return (await this.#readPast(series)) ?? (await this.#readOn(series));
+    return (await this.#readOn(series)) ?? (await this.#readPast(series));
+  }
+
+  /** The series in a reader's window, if one holds it. */
+  #known(seriesId: string): Owner | undefined {
+    for (const reader of this.#readers) {
+      const series = reader.window.get(seriesId);
+      if (series) return { series, feed: reader.feed };
+    }
+    return undefined;
+  }
+
+  /** Reads on, one series of each plan not read to its end in turn, until the series; undefined once every one is. */
+  async #readOn(seriesId: string): Promise<Owner | undefined> {
+    for (let read = 1; ; read += 1) {
+      let any = false;
+      for (const reader of this.#readers) {
+        if (reader.done) continue;
+        const next = reader.all.next();
+        if (next.done) {
+          reader.done = true;
+          continue;
+        }
+        any = true;
+        reader.read += 1;
+        remember(reader, next.value);
+        if (next.value.id === seriesId) return { series: next.value, feed: reader.feed };
+      }
+      if (!any) return undefined;
+      // A worker that joins late reads far: the heartbeat's timers run meanwhile (another lookup may read on too).
+      if (read % YIELD_EVERY === 0) {
+        await yieldToTimers();
+        const known = this.#known(seriesId);
+        if (known) return known;
+      }
     }
   }
 
-  /** Reads one more series of each source's plan not read to its end; false once every one is. */
-  #readOn(): boolean {
-    let read = false;
-    for (const unread of this.#unread) {
-      const next = unread.all.next();
-      if (next.done) continue;
-      read = true;
-      this.#owners.set(next.value.id, { series: next.value, feed: unread.feed });
+  /** Looks for the series in what each plan that can be read again was read past, from its start. */
+  async #readPast(seriesId: string): Promise<Owner | undefined> {
+    for (const reader of this.#readers) {
+      if (!reader.again) continue;
+      const plan = reader.again();
+      for (let read = 1; read <= reader.read; read += 1) {
+        const next = plan.next();
+        if (next.done) break;
+        if (next.value.id === seriesId) {
+          remember(reader, next.value);
+          return { series: next.value, feed: reader.feed };
+        }
+        if (read % YIELD_EVERY === 0) await yieldToTimers();
+      }
     }
-    if (!read) this.#unread.length = 0;
-    return read;
+    return undefined;
   }
 
   #take(seriesId: string): JobAttempt | undefined {
@@ -305,6 +344,51 @@ interface Owner {
   series: Series;
   feed: Series[];
 }
+
+/**
+ * A source's plan as a worker reads it: `all` read on as far as the jobs need (`read` series so far), `again` its
+ * plan read anew from the start, if the source can, and the series set aside for its feed (jobs of its series fetched
+ * while another source's feed asked). `window` holds the series read last: at most `WINDOW` of them when the plan can
+ * be read again (those before are found by reading it again), all of them when it cannot.
+ */
+interface Reader {
+  all: Iterator<Series>;
+  again: (() => Iterator<Series>) | undefined;
+  feed: Series[];
+  read: number;
+  done: boolean;
+  window: Map<string, Series>;
+  /** The ids in the window in the order they came, `at` the slot of the oldest (`remember`). */
+  ring: (string | undefined)[];
+  at: number;
+}
+
+/**
+ * Series a reader keeps of what it read last: jobs on their first attempt come out of the queue in the order of
+ * their planning statements (a thousand jobs each, two at once, in any order among themselves: `PLAN_INSERTS` in
+ * plan-run.ts), so a job taken by this worker is rarely more than a few statements behind what it read. A few MB.
+ */
+export const WINDOW = 10_000;
+
+/** Series read between two yields to the event loop while a plan is read far (a late joiner, a series looked for). */
+const YIELD_EVERY = 5_000;
+
+/**
+ * Keeps a series read in the reader's window; once it holds `WINDOW`, the series read longest ago goes. A ring of
+ * their ids says which: a Map used as a queue (its oldest found by `keys()` at each insertion) took 23–28 s per
+ * million series read here, for the holes its deletions leave at its start; the ring, 1 s.
+ */
+function remember(reader: Reader, series: Series): void {
+  reader.window.set(series.id, series);
+  if (!reader.again) return;
+  const oldest = reader.ring[reader.at];
+  // Gone already when its job was done (`done`): deleting it again is nothing.
+  if (oldest !== undefined) reader.window.delete(oldest);
+  reader.ring[reader.at] = series.id;
+  reader.at = (reader.at + 1) % WINDOW;
+}
+
+const yieldToTimers = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */
 /** The ids a pg-boss settle or touch says it touched (an array, or PostgreSQL's text of one); undefined if it does not say. */

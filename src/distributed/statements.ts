@@ -88,8 +88,10 @@ export function planStatements(s: string) {
   return {
     /** A resume that retries failed series queues them again. */
     retryFailed: `UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`,
-    /** The run's series that are over: they get no job. */
-    seriesOver: `SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`,
+    /** Whether any of the run's series is over (a resume): planning then asks which, a batch at a time. */
+    anySeriesOver: `SELECT EXISTS (SELECT 1 FROM ${s}.series WHERE run_id = $1 AND status = 'ended') AS over`,
+    /** Which of these series ($2) of the run are over: they get no job. */
+    seriesOverOf: `SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended' AND series_id = ANY($2::text[])`,
     // The rate is left for the first worker's pacer to write (it knows the margin it paces under); no worker is alive,
     // so reservations left are a dead one's: counted as spent already by their expiry, or given back here.
     /** The run's shared limits ($2 the budget, $3 the spend before), and no stop. */

@@ -24,7 +24,7 @@ export const JOIN_RUN = { series: 72, pagesPerSeries: 5, latencyMs: 150, concurr
 export interface Spawned {
   /** Phase name → ms since this worker was spawned (the parent's clock, when the line arrived). */
   phases: Promise<Record<string, number>>;
-  done: Promise<{ code: number | null; atMs: number; summary: { status: string; worker?: { pages: number } } | undefined }>;
+  done: Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number; summary: { status: string; worker?: { pages: number } } | undefined; stderrTail: string[] }>;
   /** Resolves when the worker reaches `name` (or never). */
   reached(name: string): Promise<number>;
   /** The worker's process id (its memory is read from /proc by test/bench/plan-scale.ts). */
@@ -44,6 +44,8 @@ export function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned 
   });
   const marks: Record<string, number> = { spawn: round(spawnedAt - t0) };
   const waiting = new Map<string, (ms: number) => void>();
+  // The last lines it printed on stderr besides its phase marks and page events (why a worker left: plan-scale.ts).
+  const tail: string[] = [];
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();
@@ -54,17 +56,23 @@ export function spawnWorker(spec: Record<string, unknown>, t0: number): Spawned 
       if (match?.[1]) {
         marks[match[1]] = round(performance.now() - spawnedAt);
         waiting.get(match[1])?.(performance.now() - spawnedAt);
-      } else if (process.env.BENCH_DEBUG) process.stderr.write(`${line}\n`);
+      } else {
+        // Its page events say nothing of how it left.
+        if (!line.startsWith('{"type":"page"')) tail.push(line.slice(0, 500));
+        if (tail.length > 5) tail.shift();
+        if (process.env.BENCH_DEBUG) process.stderr.write(`${line}\n`);
+      }
     }
   });
-  const done = new Promise<{ code: number | null; atMs: number; summary: { status: string; worker?: { pages: number } } | undefined }>((resolve, reject) => {
+  const done = new Promise<Awaited<Spawned['done']>>((resolve, reject) => {
     let stdout = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.on('error', reject);
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       marks.exit = round(performance.now() - spawnedAt);
+      if (stderr) tail.push(stderr.slice(0, 500));
       const line = stdout.trim().split('\n').at(-1);
-      resolve({ code, atMs: performance.now() - t0, summary: line ? (JSON.parse(line) as { status: string }) : undefined });
+      resolve({ code, signal, atMs: performance.now() - t0, summary: line ? (JSON.parse(line) as { status: string }) : undefined, stderrTail: tail });
     });
   });
   return {
