@@ -51,7 +51,8 @@ export const PLAN_INSERTS: PlanInserts = { batch: 1000, inFlight: 2 };
  * The planning lock of a pipeline: one process at a time decides what the run is (new, resumed, joined) and plans
  * it; the others wait, then join what it planned. Session locks on a connection of its own, so that a planner that
  * dies lets go of them with its connection. Two locks, so that workers started together join side by side rather than
- * one after another (each holds it through its sinks, pg-boss and registration: docs/benchmarks.md#joining-a-run):
+ * one after another (each holds it through its sinks and registration, its pg-boss started as it waited:
+ * docs/benchmarks.md#joining-a-run):
  *
  * - the deciding lock (exclusive), held while `decide` looks at the runs: by a joiner only for that look, by a
  *   planner until it is a worker of the run it planned;

@@ -372,6 +372,10 @@ export const serverStatements = {
   tryAdvisoryLock: `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`,
   /** Whether a schema ($1 its name) exists. */
   schemaExists: `SELECT 1 FROM pg_namespace WHERE nspname = $1`,
+  /** Whether a table ($1 its quoted name) exists: pg-boss installed (its version table). */
+  tableExists: `SELECT to_regclass($1) IS NOT NULL AS found`,
+  /** Waits for a lock held to the end of the transaction (pg-boss's install, one process at a time: `openBoss`). */
+  advisoryXactLock: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
   /** A round trip, to see that a session is still there. */
   ping: 'SELECT 1',
   /** Hears the notifications of a channel (its name quoted: LISTEN takes no parameter). */
