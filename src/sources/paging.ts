@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import type { ResponseMeta } from '../client/client.ts';
 import { type Page, pageKey, type Series } from '../pipeline/page.ts';
 import type { Outcome } from '../schedule/scheduler.ts';
+import { toJson } from '../json.ts';
 import { createChannel } from './channel.ts';
-import { pageDigest } from './page-digest.ts';
 import type { PageRequest, Paginator, Resumed } from './paginators/index.ts';
 import type { SeriesEnd, SourceContext } from './source.ts';
 import { pageEnd, type StopLimits } from './stop-rules.ts';
@@ -167,7 +168,7 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
     fetched += 1;
     pushed += 1;
     const answer = outcome.value;
-    const digest = pageDigest(answer.items);
+    const digest = createHash('sha1').update(toJson(answer.items)).digest('base64');
     // The rules that need only the page as served, decided now so that the end commits with the page.
     const end = pageEnd({ items: answer.items.length, digest, previousDigest: previous, hasNext: answer.next !== null, fetched }, limits);
     previous = digest;
