@@ -8,6 +8,7 @@ import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
 import { queueStatements } from './statements.ts';
 import { firstPhase } from '../phase-marks.ts';
+import { type Reader, remember, YIELD_EVERY, yieldToTimers } from './plan-window.ts';
 
 /** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
 const REFUSALS = 20;
@@ -345,52 +346,6 @@ interface Owner {
   feed: Series[];
 }
 
-/**
- * A source's plan as a worker reads it: `all` read on as far as the jobs need (`read` series so far), `again` its
- * plan read anew from the start, if the source can, and the series set aside for its feed (jobs of its series fetched
- * while another source's feed asked). `window` holds the series read last: at most `WINDOW` of them when the plan can
- * be read again (those before are found by reading it again), all of them when it cannot.
- */
-interface Reader {
-  all: Iterator<Series>;
-  again: (() => Iterator<Series>) | undefined;
-  feed: Series[];
-  read: number;
-  done: boolean;
-  window: Map<string, Series>;
-  /** The ids in the window in the order they came, `at` the slot of the oldest (`remember`). */
-  ring: (string | undefined)[];
-  at: number;
-}
-
-/**
- * Series a reader keeps of what it read last: jobs on their first attempt come out of the queue in the order of
- * their planning statements (a thousand jobs each, two at once, in any order among themselves: `PLAN_INSERTS` in
- * plan-run.ts), so a job taken by this worker is rarely more than a few statements behind what it read. A few MB.
- */
-export const WINDOW = 10_000;
-
-/** Series read between two yields to the event loop while a plan is read far (a late joiner, a series looked for). */
-const YIELD_EVERY = 5_000;
-
-/**
- * Keeps a series read in the reader's window; once it holds `WINDOW`, the series read longest ago goes. A ring of
- * their ids says which: a Map used as a queue (its oldest found by `keys()` at each insertion) took 23–28 s per
- * million series read here, for the holes its deletions leave at its start; the ring, 1 s.
- */
-function remember(reader: Reader, series: Series): void {
-  reader.window.set(series.id, series);
-  if (!reader.again) return;
-  const oldest = reader.ring[reader.at];
-  // Gone already when its job was done (`done`): deleting it again is nothing.
-  if (oldest !== undefined) reader.window.delete(oldest);
-  reader.ring[reader.at] = series.id;
-  reader.at = (reader.at + 1) % WINDOW;
-}
-
-const yieldToTimers = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */
 /** The ids a pg-boss settle or touch says it touched (an array, or PostgreSQL's text of one); undefined if it does not say. */
 function settledIds(result: unknown): Set<string> | undefined {
   const settled = (result as { settled?: unknown }).settled;
@@ -399,6 +354,7 @@ function settledIds(result: unknown): Set<string> | undefined {
   return undefined;
 }
 
+/** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */
 function affected(result: unknown): number {
   return (result as { affected?: number }).affected ?? 0;
 }

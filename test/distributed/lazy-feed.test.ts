@@ -4,7 +4,7 @@ import pg from 'pg';
 import { expect, it } from 'vitest';
 import { openBoss } from '../../src/distributed/boss.ts';
 import { planRun } from '../../src/distributed/plan-run.ts';
-import { WINDOW } from '../../src/distributed/series-queue.ts';
+import { WINDOW } from '../../src/distributed/plan-window.ts';
 import { RunWorker } from '../../src/distributed/worker.ts';
 import type { Series } from '../../src/pipeline/page.ts';
 import { postgresTarget } from '../../src/postgres/target.ts';
