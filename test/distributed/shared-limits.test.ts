@@ -1,29 +1,21 @@
-import pg from 'pg';
-import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { WorkerExpiredError } from '../../src/errors/worker-expired-error.ts';
 import { expireDeadWorkers, sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { type SharedSlot, sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import type { Clock } from '../../src/schedule/clock.ts';
 import type { Charge } from '../../src/schedule/credit-meter.ts';
 import { createScheduler, virtualClock } from '../../src/schedule/index.ts';
-import { migrate } from '../../src/state/postgres/schema.ts';
 import { clientFor, simulator } from '../helpers.ts';
-import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+import { describePostgres, sql } from '../postgres/pg.ts';
+import { migratedDatabase } from './migrated-database.ts';
 
 const S = 'webdata';
 const charge = (weight = 1): Charge => ({ weight, path: '/searchengine/search', series: 'q' });
 
 describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
-  let db: Awaited<ReturnType<typeof testDatabase>>;
-  const pools: pg.Pool[] = [];
+  const db = migratedDatabase(S);
+  const { pool } = db;
   let runs = 0;
-
-  const pool = (max = 4) => {
-    const opened = new pg.Pool({ connectionString: db.url, max });
-    opened.on('error', () => undefined);
-    pools.push(opened);
-    return opened;
-  };
   /** A run of the test's own, with its limits' row and its workers' rows, as the planning worker writes them. */
   const run = async (limits: { budget?: number | null; intervalMs?: number }, workers: string[] = []) => {
     const id = `run-${++runs}`;
@@ -37,16 +29,6 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
   };
   const workerOf = async (id: string, worker: string) =>
     (await sql(db.url, `SELECT status, credits, reserved FROM ${S}.workers WHERE run_id = $1 AND worker_id = $2`, [id, worker]))[0];
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    const setup = pool(1);
-    await migrate(setup, S, 'test');
-  });
-  afterAll(async () => {
-    await Promise.all(pools.map((p) => p.end()));
-    await db.drop();
-  });
 
   it('hands out slots one interval apart to workers on different connections, and every worker obeys a pause', async () => {
     const id = await run({});

@@ -1,12 +1,11 @@
-import pg from 'pg';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { WorkerExpiredError } from '../../src/errors/worker-expired-error.ts';
 import { expireDeadWorkers, sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import type { Charge } from '../../src/schedule/credit-meter.ts';
 import { virtualClock } from '../../src/schedule/index.ts';
-import { migrate } from '../../src/state/postgres/schema.ts';
-import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+import { describePostgres, sql } from '../postgres/pg.ts';
+import { migratedDatabase } from './migrated-database.ts';
 
 // The run's slots carry the shared meter's business (src/distributed/slot-carrier.ts, `acquireCarrying` in
 // statements.ts): the settles waiting, and a credit reserved ahead for the slot's request. The meter's promises hold
@@ -16,15 +15,9 @@ const S = 'webdata';
 const charge = (weight = 1): Charge => ({ weight, path: '/searchengine/search', series: 'q' });
 
 describePostgres('slots that carry the shared meter', () => {
-  let db: Awaited<ReturnType<typeof testDatabase>>;
-  const pools: pg.Pool[] = [];
+  const db = migratedDatabase(S);
+  const { pool } = db;
   let runs = 0;
-  const pool = (max = 4) => {
-    const opened = new pg.Pool({ connectionString: db.url, max });
-    opened.on('error', () => undefined);
-    pools.push(opened);
-    return opened;
-  };
   const run = async (budget: number, workers: string[]) => {
     const id = `run-${++runs}`;
     await sql(db.url, `INSERT INTO ${S}.run_limits (run_id, budget, interval_ms) VALUES ($1, $2, 0)`, [id, budget]);
@@ -46,15 +39,6 @@ describePostgres('slots that carry the shared meter', () => {
     };
     return { meter, pacer, request };
   };
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    await migrate(pool(1), S, 'test');
-  });
-  afterAll(async () => {
-    await Promise.all(pools.map((p) => p.end()));
-    await db.drop();
-  });
 
   it('never passes the budget, whatever the interleaving of two workers\' slots; settles ride with slots; nothing stays reserved', async () => {
     const id = await run(20, ['w1', 'w2']);
