@@ -96,39 +96,42 @@ export type RunsRead = 'complete' | 'latest';
 /**
  * The outcomes table `o` (quoted, qualified if need be) as every reader reads it, in its columns (`run_id, query,
  * country, lang, complete, reason`, `run_id` compared by its bytes): the rows recorded, and `not_reached` for a series
- * the table knows (a row in any run) in each run recorded after its first that has no row of it. A run's close records
- * only the series it reached (run/record-outcomes.ts), so that a plan of a million series mostly not reached writes
- * what the run did, not a row per series (docs/analytics.md#failed-and-unreached-series).
+ * in each run recorded that has no row of it where its latest row before that run says `not_reached`. A run's close
+ * writes a series not reached only where that is news (sinks/statements.ts), so that a plan of a million series mostly
+ * not reached writes what changed, not a row per series; a series taken out of the plan has no row, and reads as none
+ * (docs/analytics.md#failed-and-unreached-series).
  */
 export function outcomesReadSql(o: string, d: Dialect): string {
   return `
         SELECT ${d.bytes('run_id')} AS run_id, query, country, lang, complete, reason FROM ${o}
         UNION ALL
         SELECT r.run_id, k.query, k.country, k.lang, 0, '${NOT_REACHED}'
-        FROM (SELECT query, country, lang, MIN(${d.bytes('run_id')}) AS first_run FROM ${o} GROUP BY query, country, lang) k
-        JOIN (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}) r ON r.run_id > k.first_run
-        WHERE NOT EXISTS (SELECT 1 FROM ${o} x WHERE x.query = k.query AND x.country = k.country AND x.lang = k.lang AND x.run_id = r.run_id)`;
+        FROM (SELECT DISTINCT query, country, lang FROM ${o}) k CROSS JOIN (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}) r
+        WHERE NOT EXISTS (SELECT 1 FROM ${o} x WHERE x.query = k.query AND x.country = k.country AND x.lang = k.lang AND x.run_id = r.run_id)
+          AND ${latestBefore(o, d, 'k', 'r.run_id')} = '${NOT_REACHED}'`;
+}
+
+/** The reason of the latest row of the series `k` names before the run `run` (compared by bytes): NULL if none. */
+function latestBefore(o: string, d: Dialect, k: string, run: string): string {
+  return `(SELECT x.reason FROM ${o} x WHERE x.query = ${k}.query AND x.country = ${k}.country AND x.lang = ${k}.lang AND ${d.bytes('x.run_id')} < ${run}
+            ORDER BY ${d.bytes('x.run_id')} DESC LIMIT 1)`;
 }
 
 /**
  * `tried`: each series' latest run that did not skip it, by the outcomes as `outcomesReadSql` reads them, without
- * putting every missing row back (a series times the runs since its first): the latest run recorded, unless it skipped
- * the series; only then the runs since the series' first, each but those that skipped it. `known`, `runs_all` and
- * `skips` are its steps.
+ * putting every missing row back: its latest row that is not a skip; but where that is its latest row of all and says
+ * `not_reached`, the latest run recorded (it has not been reached since, or it would have a row).
  */
 function triedSql(o: string, d: Dialect): string {
-  const skipped = (k: string, run: string) =>
-    `EXISTS (SELECT 1 FROM skips s WHERE s.query = ${k}.query AND s.country = ${k}.country AND s.lang = ${k}.lang AND s.run_id = ${run})`;
-  return `known AS (SELECT query, country, lang, MIN(${d.bytes('run_id')}) AS first_run FROM ${o} GROUP BY query, country, lang),
-      runs_all AS (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}),
-      skips AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE reason = '${SKIPPED}'),
+  return `tried_rows AS (
+        SELECT query, country, lang, MAX(CASE WHEN reason <> '${SKIPPED}' THEN ${d.bytes('run_id')} END) AS run_id, MAX(${d.bytes('run_id')}) AS last_row
+        FROM ${o} GROUP BY query, country, lang),
       tried AS (
-        SELECT k.query, k.country, k.lang, l.run_id FROM known k CROSS JOIN (SELECT MAX(run_id) AS run_id FROM runs_all) l WHERE NOT ${skipped('k', 'l.run_id')}
-        UNION ALL
-        SELECT k.query, k.country, k.lang, MAX(r.run_id) FROM known k CROSS JOIN (SELECT MAX(run_id) AS run_id FROM runs_all) l
-          JOIN runs_all r ON r.run_id >= k.first_run
-        WHERE ${skipped('k', 'l.run_id')} AND NOT ${skipped('k', 'r.run_id')}
-        GROUP BY k.query, k.country, k.lang)`;
+        SELECT y.query, y.country, y.lang,
+          CASE WHEN y.run_id = y.last_row AND EXISTS (SELECT 1 FROM ${o} x WHERE x.query = y.query AND x.country = y.country AND x.lang = y.lang
+              AND x.run_id = y.run_id AND x.reason = '${NOT_REACHED}')
+            THEN (SELECT MAX(${d.bytes('run_id')}) FROM ${o}) ELSE y.run_id END AS run_id
+        FROM tried_rows y WHERE y.run_id IS NOT NULL)`;
 }
 
 /**

@@ -50,14 +50,15 @@ export const reportStatements = {
   overlap: (overlap: string) => `SELECT lang, country_a, country_b, jaccard FROM ${overlap} WHERE query = ?`,
   /**
    * How a series ended in each of `runs` runs (`?`: query, country, lang, then the runs), as the views read outcomes
-   * (`outcomesReadSql`): a run recorded since the series' first that has no row of it did not reach it.
+   * (`outcomesReadSql`): a run with no row of it did not reach it where its latest row before says `not_reached`.
    */
   seriesOutcomes: (o: string, d: Dialect, runs: number) =>
     `SELECT r.run_id, COALESCE(x.complete, 0) AS complete, COALESCE(x.reason, '${NOT_REACHED}') AS reason
       FROM (SELECT ? AS query, ? AS country, ? AS lang) s
-      JOIN (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o} WHERE run_id IN (${Array.from({ length: runs }, () => '?').join(', ')})) r
-        ON r.run_id >= (SELECT MIN(${d.bytes('run_id')}) FROM ${o} m WHERE m.query = s.query AND m.country = s.country AND m.lang = s.lang)
+      CROSS JOIN (${Array.from({ length: runs }, () => `SELECT ${d.bytes('CAST(? AS TEXT)')} AS run_id`).join(' UNION ALL ')}) r
       LEFT JOIN ${o} x ON x.query = s.query AND x.country = s.country AND x.lang = s.lang AND x.run_id = r.run_id
+      WHERE x.run_id IS NOT NULL OR (SELECT p.reason FROM ${o} p WHERE p.query = s.query AND p.country = s.country AND p.lang = s.lang
+        AND ${d.bytes('p.run_id')} < r.run_id ORDER BY ${d.bytes('p.run_id')} DESC LIMIT 1) = '${NOT_REACHED}'
       ORDER BY r.run_id`,
   /** A series' best results in a run, by dedupe key (`?`: query, country, lang, the run, how many). */
   bestResults: (t: string, d: Dialect) => `SELECT dedupe_key, MIN(rank) AS rank, MAX(${d.bytes('title')}) AS title, MAX(${d.bytes('url')}) AS url FROM ${t}

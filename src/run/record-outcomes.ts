@@ -6,34 +6,27 @@ import type { SeriesStatus, StateStore } from '../state/interfaces.ts';
 import { forEachSlice } from './plan-slices.ts';
 
 /**
- * Records how each series the run reached ended, as the state store has it now, beside the rows of every sink that
- * keeps outcomes (`Sink.outcomes`): the views read them to tell a series that completed from one that failed, ran out
- * of budget, was stopped or never reached (docs/analytics.md#failed-and-unreached-series). The state store may be
+ * Records how each series of the plan ended in this run, as the state store has it now, beside the rows of every sink
+ * that keeps outcomes (`Sink.outcomes`): the views read them to tell a series that completed from one that failed, ran
+ * out of budget, was stopped or never reached (docs/analytics.md#failed-and-unreached-series). The state store may be
  * another database than the rows, so they are copied there; each invocation of the run records them again, so that
- * what a resume completes replaces what an earlier invocation left.
- *
- * A series the run never reached (the store has no status for it) gets no row: the readers take a run recorded with
- * no row of a series they know as `not_reached` (`outcomesReadSql`), so that a close writes what the run did, not a
- * row per series of the plan. But for the plan's first series, recorded whatever it is, so that a run that reached
- * nothing is recorded all the same (the views count the runs the table records).
+ * what a resume completes replaces what an earlier invocation left. A results table writes what changed: a series not
+ * reached is a row only where its last row said otherwise, so that a plan of a million series mostly not reached is
+ * not a million rows at each close (sinks/statements.ts).
  *
  * Where each series stands is read in a few statements when the run reached at most `held` series (a fleet's run of a
  * large plan under a budget): the reached ones whole, `PAGE` to a statement; else a slice of the plan at a time.
  *
- * `runStop` names why series left under way did not end (`runStopReason`).
+ * `runStop` names why series left under way or never reached did not end (`runStopReason`).
  */
 export async function recordOutcomes(parts: { store: StateStore; plan: SourcePlan; runId: string; sinks: readonly Sink<unknown>[]; runStop: string; held?: number }): Promise<void> {
   const { store, plan, runId, runStop } = parts;
   const keeping = parts.sinks.filter((sink) => sink.outcomes !== undefined);
   if (keeping.length === 0) return;
   const reached = await reachedUpTo(store, runId, parts.held ?? HELD);
-  let first = true;
   await forEachSlice(plan, async (slice) => {
     const statuses = reached ?? new Map((await store.seriesStatuses(runId, slice.map((series) => series.id))).map((s) => [s.seriesId, s]));
-    const ended = slice.map((series, i) => ({ outcome: outcomeOf(series, statuses.get(series.id), runStop), reached: statuses.has(series.id) || (first && i === 0) }));
-    first = false;
-    const outcomes = byRows(ended);
-    if (outcomes.length === 0) return;
+    const outcomes = byRows(slice.map((series) => outcomeOf(series, statuses.get(series.id), runStop)));
     for (const sink of keeping) await sink.outcomes?.(runId, outcomes);
   });
 }
@@ -67,15 +60,14 @@ export function outcomeOf(series: Series, status: SeriesStatus | undefined, runS
 
 /**
  * One outcome per (query, country, lang), the key the rows carry: series of two sources alike in all three (another
- * endpoint) are one there, complete only if each of them is. Only the keys with a series the run reached.
+ * endpoint) are one there, complete only if each of them is.
  */
-function byRows(ended: readonly { outcome: SeriesOutcome; reached: boolean }[]): SeriesOutcome[] {
-  const byKey = new Map<string, { outcome: SeriesOutcome; reached: boolean }>();
-  for (const { outcome, reached } of ended) {
+function byRows(outcomes: readonly SeriesOutcome[]): SeriesOutcome[] {
+  const byKey = new Map<string, SeriesOutcome>();
+  for (const outcome of outcomes) {
     const key = JSON.stringify([outcome.query, outcome.country, outcome.lang]);
     const before = byKey.get(key);
-    const kept = before === undefined || (before.outcome.complete && !outcome.complete) ? outcome : before.outcome;
-    byKey.set(key, { outcome: kept, reached: reached || (before?.reached ?? false) });
+    if (before === undefined || (before.complete && !outcome.complete)) byKey.set(key, outcome);
   }
-  return [...byKey.values()].filter((entry) => entry.reached).map((entry) => entry.outcome);
+  return [...byKey.values()];
 }

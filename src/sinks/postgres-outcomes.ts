@@ -22,21 +22,35 @@ export async function preparePostgresOutcomes(client: PoolClient, schema: string
 /** Writes, and takes back, the outcomes of a PostgreSQL results table's runs. */
 export function postgresOutcomes(pool: Pool, schema: string, table: string) {
   const sql = postgresOutcomeStatements(schema, table);
+  // The first outcome this process records of a run is written whatever it is: the run is in the table from then on.
+  let recorded: string | undefined;
   return {
-    /** One statement for the slice: one array per column. */
+    /**
+     * One statement for the slice: one array per column. Each series' row where the run reached it, and a
+     * `not_reached` one only where that is news (docs/analytics.md#failed-and-unreached-series).
+     */
     record: async (runId: string, outcomes: readonly SeriesOutcome[]) => {
       if (outcomes.length === 0) return;
+      const force = recorded !== runId;
       await pool.query(sql.record, [
-        runId,
-        outcomes.map((o) => o.query),
-        outcomes.map((o) => o.country),
-        outcomes.map((o) => o.lang),
-        outcomes.map((o) => (o.complete ? 1 : 0)),
-        outcomes.map((o) => o.reason),
-      ].map(storable));
+        ...[
+          runId,
+          outcomes.map((o) => o.query),
+          outcomes.map((o) => o.country),
+          outcomes.map((o) => o.lang),
+          outcomes.map((o) => (o.complete ? 1 : 0)),
+          outcomes.map((o) => o.reason),
+        ].map(storable),
+        force,
+      ]);
+      recorded = runId;
     },
     /** In the caller's transaction, with the run's rows. */
     discard: async (client: PoolClient, runId: string) => void (await client.query(sql.discard, [runId])),
-    keepOnly: async (client: PoolClient, runId: string) => void (await client.query(sql.keepOnly, [runId])),
+    /** The run's rows alone stay (a `replace` table's run finished), a series not reached since before still said so. */
+    async keepOnly(client: PoolClient, runId: string) {
+      await client.query(sql.carry, [runId]);
+      await client.query(sql.keepOnly, [runId]);
+    },
   };
 }

@@ -21,21 +21,33 @@ export function prepareSqliteOutcomes(db: Database.Database, table: string, open
 
 /** Writes, and takes back, the outcomes of a SQLite results table's runs. */
 export interface SqliteOutcomes {
-  /** A slice of the plan's outcomes, in one transaction. */
+  /**
+   * A slice of the plan's outcomes, in one transaction: each series' row where the run reached it, and a `not_reached`
+   * one only where that is news (docs/analytics.md#failed-and-unreached-series).
+   */
   record(runId: string, outcomes: readonly SeriesOutcome[]): void;
   discard(runId: string): void;
+  /** The run's rows alone stay (a `replace` table's run finished), a series not reached since before still said so. */
   keepOnly(runId: string): void;
 }
 
 export function sqliteOutcomes(db: Database.Database, table: string): SqliteOutcomes {
   const sql = sqliteOutcomeStatements(table);
   const record = db.prepare(sql.record);
+  // The first outcome this process records of a run is written whatever it is: the run is in the table from then on.
+  let recording: string | undefined;
   const recordAll = db.transaction((runId: string, outcomes: readonly SeriesOutcome[]) => {
-    for (const o of outcomes) record.run(runId, o.query, o.country, o.lang, o.complete ? 1 : 0, o.reason);
+    for (const o of outcomes) {
+      record.run({ run: runId, query: o.query, country: o.country, lang: o.lang, complete: o.complete ? 1 : 0, reason: o.reason, force: recording === runId ? 0 : 1 });
+      recording = runId;
+    }
   });
   return {
     record: (runId, outcomes) => void recordAll(runId, outcomes),
     discard: (runId: string) => void db.prepare(sql.discard).run(runId),
-    keepOnly: (runId: string) => void db.prepare(sql.keepOnly).run(runId),
+    keepOnly(runId: string) {
+      db.prepare(sql.carry).run(runId);
+      db.prepare(sql.keepOnly).run(runId);
+    },
   };
 }

@@ -2,7 +2,7 @@ import type { RowInsert } from '../commits/page-writes.ts';
 import { quoteIdentifier as q } from '../sql-identifier.ts';
 import { sqlType, UPSERT_KEY } from './columns.ts';
 import { postgresColumnType } from './postgres-columns.ts';
-import { OUTCOME_COLUMNS, outcomesTable } from './series-outcomes.ts';
+import { NOT_REACHED, OUTCOME_COLUMNS, outcomesTable } from './series-outcomes.ts';
 import { TRACKED_COLUMNS, trackedTable } from './series-tracked.ts';
 
 /*
@@ -147,9 +147,19 @@ export function sqliteOutcomeStatements(table: string) {
       complete INTEGER NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (query, country, lang, run_id))`,
     /** Every run the table holds but the one opening now (which records its own), as complete (`?`: the reason, the run). */
     backfill: `INSERT OR IGNORE INTO ${o} (${COLUMNS}) SELECT DISTINCT run_id, query, country, lang, 1, ? FROM ${t} WHERE run_id IS NOT NULL AND run_id <> ?`,
-    /** One series' outcome in a run, recorded again by each invocation of it (`keepComplete`). */
-    record: `INSERT INTO ${o} (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (query, country, lang, run_id) DO UPDATE SET ${keepComplete('MAX')}`,
+    /**
+     * One series' outcome in a run, recorded again by each invocation of it (`keepComplete`); a `not_reached` one only
+     * where it is news: `@force` (1), or the series has a latest row before the run and it says otherwise (a series
+     * no run has reached has none: docs/analytics.md#failed-and-unreached-series).
+     */
+    record: `INSERT INTO ${o} (${COLUMNS}) SELECT @run, @query, @country, @lang, @complete, @reason
+      WHERE @force OR @reason <> '${NOT_REACHED}' OR (SELECT x.reason FROM ${o} x
+        WHERE x.query = @query AND x.country = @country AND x.lang = @lang AND x.run_id < @run ORDER BY x.run_id DESC LIMIT 1) <> '${NOT_REACHED}'
+      ON CONFLICT (query, country, lang, run_id) DO UPDATE SET ${keepComplete('MAX')}`,
     discard: `DELETE FROM ${o} WHERE run_id = ?`,
+    /** Before `keepOnly`: the series whose latest row says not reached keep saying it in the run that stays (`?`). */
+    carry: `INSERT OR IGNORE INTO ${o} (${COLUMNS}) SELECT ?, x.query, x.country, x.lang, 0, '${NOT_REACHED}' FROM ${o} x
+      WHERE x.reason = '${NOT_REACHED}' AND NOT EXISTS (SELECT 1 FROM ${o} y WHERE y.query = x.query AND y.country = x.country AND y.lang = x.lang AND y.run_id > x.run_id)`,
     keepOnly: `DELETE FROM ${o} WHERE run_id <> ?`,
   };
 }
@@ -169,10 +179,24 @@ export function postgresOutcomeStatements(schema: string, table: string) {
       `CREATE UNIQUE INDEX IF NOT EXISTS ${q(`${name}_key`)} ON ${o} (${target})`,
     ],
     backfill: `INSERT INTO ${o} (${COLUMNS}) SELECT DISTINCT run_id, query, country, lang, 1, $1 FROM ${t} WHERE run_id IS NOT NULL AND run_id <> $2 ON CONFLICT DO NOTHING`,
-    /** A slice of the plan's outcomes, one array per column (`$1`: the run). */
-    record: `INSERT INTO ${o} AS recorded (${COLUMNS}) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[])
+    /**
+     * A slice of the plan's outcomes, one array per column (`$1`: the run); a `not_reached` one only where it is news
+     * (`$7` and the slice's first, or the series has a latest row before the run and it says otherwise). Run ids compare
+     * by their bytes, as the views compare them.
+     */
+    record: `INSERT INTO ${o} AS recorded (${COLUMNS})
+      SELECT $1, n.query, n.country, n.lang, n.complete, n.reason
+      FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[]) WITH ORDINALITY AS n(query, country, lang, complete, reason, i)
+      WHERE ($7::boolean AND n.i = 1) OR n.reason <> '${NOT_REACHED}' OR (SELECT x.reason FROM ${o} x
+        WHERE md5(x.query) = md5(n.query) AND x.query = n.query AND x.country = n.country AND x.lang = n.lang AND x.run_id COLLATE "C" < $1 COLLATE "C"
+        ORDER BY x.run_id COLLATE "C" DESC LIMIT 1) <> '${NOT_REACHED}'
       ON CONFLICT (${target}) DO UPDATE SET ${keepComplete('GREATEST', 'recorded.')}`,
     discard: `DELETE FROM ${o} WHERE run_id = $1`,
+    /** Before `keepOnly`: the series whose latest row says not reached keep saying it in the run that stays (`$1`). */
+    carry: `INSERT INTO ${o} (${COLUMNS}) SELECT $1, x.query, x.country, x.lang, 0, '${NOT_REACHED}' FROM ${o} x
+      WHERE x.reason = '${NOT_REACHED}' AND NOT EXISTS (SELECT 1 FROM ${o} y
+        WHERE md5(y.query) = md5(x.query) AND y.query = x.query AND y.country = x.country AND y.lang = x.lang AND y.run_id COLLATE "C" > x.run_id COLLATE "C")
+      ON CONFLICT DO NOTHING`,
     keepOnly: `DELETE FROM ${o} WHERE run_id <> $1`,
   };
 }

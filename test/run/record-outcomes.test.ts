@@ -1,5 +1,5 @@
-// The run's close records the outcomes of the series it reached (run/record-outcomes.ts), reading where they stand
-// either whole (a run that reached few of its series) or a slice of the plan at a time: both record the same.
+// The run's close hands the sinks every series' outcome (run/record-outcomes.ts), reading where they stand either
+// whole (a run that reached few of its series) or a slice of the plan at a time: both hand over the same.
 import Database from 'better-sqlite3';
 import { expect, it } from 'vitest';
 import type { Series } from '../../src/pipeline/page.ts';
@@ -12,7 +12,7 @@ import { sqliteStateStore } from '../../src/state/sqlite/store.ts';
 const SERIES: Series[] = Array.from({ length: 1_200 }, (_, i) => ({ id: `search|q${i}|us|`, endpoint: 'search', query: `q${i}`, country: 'us', lang: '' }));
 const plan: SourcePlan = { endpoint: 'search', seriesCount: SERIES.length, maxPages: 1, fingerprint: {}, series: () => SERIES };
 
-it('records the series the run reached and the plan first, the same whether it reads their statuses whole or by slices', async () => {
+it('hands over every series of the plan, the reached ones as they ended, the same whether it reads their statuses whole or by slices', async () => {
   const db = new Database(':memory:');
   const store = sqliteStateStore(db, { commitThread: false });
   try {
@@ -32,8 +32,10 @@ it('records the series the run reached and the plan first, the same whether it r
       return written;
     };
     const whole = await recorded();
-    expect(whole.flat().map((o) => o.query)).toEqual(['q0', ...SERIES.filter((_, i) => i % 100 === 7).map((s) => s.query)]);
+    expect(whole.map((slice) => slice.length)).toEqual([500, 500, 200]);
+    expect(whole.flat().map((o) => o.query)).toEqual(SERIES.map((s) => s.query));
     expect(whole.flat()[0]).toEqual({ query: 'q0', country: 'us', lang: '', complete: false, reason: 'not_reached' });
+    expect(whole.flat().filter((o) => o.reason !== 'not_reached').map((o) => o.query)).toEqual(SERIES.filter((_, i) => i % 100 === 7).map((s) => s.query));
     expect(whole.flat().filter((o) => o.complete).map((o) => o.reason)).toEqual(['short', 'max_pages', 'short', 'max_pages', 'short', 'max_pages']);
     // Read a slice of the plan at a time (more reached than it holds), or a few at a time: the same, written alike.
     expect(await recorded(0)).toEqual(whole);

@@ -16,7 +16,7 @@ describe('outcomes and tracked ranks in SQLite: a record the table already holds
     const o = sqliteOutcomeStatements('results');
     db.exec(o.create);
     const record = db.prepare(o.record);
-    const write = (query: string, complete: number, reason: string) => record.run('run-1', query, 'us', 'en', complete, reason).changes;
+    const write = (query: string, complete: number, reason: string, run = 'run-1', force = 0) => record.run({ run, query, country: 'us', lang: 'en', complete, reason, force }).changes;
     expect(write('a', 1, 'exhausted') + write('b', 0, 'budget')).toBe(2);
     // A second worker's close, as the first left them.
     expect(write('a', 1, 'exhausted') + write('b', 0, 'budget')).toBe(0);
@@ -26,6 +26,12 @@ describe('outcomes and tracked ranks in SQLite: a record the table already holds
       { query: 'a', complete: 1, reason: 'exhausted' },
       { query: 'b', complete: 1, reason: 'max_pages' },
     ]);
+    // Not reached: written where it is news (its latest row says otherwise), not again, not for a series no run reached.
+    expect(write('a', 0, 'not_reached', 'run-2')).toBe(1);
+    expect(write('a', 0, 'not_reached', 'run-3')).toBe(0);
+    expect(write('n', 0, 'not_reached', 'run-3')).toBe(0);
+    // …but for the first a process records of a run, whatever it is: the run is in the table.
+    expect(write('n', 0, 'not_reached', 'run-4', 1)).toBe(1);
     const k = sqliteTrackedStatements('results');
     db.exec(k.create);
     const track = db.prepare(k.record);
@@ -46,8 +52,9 @@ describePostgres('outcomes and tracked ranks in PostgreSQL: a record the table a
       const o = postgresOutcomeStatements('public', 'results');
       for (const text of o.create) await pool.query(text);
       const write = async (rows: [string, number, string][]) =>
-        (await pool.query(o.record, ['run-1', rows.map((r) => r[0]), rows.map(() => 'us'), rows.map(() => 'en'), rows.map((r) => r[1]), rows.map((r) => r[2])])).rowCount;
-      expect(await write([['a', 1, 'exhausted'], ['b', 0, 'budget'], ['c', 0, 'not_reached']])).toBe(3);
+        (await pool.query(o.record, ['run-1', rows.map((r) => r[0]), rows.map(() => 'us'), rows.map(() => 'en'), rows.map((r) => r[1]), rows.map((r) => r[2]), false])).rowCount;
+      // `c`, not reached and in no run before: no news, no row.
+      expect(await write([['a', 1, 'exhausted'], ['b', 0, 'budget'], ['c', 0, 'not_reached']])).toBe(2);
       expect(await write([['a', 1, 'exhausted'], ['b', 0, 'budget'], ['c', 0, 'not_reached']])).toBe(0);
       expect(await write([['a', 0, 'interrupted'], ['b', 1, 'max_pages'], ['c', 0, 'budget']])).toBe(2);
       const { rows } = await pool.query('SELECT query, complete, reason FROM results_outcomes ORDER BY query');
