@@ -158,6 +158,8 @@ try {
   const pages = results.reduce((sum, r) => sum + (r.summary?.worker?.pages ?? 0), 0);
   const stats = simulator.stats();
   const s = (ms: number) => Math.round(ms / 100) / 10;
+  const whole = per(spawned, end, Math.max(1, pages));
+  const outcomes = Object.entries(whole.rowWritesByTable).find(([t]) => t.endsWith('_outcomes'))?.[1] ?? 0;
   console.log(JSON.stringify({
     series: queryCount * COUNTRIES.length,
     workers,
@@ -175,7 +177,14 @@ try {
     paging: per(first, paged, Math.max(1, pagedPages - firstPages)),
     close: per(paged, end, Math.max(1, pages)),
     // The whole run, spawn to exit (planning included: its inserts are the plan's, a row per series planned).
-    whole: per(spawned, end, Math.max(1, pages)),
+    whole,
+    // Issue 43's row writes a page, the whole run's split by whose they are: the plan's job rows (a row a series
+    // planned), the close's outcome rows (a row a series of the plan), and the rest, the pages' own.
+    rowWritesAccount: {
+      plan: whole.jobRowsPerPage.inserted,
+      closeOutcomes: outcomes,
+      pagesOwn: Math.round((whole.rowWritesPerPage - whole.jobRowsPerPage.inserted - outcomes) * 1000) / 1000,
+    },
     closeMs: phases.map((p) => Math.round((p.leaving ?? Number.NaN) - (p.closing ?? Number.NaN))),
   }, null, process.env.BENCH_PRETTY ? 1 : undefined));
 } finally {
