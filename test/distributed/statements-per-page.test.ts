@@ -74,14 +74,15 @@ describePostgres('the database\'s cost per page of a distributed run', () => {
       // row a series planned, 200 for 150 pages here) and the close's outcome rows (a row a series of the plan) are the
       // plan's, not the page's, and counted apart. Measured: 10 items, pg-boss's job 2.16 (fetched, completed, and the
       // jobs handed back at the budget's stop: a delete and an insert each), the worker's row 2.1 (its slot's
-      // reservation and settles, the page's count), the run's row 1.1, the series, its spend, the journal's number and
-      // the sink's checkpoint 1 each: 19.6. Bounds with room for the beats and lone settles a loaded machine adds.
+      // reservation and settles, the page's count), the run's row 1.0–1.1, the series, its spend, the journal's number
+      // and the sink's checkpoint 1 each, the run's start 0.2: 19.5 (19.6 before the slots' settles stopped going
+      // alone). Bounds with room for the beats a loaded machine adds.
       const byTable = Object.entries(after.everyTable).map(([table, n]) => [table, (n - (before.everyTable[table] ?? 0)) / pages] as const);
       const of = (suffix: string) => byTable.filter(([table]) => table.endsWith(suffix)).reduce((sum, [, n]) => sum + n, 0);
       const plan = SERIES / pages;
       const jobs = of('.job_common') - plan;
       const pageWrites = byTable.reduce((sum, [, n]) => sum + n, 0) - plan - of('.results_outcomes');
-      expect({ items: of('public.results'), jobs: jobs <= 2.3, pageWrites: pageWrites <= 21 }, JSON.stringify(Object.fromEntries(byTable.filter(([, n]) => n > 0)))).toEqual({ items: 10, jobs: true, pageWrites: true });
+      expect({ items: of('public.results'), jobs: jobs <= 2.3, pageWrites: pageWrites <= 20.5 }, JSON.stringify(Object.fromEntries(byTable.filter(([, n]) => n > 0)))).toEqual({ items: 10, jobs: true, pageWrites: true });
     } finally {
       await db.drop();
     }
