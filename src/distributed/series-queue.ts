@@ -27,6 +27,14 @@ const POLL_MS = 250;
  */
 const FETCHED_AT_ONCE = 2;
 
+/**
+ * A job fetched less than this long ago is not touched by a beat (`touch`): its fetch set its heartbeat, and it is
+ * touched by the next beat if it is still held (a beat is 3 s, `BEAT_MS` in worker.ts), its heartbeat then at most
+ * this plus a beat old, well inside pg-boss's 10 s (`JOB_HEARTBEAT_SECONDS`). Most series of one page or a few are
+ * fetched and completed between two beats: their jobs are never touched (docs/distributed.md#sizing-a-fleet-and-its-database).
+ */
+export const FRESH_MS = 1_500;
+
 /** The channel on which a series that ended near the run's end is told (`SeriesQueue.finish`): short and safe. */
 export function seriesEndedChannel(schema: string, runId: string): string {
   return `webdata_ended_${createHash('sha256').update(`${schema}\n${runId}`).digest('hex').slice(0, 24)}`;
@@ -49,6 +57,8 @@ export interface SeriesQueueOptions {
   stopped: () => boolean;
   /** Aborts a wait for the queue. */
   signal: AbortSignal;
+  /** The local monotonic clock, ms (a test's own: `touch` skips jobs fetched within `FRESH_MS`). */
+  now?: () => number;
   /** The database's label, without its password, for errors. */
   where: string;
 }
@@ -62,6 +72,9 @@ export class SeriesQueue {
   readonly #options: SeriesQueueOptions;
   readonly #sql: ReturnType<typeof queueStatements>;
   readonly #held = new Map<string, JobAttempt>();
+  // When each held job was fetched, by the local monotonic clock (`touch` leaves the fresh ones).
+  readonly #fetchedAt = new WeakMap<JobAttempt, number>();
+  readonly #now: () => number;
   readonly #lapsed = new Set<string>();
   // The sources' plans as this worker reads them, one reader per feed (a combined source has one feed per source), each
   // with a window of the series it read last (`Reader`). Read lazily, as far as the jobs fetched need (`#ownerOf`): a
@@ -80,6 +93,7 @@ export class SeriesQueue {
   constructor(options: SeriesQueueOptions) {
     this.#options = options;
     this.#sql = queueStatements(options.s);
+    this.#now = options.now ?? (() => performance.now());
     this.#channel = seriesEndedChannel(options.schema, options.runId);
   }
 
@@ -159,11 +173,13 @@ export class SeriesQueue {
 
   /**
    * Tells pg-boss this worker is alive, job by job: a job whose attempt lapsed (this worker was frozen or cut off
-   * past its heartbeat, and the series went to another) is let go, and its series is `lapsed` from then on.
+   * past its heartbeat, and the series went to another) is let go, and its series is `lapsed` from then on. A job
+   * fetched within `FRESH_MS` is left as its fetch left it: it cannot have lapsed, and a touch is a row written.
    */
   async touch(): Promise<void> {
     const { boss, queue } = this.#options;
-    const held = [...this.#held];
+    const now = this.#now();
+    const held = [...this.#held].filter(([, job]) => now - (this.#fetchedAt.get(job) ?? Number.NEGATIVE_INFINITY) >= FRESH_MS);
     if (held.length === 0) return;
     // Every job in one statement (it answers the ids it touched), not one a job: a worker holds as many jobs as its
     // feed reads ahead, and beats every few seconds (docs/distributed.md#sizing-a-fleet-and-its-database).
@@ -205,6 +221,8 @@ export class SeriesQueue {
       if (this.#options.stopped()) return { done: true, value: undefined };
       this.#woken = false;
       // A few jobs a statement (FETCHED_AT_ONCE): the next series asked for is then one of them, at no round trip.
+      // Taken before the statement is sent: the jobs' heartbeats are no older than this.
+      const fetchedAt = this.#now();
       const jobs = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: FETCHED_AT_ONCE }));
       this.#starved = jobs.length === 0;
       if (jobs.length > 0) {
@@ -218,7 +236,9 @@ export class SeriesQueue {
             await this.#again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
             continue;
           }
-          this.#held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
+          const attempt = { id: job.id, retryCount: job.retryCount };
+          this.#held.set(owner.series.id, attempt);
+          this.#fetchedAt.set(attempt, fetchedAt);
           owner.feed.push(owner.series);
         }
         continue;

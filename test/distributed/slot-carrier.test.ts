@@ -1,7 +1,9 @@
-import { expect, it } from 'vitest';
+import type pg from 'pg';
+import { expect, it, vi } from 'vitest';
 import { WorkerExpiredError } from '../../src/errors/worker-expired-error.ts';
 import { expireDeadWorkers, sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { sharedPacer } from '../../src/distributed/shared-pacer.ts';
+import { CARRY_WAIT_MS } from '../../src/distributed/slot-carrier.ts';
 import type { Charge } from '../../src/schedule/credit-meter.ts';
 import { virtualClock } from '../../src/schedule/index.ts';
 import { describePostgres, sql } from '../postgres/pg.ts';
@@ -26,9 +28,10 @@ describePostgres('slots that carry the shared meter', () => {
   };
   const limitsOf = async (id: string) => (await sql(db.url, `SELECT spent, uncertain, reserved FROM ${S}.run_limits WHERE run_id = $1`, [id]))[0];
   const workersOf = async (id: string) => sql(db.url, `SELECT worker_id, status, credits, reserved FROM ${S}.workers WHERE run_id = $1 ORDER BY worker_id`, [id]);
-  /** A worker's meter and the pacer of the run's row carrying it, as RunWorker wires them. */
+  /** A worker's meter and the pacer of the run's row carrying it, as RunWorker wires them; `sent` counts its statements by their first words. */
   const worker = async (id: string, workerId: string) => {
-    const p = pool(8);
+    const sent = new Map<string, number>();
+    const p = counting(pool(8), sent);
     const meter = sharedMeter(p, S, id, workerId);
     await meter.refresh();
     const pacer = sharedPacer(p, S, id, { leads: () => false, carry: { carrier: meter.carrier, workerId } })(Number.POSITIVE_INFINITY, virtualClock(0));
@@ -37,7 +40,7 @@ describePostgres('slots that carry the shared meter', () => {
       await pacer.acquire();
       return meter.reserve(1);
     };
-    return { meter, pacer, request };
+    return { meter, pacer, request, sent };
   };
 
   it('never passes the budget, whatever the interleaving of two workers\' slots; settles ride with slots; nothing stays reserved', async () => {
@@ -72,6 +75,44 @@ describePostgres('slots that carry the shared meter', () => {
     expect((await workersOf(id)).map((w) => w.reserved)).toEqual([0, 0]);
   });
 
+  it('a settle waits its own CARRY_WAIT_MS for a slot to carry it, not what was left of an earlier settle\'s wait', async () => {
+    // The meter's timers only, in the test's hands (its waits for a slot, and for credits reserved ahead to go unused).
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const id = await run(20, ['w1']);
+      const one = await worker(id, 'w1');
+      const alone = () => one.sent.get('WITH mine AS') ?? 0;
+      /** Until the statements the meter's timers started are sent (bounded). */
+      const sentSoon = async (n: number) => {
+        for (let i = 0; i < 200 && alone() < n; i++) await new Promise((resolve) => setImmediate(resolve));
+      };
+      for (let i = 0; i < 2; i++) expect(await one.request()).toBe(true);
+      // A settle, carried by the next slot.
+      one.meter.commit(charge());
+      await one.pacer.acquire();
+      expect(await limitsOf(id)).toMatchObject({ spent: 1 });
+      // Another, most of a wait later; the first one's wait ends meanwhile. Before, its timer (left running) then wrote
+      // the second settle alone, in a statement of the meter's own; now the second waits its own CARRY_WAIT_MS.
+      await vi.advanceTimersByTimeAsync(CARRY_WAIT_MS - 50);
+      one.meter.commit(charge());
+      await vi.advanceTimersByTimeAsync(100);
+      await sentSoon(1);
+      expect(alone()).toBe(0);
+      await one.pacer.acquire();
+      expect(await limitsOf(id)).toMatchObject({ spent: 2 });
+      // Unless no slot comes within its wait: then it goes alone, as before.
+      expect(await one.request()).toBe(true);
+      one.meter.commit(charge());
+      await vi.advanceTimersByTimeAsync(CARRY_WAIT_MS);
+      await sentSoon(1);
+      expect(alone()).toBe(1);
+      await one.meter.flush();
+      expect(await limitsOf(id)).toEqual({ spent: 3, uncertain: 0, reserved: 0 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('a worker presumed dead: what it held is counted as uncertain spend once; its carried settles move nothing and it reserves nothing more', async () => {
     const id = await run(20, ['w1', 'w2']);
     const dying = await worker(id, 'w1');
@@ -98,3 +139,22 @@ describePostgres('slots that carry the shared meter', () => {
     expect((await workersOf(id)).map((w) => [w.status, w.reserved, w.credits])).toEqual([['dead', 0, 3], ['working', 0, 1]]);
   });
 });
+
+/** The pool, counting the statements sent through its `query` by their first three words (the settle's: "WITH mine AS"). */
+function counting(pool: pg.Pool, sent: Map<string, number>): pg.Pool {
+  return new Proxy(pool, {
+    get(target, property) {
+      if (property === 'query') {
+        return (text: unknown, ...rest: unknown[]) => {
+          if (typeof text === 'string') {
+            const words = text.trim().split(/\s+/).slice(0, 3).join(' ');
+            sent.set(words, (sent.get(words) ?? 0) + 1);
+          }
+          return (target.query as (...args: unknown[]) => unknown)(text, ...rest);
+        };
+      }
+      const value: unknown = Reflect.get(target, property);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
