@@ -142,6 +142,8 @@ export interface SharedSlot {
   reported: { accepted: number; rejected: number };
   /** When the latest rejected request any worker reported was sent, on this worker's clock (null: none yet). */
   rejectedSentAt: number | null;
+  /** When the followers' latest accepted requests were sent, on this worker's clock, newest last, and how many ever were. */
+  acceptedSent: { count: number; sentAt: number[] };
   /** The pool's key whose row gave the slot; undefined: the run's row (one key). */
   key?: string;
 }
@@ -284,6 +286,7 @@ class SharedPacer implements Pacer {
       outcomes: { accepted: Number(row.accepted), rejected: Number(row.rejected) },
       reported: { ...this.#shared.reported },
       rejectedSentAt: row.rejected_sent_epoch_ms === null || offset === undefined ? null : Number(row.rejected_sent_epoch_ms) - offset,
+      acceptedSent: { count: Number(row.accepted_sent_count ?? 0), sentAt: offset === undefined ? [] : (row.accepted_sent ?? []).map((at) => Number(at) - offset) },
       ...(this.#shared.key === undefined ? {} : { key: this.#shared.key }),
     };
     // The slot by both clocks: how far the database's is from this worker's (one round trip's error at most).
@@ -307,8 +310,10 @@ class SharedPacer implements Pacer {
     const rejected = report.filter((answer) => !answer.accepted);
     const rejectedAt = rejected.map((answer) => (offset === undefined ? null : answer.sentAt + offset));
     const rejectedPaced = rejected.map((answer) => answer.pacedMs ?? null);
-    const accepted = report.length - rejected.length;
-    return { report, accepted, values: [this.#shared.runId, accepted, rejectedAt, rejectedPaced, ...this.#label()] };
+    // A follower's accepted answers go with when they were sent, for the leader's learning (it heard its own as they came).
+    const leads = this.#shared.leads();
+    const acceptedAt = report.filter((answer) => answer.accepted).map((answer) => (leads || offset === undefined ? null : answer.sentAt + offset));
+    return { report, accepted: acceptedAt.length, values: [this.#shared.runId, acceptedAt, rejectedAt, rejectedPaced, ...this.#label()] };
   }
 
   /**

@@ -17,6 +17,9 @@ export interface SlotRow {
   accepted: string;
   rejected: string;
   rejected_sent_epoch_ms: number | null;
+  /** When the followers' latest accepted answers were sent (epoch ms, the database's clock), newest last, and how many ever. */
+  accepted_sent: number[] | null;
+  accepted_sent_count: string;
   /** How many of the 429s this statement carried it counted (those a cut did not answer already). */
   counted_rejected: number;
   /** A key's row: retired for the run (a 401), and for endpoints (path: why). */

@@ -167,9 +167,23 @@ function countedRejected(what: string): string {
   return `(SELECT ${what} FROM unnest($3::float8[], $4::float8[]) AS r(at, paced) WHERE r.paced IS NULL OR r.paced >= interval_ms - 0.001)`;
 }
 
+/**
+ * How many of the followers' latest accepted send times a row keeps: more than the leader's slots let pass between two
+ * (a slot every few hundred ms at a shared tens a second), few enough to answer with every slot.
+ */
+export const ACCEPTED_SENT_KEPT = 32;
+
+/**
+ * The answers a statement carries, accepted: $2, when each was sent (epoch ms by the database's clock; null: not told,
+ * the leader's own, which it heard as they came, or a worker's before its first slot). Counted all; the times kept.
+ */
+const ACCEPTED_SET = `accepted = accepted + cardinality($2::float8[]),
+                     accepted_sent = (accepted_sent || array_remove($2::float8[], NULL))[greatest(1, cardinality(accepted_sent) + cardinality(array_remove($2::float8[], NULL)) - ${ACCEPTED_SENT_KEPT - 1}):],
+                     accepted_sent_count = accepted_sent_count + cardinality(array_remove($2::float8[], NULL))`;
+
 /** What a slot's statement sets on its row: the next slot, and the answers it carries ($2 accepted, $3 and $4 the 429s). */
 const SLOT_SET = `next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
-                     accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
+                     ${ACCEPTED_SET}, rejected = rejected + ${countedRejected('count(*)')},
                      rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))`;
 
 /** What a slot's statement answers: the slot, the run's stop, a key's retirements, the run's answers. */
@@ -178,7 +192,8 @@ function slotReturning(stop: string, retired: string): string {
                      extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
                      extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
                      ${stop}, ${retired}, accepted, rejected,
-                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms, ${countedRejected('count(*)')}::int AS counted_rejected`;
+                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms, ${countedRejected('count(*)')}::int AS counted_rejected,
+                     accepted_sent, accepted_sent_count`;
 }
 
 /**
@@ -256,7 +271,7 @@ export function pacerStatements(s: string, keyed = false) {
     // parameters): sent at a 429's pause, so that the leader, renewed by the pause's notification, hears the 429 at
     // once rather than with this worker's next slot after the pause (a cut half a second late at the run's start).
     report: `UPDATE ${table}
-                SET accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
+                SET ${ACCEPTED_SET}, rejected = rejected + ${countedRejected('count(*)')},
                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))
               WHERE ${row('$5')}
           RETURNING ${countedRejected('count(*)')}::int AS counted_rejected`,

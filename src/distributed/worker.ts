@@ -59,7 +59,7 @@ export class RunWorker {
   #scheduler: Scheduler | undefined;
   // The answers of the other workers, as the leader last saw the run's totals (its own were heard as they came), by
   // the key of a pool whose row the slot came from ('' : the run's row, one key).
-  readonly #others = new Map<string, { accepted: number; rejected: number }>();
+  readonly #others = new Map<string, { accepted: number; rejected: number; sent: number }>();
   // When the jobs were last known to be this worker's (a successful touch), by the local monotonic clock.
   #touchedAt = 0;
   #beating: Promise<void> | undefined;
@@ -192,12 +192,15 @@ export class RunWorker {
 
   /** The leader hears the other workers' answers, as the run's totals in the slot say them, for its learning. */
   #hear(slot: SharedSlot): void {
-    const now = { accepted: slot.outcomes.accepted - slot.reported.accepted, rejected: slot.outcomes.rejected - slot.reported.rejected };
+    const now = { accepted: slot.outcomes.accepted - slot.reported.accepted, rejected: slot.outcomes.rejected - slot.reported.rejected, sent: slot.acceptedSent.count };
     const others = this.#others.get(slot.key ?? '');
     if (this.#session.leader && others && this.#scheduler) {
       const accepted = Math.max(0, now.accepted - others.accepted);
       const rejected = Math.max(0, now.rejected - others.rejected);
-      this.#scheduler.heard({ accepted, rejected, ...(slot.rejectedSentAt === null ? {} : { rejectedSentAt: slot.rejectedSentAt }) }, slot.key);
+      // The send times the followers added since the last slot (the row keeps the latest few).
+      const added = Math.min(Math.max(0, now.sent - others.sent), accepted, slot.acceptedSent.sentAt.length);
+      const acceptedSentAt = added > 0 ? slot.acceptedSent.sentAt.slice(-added) : [];
+      this.#scheduler.heard({ accepted, rejected, acceptedSentAt, ...(slot.rejectedSentAt === null ? {} : { rejectedSentAt: slot.rejectedSentAt }) }, slot.key);
     }
     this.#others.set(slot.key ?? '', now);
   }

@@ -9,7 +9,7 @@ import { type ResolvedSchedulerOptions, resolveSchedulerOptions, type SchedulerO
 import { nextStep, type Step } from './outcome-policy.ts';
 import { type KeyLane, KeyPool, type Retirement } from './key-pool.ts';
 import { allowanceStop, createStops, type Stops } from './stops.ts';
-import type { Answered, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
+import type { Answered, HeardOutcomes, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
 export type { Answered, KeyStats, Outcome, Scheduler, SchedulerEvent, SchedulerStats, StopInfo, Work } from './types.ts';
 
@@ -129,7 +129,7 @@ class RequestScheduler implements Scheduler {
     };
   }
 
-  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }, key?: string): void {
+  heard(outcomes: HeardOutcomes, key?: string): void {
     (this.#pool.lanes.find((lane) => lane.label === key) ?? (this.#pool.lanes[0] as KeyLane)).throttle.heard(outcomes);
   }
 

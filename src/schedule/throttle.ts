@@ -6,7 +6,7 @@ import { decidePause } from './pause-rule.ts';
 import { type RateLimitHint, readRateLimitHeaders } from './rate-limit-headers.ts';
 import { createRateController, type KnownLimit, type RateController } from './rate-controller.ts';
 import { windowTracker } from './window-tracker.ts';
-import type { ResponseHeaders, SchedulerEvent, StopInfo } from './types.ts';
+import type { HeardOutcomes, ResponseHeaders, SchedulerEvent, StopInfo } from './types.ts';
 
 type AdaptReason = Extract<SchedulerEvent, { type: 'adapt' }>['reason'];
 type PauseReason = Extract<SchedulerEvent, { type: 'pause' }>['reason'];
@@ -45,7 +45,7 @@ export interface Throttle {
    */
   heed(headers: ResponseHeaders | undefined, inFlight: number): StopInfo | undefined;
   /** Answers other processes got under the same shared pacer since the last call: the learner counts them too. */
-  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }): void;
+  heard(outcomes: HeardOutcomes): void;
 }
 
 export interface ThrottleOptions {
@@ -167,16 +167,19 @@ class AdaptiveThrottle implements Throttle {
     return undefined;
   }
 
-  heard({ accepted, rejected, rejectedSentAt }: { accepted: number; rejected: number; rejectedSentAt?: number }): void {
+  heard({ accepted, rejected, rejectedSentAt, acceptedSentAt = [] }: HeardOutcomes): void {
     if (!this.#learning() || accepted + rejected === 0) return;
-    // Accepted ones were sent about one latency ago: close enough for a rate learned over seconds. A 429 comes with
-    // when it was sent (the latest of them, on this clock), so that one sent before the last cut does not cut again.
+    // A 429 comes with when it was sent (the latest of them, on this clock), so that one sent before the last cut does
+    // not cut again. Accepted ones come with when they were sent where the row kept it; the rest were sent about one
+    // latency ago. Timed when heard, the others' answers before the run's first 429 were missing from the burst its
+    // opening showed, and a failed raise fell back over the limit (docs/distributed-design.md#one-rate-shared).
     const sentAt = this.#clock.now() - this.#latencyMs;
     const limitedAt = rejectedSentAt ?? sentAt - this.#latencyMs;
     let cut = false;
     for (let i = 0; i < rejected; i++) cut = this.#controller.onRateLimited(limitedAt) || cut;
     let raised = false;
-    for (let i = 0; i < accepted; i++) raised = this.#controller.onSuccess(sentAt, this.#latencyMs) || raised;
+    const timed = acceptedSentAt.slice(-accepted).toSorted((a, b) => a - b);
+    for (let i = 0; i < accepted; i++) raised = this.#controller.onSuccess(timed[i] ?? sentAt, this.#latencyMs) || raised;
     if (cut) this.#applyRate('rate_limited');
     else if (raised) this.#applyRate('sustained_success');
   }

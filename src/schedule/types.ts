@@ -122,6 +122,18 @@ export interface KeyStats {
   allowance: AllowanceFigures | null;
 }
 
+/**
+ * Answers other processes got under the same shared pacer since the last time they were told (a distributed run's
+ * leader hears the others' through the run's row): how many, when the latest 429 was sent, and when the accepted ones
+ * were sent where known (on this process's clock; those not in it were sent about a latency before they were heard).
+ */
+export interface HeardOutcomes {
+  accepted: number;
+  rejected: number;
+  rejectedSentAt?: number;
+  acceptedSentAt?: readonly number[];
+}
+
 export interface Scheduler {
   /** Sends one request under the rate, concurrency and budget, retrying as the outcome table says. Never rejects. */
   request<T extends Answered>(work: Work, send: (signal: AbortSignal, key: string) => Promise<T>): Promise<Outcome<T>>;
@@ -147,7 +159,7 @@ export interface Scheduler {
    * Answers other processes got under the same shared pacer (a distributed run): the rate learner counts them. In a
    * pool, `key` says whose pacer (each key has its own); none: the first key's.
    */
-  heard(outcomes: { accepted: number; rejected: number; rejectedSentAt?: number }, key?: string): void;
+  heard(outcomes: HeardOutcomes, key?: string): void;
   /** Subscribes to events (progress, logs); returns the unsubscribe function. */
   on(listener: (event: SchedulerEvent) => void): () => void;
 }

@@ -4,7 +4,7 @@
 // access log. Then the same pipeline again on the same state (a new run: what the first remembered of the limit,
 // per key fingerprint in the state store), measured the same way. The reference: one process on the same plan.
 // Alone: `node scripts/with-node.mjs test/bench/workers-limit.ts [repeats] [shared|alone|both]` (a throwaway cluster);
-// BENCH_DEBUG=1 prints each worker's rate changes and pauses with their time since the first spawn.
+// BENCH_DEBUG=1 prints each worker's rate changes, pauses and phase marks (WEBDATA_PHASES) with their time since the first spawn.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -34,7 +34,7 @@ interface Exited {
   pages: number;
 }
 
-/** One worker process; BENCH_DEBUG: its rate changes and pauses, with the ms since `t0` (epoch ms) they came at. */
+/** One worker process; BENCH_DEBUG: its rate changes, pauses and phase marks, with the ms since `t0` (epoch ms) they came at. */
 function spawnWorker(spec: Record<string, unknown>, t0: number, label: string): Promise<Exited> {
   const child = spawn(process.execPath, [FIXTURE], { env: { ...process.env, ...cached, WEBDATA_API_KEY: KEY, WEBDATA_TEST_SPEC: JSON.stringify(spec), WEBDATA_PHASES: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -45,7 +45,7 @@ function spawnWorker(spec: Record<string, unknown>, t0: number, label: string): 
     stderr = lines.pop() ?? '';
     if (lines.some((line) => line.startsWith('webdata-etl phase first-request '))) firstRequestMs ??= Date.now() - t0;
     if (!process.env.BENCH_DEBUG) return;
-    for (const line of lines) if (/"type":"(adapt|pause|stop)"|ERROR/.test(line)) process.stderr.write(`${label} +${Date.now() - t0} ms ${line}\n`);
+    for (const line of lines) if (/"type":"(adapt|pause|stop)"|ERROR|^webdata-etl phase /.test(line)) process.stderr.write(`${label} +${Date.now() - t0} ms ${line}\n`);
   });
   return new Promise((resolve, reject) => {
     let stdout = '';

@@ -264,6 +264,13 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
   // 11: the day each request's spend falls on, on the clocks of its key's allowance (UTC: none), which webdata_spend
   // groups by (docs/credits.md#where-the-credits-went); written with the row, as SQLite's is (null in rows before).
   (s) => `ALTER TABLE ${s}.spend ADD COLUMN day text;`,
+  // 12: when the latest answers the followers got accepted were sent (epoch ms, the database's clock; the latest
+  // ACCEPTED_SENT_KEPT, newest last) and how many were ever added, on the run's and the keys' rows of shared limits: the
+  // leader learns from when the others' requests left, not from when it heard of them (docs/distributed-design.md#one-rate-shared).
+  (s) => `
+    ALTER TABLE ${s}.run_limits ADD COLUMN accepted_sent float8[] NOT NULL DEFAULT '{}', ADD COLUMN accepted_sent_count bigint NOT NULL DEFAULT 0;
+    ALTER TABLE ${s}.run_key_limits ADD COLUMN accepted_sent float8[] NOT NULL DEFAULT '{}', ADD COLUMN accepted_sent_count bigint NOT NULL DEFAULT 0;
+  `,
 ];
 
 /** The schema version this webdata-etl writes. */
