@@ -13,8 +13,9 @@ export function prepareSqliteOutcomes(db: Database.Database, table: string, open
   db.transaction(() => {
     const existing = db.prepare(sqliteSinkStatements.tableColumns).pluck().all(name) as string[];
     checkOutcomeColumns(existing, name, db.name, 'sqlite.table');
-    if (existing.length > 0) return;
+    if (existing.length > 0) return void db.exec(sql.index);
     db.exec(sql.create);
+    db.exec(sql.index);
     db.prepare(sql.backfill).run(UNRECORDED, opening);
   })();
 }

@@ -145,6 +145,12 @@ export function sqliteOutcomeStatements(table: string) {
   return {
     create: `CREATE TABLE IF NOT EXISTS ${o} (run_id TEXT NOT NULL, query TEXT NOT NULL, country TEXT NOT NULL, lang TEXT NOT NULL,
       complete INTEGER NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (query, country, lang, run_id))`,
+    /**
+     * The primary key's columns and what the views read of each row: `changes` and `rankings` walk the table a series
+     * at a time for its last complete and last tried runs, from the index alone (a year of 1,000 series: `changes`
+     * 0.58–0.69 → 0.31–0.34 s of CPU; docs/benchmarks.md#a-year-on-one-database). Made on a table made before it too.
+     */
+    index: `CREATE INDEX IF NOT EXISTS ${q(`${outcomesTable(table)}_read`)} ON ${o} (query, country, lang, run_id, complete, reason)`,
     /** Every run the table holds but the one opening now (which records its own), as complete (`?`: the reason, the run). */
     backfill: `INSERT OR IGNORE INTO ${o} (${COLUMNS}) SELECT DISTINCT run_id, query, country, lang, 1, ? FROM ${t} WHERE run_id IS NOT NULL AND run_id <> ?`,
     /**
