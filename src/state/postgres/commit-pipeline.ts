@@ -1,0 +1,83 @@
+import type pg from 'pg';
+import { isTransient } from '../../postgres/failure.ts';
+import { openPipelinedClient } from '../../postgres/pools.ts';
+import type { PostgresTarget } from '../../postgres/target.ts';
+
+/**
+ * A worker's page statements sent one behind the other on one connection in pipeline mode (docs/design.md#the-run-host):
+ * the next page's statement goes while the one before is on its way, so the server works on one page while this
+ * process makes the next. One connection, so the server runs them in the order sent, each its own transaction: a page
+ * sent behind another of its series finds the series where that one left it, and one refused (the fence, a value)
+ * leaves the series where it was, so that the pages of it behind are refused by the fence too (`SeriesLostError`).
+ *
+ * What cannot go down the pipeline waits for every page sent before it to settle, then goes its own way (`serial`):
+ * a page that ends its series (a transaction: its statement, then its job completed, on a connection of the pool's),
+ * and every page once one failed — the connection (retries find out whether a statement whose answer was lost
+ * landed, in the order sent), or a page refused (committed again emptied, or lost, after those before it) — each
+ * page then goes as before, one at a time, after the one before.
+ */
+export function commitPipeline(target: PostgresTarget) {
+  let client: pg.Client | undefined;
+  let connected: Promise<unknown> | undefined;
+  // Once a page failed (the connection, or refused), no page goes down the pipeline again in this run: a page sent
+  // behind one being retried or committed again could land before it.
+  let broken = false;
+  // Settles once every page handed over so far has (either way): what goes its own way waits for it.
+  let settled: Promise<void> = Promise.resolve();
+  const open = (): pg.Client => {
+    if (client) return client;
+    const opened = openPipelinedClient(target);
+    // A connection cut (a restart) is reported on the client: heard here, the statements on it fail, and are retried.
+    opened.on('error', () => {
+      broken = true;
+    });
+    connected = opened.connect();
+    client = opened;
+    return opened;
+  };
+  return {
+    /**
+     * Commits one page: down the pipeline with `pipelined` (given the connection), or `serial` once the pages before
+     * it have settled; a pipelined page that fails as a connection fails is committed `serial`ly after the pages
+     * before it. Resolves or rejects as the page's commit did.
+     */
+    commit<T>(alone: boolean, pipelined: (db: pg.Client) => Promise<T>, serial: () => Promise<T>): Promise<T> {
+      const before = settled;
+      let done: Promise<T>;
+      if (alone || broken) done = before.then(serial);
+      else {
+        const db = open();
+        done = (connected as Promise<unknown>)
+          .then(() => pipelined(db))
+          .catch(async (error: unknown) => {
+            if (!isTransient(error)) throw error;
+            broken = true;
+            await before;
+            return serial();
+          });
+      }
+      done = done.catch((error: unknown) => {
+        // After a page that failed, whatever the reason, each page goes after the one before has settled: one refused
+        // (a value, the fence) is committed again emptied, or the run stops, and a page of its series sent behind it
+        // must find out first (refused by the fence), not land before it.
+        broken = true;
+        throw error;
+      });
+      settled = done.then(
+        () => undefined,
+        () => undefined,
+      );
+      return done;
+    },
+    /** Once the pages handed over have settled, the connection is closed. */
+    async close(): Promise<void> {
+      await settled;
+      const closing = client;
+      client = undefined;
+      connected = undefined;
+      await closing?.end().catch(() => undefined);
+    },
+  };
+}
+
+export type CommitPipeline = ReturnType<typeof commitPipeline>;
