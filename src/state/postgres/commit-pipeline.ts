@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { SeriesLostError } from '../../errors/series-lost-error.ts';
+import { isRefusedValue } from '../../errors/unstorable-page-error.ts';
 import { isTransient } from '../../postgres/failure.ts';
 import { openPipelinedClient } from '../../postgres/pools.ts';
 import type { PostgresTarget } from '../../postgres/target.ts';
@@ -22,8 +24,16 @@ export function commitPipeline(target: PostgresTarget) {
   // Once a page failed (the connection, or refused), no page goes down the pipeline again in this run: a page sent
   // behind one being retried or committed again could land before it.
   let broken = false;
+  // A failure that stops the run (neither a refusal nor a passing one of the connection's): the pages behind it fail
+  // with it at their turn, as the pages behind a failed one did when each waited for the one before, rather than each
+  // waiting out the server again (WEBDATA_POSTGRES_RETRY_MS apiece).
+  let fatal: { error: unknown } | undefined;
   // Settles once every page handed over so far has (either way): what goes its own way waits for it.
   let settled: Promise<void> = Promise.resolve();
+  const inTurn = <T>(serial: () => Promise<T>) => () => {
+    if (fatal) throw fatal.error;
+    return serial();
+  };
   const open = (): pg.Client => {
     if (client) return client;
     const opened = openPipelinedClient(target);
@@ -44,7 +54,7 @@ export function commitPipeline(target: PostgresTarget) {
     commit<T>(alone: boolean, pipelined: (db: pg.Client) => Promise<T>, serial: () => Promise<T>): Promise<T> {
       const before = settled;
       let done: Promise<T>;
-      if (alone || broken) done = before.then(serial);
+      if (alone || broken) done = before.then(inTurn(serial));
       else {
         const db = open();
         done = (connected as Promise<unknown>)
@@ -53,7 +63,7 @@ export function commitPipeline(target: PostgresTarget) {
             if (!isTransient(error)) throw error;
             broken = true;
             await before;
-            return serial();
+            return inTurn(serial)();
           });
       }
       done = done.catch((error: unknown) => {
@@ -61,6 +71,7 @@ export function commitPipeline(target: PostgresTarget) {
         // (a value, the fence) is committed again emptied, or the run stops, and a page of its series sent behind it
         // must find out first (refused by the fence), not land before it.
         broken = true;
+        if (!(error instanceof SeriesLostError) && !isRefusedValue(error)) fatal ??= { error };
         throw error;
       });
       settled = done.then(
