@@ -8,14 +8,17 @@ import { UsageError } from '../errors/usage-error.ts';
 /** The variable that sets a worker's commit window (`workerCommitWindow`): for measurements, and the tests that hold a wider one. */
 export const WORKER_COMMIT_WINDOW_VARIABLE = 'WEBDATA_WORKER_COMMIT_WINDOW';
 
-/** A worker's commit window unless the variable says otherwise: room for the pipeline to run ahead of the server. */
-export const WORKER_COMMIT_WINDOW = 8;
+/**
+ * A worker's commit window unless the variable says otherwise. 1: above it the pipeline lets the process run ahead of
+ * the server, but on (g) that measured no faster beyond the spread of a shared machine (docs/benchmarks.md#postgresql).
+ */
+export const WORKER_COMMIT_WINDOW = 1;
 
 /**
  * Pages a worker has committing at once (docs/design.md#the-run-host): the journal's number is read before the first
  * page, a page the fence refuses keeps the pages behind it in order, and the pages in the window go down the worker's
  * pipelined connection one behind the other, so that the server runs one page's statement while this process makes
- * the next ones (bench (g), docs/benchmarks.md#postgresql). At 1 the process and the server take turns, as before.
+ * the next ones (bench (g), docs/benchmarks.md#postgresql). At 1 the process and the server take turns.
  */
 export function workerCommitWindow(env: NodeJS.ProcessEnv = process.env): number {
   const text = env[WORKER_COMMIT_WINDOW_VARIABLE];
