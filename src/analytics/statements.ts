@@ -1,6 +1,7 @@
 import { SKIPPED } from '../sinks/series-outcomes.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { type Dialect, POSTGRES } from './dialect.ts';
+import { latestRunsCtes } from './latest-runs.ts';
 import { changesTags, rankingsTags } from './view-tags.ts';
 
 /*
@@ -52,6 +53,13 @@ export const sqliteReaderStatements = {
   tableColumns: 'SELECT name, type FROM pragma_table_info(?)',
   /** The order rows were written in. */
   insertionOrder: 'rowid',
+  /**
+   * Whether a table (`?`) has a whole index whose first columns are its series and run, in that order, compared by
+   * bytes (latest-runs.ts walks it).
+   */
+  seriesIndexed: `SELECT 1 FROM pragma_index_list(?) l WHERE l.partial = 0 AND (SELECT count(*) FROM pragma_index_xinfo(l.name) c
+    WHERE c.key = 1 AND c.coll = 'BINARY' AND c.desc = 0 AND ((c.seqno = 0 AND c.name = 'query') OR (c.seqno = 1 AND c.name = 'country')
+      OR (c.seqno = 2 AND c.name = 'lang') OR (c.seqno = 3 AND c.name = 'run_id'))) = 4`,
 };
 
 /** What a Reader asks of a PostgreSQL database. */
@@ -89,20 +97,34 @@ export type RunsRead = 'complete' | 'latest';
  * The views over a results table `t` and its outcomes table `o` (both quoted, qualified if need be), named by `name`,
  * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
  * lack). Run ids sort by time, so the latest run is the greatest. `tags`: the table's tag columns (`tagColumnsOf`),
- * which `rankings` and `changes` carry after their own.
+ * which `rankings` and `changes` carry after their own. `seriesIndexed`: `t` has its series index (query, country, lang,
+ * run_id), which the views then walk rather than read the whole table (latest-runs.ts).
  */
-export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) => string, d: Dialect, runs: RunsRead = 'complete', tags: readonly string[] = []): Record<ResultsView, string> {
-  const seen = `SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${t} GROUP BY query, country, lang`;
+export function resultsViewsSql(
+  t: string,
+  o: string,
+  name: (view: ResultsView) => string,
+  d: Dialect,
+  runs: RunsRead = 'complete',
+  tags: readonly string[] = [],
+  seriesIndexed = false,
+): Record<ResultsView, string> {
+  // Each series' latest run in the table: `latest` where runs are not history, else `seen` (latest-runs.ts).
+  const seen = latestRunsCtes(t, runs === 'latest' ? 'latest' : 'seen', d, seriesIndexed);
   const series = (a: string, b: string) => `${a}.query = ${b}.query AND ${a}.country = ${b}.country AND ${a}.lang = ${b}.lang`;
   const q = quoteIdentifier;
   // A series' tags are its query's (one value in a run): taken whole with its rows, as the greatest of them.
   const tagged = changesTags(tags);
   const tagsOf = (rows: string) => tagged.map((tag) => `, MAX(${d.bytes(`${rows}.${q(tag.column)}`)}) AS ${q(tag.column)}`).join('');
-  // A series' rows in a run, one per dedupe key: its best rank there, and a URL and title to show.
+  // A series' rows in a run, one per dedupe key: its best rank there, and a URL and title to show. Read by the
+  // (series, run) pairs `compared` names, an IN list rather than a join, so that the database looks each pair up by the
+  // table's series index and never scans the table (a join let SQLite scan every run's rows for the previous run's:
+  // docs/benchmarks.md#a-year-on-one-database).
   const rowsOf = (run: 'run_id' | 'previous_run_id') => `
         SELECT r.query, r.country, r.lang, r.dedupe_key, MIN(r.rank) AS rank, MAX(${d.bytes('r.url')}) AS url, MAX(${d.bytes('r.title')}) AS title${tagsOf('r')}
-        FROM ${t} r JOIN compared x ON ${series('x', 'r')} AND x.${run} = r.run_id
-        WHERE r.dedupe_key IS NOT NULL GROUP BY r.query, r.country, r.lang, r.dedupe_key`;
+        FROM ${t} r
+        WHERE (r.query, r.country, r.lang, r.run_id) IN (SELECT query, country, lang, ${run} FROM compared) AND r.dedupe_key IS NOT NULL
+        GROUP BY r.query, r.country, r.lang, r.dedupe_key`;
   // A failed series' tags: those of its rows in the run that failed, else in its last complete run.
   const failedTags = tagged.length
     ? `,
@@ -116,10 +138,10 @@ export function resultsViewsSql(t: string, o: string, name: (view: ResultsView) 
     // The rows of the run each (query, country, lang) is read at (`RunsRead`), best rank first, and `age_runs`: the runs
     // recorded in the outcomes table since that one (0: the latest; a series a refresh plan skipped, or that failed since).
     rankings: `
-      WITH ${
+      WITH ${seen.recursive ? 'RECURSIVE ' : ''}${
         runs === 'latest'
-          ? `latest AS (${seen})`
-          : `seen AS (${seen}),
+          ? seen.sql
+          : `${seen.sql},
       complete AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE complete = 1 GROUP BY query, country, lang),
       latest AS (SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id FROM seen s LEFT JOIN complete c ON ${series('c', 's')})`
       },

@@ -39,7 +39,8 @@ export function createResultsViews(db: Database.Database, table: string, views: 
   const name = (view: ResultsView) => quoteIdentifier(viewName(table, view));
   db.transaction(() => {
     const tags = tagColumnsOf((db.prepare(sqliteReaderStatements.tableColumns).all(table) as { name: string }[]).map((column) => column.name));
-    const sql = resultsViewsSql(quoteIdentifier(table), quoteIdentifier(outcomesTable(table)), name, SQLITE, runsRead(mode), tags);
+    const indexed = db.prepare(sqliteReaderStatements.seriesIndexed).get(table) !== undefined;
+    const sql = resultsViewsSql(quoteIdentifier(table), quoteIdentifier(outcomesTable(table)), name, SQLITE, runsRead(mode), tags, indexed);
     if (views.length > 0) prepareSqliteOutcomes(db, table);
     for (const view of DROP_ORDER) db.exec(viewStatements.drop(name(view)));
     for (const view of CREATE_ORDER) if (views.includes(view)) db.exec(viewStatements.create(name(view), sql[view]));

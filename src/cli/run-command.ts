@@ -53,7 +53,7 @@ package of OTEL_EXPORTER_OTLP_PROTOCOL installed beside webdata-etl (see docs/ob
 
 Exit codes: 0 finished (completed or budget), 2 invalid configuration or usage, 3 authentication failed (401),
 4 plan, permission, credits or quota (402, 403, a quota-length 429), 5 finished with failed series,
-75 try again later (stall, 429 retry budget spent, another run holds the lease), 130 interrupted, 1 unexpected.
+75 try again later (stall, 429 retry budget spent, another run holds the lease, a worker presumed dead), 130 interrupted, 1 unexpected.
 `;
 
 export const runHelp = `Usage: webdata-etl run <pipeline.ts|pipeline.js|pipeline.json> [options]

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Db, PgBoss } from 'pg-boss';
-import type { Pool, PoolClient } from '../postgres/pools.ts';
+import { type Pool, type PoolClient, transaction } from '../postgres/pools.ts';
+import { quoteIdentifier } from '../sql-identifier.ts';
 import { serverStatements } from './statements.ts';
 
 /**
@@ -29,7 +30,19 @@ export async function openBoss(pool: Pool, stateSchema: string): Promise<PgBoss>
   });
   // pg-boss reports a failed timer (a restarting server) as an event: unheard, an 'error' event would end the process.
   boss.on('error', () => undefined);
-  await boss.start();
+  const installed = (await pool.query<{ found: boolean }>(serverStatements.tableExists, [`${quoteIdentifier(schema)}.version`])).rows[0]?.found;
+  if (installed) {
+    await boss.start();
+    return boss;
+  }
+  // A new database: workers install pg-boss one at a time, each in a transaction begun after the one before committed.
+  // pg-boss's own lock is taken inside its install's transaction, and a process that waited there can miss the
+  // schema the other made (a duplicate key in pg_namespace, seen with three workers starting together, as they wait
+  // for the planning lock: docs/benchmarks.md#joining-a-run). After this lock, it finds pg-boss installed.
+  await transaction(pool, async (client) => {
+    await client.query(serverStatements.advisoryXactLock, [`webdata-etl:boss-install:${schema}`]);
+    await boss.start();
+  });
   return boss;
 }
 

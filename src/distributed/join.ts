@@ -1,3 +1,4 @@
+import type { PgBoss } from 'pg-boss';
 import type { HostedRun, Hosting } from '../host/hosting.ts';
 import type { RunHost } from '../host/run-host.ts';
 import { atDatabase } from '../postgres/failure.ts';
@@ -15,11 +16,52 @@ import { phase } from '../phase-marks.ts';
  * host is `postgresHost`. `store` is the state store, which the run's outputs share (`distributable`).
  */
 export function postgresHosting(store: PostgresStateStore): Hosting {
+  let boss: EarlyBoss | undefined;
   return {
     shared: true,
-    hold: (pipeline, decide) => planningLock(store, pipeline, decide),
+    async hold(pipeline, decide) {
+      // pg-boss starts while this process waits for the planning lock: planner and joiner need it alike, and a
+      // joiner's wait is the planner's planning (docs/benchmarks.md#joining-a-run).
+      const early = (boss = earlyBoss(store));
+      try {
+        const { lock, decided } = await planningLock(store, pipeline, decide);
+        // A run that fails before it has a host lets go of the lock, and stops the pg-boss nobody took (its timers).
+        return { decided, lock: { release: async () => void (await Promise.all([lock.release(), early.drop()])) } };
+      } catch (error) {
+        await early.drop();
+        throw error;
+      }
+    },
     atWork: async (runId) => (await workersAtWork(store, runId)) > 0,
-    host: (run, lock) => joinRun({ ...run, store, planningLock: lock }),
+    host: (run, lock) => joinRun({ ...run, store, planningLock: lock, boss: (boss ?? earlyBoss(store)).take() }),
+  };
+}
+
+/** pg-boss started ahead of its use: taken by the host, or stopped by `drop` (once the run failed before it). */
+interface EarlyBoss {
+  take(): Promise<PgBoss>;
+  drop(): Promise<void>;
+}
+
+function earlyBoss(store: PostgresStateStore): EarlyBoss {
+  const starting = openBoss(store.pool, store.schema).then((boss) => {
+    phase('boss-started');
+    return boss;
+  });
+  // A failure to start is reported by whoever awaits it (the host, as the job queue's); unawaited, it is dropped.
+  starting.catch(() => undefined);
+  let taken = false;
+  return {
+    take() {
+      taken = true;
+      return starting;
+    },
+    async drop() {
+      if (taken) return;
+      taken = true;
+      const boss = await starting.catch(() => undefined);
+      await boss?.stop({ graceful: false, close: false }).catch(() => undefined);
+    },
   };
 }
 
@@ -27,6 +69,8 @@ interface Joining extends HostedRun {
   store: PostgresStateStore;
   /** The planning lock this process holds since it decided what the run is: let go once it is a worker. */
   planningLock: Lease;
+  /** pg-boss, started as this process waited for the planning lock (`openBoss`). */
+  boss: Promise<PgBoss>;
 }
 
 /**
@@ -42,11 +86,10 @@ function joinRun(joining: Joining): Promise<RunHost> {
 async function join(joining: Joining): Promise<RunHost> {
   // The number of this planning of the run: its invocation.
   const { store, invocation: planningNumber } = joining;
-  // Read first: a bad value stops the process before it plans or registers.
-  const commitWindow = workerCommitWindow();
-  const boss = await openBoss(store.pool, store.schema);
-  phase('boss-started');
+  const boss = await joining.boss;
   try {
+    // Read first: a bad value stops the process before it plans or registers.
+    const commitWindow = workerCommitWindow();
     const queue = joining.joining
       ? queueName(joining.pipeline, joining.runId, planningNumber)
       : await planRun(boss, store, {

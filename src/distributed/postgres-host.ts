@@ -45,7 +45,7 @@ export function postgresHost(worker: RunWorker, run: { store: PostgresStateStore
     sharesSeries: true,
     limits: worker.limits,
     member: { id: worker.id, joined: run.joined },
-    feed: (all) => queue.feed(all),
+    feed: (all, again) => queue.feed(all, again),
     beforePage: () => worker.beatIfLate(),
     lapsed: (seriesId) => queue.lapsed(seriesId),
     seriesOver: (seriesId) => queue.done(seriesId),

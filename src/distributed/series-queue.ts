@@ -8,6 +8,7 @@ import type { SeriesFeed } from '../sources/source.ts';
 import { adapter, type SeriesJobData, seriesJobId } from './boss.ts';
 import { queueStatements } from './statements.ts';
 import { firstPhase } from '../phase-marks.ts';
+import { type Reader, remember, YIELD_EVERY, yieldToTimers } from './plan-window.ts';
 
 /** Hand-backs of a series whose page was refused while its job was held, before that is taken for a fault. */
 const REFUSALS = 20;
@@ -18,6 +19,13 @@ const REFUSALS = 20;
  * (`seriesEndedChannel`), so that the workers waiting for the run's last series leave as soon as it ends.
  */
 const POLL_MS = 250;
+
+/**
+ * Jobs fetched a statement: a fetch a series cost a transaction a page in a run of one-page series
+ * (docs/distributed.md#sizing-a-fleet-and-its-database). Few, so that series still spread over the workers: a worker
+ * holds at most one more than it asked for, and hands it back when it leaves.
+ */
+const FETCHED_AT_ONCE = 2;
 
 /** The channel on which a series that ended near the run's end is told (`SeriesQueue.finish`): short and safe. */
 export function seriesEndedChannel(schema: string, runId: string): string {
@@ -46,8 +54,8 @@ export interface SeriesQueueOptions {
 }
 
 /**
- * A worker's side of the run's queue of series jobs: it takes series one at a time (so that they spread over the
- * workers), holds their jobs while it pages them, completes a job in the transaction that ends its series, and hands
+ * A worker's side of the run's queue of series jobs: it takes series a few at a time (`FETCHED_AT_ONCE`, so that they
+ * spread over the workers), holds their jobs while it pages them, completes a job in the transaction that ends its series, and hands
  * back what it leaves unfinished. The run is over for a worker when every series of the plan has ended, or it stops.
  */
 export class SeriesQueue {
@@ -55,15 +63,12 @@ export class SeriesQueue {
   readonly #sql: ReturnType<typeof queueStatements>;
   readonly #held = new Map<string, JobAttempt>();
   readonly #lapsed = new Set<string>();
-  // The series of the plan read so far and not yet taken by this worker, with the feed of the source each belongs to
-  // (a combined source has one feed per source). Read lazily, as far as the jobs fetched need (`#ownerOf`): a worker
-  // never reads the whole plan at its start (a million series read in one synchronous pass before its first request,
-  // which starved its heartbeat: docs/benchmarks.md#planning-at-scale). What is read stays (a series handed
-  // back may come back to this worker; one ended in the transaction of its last page might yet be rolled back), but
-  // for a series over before this worker took it (`done`), whose job is completed outright.
-  readonly #owners = new Map<string, Owner>();
-  // The sources' series not read yet, one reader per feed, read in turn.
-  readonly #unread: { all: Iterator<Series>; feed: Series[] }[] = [];
+  // The sources' plans as this worker reads them, one reader per feed (a combined source has one feed per source), each
+  // with a window of the series it read last (`Reader`). Read lazily, as far as the jobs fetched need (`#ownerOf`): a
+  // worker never reads the whole plan at its start (a million series read in one synchronous pass before its first
+  // request starved its heartbeat), nor keeps what it read past over the run (the series other workers took: the
+  // whole plan by a long run's end) where the source can read its plan again (docs/benchmarks.md#planning-at-scale).
+  readonly #readers: Reader[] = [];
   readonly #channel: string;
   // The queue had nothing for this worker at its last ask: the run is near its end (or its series are all held).
   #starved = false;
@@ -94,9 +99,9 @@ export class SeriesQueue {
    * run's, shared by the sources of a combined source: a job of another source's series waits for that source's
    * feed (held, and beating, meanwhile).
    */
-  feed(all: Iterator<Series>): SeriesFeed {
+  feed(all: Iterator<Series>, again?: () => Iterator<Series>): SeriesFeed {
     const mine: Series[] = [];
-    this.#unread.push({ all, feed: mine });
+    this.#readers.push({ all, again, feed: mine, read: 0, done: false, window: new Map(), ring: [], at: 0 });
     return {
       next: () => this.#next(mine),
       unused: (one) => {
@@ -120,7 +125,7 @@ export class SeriesQueue {
   async done(seriesId: string): Promise<void> {
     const job = this.#take(seriesId);
     const { boss, queue } = this.#options;
-    if (job && affected(await this.#again(() => boss.complete(queue, job))) > 0) this.#owners.delete(seriesId);
+    if (job && affected(await this.#again(() => boss.complete(queue, job))) > 0) for (const reader of this.#readers) reader.window.delete(seriesId);
   }
 
   /**
@@ -158,8 +163,17 @@ export class SeriesQueue {
    */
   async touch(): Promise<void> {
     const { boss, queue } = this.#options;
-    for (const [seriesId, job] of [...this.#held]) {
-      if (affected(await this.#again(() => boss.touch(queue, job))) === 0) {
+    const held = [...this.#held];
+    if (held.length === 0) return;
+    // Every job in one statement (it answers the ids it touched), not one a job: a worker holds as many jobs as its
+    // feed reads ahead, and beats every few seconds (docs/distributed.md#sizing-a-fleet-and-its-database).
+    const result = await this.#again(() => boss.touch(queue, held.map(([, job]) => job)));
+    const touched = settledIds(result);
+    for (const [seriesId, job] of held) {
+      // A job completed (or handed back) while the statement was on its way is no longer held: nothing to let go.
+      if (this.#held.get(seriesId) !== job) continue;
+      const kept = touched ? touched.has(job.id) : affected(await this.#again(() => boss.touch(queue, job))) > 0;
+      if (!kept) {
         this.#held.delete(seriesId);
         this.#lapsed.add(seriesId);
       }
@@ -190,21 +204,23 @@ export class SeriesQueue {
       if (waiting) return { done: false, value: waiting };
       if (this.#options.stopped()) return { done: true, value: undefined };
       this.#woken = false;
-      const [job] = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: 1 }));
-      this.#starved = job === undefined;
-      if (job) {
-        const owner = this.#ownerOf(job);
-        if (!owner) {
-          // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
-          // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
-          // for good at once, never retried: failed, it would come straight back (the queue retries at once,
-          // for hand-backs) and be taken again without end, by every worker in turn.
-          await this.#again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
-          continue;
+      // A few jobs a statement (FETCHED_AT_ONCE): the next series asked for is then one of them, at no round trip.
+      const jobs = await this.#again(() => boss.fetch<SeriesJobData>(queue, { batchSize: FETCHED_AT_ONCE }));
+      this.#starved = jobs.length === 0;
+      if (jobs.length > 0) {
+        for (const job of jobs) {
+          const owner = await this.#ownerOf(job);
+          if (!owner) {
+            // Not the run's: sent by something else that uses the queue (a worker with another plan is refused
+            // before it joins, so every job of the run is a series of this plan under its planned id). Set aside
+            // for good at once, never retried: failed, it would come straight back (the queue retries at once,
+            // for hand-backs) and be taken again without end, by every worker in turn.
+            await this.#again(() => boss.cancel(queue, { id: job.id, retryCount: job.retryCount }));
+            continue;
+          }
+          this.#held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
+          owner.feed.push(owner.series);
         }
-        this.#held.set(owner.series.id, { id: job.id, retryCount: job.retryCount });
-        if (owner.feed === mine) return { done: false, value: owner.series };
-        owner.feed.push(owner.series);
         continue;
       }
       firstPhase('queue-empty');
@@ -249,30 +265,72 @@ export class SeriesQueue {
 
   /**
    * The series a fetched job is for, if the job is the run's own: a series of the plan, under the id planning gave it.
-   * The plan is read on only as far as that series (jobs come out of the queue about in the order they were planned,
-   * so a worker reads the plan once over the run, a slice at each fetch); what it reads past is kept for later jobs.
+   * The plan is read on only as far as that series: jobs on their first attempt come out of the queue about in the
+   * order they were planned, so a worker reads the plan once over the run, a slice at each fetch. A job that comes
+   * back (handed back, or lapsed: `retryCount` above 0) comes back at the queue's head, behind what this worker read:
+   * its series is looked for in what was read past first (read again from the start), then ahead. Either way round
+   * finds it; the order only saves reading.
    */
-  #ownerOf(job: { id: string; data: unknown }): Owner | undefined {
+  async #ownerOf(job: { id: string; data: unknown; retryCount: number }): Promise<Owner | undefined> {
     const series = (job.data as { series?: unknown } | null)?.series;
     if (typeof series !== 'string' || job.id !== seriesJobId(this.#options.runId, series, this.#options.planningNumber)) return undefined;
-    for (;;) {
-      const owner = this.#owners.get(series);
-      if (owner) return owner;
-      if (!this.#readOn()) return undefined;
+    const known = this.#known(series);
+    if (known) return known;
+    if (job.retryCount > 0) return (await this.#readPast(series)) ?? (await this.#readOn(series));
+    return (await this.#readOn(series)) ?? (await this.#readPast(series));
+  }
+
+  /** The series in a reader's window, if one holds it. */
+  #known(seriesId: string): Owner | undefined {
+    for (const reader of this.#readers) {
+      const series = reader.window.get(seriesId);
+      if (series) return { series, feed: reader.feed };
+    }
+    return undefined;
+  }
+
+  /** Reads on, one series of each plan not read to its end in turn, until the series; undefined once every one is. */
+  async #readOn(seriesId: string): Promise<Owner | undefined> {
+    for (let read = 1; ; read += 1) {
+      let any = false;
+      for (const reader of this.#readers) {
+        if (reader.done) continue;
+        const next = reader.all.next();
+        if (next.done) {
+          reader.done = true;
+          continue;
+        }
+        any = true;
+        reader.read += 1;
+        remember(reader, next.value);
+        if (next.value.id === seriesId) return { series: next.value, feed: reader.feed };
+      }
+      if (!any) return undefined;
+      // A worker that joins late reads far: the heartbeat's timers run meanwhile (another lookup may read on too).
+      if (read % YIELD_EVERY === 0) {
+        await yieldToTimers();
+        const known = this.#known(seriesId);
+        if (known) return known;
+      }
     }
   }
 
-  /** Reads one more series of each source's plan not read to its end; false once every one is. */
-  #readOn(): boolean {
-    let read = false;
-    for (const unread of this.#unread) {
-      const next = unread.all.next();
-      if (next.done) continue;
-      read = true;
-      this.#owners.set(next.value.id, { series: next.value, feed: unread.feed });
+  /** Looks for the series in what each plan that can be read again was read past, from its start. */
+  async #readPast(seriesId: string): Promise<Owner | undefined> {
+    for (const reader of this.#readers) {
+      if (!reader.again) continue;
+      const plan = reader.again();
+      for (let read = 1; read <= reader.read; read += 1) {
+        const next = plan.next();
+        if (next.done) break;
+        if (next.value.id === seriesId) {
+          remember(reader, next.value);
+          return { series: next.value, feed: reader.feed };
+        }
+        if (read % YIELD_EVERY === 0) await yieldToTimers();
+      }
     }
-    if (!read) this.#unread.length = 0;
-    return read;
+    return undefined;
   }
 
   #take(seriesId: string): JobAttempt | undefined {
@@ -286,6 +344,14 @@ export class SeriesQueue {
 interface Owner {
   series: Series;
   feed: Series[];
+}
+
+/** The ids a pg-boss settle or touch says it touched (an array, or PostgreSQL's text of one); undefined if it does not say. */
+function settledIds(result: unknown): Set<string> | undefined {
+  const settled = (result as { settled?: unknown }).settled;
+  if (Array.isArray(settled)) return new Set(settled.map(String));
+  if (typeof settled === 'string') return new Set(settled.replace(/^\{|\}$/g, '').split(',').filter(Boolean));
+  return undefined;
 }
 
 /** How many jobs a pg-boss command changed (`affected`, not in its declared type): 0 when the job's attempt lapsed. */

@@ -1,10 +1,11 @@
 import { WorkerExpiredError } from '../errors/worker-expired-error.ts';
-import { retrying } from '../postgres/failure.ts';
+import { notSent, retrying } from '../postgres/failure.ts';
 import { STALE_SECONDS, workerLockPrefix } from './liveness.ts';
 import { type Pool } from '../postgres/pools.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Charge, CreditMeter, CreditSnapshot } from '../schedule/credit-meter.ts';
 import { livenessStatements, meterStatements } from './statements.ts';
+import { type Carried, CARRY_WAIT_MS, type CarriedRow, isEmpty, type SlotCarrier } from './slot-carrier.ts';
 
 export interface SharedMeterOptions {
   /** Credits per request by endpoint path; paths not listed weigh `defaultWeight` (1). */
@@ -15,11 +16,18 @@ export interface SharedMeterOptions {
 }
 
 export type SharedMeter = CreditMeter & {
-  /** Resolves once every commit, release and uncertain so far is in the database (rejects if one could not be written). */
+  /** Resolves once every commit, release and uncertain so far is in the database, and credits reserved ahead are given back (rejects if one could not be written). */
   flush(): Promise<void>;
   /** Reads the run's figures again: the budget, and what other workers spent. */
   refresh(): Promise<void>;
+  /** What the run's slots carry for this meter (shared-pacer.ts): its settles and a reservation ahead, in the slot's round trip. */
+  readonly carrier: SlotCarrier;
 };
+
+/** Credits reserved ahead by slots and not yet claimed by a request, at most (a worker's requests waiting for slots). */
+const AHEAD_AT_MOST = 8;
+/** Credits reserved ahead and claimed by no request for this long are given back, so that other workers may take them. */
+const AHEAD_IDLE_MS = 1000;
 
 /** How long a request held back by reservations in flight waits before asking again: other workers' settles are not heard here. */
 const SETTLE_POLL_MS = 200;
@@ -74,6 +82,23 @@ class SharedCreditMeter implements CreditMeter {
   #draining: Promise<void> | undefined;
   #failure: { error: unknown } | undefined;
   readonly #settleWaiters = new Set<() => void>();
+  /** Credits reserved ahead by slots (in the database), not yet claimed by a request; and those asked for in statements on their way. */
+  #ahead = 0;
+  #asking = 0;
+  /** When a credit reserved ahead last landed or was claimed (performance.now()). */
+  #aheadAt = 0;
+  #aheadTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Whether slots carry settles (then a settle waits `CARRY_WAIT_MS` for one), and the timer of a settle waiting. */
+  #carrying = false;
+  #settleTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Slots carrying something whose statement has not answered yet: `flush` waits for them. */
+  #inSlots = 0;
+  readonly #slotsLanded = new Set<() => void>();
+  readonly carrier: SlotCarrier = {
+    take: () => this.#take(),
+    landed: (carried, row) => this.#landed(carried, row),
+    failed: (carried, error) => this.#failed(carried, error),
+  };
 
   constructor(pool: Pool, statements: Statements, runId: string, workerId: string, options: SharedMeterOptions) {
     this.#pool = pool;
@@ -94,6 +119,12 @@ class SharedCreditMeter implements CreditMeter {
     if (this.#budget === undefined) return this.#load().then(() => this.reserve(weight));
     // Spend only grows: when what was last seen of it leaves no room, nothing will.
     if (!this.couldTake(weight)) return false;
+    // A credit a slot reserved ahead (for the request it was taken for): claimed without a round trip.
+    if (this.#ahead >= weight) {
+      this.#ahead -= weight;
+      this.#aheadAt = performance.now();
+      return true;
+    }
     return this.#reserveShared(weight);
   }
 
@@ -151,6 +182,13 @@ class SharedCreditMeter implements CreditMeter {
   }
 
   async flush(): Promise<void> {
+    // Once the slots on their way have answered, credits reserved ahead that no request claimed go back, and settles
+    // waiting for a slot are written now.
+    while (this.#inSlots > 0) await new Promise<void>((resolve) => this.#slotsLanded.add(resolve));
+    this.#giveBackAhead();
+    clearTimeout(this.#settleTimer);
+    this.#settleTimer = undefined;
+    if (this.#batch.held !== 0 || this.#batch.spent !== 0) this.#draining ??= this.#drain();
     while (this.#draining) await this.#draining;
     const failure = this.#failure;
     this.#failure = undefined;
@@ -195,7 +233,77 @@ class SharedCreditMeter implements CreditMeter {
     this.#batch.held += delta.held;
     this.#batch.spent += delta.spent;
     this.#batch.uncertain += delta.uncertain;
-    this.#draining ??= this.#drain();
+    // Carried by the next slot if one comes soon (slots carry settles), else written alone.
+    if (!this.#carrying) this.#draining ??= this.#drain();
+    else this.#settleTimer ??= setTimeout(() => {
+      this.#settleTimer = undefined;
+      this.#draining ??= this.#drain();
+    }, CARRY_WAIT_MS);
+  }
+
+  /** What the next slot's statement carries: the settles waiting, and a credit reserved ahead for its request while a budget holds. */
+  #take(): Carried {
+    this.#carrying = true;
+    const batch = this.#batch;
+    this.#batch = emptyBatch();
+    const weight = this.#defaultWeight;
+    const prepay = this.#budget != null && this.#ahead + this.#asking + weight <= AHEAD_AT_MOST && this.couldTake(weight) ? weight : 0;
+    this.#asking += prepay;
+    const carried = { ...batch, prepay };
+    if (!isEmpty(carried)) this.#inSlots += 1;
+    return carried;
+  }
+
+  #landed(carried: Carried, row: CarriedRow | undefined): void {
+    // No row: the run has none, and nothing was applied; the slot's own error says so.
+    if (!row) return this.#failed(carried, undefined);
+    this.#asking -= carried.prepay;
+    this.#see(row);
+    if (row.took) {
+      this.#ahead += carried.prepay;
+      this.#aheadAt = performance.now();
+      this.#aheadTimer ??= setTimeout(() => this.#idleAhead(), AHEAD_IDLE_MS);
+    }
+    this.#slotDone(carried);
+  }
+
+  /**
+   * A carried batch is never sent again once it may have reached the server (as `#write`): applied twice, it would
+   * return its releases to the budget twice. One that surely did not is written alone. A reservation ahead whose
+   * answer was lost stays reserved in the database, as a lost `reserve` does.
+   */
+  #failed(carried: Carried, error: unknown): void {
+    this.#asking -= carried.prepay;
+    if (carried.held !== 0 || carried.spent !== 0) {
+      if (error === undefined || notSent(error)) this.#settle(carried);
+      else this.#failure ??= { error };
+    }
+    this.#slotDone(carried);
+  }
+
+  #slotDone(carried: Carried): void {
+    if (isEmpty(carried)) return;
+    this.#inSlots -= 1;
+    this.#wakeSettleWaiters();
+    for (const landed of [...this.#slotsLanded]) landed();
+    this.#slotsLanded.clear();
+  }
+
+  /** Credits reserved ahead that no request claimed for `AHEAD_IDLE_MS` go back (other workers may need them at the budget's end). */
+  #idleAhead(): void {
+    this.#aheadTimer = undefined;
+    if (this.#ahead === 0) return;
+    const idle = performance.now() - this.#aheadAt;
+    if (idle >= AHEAD_IDLE_MS) this.#giveBackAhead();
+    else this.#aheadTimer = setTimeout(() => this.#idleAhead(), AHEAD_IDLE_MS - idle);
+  }
+
+  #giveBackAhead(): void {
+    clearTimeout(this.#aheadTimer);
+    this.#aheadTimer = undefined;
+    const ahead = this.#ahead;
+    this.#ahead = 0;
+    if (ahead > 0) this.#settle({ held: ahead, spent: 0, uncertain: 0 });
   }
 
   async #drain(): Promise<void> {

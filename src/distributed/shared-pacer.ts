@@ -5,6 +5,8 @@ import { quoteIdentifier } from '../sql-identifier.ts';
 import type { Clock } from '../schedule/clock.ts';
 import type { Pacer } from '../schedule/pacer.ts';
 import { keyStatements, pacerStatements } from './statements.ts';
+import { type KeyRetirement, retirementsOf, type SlotRow } from './slot-row.ts';
+import { type Carried, type CarriedRow, isEmpty, type SlotCarrier } from './slot-carrier.ts';
 
 export interface SharedPacerOptions {
   /** Whether this worker holds the run's rate leadership now: only the leader's rate changes reach the row. */
@@ -13,6 +15,11 @@ export interface SharedPacerOptions {
   where?: string;
   /** Hears every slot the database hands out here (tests, diagnostics). */
   onSlot?: (slot: SharedSlot) => void;
+  /**
+   * The run's shared meter of this worker (`workerId`): the run's row's slots carry its settles and reserve a credit
+   * ahead for their requests, in the slot's own round trip (`acquireCarrying` in statements.ts). A key's row carries nothing.
+   */
+  carry?: { carrier: SlotCarrier; workerId: string };
 }
 
 /**
@@ -32,7 +39,8 @@ export function sharedPacer(pool: Pool, schema: string, runId: string, options: 
     let shared = rows.get(key);
     if (!shared) {
       const statements = pacerStatements(s, key !== undefined);
-      shared = { pool, runId, key, statements, ensure: keyStatements(s).ensure, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined, channel, pacers: new Set(), intervals: [], retirements: [] };
+      const carry = key === undefined ? options.carry : undefined;
+      shared = { pool, runId, key, statements, carry, ensure: keyStatements(s).ensure, where, leads: options.leads, onSlot: options.onSlot, unreported: [], reported: { accepted: 0, rejected: 0 }, offsetMs: undefined, channel, pacers: new Set(), intervals: [], retirements: [] };
       rows.set(key, shared);
     }
     return shared;
@@ -64,13 +72,6 @@ export type SharedPacerFactory = ((requestsPerSecond: number, clock: Clock, key?
   readonly channel: string;
 };
 
-/** A key retired by some worker: for the run (no path), or for an endpoint. */
-export interface KeyRetirement {
-  reason: 'unauthorized' | 'payment_required' | 'forbidden';
-  message: string;
-  path?: string;
-}
-
 /** The channel on which a run's changes of rate and pause are told: a name of the run's own, short and safe. */
 export function limitsChannel(schema: string, runId: string): string {
   return `webdata_limits_${createHash('sha256').update(`${schema}\n${runId}`).digest('hex').slice(0, 24)}`;
@@ -83,6 +84,8 @@ interface Shared {
   /** The pool's key whose row it is; undefined: the run's row. */
   key: string | undefined;
   statements: ReturnType<typeof pacerStatements>;
+  /** The meter whose business the row's slots carry (the run's row only). */
+  carry: SharedPacerOptions['carry'];
   /** Writes a key's row, if no worker has yet. */
   ensure: string;
   where: string;
@@ -166,9 +169,12 @@ class SharedPacer implements Pacer {
     this.#ownRate = requestsPerSecond;
     this.#intervalMs = intervalOf(requestsPerSecond);
     // A key's row is written by the first worker holding the key, with its rate: a key the leader does not hold is
-    // paced all the same (learning it waits for a leader holding it).
+    // paced all the same (learning it waits for a leader holding it). The run's row likewise takes the first worker's
+    // rate, leader or not: every worker starts at the same one (the configured rate, or the limit the state store
+    // remembers, read by each), and a follower whose first slots came before the leader's seed landed took them at
+    // the row's interval of 0, unpaced: its whole concurrency at once, into a limit it was to start under.
     if (shared.key !== undefined) this.#write(shared.ensure, [shared.runId, shared.key, this.#intervalMs, null]);
-    else if (shared.leads()) this.#write(shared.statements.seed, [shared.runId, this.#intervalMs]);
+    else this.#write(shared.statements.seed, [shared.runId, this.#intervalMs]);
     shared.pacers.add(this);
   }
 
@@ -194,6 +200,10 @@ class SharedPacer implements Pacer {
     if (at <= this.#pausedUntil) return;
     this.#pausedUntil = at;
     this.#pauses += 1;
+    // The 429 that paused this worker is reported first: the pause's notification renews the leader's waiting slots,
+    // and the slot it takes again then carries this 429 to its learner at once, not with this worker's next slot
+    // after the pause (the cut came half a second late at a fleet's start: docs/distributed-design.md#one-rate-shared).
+    this.#reportNow();
     // Sent as a length of time from now: the database turns it into its own time, whatever this machine's clock says.
     this.#change(this.#shared.statements.pause, at - this.#clock.now());
   }
@@ -237,20 +247,26 @@ class SharedPacer implements Pacer {
    */
   async #take(): Promise<SharedSlot> {
     const { pool, statements, runId, where } = this.#shared;
-    // Taken now, so that what comes in while the statement is on its way goes with the next one; a failure puts them back.
-    const report = this.#shared.unreported.splice(0);
-    const accepted = report.filter((answer) => answer.accepted).length;
     const offset = this.#shared.offsetMs;
-    // Each 429 with when it was sent (the database's clock, once known) and the interval it was paced under: the
-    // statement counts those paced no faster than the row's interval now, so that one a cut already answers is not
-    // counted (another worker's cut may reach this worker only after its request left).
-    const rejected = report.filter((answer) => !answer.accepted);
-    const rejectedAt = rejected.map((answer) => (offset === undefined ? null : answer.sentAt + offset));
-    const rejectedPaced = rejected.map((answer) => answer.pacedMs ?? null);
+    const { report, accepted, values } = this.#unreported();
     let rows: SlotRow[];
+    // What the meter has for this slot to carry: on the first attempt only (a retry carries nothing: see `failed`).
+    const carry = this.#shared.carry;
+    let carried: Carried | undefined = carry?.carrier.take();
     try {
-      const values = [runId, accepted, rejectedAt, rejectedPaced, ...this.#label()];
-      rows = await retrying(where, async () => (await pool.query<SlotRow>(statements.acquire, values)).rows, { idempotent: true });
+      rows = await retrying(where, async () => {
+        const sent = carried;
+        carried = undefined;
+        if (!sent || isEmpty(sent) || !carry || !statements.acquireCarrying) return (await pool.query<SlotRow>(statements.acquire, values)).rows;
+        try {
+          const answered = (await pool.query<SlotRow & CarriedRow>(statements.acquireCarrying, [...values, carry.workerId, sent.held, sent.spent, sent.uncertain, sent.prepay])).rows;
+          carry.carrier.landed(sent, answered[0]);
+          return answered;
+        } catch (error) {
+          carry.carrier.failed(sent, error);
+          throw error;
+        }
+      }, { idempotent: true });
     } catch (error) {
       this.#shared.unreported.push(...report);
       throw error;
@@ -276,6 +292,45 @@ class SharedPacer implements Pacer {
     pacingUnder(this.#shared, taken.intervalMs, this.#clock.now());
     this.#shared.onSlot?.(taken);
     return taken;
+  }
+
+  /**
+   * The answers got since the last report, taken now, so that what comes in while a statement is on its way goes with
+   * the next one (a failure puts them back), as the values of `acquire` and `report`. Each 429 goes with when it was
+   * sent (the database's clock, once known) and the interval it was paced under: the statement counts those paced no
+   * faster than the row's interval now, so that one a cut already answers is not counted (another worker's cut may
+   * reach this worker only after its request left).
+   */
+  #unreported(): { report: Shared['unreported']; accepted: number; values: unknown[] } {
+    const report = this.#shared.unreported.splice(0);
+    const offset = this.#shared.offsetMs;
+    const rejected = report.filter((answer) => !answer.accepted);
+    const rejectedAt = rejected.map((answer) => (offset === undefined ? null : answer.sentAt + offset));
+    const rejectedPaced = rejected.map((answer) => answer.pacedMs ?? null);
+    const accepted = report.length - rejected.length;
+    return { report, accepted, values: [this.#shared.runId, accepted, rejectedAt, rejectedPaced, ...this.#label()] };
+  }
+
+  /**
+   * Reports the answers got since the last slot without taking one (in line with this pacer's writes). One that fails
+   * is put back, for the next slot to carry: a report is never worth failing the run for.
+   */
+  #reportNow(): void {
+    if (this.#shared.unreported.length === 0) return;
+    const { pool, statements, where } = this.#shared;
+    const { report, accepted, values } = this.#unreported();
+    this.#writes = this.#writes
+      // Counting twice is worse than not at all: retried only where it cannot have reached the server.
+      .then(() => retrying(where, () => pool.query<{ counted_rejected: number }>(statements.report, values), { idempotent: false }))
+      .then(
+        (result) => {
+          this.#shared.reported.accepted += accepted;
+          this.#shared.reported.rejected += Number(result.rows[0]?.counted_rejected ?? 0);
+        },
+        () => {
+          this.#shared.unreported.push(...report);
+        },
+      );
   }
 
   /** The label parameter of a key's row's statements (none for the run's row). */
@@ -307,32 +362,6 @@ class SharedPacer implements Pacer {
     this.#failure = undefined;
     if (failure) throw failure.error;
   }
-}
-
-interface SlotRow {
-  interval_ms: number;
-  wait_ms: number;
-  slot_epoch_ms: number;
-  stop_reason: string | null;
-  stop_message: string | null;
-  accepted: string;
-  rejected: string;
-  rejected_sent_epoch_ms: number | null;
-  /** How many of the 429s this statement carried it counted (those a cut did not answer already). */
-  counted_rejected: number;
-  /** A key's row: retired for the run (a 401), and for endpoints (path: why). */
-  retired_reason: string | null;
-  retired_message: string | null;
-  retired_paths: Record<string, { reason: string; message: string }> | null;
-}
-
-/** A key's retirements as its row holds them (values from the database: only the reasons a worker writes count). */
-function retirementsOf(row: SlotRow): KeyRetirement[] {
-  const known = (reason: string): reason is KeyRetirement['reason'] => reason === 'unauthorized' || reason === 'payment_required' || reason === 'forbidden';
-  const all: KeyRetirement[] = [];
-  if (row.retired_reason !== null && known(row.retired_reason)) all.push({ reason: row.retired_reason, message: row.retired_message ?? '' });
-  for (const [path, each] of Object.entries(row.retired_paths ?? {})) if (known(each.reason)) all.push({ reason: each.reason, message: String(each.message), path });
-  return all;
 }
 
 function intervalOf(requestsPerSecond: number): number {

@@ -88,9 +88,11 @@ export function planStatements(s: string) {
   return {
     /** A resume that retries failed series queues them again. */
     retryFailed: `UPDATE ${s}.series SET status = 'active', reason = NULL, error = NULL, error_kind = NULL WHERE run_id = $1 AND status = 'ended' AND reason = 'failed'`,
-    /** The run's series that are over: they get no job. */
-    seriesOver: `SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended'`,
-    // The rate is left for the first leader to write (its pacer knows the margin it paces under); no worker is alive,
+    /** Whether any of the run's series is over (a resume): planning then asks which, a batch at a time. */
+    anySeriesOver: `SELECT EXISTS (SELECT 1 FROM ${s}.series WHERE run_id = $1 AND status = 'ended') AS over`,
+    /** Which of these series ($2) of the run are over: they get no job. */
+    seriesOverOf: `SELECT series_id FROM ${s}.series WHERE run_id = $1 AND status = 'ended' AND series_id = ANY($2::text[])`,
+    // The rate is left for the first worker's pacer to write (it knows the margin it paces under); no worker is alive,
     // so reservations left are a dead one's: counted as spent already by their expiry, or given back here.
     /** The run's shared limits ($2 the budget, $3 the spend before), and no stop. */
     planLimits: `INSERT INTO ${s}.run_limits (run_id, planned, budget, spent) VALUES ($1, true, $2, $3)
@@ -165,6 +167,63 @@ function countedRejected(what: string): string {
   return `(SELECT ${what} FROM unnest($3::float8[], $4::float8[]) AS r(at, paced) WHERE r.paced IS NULL OR r.paced >= interval_ms - 0.001)`;
 }
 
+/** What a slot's statement sets on its row: the next slot, and the answers it carries ($2 accepted, $3 and $4 the 429s). */
+const SLOT_SET = `next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
+                     accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
+                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))`;
+
+/** What a slot's statement answers: the slot, the run's stop, a key's retirements, the run's answers. */
+function slotReturning(stop: string, retired: string): string {
+  return `interval_ms,
+                     extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
+                     extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
+                     ${stop}, ${retired}, accepted, rejected,
+                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms, ${countedRejected('count(*)')}::int AS counted_rejected`;
+}
+
+/**
+ * The run's slot (`pacerStatements(s).acquire`, $1 to $4) carrying the shared meter's business of this worker ($5), so
+ * that a page costs one round trip on the run's row where it cost three (docs/distributed.md#sizing-a-fleet-and-its-database):
+ * the reservations that settled since its last slot ($6 held, $7 of them spent, $8 of those uncertain: the meter's
+ * `settle`) and a reservation taken ahead for the request the slot is for ($9 credits, 0: none; the meter's `reserve`,
+ * taken only if the budget can hold it). The worker's row is locked first, as every statement on these rows does
+ * (`expireWorkers`): `before`'s one-time filter runs `alive` before its own lock of the run's row (EXPLAIN shows the
+ * filter under the LockRows), and the update's scan of that row locks nothing until it writes, after both. What
+ * `took` decides on is the row as `before` locked it, which nobody changes until this statement's commit. A worker marked dead has
+ * neither applied (its reservations were counted as spent by its expiry): its slot is taken all the same. Answers the
+ * slot's columns, the run's figures, whether the worker is alive and whether the reservation was taken (`took`).
+ */
+function acquireCarrying(s: string): string {
+  return `
+    WITH alive AS (
+      SELECT 1 FROM ${s}.workers WHERE run_id = $1 AND worker_id = $5 AND status <> 'dead' FOR UPDATE
+    ), before AS (
+      SELECT (SELECT count(*) FROM alive) > 0 AS alive, spent, reserved, budget FROM ${s}.run_limits
+       WHERE run_id = $1 AND (SELECT count(*) FROM alive) >= 0
+         FOR UPDATE
+    ), decided AS (
+      SELECT alive, alive AND $9::float8 > 0 AND budget IS NOT NULL
+                    AND spent + $7::float8 + reserved - $6::float8 + $9::float8 <= budget AS took
+        FROM before
+    ), slot AS (
+      UPDATE ${s}.run_limits l
+         SET ${SLOT_SET},
+             reserved = l.reserved - CASE WHEN d.alive THEN $6::float8 ELSE 0 END + CASE WHEN d.took THEN $9::float8 ELSE 0 END,
+             spent = l.spent + CASE WHEN d.alive THEN $7::float8 ELSE 0 END,
+             uncertain = l.uncertain + CASE WHEN d.alive THEN $8::float8 ELSE 0 END
+        FROM decided d
+       WHERE l.run_id = $1
+   RETURNING ${slotReturning('l.stop_reason, l.stop_message', 'NULL::text AS retired_reason, NULL::text AS retired_message, NULL::jsonb AS retired_paths')},
+             l.budget, l.spent, l.uncertain, l.reserved, d.alive, d.took
+    ), mine AS (
+      UPDATE ${s}.workers w
+         SET reserved = w.reserved - $6::float8 + CASE WHEN slot.took THEN $9::float8 ELSE 0 END, credits = w.credits + $7::float8
+        FROM slot
+       WHERE w.run_id = $1 AND w.worker_id = $5 AND slot.alive
+    )
+    SELECT * FROM slot`;
+}
+
 /**
  * The shared pacer: $1 the run, $2 an interval or a length of time in ms, $3 the channel the change is told on. The
  * run's row in `run_limits` (one key); or, `keyed`, a pool's key's row in `run_key_limits`, its label the parameter after
@@ -190,16 +249,20 @@ export function pacerStatements(s: string, keyed = false) {
     // was paced under the faster rate the cut already answers, and must neither cut again nor mark that rate as the
     // lowest that failed. One paced under an unknown interval (its worker's first slot) counts.
     acquire: `UPDATE ${table}
-                 SET next_at = GREATEST(next_at, clock_timestamp(), paused_until) + interval_ms * interval '1 millisecond',
-                     accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
-                     rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))
+                 SET ${SLOT_SET}
                WHERE ${row('$5')}
-           RETURNING interval_ms,
-                     extract(epoch FROM next_at - clock_timestamp()) * 1000 - interval_ms AS wait_ms,
-                     extract(epoch FROM next_at) * 1000 - interval_ms AS slot_epoch_ms,
-                     ${stop}, ${retired}, accepted, rejected,
-                     extract(epoch FROM rejected_sent_at) * 1000 AS rejected_sent_epoch_ms, ${countedRejected('count(*)')}::int AS counted_rejected`,
-    // A row created without a rate (0) takes the leader's first one; once set, the row is the truth.
+           RETURNING ${slotReturning(stop, retired)}`,
+    // The answers a worker got since its last slot, reported without taking a slot (the acquire's accounting alone, its
+    // parameters): sent at a 429's pause, so that the leader, renewed by the pause's notification, hears the 429 at
+    // once rather than with this worker's next slot after the pause (a cut half a second late at the run's start).
+    report: `UPDATE ${table}
+                SET accepted = accepted + $2, rejected = rejected + ${countedRejected('count(*)')},
+                    rejected_sent_at = GREATEST(rejected_sent_at, to_timestamp(${countedRejected('max(r.at)')} / 1000))
+              WHERE ${row('$5')}
+          RETURNING ${countedRejected('count(*)')}::int AS counted_rejected`,
+    /** The run's row only (undefined for a key's): `acquireCarrying`. */
+    acquireCarrying: keyed ? undefined : acquireCarrying(s),
+    // A row created without a rate (0) takes the first worker's; once set, the row is the truth (the leader's to change).
     seed: `UPDATE ${table} SET interval_ms = $2 WHERE ${row('$3')} AND interval_ms = 0`,
     // A new rate or a pause is told to every worker (`limitsChannel`): slots they were granted under the old terms and
     // still wait for are taken again, as the local pacer's reservations are, so that a cut is not followed by a burst.
@@ -259,10 +322,14 @@ export function workerStatements(s: string) {
   return {
     /** The worker's row ($3 host, $4 pid, $5 whether it leads). */
     register: `INSERT INTO ${s}.workers (run_id, worker_id, host, pid, leader) VALUES ($1, $2, $3, $4, $5)`,
-    /** A beat, by the database's clock ($3 whether it leads): answers whether another worker took this one for dead. */
-    beat: `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2 RETURNING status`,
-    /** The run's stop, once a worker wrote one. */
-    runStop: `SELECT stop_reason, stop_message FROM ${s}.run_limits WHERE run_id = $1`,
+    /**
+     * A beat, by the database's clock ($3 whether it leads): answers whether another worker took this one for dead, and
+     * the run's stop once a worker wrote one (read in the same round trip: a beat is four statements a worker every
+     * few seconds, a cost per page that grows with the workers: docs/distributed.md#sizing-a-fleet-and-its-database).
+     */
+    beat: `UPDATE ${s}.workers SET heartbeat_at = clock_timestamp(), leader = $3 WHERE run_id = $1 AND worker_id = $2
+           RETURNING status, (SELECT stop_reason FROM ${s}.run_limits WHERE run_id = $1) AS stop_reason,
+                     (SELECT stop_message FROM ${s}.run_limits WHERE run_id = $1) AS stop_message`,
     /** A run-wide stop ($2 reason, $3 message) for every worker; the first one written stands. */
     stopRun: `UPDATE ${s}.run_limits SET stop_reason = $2, stop_message = $3 WHERE run_id = $1 AND stop_reason IS NULL`,
     /** The worker left ($3 why: `finished`, or why it stopped). */
@@ -305,6 +372,10 @@ export const serverStatements = {
   tryAdvisoryLock: `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`,
   /** Whether a schema ($1 its name) exists. */
   schemaExists: `SELECT 1 FROM pg_namespace WHERE nspname = $1`,
+  /** Whether a table ($1 its quoted name) exists: pg-boss installed (its version table). */
+  tableExists: `SELECT to_regclass($1) IS NOT NULL AS found`,
+  /** Waits for a lock held to the end of the transaction (pg-boss's install, one process at a time: `openBoss`). */
+  advisoryXactLock: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
   /** A round trip, to see that a session is still there. */
   ping: 'SELECT 1',
   /** Hears the notifications of a channel (its name quoted: LISTEN takes no parameter). */

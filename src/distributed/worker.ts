@@ -80,16 +80,18 @@ export class RunWorker {
     this.#sql = workerStatements(quoteIdentifier(store.schema));
     this.id = `${hostname()}-${process.pid}-${randomBytes(2).toString('hex')}`;
     this.#share = { id: this.id, host: hostname(), pid: process.pid, pages: 0, credits: 0 };
-    // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request.
+    this.#meter = sharedMeter(store.pool, store.schema, runId, this.id, { weights: options.weights });
+    // Every slot reads the run's stop, so that a 401 one worker saw stops the others before their next request; the
+    // run's slots carry the meter's settles and reservations (one round trip on the run's row a page, not three).
     this.#pacer = sharedPacer(store.pool, store.schema, runId, {
       leads: () => this.#session.leader,
+      carry: { carrier: this.#meter.carrier, workerId: this.id },
       onSlot: (slot) => {
         if (slot.stop) this.#obey(slot.stop.reason as StopReason, slot.stop.message);
         this.#hear(slot);
       },
     });
     this.#session = new WorkerSession({ pool: store.pool, schema: store.schema, runId, workerId: this.id, onTermsChanged: (told) => this.#pacer.renew(told), onSeriesEnded: () => this.queue.wake() });
-    this.#meter = sharedMeter(store.pool, store.schema, runId, this.id, { weights: options.weights });
     this.limits = { meter: this.#meter, pacer: this.#pacer, learns: () => this.#session.leader, fleet: sharedKeys(store.pool, store.schema, runId, this.#pacer) };
     this.queue = new SeriesQueue({
       boss,
@@ -212,16 +214,15 @@ export class RunWorker {
     const pool = this.#store.pool;
     // The session is checked (and opened again, after a restart) before the beat is written.
     await this.#session.hold();
-    const { rows: me } = await pool.query<{ status: string }>(this.#sql.beat, [this.#runId, this.id, this.#session.leader]);
+    const { rows: me } = await pool.query<{ status: string; stop_reason: StopReason | null; stop_message: string | null }>(this.#sql.beat, [this.#runId, this.id, this.#session.leader]);
     // Presumed dead by another worker (this one missed its beats for STALE_SECONDS: frozen, or cut off): its
     // reservations were counted as spent and its series handed on. It cannot take its place back: it stops.
     if (me[0]?.status === 'dead') {
-      this.#obey('interrupted', `this worker was presumed dead (no heartbeat for ${STALE_SECONDS} s) and its series went to other workers: it stops; start it again to rejoin the run`);
+      this.#obey('presumed_dead', `this worker was presumed dead (no heartbeat for ${STALE_SECONDS} s) and its series went to other workers: it stops; start it again to rejoin the run`);
     }
     await this.queue.touch();
     this.#touchedAt = performance.now();
-    const { rows } = await pool.query<{ stop_reason: StopReason | null; stop_message: string | null }>(this.#sql.runStop, [this.#runId]);
-    const stop = rows[0];
+    const stop = me[0];
     if (stop?.stop_reason) this.#obey(stop.stop_reason, stop.stop_message);
     await expireDeadWorkers(pool, this.#store.schema, this.#runId, STALE_SECONDS);
   }

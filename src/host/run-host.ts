@@ -38,7 +38,7 @@ export interface RunHost {
   /** This process as one of the run's workers, for the `start` event: its id, and whether it joined others at work. */
   readonly member: { id: string; joined: boolean } | undefined;
   /** The series this process is to page, out of a source's own (`all`); absent, a source pages all of them. */
-  readonly feed?: (all: Iterator<Series>) => SeriesFeed;
+  readonly feed?: (all: Iterator<Series>, again?: () => Iterator<Series>) => SeriesFeed;
   /** Before each page permit is given. */
   beforePage(): Promise<void>;
   /** Whether the series is no longer this process's to page (its hold on it lapsed). */

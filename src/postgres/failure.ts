@@ -94,15 +94,18 @@ export async function retrying<T>(where: string, work: (attempt: number) => Prom
     try {
       return await work(attempt);
     } catch (error) {
-      const code = (error as { code?: unknown } | null)?.code;
-      const retriable = options.idempotent
-        ? isTransient(error)
-        : (typeof code === 'string' && NOT_SENT.test(code)) || noSocket(error) || (error instanceof Error && NOT_SENT_MESSAGES.test(error.message));
+      const retriable = options.idempotent ? isTransient(error) : notSent(error);
       if (!retriable || performance.now() - started + delay > limit) throw explainPostgresFailure(error, where);
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 5_000);
     }
   }
+}
+
+/** Whether a statement that failed with `error` surely never reached the server (no connection was made): safe to send again, whatever it does. */
+export function notSent(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return (typeof code === 'string' && NOT_SENT.test(code)) || noSocket(error) || (error instanceof Error && NOT_SENT_MESSAGES.test(error.message));
 }
 
 /** Runs `work` against a database once, on `pool` where it may be the first contact, its failures explained as the database's. */

@@ -16,7 +16,7 @@ export const EXIT = {
   plan: 4,
   /** Finished with failed series. */
   failedSeries: 5,
-  /** Try again later: the stall breaker, the 429 retry budget spent, the lease held by another run, a full disk, a locked database. */
+  /** Try again later: the stall breaker, the 429 retry budget spent, the lease held by another run, a full disk, a locked database, a worker presumed dead by the others. */
   tryLater: 75,
   /** Interrupted by a signal: resumable. */
   interrupted: 130,
@@ -47,7 +47,9 @@ export function exitCodeFor(outcome: { summary?: RunSummary | undefined; error?:
       else if (summary.reason === 'stall') codes.add(EXIT.tryLater);
       else codes.add(EXIT.plan);
     }
-    if (summary.status === 'interrupted') codes.add(EXIT.interrupted);
+    // A worker presumed dead by the others was not signalled: it may join its run again, so it is a failure to try
+    // again (a supervisor's `Restart=on-failure` brings it back), not the clean stop a signal's 130 tells.
+    if (summary.status === 'interrupted') codes.add(summary.reason === 'presumed_dead' ? EXIT.tryLater : EXIT.interrupted);
     if (summary.series.failedBy.rate_limited) codes.add(EXIT.tryLater);
     if (summary.series.failed > 0) codes.add(EXIT.failedSeries);
     codes.add(EXIT.ok);

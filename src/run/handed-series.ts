@@ -22,8 +22,8 @@ export function handedSeries(host: Pick<RunHost, 'feed'>): HandedSeries {
   if (!feed) return { feed: undefined, check: () => undefined };
   const handed = new Set<string>();
   return {
-    feed: (all) => {
-      const inner = feed(all);
+    feed: (all, again) => {
+      const inner = feed(all, again);
       return {
         async next() {
           const next = await inner.next();

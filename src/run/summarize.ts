@@ -71,6 +71,11 @@ export async function summarize(facts: RunFacts): Promise<RunSummary> {
   let status: RunStatus;
   let reason: string | undefined;
   if (stop && (stop.reason === 'interrupted' || stop.reason === 'aborted')) status = 'interrupted';
+  // A distributed run's worker presumed dead by the others: resumable as after a signal, and said apart (exit 75).
+  else if (stop?.reason === 'presumed_dead') {
+    status = 'interrupted';
+    reason = stop.reason;
+  }
   // Every key's allowance is spent for its period: the run goes on in the next (docs/credits.md#allowances).
   else if (stop?.reason === 'allowance') status = 'allowance';
   else if (stop) {

@@ -29,7 +29,7 @@ export const runSummarySchema = z.object({
   /**
    * `completed`: every series ended by a stop rule; `budget`: some stopped on the budget; `allowance`: the keys'
    * allowances are spent for their periods (it resumes in the next, `resumeAt`); `failed_series`: some failed;
-   * `stopped`: 401, 402/403, a quota or a stall (see `reason`); `interrupted`: a signal.
+   * `stopped`: 401, 402/403, a quota or a stall (see `reason`); `interrupted`: a signal, or (`reason: 'presumed_dead'`) a distributed run's worker the others presumed dead.
    */
   status: z.enum(RUN_STATUSES),
   reason: z.string().optional(),

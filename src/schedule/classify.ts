@@ -4,7 +4,7 @@ import { WebDataError } from '../errors/web-data-error.ts';
  * Why the scheduler stops sending for the whole run (or, for `forbidden`, for one endpoint; for `budget`, one series);
  * `allowance`: every key's allowance is spent for its period (docs/credits.md#allowances).
  */
-export type StopReason = 'budget' | 'allowance' | 'unauthorized' | 'payment_required' | 'forbidden' | 'quota' | 'stall' | 'interrupted' | 'aborted';
+export type StopReason = 'budget' | 'allowance' | 'unauthorized' | 'payment_required' | 'forbidden' | 'quota' | 'stall' | 'interrupted' | 'aborted' | 'presumed_dead';
 
 /** What to do about a failed attempt. */
 export type Disposition =

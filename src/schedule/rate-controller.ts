@@ -324,7 +324,8 @@ class BracketingController implements RateController {
 
   /** A slow start's step (SlowStart.doubled): the rate held since it was set, while used, doubles. */
   #doubled(now: number): boolean {
-    const step = this.#busy(now) ? this.#slow?.doubled(now) : undefined;
+    const accepted = this.#samples.accepted;
+    const step = this.#busy(now) ? this.#slow?.doubled(now, (since) => accepted.filter((sentAt) => sentAt >= since).length) : undefined;
     if (step === undefined) return false;
     this.#good = step.held;
     this.#rate = step.rate;

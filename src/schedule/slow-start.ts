@@ -46,10 +46,15 @@ export class SlowStart {
     return (this.#steps.at(-1) as SlowStep).rate;
   }
 
-  /** The next rate after holding the current one until `now` without a 429, or undefined while it has not held long enough. */
-  next(now: number): number | undefined {
+  /**
+   * The next rate after holding the current one until `now` without a 429, or undefined while it has not held long
+   * enough: HOLD_MS, and HOLD_REQUESTS sent at it and accepted (`accepted(since)` counts those sent since a time). Time
+   * alone is not a hold: a process held up by its machine (load 11–18 on two cores) sent 3 requests in 1.3 s at 3/s,
+   * doubled on the clock, and its 2/s key fell back from a 6 it never held (docs/benchmarks.md#key-pools-under-load).
+   */
+  next(now: number, accepted: (since: number) => number): number | undefined {
     const { at, rate } = this.#steps.at(-1) as SlowStep;
-    if (now - at < Math.max(HOLD_MS, (HOLD_REQUESTS * 1000) / rate)) return undefined;
+    if (now - at < Math.max(HOLD_MS, (HOLD_REQUESTS * 1000) / rate) || accepted(at) < HOLD_REQUESTS) return undefined;
     const next = Math.min(this.#maxRate, rate * 2);
     this.#steps.push({ at: now, rate: next });
     return next;
@@ -60,9 +65,9 @@ export class SlowStart {
    * start is over). The rate it doubles from is what held, and the doubling a raise into rates that never held: the
    * first 429 falls back as after a failed raise (to what held, or what the doubling showed of the limit).
    */
-  doubled(now: number): { held: number; rate: number; unproven: Unproven; last: boolean } | undefined {
+  doubled(now: number, accepted: (since: number) => number): { held: number; rate: number; unproven: Unproven; last: boolean } | undefined {
     const held = this.rate;
-    const rate = this.next(now);
+    const rate = this.next(now, accepted);
     if (rate === undefined) return undefined;
     return { held, rate, unproven: { at: now, from: held, rate, fromHeld: true }, last: rate >= this.#maxRate };
   }

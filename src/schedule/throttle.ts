@@ -79,7 +79,11 @@ class AdaptiveThrottle implements Throttle {
   readonly #queue: QueueControls;
   readonly #emit: (event: SchedulerEvent) => void;
   readonly #halt: AbortSignal;
-  readonly #controller: RateController;
+  #controller: RateController;
+  /** A controller for this throttle, from a start (a leadership taken over: the run's rate as its shared row holds it). */
+  readonly #controllerAt: (start: RateStart | undefined, slowStart: boolean) => RateController;
+  /** Whether this throttle learned the rate at its last answer: with a shared pacer, leadership moves between workers. */
+  #led: boolean | undefined;
   readonly #pacer: Pacer;
   #pausedUntil = Number.NEGATIVE_INFINITY;
   /** Pauses begun so far: the number of the latest, which alone restarts the queue when it ends. */
@@ -104,7 +108,8 @@ class AdaptiveThrottle implements Throttle {
     // (the window being 3 s, 3 s never came: the span is measured from its first answer to now, so it stayed unlearned).
     // A start from an earlier run only where this one adapts: otherwise the configured rate is what it sends at.
     const from = config.adaptive ? start : undefined;
-    this.#controller = createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, start: from, slowStart: slowStart ?? false, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
+    this.#controllerAt = (begin, slow) => createRateController({ maxRate, maxConcurrency: config.concurrency, minRate, start: begin, slowStart: slow, ...(config.learns ? { learnAfterMs: 2000 } : {}) }, clock);
+    this.#controller = this.#controllerAt(from, slowStart ?? false);
     this.#pacer = config.pacer ? config.pacer(paced(this.#controller.rate), clock, key) : createPacer(paced(this.#controller.rate), clock);
   }
 
@@ -133,9 +138,11 @@ class AdaptiveThrottle implements Throttle {
   }
 
   onSuccess(sentAt: number): void {
-    const controller = this.#controller;
     this.#latencyMs = this.#clock.now() - sentAt;
-    if (this.#learning() && controller.onSuccess(sentAt, this.#latencyMs)) this.#applyRate('sustained_success');
+    // Whether it learns first: a leadership taken over here replaces the controller (#takeOver).
+    const learning = this.#learning();
+    const controller = this.#controller;
+    if (learning && controller.onSuccess(sentAt, this.#latencyMs)) this.#applyRate('sustained_success');
     // A cap from rate-limit headers may have expired since the pacer last heard.
     else if (this.#pacer.rate !== paced(controller.rate)) this.#pacer.setRate(paced(controller.rate));
   }
@@ -176,7 +183,24 @@ class AdaptiveThrottle implements Throttle {
 
   // Whether this throttle learns the rate: always alone; with a shared pacer, only while it is the run's leader.
   #learning(): boolean {
-    return this.#config.adaptive && (this.#config.learns?.() ?? true);
+    const learning = this.#config.adaptive && (this.#config.learns?.() ?? true);
+    if (learning && this.#led === false) this.#takeOver();
+    this.#led = learning;
+    return learning;
+  }
+
+  /**
+   * Leadership came here from another worker: the run's rate is what the last leader left in the shared row (the
+   * pacer's rate, read back at each slot), not this worker's own start, which learned nothing while it followed. Going on
+   * from its own, a new leader wrote its configured rate back to the row at its first answer, over the limit the fleet
+   * had learned. It goes on from the row's rate as from a trusted remembered one (docs/distributed-design.md).
+   */
+  #takeOver(): void {
+    const rate = this.#pacer.rate / PACING_MARGIN;
+    if (!Number.isFinite(rate) || this.#pacer.rate === paced(this.#controller.rate)) return;
+    this.#controller = this.#controllerAt({ rate, trusted: true }, false);
+    this.#queue.concurrency = this.#controller.concurrency;
+    this.#emit({ type: 'adapt', rate: this.#controller.rate, concurrency: this.#controller.concurrency, reason: 'leader' });
   }
 
   #applyRate(reason: AdaptReason): void {

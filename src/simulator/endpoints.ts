@@ -1,5 +1,6 @@
 import { COUNTRY_CODES } from '../client/iso-codes.ts';
 import type { ResolvedSimulatorOptions } from './options.ts';
+import { corpusItem } from './corpus-items.ts';
 import { dayPage } from './days.ts';
 import { hash, pick, unit } from './rng.ts';
 import { searchPage } from './search-results.ts';
@@ -49,7 +50,8 @@ const search: Endpoint = {
       return jsonError('lang must be a lower-case language code');
     }
     const request = { q, page, count, country, lang };
-    const data = day === undefined ? searchPage(request, options) : dayPage(request, options, day);
+    const items = day === undefined ? searchPage(request, options) : dayPage(request, options, day);
+    const data = options.itemSize === 'real' ? items.map((item) => corpusItem(item, options.seed, day !== undefined)) : items;
     return { ok: true, body: { data } };
   },
 };

@@ -135,6 +135,14 @@ export const simulatorOptionsSchema = z.strictObject({
    * `Simulator.setDay` and `advanceDay` change it; `driftEveryMs` is ignored while a day is set. Unset: no days, as ever.
    */
   day: z.int().min(0).max(LAST_DAY).optional(),
+  /**
+   * How large search items are: `short`, the default answers' (200 to 400 bytes of JSON: the fields each family
+   * names, one-line snippets), or `real`, as large as real engines' answers of each family (about 600 bytes a serp
+   * item, 900 a Bing one, 1,800 a Brave one, 570 a Tavily one: long snippets, cached pages, proxied images), for
+   * benchmarks of what a run holds and writes (docs/client.md#item-sizes). A day's items are never shorter than the
+   * days' own (`full-items.ts`). @default 'short'
+   */
+  itemSize: z.enum(['short', 'real']).default('short'),
   /** Share of items without a title. @default 0.06 */
   untitledRate: rate.default(0.06),
   /** Largest `count` accepted; more is a 400. @default 100 */

@@ -138,6 +138,8 @@ export function defineSource<I>(spec: SourceSpec<I>): Source<I> {
           stopAfterNoNew: spec.stopAfterNoNew,
           fetch: (request, signal, key) => answered(() => spec.fetch(ownOf(series), request, { client: ctx.clientFor?.(key) ?? ctx.client, signal })),
         }),
+        // `series()` is called for the plan and again for the run (SourceSpec): it can be read once more.
+        runSeries,
       ) as AsyncIterable<Page<I>>,
   };
 }

@@ -48,6 +48,8 @@ export async function* fetchAll(
   all: Iterator<Series>,
   ctx: SourceContext,
   run: (series: Series, resume: Resumed, push: (page: Page) => Promise<void>, ready: () => Promise<void>) => Promise<SeriesEnd>,
+  /** The same series anew from the start, if they can be read again (a worker's feed then keeps only a window of them). */
+  again?: () => Iterator<Series>,
 ): AsyncGenerator<Page> {
   const concurrency = ctx.scheduler.stats().concurrency;
   const channel = createChannel<Page>(Math.max(4, concurrency * 2));
@@ -57,7 +59,7 @@ export async function* fetchAll(
   // still cover the latency.
   const backlog = Math.max(4, Math.min(8, concurrency));
   const ready = () => channel.room(backlog);
-  const feed = ctx.feed?.(all);
+  const feed = ctx.feed?.(all, again);
   // A worker holds few series at a time, so that the run's series spread over its workers.
   const maxActive = feed ? concurrency + 1 : Math.max(8, concurrency * 4);
   const next = feed ? () => feed.next() : () => all.next();

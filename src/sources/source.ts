@@ -72,9 +72,11 @@ export interface SourceContext extends RunContext {
   refused?(series: Series): Error | undefined;
   /**
    * A worker of a distributed run: the series this worker is to page, taken from the run's queue (the source's own
-   * list, `all`, says what each queued id is). Absent: the source pages all its series.
+   * list, `all`, says what each queued id is). Absent: the source pages all its series. `again`, if the source can
+   * read its list anew from the start (the same series in the same order), lets a worker keep only a window of what
+   * it read over a long run: without it, every series read past stays in memory until the run ends.
    */
-  feed?(all: Iterator<Series>): SeriesFeed;
+  feed?(all: Iterator<Series>, again?: () => Iterator<Series>): SeriesFeed;
 }
 
 /** Series handed out one at a time, waiting while others may still come (a distributed run's queue). */

@@ -10,6 +10,7 @@ export const SPEND_FLOOR_DAYS = 400;
 /** `400d`: a number of whole days; `forever`: never removed. */
 const SPEND_RETENTION = /^([1-9][0-9]{0,5})d$/;
 const SPEND_FORMAT = 'must be a number of days such as "400d", or "forever"';
+const JOURNAL_FORMAT = 'must be "until-complete": a pruned run\'s journal entries go once a later run of the pipeline ended cleanly (every sink holds them)';
 
 export const retentionSchema = z.strictObject({
   /**
@@ -19,6 +20,13 @@ export const retentionSchema = z.strictObject({
    * Absent: every run's records are kept.
    */
   runs: z.int({ error: 'must be a whole number of runs, 1 or more' }).positive({ error: 'must be a whole number of runs, 1 or more' }).optional(),
+  /**
+   * When a pruned run's journal entries go: `"until-complete"`, the only way (and so the default), once a later run of
+   * the pipeline ended cleanly (completed, out of budget, or with failed series), having replayed to each of its
+   * sinks every entry they lacked (docs/design.md#retention); never before, whatever `runs` says. Named so that the
+   * issue's `{ runs: 90, journal: 'until-complete' }` reads as what it does.
+   */
+  journal: z.literal('until-complete', { error: JOURNAL_FORMAT }).optional(),
   /**
    * How long the spend ledger's rows are kept, by the time they were written: a number of days (`"400d"`), or
    * `"forever"` (the default). At least `400d` when the pipeline declares an allowance (a year of a key's spend,

@@ -1,6 +1,6 @@
 // Distributed runs (issue 17): workers as child processes on one PostgreSQL, against the simulator. (i) workers that
 // join at once: 1, 3 and 4 on one run, spawn to exit (issue 33, test/bench/joining.ts); (j) 3 workers configured
-// together at 3× a limit they do not know (nginx in front); (k) a budget over 4 workers; (l) what the shared pacer and
+// together at 3× a limit they do not know (nginx in front), twice on one state (test/bench/workers-limit.ts); (k) a budget over 4 workers; (l) what the shared pacer and
 // budget cost per request.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,11 +11,13 @@ import { migrate } from '../../src/state/postgres/schema.ts';
 import { freshDatabase, query } from './postgres.ts';
 import { log } from './throughput.ts';
 import { scenarioJoining } from './joining.ts';
+
+// (j), measured from the workers' spawn to their exit, twice on one state: test/bench/workers-limit.ts.
+export { scenarioWorkersAboveLimit } from './workers-limit.ts';
 import { sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import { systemClock } from '../../src/schedule/clock.ts';
 import { startSimulator, type SimulatorOptions } from '../../src/simulator/index.ts';
-import { startNginx } from './nginx.ts';
 
 const FIXTURE = resolve(import.meta.dirname, '../fixtures/run-pipeline.ts');
 const KEY = `bench_${Date.now().toString(36)}_distributed`;
@@ -95,64 +97,6 @@ async function stopAfter(url: string, seconds: number, stop: () => void, over: P
  */
 export async function scenarioWorkersThroughput(admin: string, quick: boolean) {
   return scenarioJoining(admin, quick ? [1, 3] : [1, 3, 4]);
-}
-
-/**
- * (j) 3 workers of one run configured at 30 r/s each, behind nginx's `limit_req` at 10 r/s (burst 2, no Retry-After)
- * that they are not told: one run's rate, shared, against a leaky bucket the scheduler was not developed alongside.
- * The reference is one process (concurrency 4) on the same plan and limiter: what the learner alone reaches there, so
- * that what sharing costs is the difference. Achieved: distinct pages over the span of their fetch times (start-up
- * excluded, learning and tail included); 429s: nginx's own access log.
- */
-export async function scenarioWorkersAboveLimit(admin: string, quick: boolean) {
-  const limit = 10;
-  const latencyMs = 200;
-  // 240 pages (24 s at the limit); 120 with --quick.
-  const queries = Array.from({ length: quick ? 24 : 48 }, (_, i) => `limit query ${i}`);
-  const maxPages = 5;
-  const behindNginx = async (name: string, workers: number, concurrency: number, spec: Record<string, unknown>) => {
-    const upstream = await startSimulator({ latencyMs, keys: [{ key: KEY, name: 'main' }] });
-    const nginx = await startNginx({ upstreamPort: upstream.port, ratePerSecond: limit, burst: 2 });
-    try {
-      const run = await distributedRun(admin, name, workers, {}, { queries, maxPages, concurrency, requestsPerSecond: 30, baseUrl: nginx.url, ...spec });
-      const byStatus = await nginx.statusCounts();
-      const perSecond = await nginx.perSecond();
-      const ok = byStatus['200'] ?? 0;
-      const limited = byStatus['429'] ?? 0;
-      return {
-        workers,
-        concurrency,
-        exitCodes: run.exitCodes,
-        pagesByWorker: run.pagesByWorker,
-        pages: run.pages,
-        seconds: run.seconds,
-        achievedOverServerLimit: round(run.pagesPerSecond / limit),
-        share429: round(limited / Math.max(ok + limited, 1), 4),
-        nginxByStatus: byStatus,
-        // What nginx answered in each second of the run: accepted, and 429s (where sharing loses shows here).
-        nginxPerSecond: { accepted: perSecond.map((s) => s['200'] ?? 0), rejected: perSecond.map((s) => s['429'] ?? 0) },
-        debited: upstream.stats().credits.main?.debited ?? 0,
-      };
-    } finally {
-      await nginx.close();
-      await upstream.close();
-    }
-  };
-  log(`(j) distributed: 3 workers at 30 r/s, concurrency 3 each, nginx allows ${limit} r/s (burst 2, no Retry-After), ${queries.length * maxPages} pages`);
-  const shared = await behindNginx('bench_workers_limit', 3, 3, {});
-  // State in SQLite, so not distributed: the rate controller and the local pacer alone.
-  log('(j) reference: one process, concurrency 4, the same plan and limiter');
-  const alone = await behindNginx('bench_workers_limit_alone', 1, 4, { sinks: ['postgres', 'sqlite'], stateUrl: undefined });
-  return {
-    limiter: 'nginx limit_req (leaky bucket, nodelay)',
-    serverLimit: limit,
-    burst: 2,
-    latencyMs,
-    configuredPerWorker: 30,
-    plannedPages: queries.length * maxPages,
-    ...shared,
-    oneProcessReference: alone,
-  };
 }
 
 /** (k) A budget of 150 credits over 4 workers: spent exactly, never above (by the simulator's own debit). */

@@ -3,10 +3,12 @@
 // flag and no environment variable of ours: the built command line run by node (`node dist/cli/main.js run
 // config.json`: the bin's shebang and its settings do not apply), a pipeline file run by node, and a program of the
 // user's own calling run(), both importing the built package. Its peak resident memory (the kernel's high-water
-// mark, VmHWM) is read from /proc while it runs. dist/ is built first, so that it is today's code.
+// mark, VmHWM) is read from /proc while it runs. dist/ is built first, so that it is today's code. The simulator
+// answers with items as large as real engines' (`itemSize: 'real'`, about 970 bytes of JSON on average); the short
+// items of its default answers (about 320) are the fixture the figures before issue 43 were measured on: `short`.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { measuredNode } from '../cli/peak-rss.ts';
@@ -24,15 +26,33 @@ type Way = (typeof WAYS)[number];
 export const AIMED_WAYS = WAYS.filter((way) => way !== 'runObject');
 const KEY = `bench_${Date.now().toString(36)}_memory`;
 
-export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS) {
+type ItemSize = 'real' | 'short';
+interface WayRun {
+  exitCode: number | null;
+  peakRssMb: number;
+  seconds: number;
+  itemsPerSecond: number;
+  stderr?: string;
+}
+
+/**
+ * Each way in `ways`, in order, with items of each size in `sizes` in turn (interleaved: `cli,cli` with `real,short`
+ * runs real, short, real, short). A way's figure is its last run with real items (or short, if only those ran); every
+ * run is in `runs`.
+ */
+export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS, sizes: readonly ItemSize[] = ['real']) {
   const queries = Math.ceil(items / (MEMORY_COUNTRIES.length * 10 * 100));
   log(`(n) memory: ${queries} queries × ${MEMORY_COUNTRIES.length} countries × 10 pages of 100 (${queries * MEMORY_COUNTRIES.length * 1000} items), concurrency 32, no flags`);
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
-  const sim = await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, keys: [{ key: KEY, name: 'main' }] });
-  const env = { WEBDATA_BASE_URL: sim.url, WEBDATA_API_KEY: KEY };
-  const results: Partial<Record<Way, { exitCode: number | null; peakRssMb: number; seconds: number; stderr?: string }>> = {};
+  const sims = {
+    real: await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, itemSize: 'real', keys: [{ key: KEY, name: 'main' }] }),
+    short: await startSimulator({ latencyMs: 0, resultsPerQuery: 1000, logLimit: 0, itemSize: 'short', keys: [{ key: KEY, name: 'main' }] }),
+  };
+  const results: Partial<Record<Way, WayRun>> = {};
+  const runs: (WayRun & { way: Way; itemSize: ItemSize; load: string })[] = [];
   try {
-    for (const way of ways) {
+    for (const [way, itemSize] of ways.flatMap((way) => sizes.map((size) => [way, size] as const))) {
+      const env = { WEBDATA_BASE_URL: sims[itemSize].url, WEBDATA_API_KEY: KEY };
       const dir = mkdtempSync(join(tmpdir(), 'webdata-memory-'));
       try {
         const config = { name: 'memory', search: memorySearch(queries), rate: { concurrency: 32 }, sinks: [{ type: 'sqlite', path: 'mem.sqlite' }, { type: 'csv', path: 'mem.csv' }] };
@@ -49,20 +69,26 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS)
           runObject: [runProgram, 'object'],
         }[way];
         const run = await measuredNode(args, { cwd: dir, env: { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir } });
-        results[way] = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
-        log(`(n) ${way}: peak ${run.peakRssMb} MB, ${run.seconds} s, exit ${run.code}`);
+        const total = queries * MEMORY_COUNTRIES.length * 1000;
+        const result = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, itemsPerSecond: Math.round(total / run.seconds), ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
+        if (itemSize === 'real' || !sizes.includes('real')) results[way] = result;
+        // The load average beside every figure: the machine is shared.
+        const load = loadavg().map((l) => l.toFixed(2)).join(' ');
+        runs.push({ way, itemSize, load, ...result });
+        log(`(n) ${way}, ${itemSize} items: peak ${run.peakRssMb} MB, ${run.seconds} s (${result.itemsPerSecond} items/s, spawn to exit), exit ${run.code}, load ${load}`);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
     }
   } finally {
-    await sim.close();
+    await Promise.all([sims.real.close(), sims.short.close()]);
   }
-  return { items: queries * MEMORY_COUNTRIES.length * 1000, concurrency: 32, aimMb: 250, ...results };
+  return { items: queries * MEMORY_COUNTRIES.length * 1000, concurrency: 32, aimMb: 250, itemSizes: sizes, ...results, runs };
 }
 
 if (import.meta.main) {
   const items = Number(process.argv[2] ?? 1_000_000);
   const ways = (process.argv[3]?.split(',') ?? WAYS) as Way[];
-  process.stdout.write(`${JSON.stringify(await scenarioMemory(items, ways))}\n`);
+  const sizes = (process.argv[4]?.split(',') ?? ['real']) as ItemSize[];
+  process.stdout.write(`${JSON.stringify(await scenarioMemory(items, ways, sizes))}\n`);
 }

@@ -4,8 +4,12 @@
 // worker applies it. Prints one JSON object: for each, the file's size (and the bytes in use: SQLite reuses freed
 // pages, it does not give them back), the rows of the tables that grow, the time `webdata-etl runs` and the analytics
 // views take at the end, and with retention the time the prunes took.
-// `node scripts/with-node.mjs test/bench/year.ts [--days 365] [--series 1000] [--keep 90]` (a year of 1,000 series:
-// some minutes per variant on 2 cores; `--days 30 --series 200` in well under a minute).
+// `node scripts/with-node.mjs test/bench/year.ts [--days 365] [--series 1000] [--keep 90] [--concurrency 32]
+// [--variant both|without|with] [--dir <dir>]` (a year of 1,000 series: 6-8 minutes a variant on 2 cores when quiet;
+// `--days 30 --series 200` in well under a minute). The simulator answers at once and the runs page `--concurrency`
+// series at a time, in process: a day of 1,000 series is about a second. `--dir` keeps the files there
+// (`without.sqlite`, `with.sqlite`) instead of removing them; `--measure <file>` only measures a file kept so, after
+// re-creating its views as a run opening it does (so that a change to the views is measured on the same year).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,16 +18,30 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { definePipeline, normalize, run, searchPages, toSqlite } from '../../src/index.ts';
 import { startSimulator } from '../../src/simulator/index.ts';
+import { applicableViews, createResultsViews } from '../../src/analytics/views.ts';
 import { sqlitePruneDatabase } from '../../src/state/sqlite/prune.ts';
 import { prune } from '../../src/state/prune.ts';
 
-const { values } = parseArgs({ options: { days: { type: 'string' }, series: { type: 'string' }, keep: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    days: { type: 'string' },
+    series: { type: 'string' },
+    keep: { type: 'string' },
+    concurrency: { type: 'string' },
+    variant: { type: 'string' },
+    dir: { type: 'string' },
+    measure: { type: 'string' },
+  },
+});
 const DAYS = Number(values.days ?? 365);
 const SERIES = Number(values.series ?? 1000);
 const KEEP = Number(values.keep ?? 90);
+const CONCURRENCY = Number(values.concurrency ?? 32);
+const VARIANT = values.variant ?? 'both';
 const COUNTRIES = ['us', 'gb', 'de', 'fr'];
 const KEY = 'sk_year_0123456789abcdef';
-const CLI = resolve(import.meta.dirname, '../../src/cli/main.ts');
+// The built command line, as a user runs it (dist/, which the tests' global setup builds; `npm run build`).
+const CLI = resolve(import.meta.dirname, '../../dist/cli/main.js');
 const GROWING = ['runs', 'series', 'series_state', 'pages', 'run_sinks', 'spend', 'results', 'results_outcomes'];
 
 /** Milliseconds `work` takes. */
@@ -45,7 +63,7 @@ function measure(path: string) {
       ['report_rankings', 'report_changes', 'webdata_spend'].map((view) => [view, timed(() => db.prepare(`SELECT count(*) FROM ${view}`).pluck().get())]),
     );
     const bytes = statSync(path).size;
-    return { bytes, bytesInUse: bytes - free * pageSize, rows, viewsMs: views, runsMs: timed(() => execFileSync(process.execPath, ['--conditions=webdata-etl:source', CLI, 'runs', path, '--json'], { stdio: 'ignore' })) };
+    return { bytes, bytesInUse: bytes - free * pageSize, rows, viewsMs: views, runsMs: timed(() => execFileSync(process.execPath, [CLI, 'runs', path, '--json'], { stdio: 'ignore' })) };
   } finally {
     db.close();
   }
@@ -53,8 +71,9 @@ function measure(path: string) {
 
 /** `--days` daily runs into a fresh file, with the retention applied after each (as the worker does) when `keep` is given. */
 async function year(keep: number | undefined) {
-  const dir = mkdtempSync(join(tmpdir(), 'webdata-year-'));
-  const path = join(dir, 'year.sqlite');
+  const dir = values.dir ?? mkdtempSync(join(tmpdir(), 'webdata-year-'));
+  const path = join(dir, keep === undefined ? 'without.sqlite' : 'with.sqlite');
+  if (values.dir !== undefined) rmSync(path, { force: true });
   const sim = await startSimulator({ keys: [{ key: KEY, name: 'main' }], day: 0 });
   const queries = Array.from({ length: Math.ceil(SERIES / COUNTRIES.length) }, (_, i) => `product ${i + 1}`);
   const pipeline = definePipeline({
@@ -62,7 +81,7 @@ async function year(keep: number | undefined) {
     source: searchPages({ queries, countries: COUNTRIES, maxPages: 1 }),
     stages: [normalize()],
     sinks: [toSqlite({ path, table: 'results' })],
-    rate: { concurrency: 8 },
+    rate: { concurrency: CONCURRENCY },
     ...(keep === undefined ? {} : { retention: { runs: keep } }),
   });
   const pruned = { ms: 0, slowestMs: 0, runs: 0 };
@@ -72,6 +91,7 @@ async function year(keep: number | undefined) {
       sim.setDay(day);
       const summary = await run(pipeline, { baseUrl: sim.url, apiKey: KEY, env: {} });
       if (summary.status !== 'completed') throw new Error(`day ${day}: ${summary.status}`);
+      if (day % 30 === 29) process.stderr.write(`${keep === undefined ? 'without' : 'with'}: day ${day + 1}, ${Math.round((Date.now() - began) / 1000)} s\n`);
       if (keep === undefined) continue;
       const db = sqlitePruneDatabase(path);
       try {
@@ -88,10 +108,25 @@ async function year(keep: number | undefined) {
     return { retention: keep === undefined ? null : { runs: keep }, seconds: Math.round((Date.now() - began) / 1000), ...measure(path), ...(keep === undefined ? {} : { prune: { ...pruned, ms: Math.round(pruned.ms) } }) };
   } finally {
     await sim.close();
-    rmSync(dir, { recursive: true, force: true });
+    if (values.dir === undefined) rmSync(dir, { recursive: true, force: true });
   }
 }
 
-const without = await year(undefined);
-const withRetention = await year(KEEP);
-process.stdout.write(`${JSON.stringify({ days: DAYS, series: SERIES, without, with: withRetention }, null, 2)}\n`);
+/** A kept file measured again, its views re-created first as the next run opening it would (`createResultsViews`). */
+function remeasure(path: string) {
+  const db = new Database(path);
+  try {
+    createResultsViews(db, 'results', applicableViews('append', true), 'append');
+  } finally {
+    db.close();
+  }
+  return measure(path);
+}
+
+if (values.measure !== undefined) {
+  process.stdout.write(`${JSON.stringify({ file: values.measure, ...remeasure(values.measure) }, null, 2)}\n`);
+} else {
+  const without = VARIANT === 'with' ? null : await year(undefined);
+  const withRetention = VARIANT === 'without' ? null : await year(KEEP);
+  process.stdout.write(`${JSON.stringify({ days: DAYS, series: SERIES, concurrency: CONCURRENCY, without, with: withRetention }, null, 2)}\n`);
+}

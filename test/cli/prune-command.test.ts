@@ -93,6 +93,7 @@ describe('webdata-etl prune', () => {
       [{ spend: '1 year' }, {}, 'retention.spend', 'must be a number of days such as "400d", or "forever"'],
       [{ spend: '30d' }, { allowance: { credits: 10, per: 'day' } }, 'retention.spend', 'must be at least "400d"'],
       [{ kept: 3 }, {}, 'retention', 'kept'],
+      [{ journal: 'forever' }, {}, 'retention.journal', 'must be "until-complete"'],
     ] as const) {
       const file = config(dir.dir, { retention, ...extra }, SEARCH);
       for (const command of ['prune', 'run']) {
@@ -109,9 +110,11 @@ describe('webdata-etl prune', () => {
 describe('retention in definePipeline', () => {
   const pipeline = (settings: Record<string, unknown>) => ({ name: 'p', source: searchPages(SEARCH), stages: [normalize()], sinks: [toCsv({ path: 'x.csv' })], ...settings });
 
-  it('takes runs and spend, and refuses a spend shorter than an allowance needs, naming the field', async () => {
+  it('takes runs, journal and spend, and refuses a spend shorter than an allowance needs, naming the field', async () => {
     expect(definePipeline(pipeline({ retention: { runs: 90, spend: '400d' }, allowance: { credits: 5, per: 'day' } })).retention).toEqual({ runs: 90, spend: '400d' });
     expect(definePipeline(pipeline({ retention: { spend: '30d' } })).retention).toEqual({ spend: '30d' });
+    // The issue's words (43, item 4): the journal kept until a later run completed, which is what `runs` does with it.
+    expect(definePipeline(pipeline({ retention: { runs: 90, journal: 'until-complete' } })).retention).toEqual({ runs: 90, journal: 'until-complete' });
     expect(definePipeline(pipeline({ retention: { spend: 'forever' }, allowance: { credits: 5, per: 'month' } })).retention).toEqual({ spend: 'forever' });
     expectRefused(await thrown(() => definePipeline(pipeline({ retention: { runs: -1 } }))), 'retention.runs', /whole number of runs, 1 or more/);
     expectRefused(await thrown(() => definePipeline(pipeline({ retention: { spend: '0d' } }))), 'retention.spend', /number of days such as "400d"/);

@@ -1,25 +1,19 @@
 // Each key of a pool as the workers of a distributed run share it (docs/distributed.md#a-pool-of-keys-across-workers):
 // its own pacer row, share of the credits and retirements, on a real PostgreSQL cluster, workers on their own connections.
 import pg from 'pg';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { sharedKeys } from '../../src/distributed/shared-key.ts';
 import { type SharedSlot, sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import { virtualClock } from '../../src/schedule/index.ts';
-import { migrate } from '../../src/state/postgres/schema.ts';
-import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+import { describePostgres, sql } from '../postgres/pg.ts';
+import { migratedDatabase } from './migrated-database.ts';
 
 const S = 'webdata';
 
 describePostgres("a pool's keys shared by the workers of a run, in PostgreSQL", () => {
-  let db: Awaited<ReturnType<typeof testDatabase>>;
-  const pools: pg.Pool[] = [];
+  const db = migratedDatabase(S);
+  const { pool } = db;
   let runs = 0;
-  const pool = (max = 4) => {
-    const opened = new pg.Pool({ connectionString: db.url, max });
-    opened.on('error', () => undefined);
-    pools.push(opened);
-    return opened;
-  };
   const run = async () => {
     const id = `run-${++runs}`;
     await sql(db.url, `INSERT INTO ${S}.run_limits (run_id, interval_ms) VALUES ($1, 1000)`, [id]);
@@ -27,15 +21,6 @@ describePostgres("a pool's keys shared by the workers of a run, in PostgreSQL", 
   };
   const keyRow = async (id: string, label: string) =>
     (await sql(db.url, `SELECT interval_ms, extract(epoch FROM paused_until) * 1000 AS paused_ms, spent, reserved, max_credits, rejected FROM ${S}.run_key_limits WHERE run_id = $1 AND label = $2`, [id, label]))[0];
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    await migrate(pool(1), S, 'test');
-  });
-  afterAll(async () => {
-    await Promise.all(pools.map((p) => p.end()));
-    await db.drop();
-  });
 
   it("each key paces on its own row: its own rate, its own pause and its own 429s; the run's row is left alone", async () => {
     const id = await run();

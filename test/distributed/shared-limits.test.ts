@@ -1,29 +1,21 @@
-import pg from 'pg';
-import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { WorkerExpiredError } from '../../src/errors/worker-expired-error.ts';
 import { expireDeadWorkers, sharedMeter } from '../../src/distributed/shared-meter.ts';
 import { type SharedSlot, sharedPacer } from '../../src/distributed/shared-pacer.ts';
 import type { Clock } from '../../src/schedule/clock.ts';
 import type { Charge } from '../../src/schedule/credit-meter.ts';
 import { createScheduler, virtualClock } from '../../src/schedule/index.ts';
-import { migrate } from '../../src/state/postgres/schema.ts';
 import { clientFor, simulator } from '../helpers.ts';
-import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+import { describePostgres, sql } from '../postgres/pg.ts';
+import { migratedDatabase } from './migrated-database.ts';
 
 const S = 'webdata';
 const charge = (weight = 1): Charge => ({ weight, path: '/searchengine/search', series: 'q' });
 
 describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
-  let db: Awaited<ReturnType<typeof testDatabase>>;
-  const pools: pg.Pool[] = [];
+  const db = migratedDatabase(S);
+  const { pool } = db;
   let runs = 0;
-
-  const pool = (max = 4) => {
-    const opened = new pg.Pool({ connectionString: db.url, max });
-    opened.on('error', () => undefined);
-    pools.push(opened);
-    return opened;
-  };
   /** A run of the test's own, with its limits' row and its workers' rows, as the planning worker writes them. */
   const run = async (limits: { budget?: number | null; intervalMs?: number }, workers: string[] = []) => {
     const id = `run-${++runs}`;
@@ -37,16 +29,6 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
   };
   const workerOf = async (id: string, worker: string) =>
     (await sql(db.url, `SELECT status, credits, reserved FROM ${S}.workers WHERE run_id = $1 AND worker_id = $2`, [id, worker]))[0];
-
-  beforeAll(async () => {
-    db = await testDatabase();
-    const setup = pool(1);
-    await migrate(setup, S, 'test');
-  });
-  afterAll(async () => {
-    await Promise.all(pools.map((p) => p.end()));
-    await db.drop();
-  });
 
   it('hands out slots one interval apart to workers on different connections, and every worker obeys a pause', async () => {
     const id = await run({});
@@ -135,6 +117,21 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(other.rate).toBe(100);
   });
 
+  it("paces a follower's first slots at its own start when no worker has set the run's rate yet: never at the row's 0", async () => {
+    const id = await run({});
+    const slots: SharedSlot[] = [];
+    // The leader's pacer is not made yet (its worker is still wiring its run): the follower's first slots come first.
+    const follower = sharedPacer(pool(), S, id, { leads: () => false, onSlot: (slot) => slots.push(slot) })(8, virtualClock(0));
+    await Promise.all([follower.acquire(), follower.acquire(), follower.acquire()]);
+    expect(slots.map((slot) => slot.intervalMs)).toEqual([125, 125, 125]);
+    const times = slots.map((slot) => slot.slotEpochMs).sort((a, b) => a - b);
+    for (let i = 1; i < times.length; i++) expect((times[i] as number) - (times[i - 1] as number)).toBeGreaterThanOrEqual(125 - 0.002);
+    // The leader's pacer, made later, finds the rate set: the same one, every worker having started where this one did.
+    const leader = sharedPacer(pool(), S, id, { leads: () => true })(8, virtualClock(0));
+    await leader.acquire();
+    expect((await limitsOf(id)).interval_ms).toBe(125);
+  });
+
   it('does not seed a rate over one the row already has', async () => {
     const id = await run({ intervalMs: 40 });
     const pacer = sharedPacer(pool(), S, id, { leads: () => true })(50, virtualClock(0));
@@ -195,6 +192,33 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     await follower.acquire();
     expect(slots.at(-1)?.outcomes).toEqual({ accepted: 1, rejected: 3 });
     expect(slots.at(-1)?.reported).toEqual({ accepted: 1, rejected: 2 });
+  });
+
+  it("reports a follower's 429 with the pause it writes: the leader's next slot hears it at once, and the follower's next counts it no more", async () => {
+    const id = await run({ intervalMs: 20 });
+    let now = 0;
+    const clock: Clock = { now: () => now, sleep: async (ms) => void (now += ms) };
+    const heard: SharedSlot[] = [];
+    const own: SharedSlot[] = [];
+    const leader = sharedPacer(pool(), S, id, { leads: () => true, onSlot: (slot) => heard.push(slot) })(50, clock);
+    const following = sharedPacer(pool(), S, id, { leads: () => false, onSlot: (slot) => own.push(slot) });
+    const follower = following(50, clock);
+    await leader.acquire();
+    await follower.acquire();
+    // A 429 comes to the follower, and its scheduler pauses for it at once (the pause every worker obeys).
+    now += 5;
+    following.report(false, now);
+    follower.pauseUntil(now + 1_000);
+    await vi.waitFor(async () => expect((await limitsOf(id)).paused_ms).toBeGreaterThan(0), { timeout: 10_000, interval: 20 });
+    // The leader, renewed by the pause's notification, takes its slot again: the 429 is in the run's totals already.
+    // Before, it came with the follower's next slot, after the pause: the leader cut half a second late.
+    await leader.acquire();
+    expect(heard.at(-1)?.outcomes).toEqual({ accepted: 0, rejected: 1 });
+    expect(heard.at(-1)?.reported).toEqual({ accepted: 0, rejected: 0 });
+    // Reported once: the follower's next slot carries nothing more, and counts it as its own.
+    await follower.acquire();
+    expect(own.at(-1)?.outcomes).toEqual({ accepted: 0, rejected: 1 });
+    expect(own.at(-1)?.reported).toEqual({ accepted: 0, rejected: 1 });
   });
 
   it('takes another slot when this worker hears of a pause while it waits for the one it got', async () => {

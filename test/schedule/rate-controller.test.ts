@@ -298,6 +298,22 @@ describe('a slow start (a pool’s key with nothing known of its limit)', () => 
     expect(rates).toEqual([3, 6, 12, 24]);
   });
 
+  it('a step doubles once 4 requests sent at it were accepted, not on the clock alone (a process held up by its machine)', () => {
+    let now = 0;
+    const controller = createRateController({ maxRate: 24, maxConcurrency: 4, slowStart: true }, { now: () => now });
+    // At 3/s, a first request, then the process held up for 1.4 s, then two more: 1.45 s at the step, 3 requests.
+    for (const sentAt of [0, 1400, 1450]) {
+      now = sentAt;
+      controller.onSuccess(sentAt, 0);
+    }
+    // Before: doubled to 6 on its 1.33 s (seen behind nginx at load 11–18: a 2/s key doubled from 3 it had barely used,
+    // fell back from 6 to 4.59, and paid 7 429s on the way down).
+    expect(controller.rate).toBe(3);
+    now = 1500;
+    controller.onSuccess(1500, 0);
+    expect(controller.rate).toBe(6);
+  });
+
   it('crosses a limit once: one 429 a key at the crossing, the fall back under the limit, and few after it', () => {
     for (const limit of [2, 4, 8, 10]) {
       const { refused, cuts, accepted } = againstBucket(limit, 2, 30, 24, 0, true);

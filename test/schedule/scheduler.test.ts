@@ -208,8 +208,10 @@ describe('other failures', () => {
   ] as const) {
     it(`${status} stops the run: nothing new is sent, answers in flight are kept`, async () => {
       await using t = await setup({}, { concurrency: 3 });
-      t.sim.inject({ fault: 'delay', ms: 50, match: { q: 'slow 0' } });
-      t.sim.inject({ fault: 'delay', ms: 50, match: { q: 'slow 1' } });
+      // The slow answers must outlast the refusal's way back: at 50 ms, on a machine at load 32 (eight sessions' tests on
+      // two cores), a slow answer freed its slot before the 402 was read, and 'later 0' went out.
+      t.sim.inject({ fault: 'delay', ms: 1500, match: { q: 'slow 0' } });
+      t.sim.inject({ fault: 'delay', ms: 1500, match: { q: 'slow 1' } });
       t.sim.inject({ fault: 'status', status, match: { q: 'refused' }, times: 1 });
       // Two slow requests are in flight when the refusal arrives; the rest wait behind the concurrency limit.
       const slow = [t.search('slow 0'), t.search('slow 1')];

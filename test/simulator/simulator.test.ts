@@ -98,6 +98,24 @@ describe('deterministic results', () => {
     const titles = items.map((i) => String(i.title ?? ''));
     expect(titles.some((t) => t !== t.normalize('NFC') || t !== t.trim() || /[^\u0000-\u007f]/.test(t))).toBe(true);
   });
+
+  it("itemSize 'real': items as large as real engines' of each family, the same results; short by default", async () => {
+    // Mean bytes of JSON per item in public responses of each family (serp about 580, Bing 840, Brave 1,870, Tavily 565).
+    const corpus = { serp: [450, 800], bing: [700, 1100], brave: [1500, 2200], tavily: [450, 700] } as const;
+    const bytes = (items: Item[]) => items.reduce((sum, item) => sum + Buffer.byteLength(JSON.stringify(item)), 0) / items.length;
+    for (const [shape, [low, high]] of Object.entries(corpus)) {
+      await using real = await simulator({ shape: shape as keyof typeof corpus, itemSize: 'real', resultsPerQuery: 100 });
+      await using short = await simulator({ shape: shape as keyof typeof corpus, resultsPerQuery: 100 });
+      const params = { q: 'item sizes', count: 100, country: 'de' };
+      const [large, small] = [(await clientFor(real).search(params)).data, (await clientFor(short).search(params)).data];
+      expect(bytes(large), shape).toBeGreaterThan(low);
+      expect(bytes(large), shape).toBeLessThan(high);
+      expect(bytes(small), shape).toBeLessThan(low);
+      // The same results in the same order, each with at least the fields of the short one.
+      expect(large.map(urlOf)).toEqual(small.map(urlOf));
+      for (const [i, item] of small.entries()) expect(Object.keys(large[i] ?? {})).toEqual(expect.arrayContaining(Object.keys(item)));
+    }
+  });
 });
 
 describe('plans, credits and limits', () => {
