@@ -1,3 +1,4 @@
+import { connect, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { expect, it } from 'vitest';
 import { seriesStates } from '../../src/pipeline/context.ts';
@@ -7,6 +8,7 @@ import { createCommitter } from '../../src/run/commit.ts';
 import type { StateStore } from '../../src/state/interfaces.ts';
 import { postgresStateStore } from '../../src/state/postgres/store.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
+import { spendRowOf } from './spend-rows.ts';
 
 // A worker's page statements go down one pipelined connection (issue 43, item 5): handed over at once, the next
 // page's statement is sent while the one before is on its way. Before, the worker's store took a page only once the
@@ -35,11 +37,52 @@ function counted(store: StateStore): { store: StateStore; most(): number } {
   return { store: { ...store, commitPage }, most: () => most };
 }
 
-/** A worker's store and committer on a new database, the journal kept (a row per committed page). */
-async function worker() {
+/**
+ * A TCP proxy to the database at `url` (node:net), for the worker's pipelined connection alone: `mute` stops what the
+ * server says from reaching the client (statements still go through and run), `cut` ends every connection through it.
+ */
+async function proxy(url: string) {
+  const target = new URL(url);
+  const sockets = new Set<Socket>();
+  let muted = false;
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.on('data', (data) => upstream.write(data));
+    upstream.on('data', (data) => void (muted || client.write(data)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const through = new URL(url);
+  through.hostname = '127.0.0.1';
+  through.port = String((server.address() as { port: number }).port);
+  return {
+    url: through.toString(),
+    mute: () => void (muted = true),
+    cut: () => sockets.forEach((socket) => socket.destroy()),
+    [Symbol.asyncDispose]: () => new Promise<void>((resolve) => {
+      sockets.forEach((socket) => socket.destroy());
+      server.close(() => resolve());
+    }),
+  };
+}
+
+/**
+ * A worker's store and committer on a new database, the journal kept (a row per committed page). `through`: the
+ * pipelined connection goes there (a proxy) instead of to the database.
+ */
+async function worker(options: { proxied?: boolean } = {}) {
   const db = await testDatabase();
+  const through = options.proxied ? await proxy(db.url) : undefined;
   const pool = new pg.Pool({ connectionString: db.url, max: 4 });
-  const shared = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+  const shared = await postgresStateStore(pool, postgresTarget(through?.url ?? db.url), { schema: 'webdata', pipeline: 'p' });
   const watched = counted(shared.fenced({ workerId: 'w1', finish: async () => true, committed: () => undefined }));
   await watched.store.startRun({ runId: RUN, pipeline: 'p', startedAt: '2026-11-27T00:00:00.000Z', fingerprint: 'f', plan: {}, budget: null });
   const committer = createCommitter({ store: watched.store, runId: RUN, sinks: [], states: seriesStates(), keepJournal: true });
@@ -48,6 +91,7 @@ async function worker() {
   const series = async () => sql(db.url, `SELECT query, next_page, pages FROM webdata.series WHERE run_id = $1 ORDER BY query`, [RUN]);
   return {
     db,
+    through,
     committer,
     most: watched.most,
     journal,
@@ -55,6 +99,7 @@ async function worker() {
     async [Symbol.asyncDispose]() {
       await committer.close();
       await pool.end();
+      await through?.[Symbol.asyncDispose]();
       await db.drop();
     },
   };
@@ -131,5 +176,48 @@ describePostgres("a worker's pipelined commits", () => {
     ]);
     expect(await w.journal()).toEqual([`${x.id}#1`, ...[1, 2, 3, 4].map((number) => `${y.id}#${number}`)]);
     expect(w.committer.refused(x.id)?.message).toMatch(/page 2 of series search\|x\|\| could not be stored/);
+  });
+});
+
+describePostgres("a worker's pipelined commits, after a failure that stops the run", () => {
+  /** The spend ledger's rows by series: committed with their page, or written as paid and not committed. */
+  const ledger = (url: string) =>
+    sql(url, `SELECT series_id AS series, COUNT(*) FILTER (WHERE NOT uncommitted)::int AS committed, COUNT(*) FILTER (WHERE uncommitted)::int AS uncommitted FROM webdata.spend GROUP BY 1 ORDER BY 1`);
+
+  it('a page sent behind the failed one that landed, its answer lost with the connection, is committed, not paid-and-not-committed: each answer in the ledger once', async () => {
+    await using w = await worker({ proxied: true });
+    const through = w.through as NonNullable<typeof w.through>;
+    const [x, y] = [seriesOf('x'), seriesOf('y')];
+    // Each page brings its own paid answer into its commit.
+    const commit = (each: Page<unknown>) => {
+      void w.committer.spend(spendRowOf({ runId: RUN, seriesId: each.series.id }));
+      return w.committer.commit(each);
+    };
+    await Promise.all([commit(page(x, 1)), commit(page(y, 1))]);
+    // x's second page fails as a statement (a trigger of the test's: neither the connection nor a refused value), and
+    // stops the run; y's, sent behind it, lands, but the server's answers no longer reach the worker, and then the
+    // connection is cut.
+    await sql(w.db.url, `CREATE FUNCTION webdata.broken() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'the test broke this page'; END $$`);
+    await sql(w.db.url, `CREATE TRIGGER broken BEFORE INSERT ON webdata.pages FOR EACH ROW WHEN (NEW.page_key = '${x.id}#2') EXECUTE FUNCTION webdata.broken()`);
+    through.mute();
+    const results = [commit(page(x, 2)), commit(page(y, 2))].map((each) => each.then(() => 'committed', (error: Error) => error.message));
+    await until(async () => (await w.series()).some((row) => row.query === 'y' && row.next_page === 3), "y's second page landed");
+    through.cut();
+    expect(await results[0]).toMatch(/the test broke this page/);
+    await Promise.all(results);
+    await w.committer.flush();
+    // y's second page is committed with its items and journal entry, x's is not.
+    expect(await w.series()).toEqual([
+      { query: 'x', next_page: 2, pages: 1 },
+      { query: 'y', next_page: 3, pages: 2 },
+    ]);
+    expect(await w.journal()).toEqual([`${x.id}#1`, `${y.id}#1`, `${y.id}#2`]);
+    // Four answers paid, each once: x's second as paid and not committed (a resume fetches it again), y's second with
+    // its page. Before: y's second was also written as paid and not committed (the pipeline failed it with x's
+    // failure without asking whether it had landed): 5 rows, y's spend counted twice.
+    expect(await ledger(w.db.url)).toEqual([
+      { series: x.id, committed: 1, uncommitted: 1 },
+      { series: y.id, committed: 2, uncommitted: 0 },
+    ]);
   });
 });

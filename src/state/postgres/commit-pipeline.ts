@@ -17,6 +17,10 @@ import type { PostgresTarget } from '../../postgres/target.ts';
  * and every page once one failed — the connection (retries find out whether a statement whose answer was lost
  * landed, in the order sent), or a page refused (committed again emptied, or lost, after those before it) — each
  * page then goes as before, one at a time, after the one before.
+ *
+ * After a failure that stops the run, a page already sent whose answer was lost (the connection cut) is not committed
+ * again, but whether it landed is asked once (`landed`): one that did is committed, not paid-and-not-committed, so
+ * that its answer is counted once in the spend ledger (docs/design.md#the-run-host).
  */
 export function commitPipeline(target: PostgresTarget) {
   let client: pg.Client | undefined;
@@ -33,6 +37,14 @@ export function commitPipeline(target: PostgresTarget) {
   const inTurn = <T>(serial: () => Promise<T>) => () => {
     if (fatal) throw fatal.error;
     return serial();
+  };
+  // A page sent down the pipeline whose answer was lost, behind a failure that stops the run: it is committed if it
+  // landed (asked once: the run is stopping, the server is not waited out again), and fails with the run otherwise —
+  // also when the question cannot be answered, as a page whose answer was lost did one page at a time.
+  const landedBefore = async <T>(failure: unknown, landed: () => Promise<T | undefined>): Promise<T> => {
+    const result = await landed().catch(() => undefined);
+    if (result === undefined) throw failure;
+    return result;
   };
   const open = (): pg.Client => {
     if (client) return client;
@@ -51,7 +63,7 @@ export function commitPipeline(target: PostgresTarget) {
      * it have settled; a pipelined page that fails as a connection fails is committed `serial`ly after the pages
      * before it. Resolves or rejects as the page's commit did.
      */
-    commit<T>(alone: boolean, pipelined: (db: pg.Client) => Promise<T>, serial: () => Promise<T>): Promise<T> {
+    commit<T>(alone: boolean, pipelined: (db: pg.Client) => Promise<T>, serial: () => Promise<T>, landed: () => Promise<T | undefined>): Promise<T> {
       const before = settled;
       let done: Promise<T>;
       if (alone || broken) done = before.then(inTurn(serial));
@@ -63,7 +75,8 @@ export function commitPipeline(target: PostgresTarget) {
             if (!isTransient(error)) throw error;
             broken = true;
             await before;
-            return inTurn(serial)();
+            if (fatal) return landedBefore(fatal.error, landed);
+            return serial();
           });
       }
       done = done.catch((error: unknown) => {

@@ -73,6 +73,7 @@ export function postgresPageCommits(parts: StoreParts, fence?: SeriesFence): Pic
           return [];
         },
         () => commitAlone(commit, !alone),
+        async () => ((await landed(parts, sql, commit, fence)) ? (fence?.committed(), []) : undefined),
       );
     },
     async endSeries(runId, series, end) {
