@@ -179,12 +179,12 @@ describePostgres("a worker's pipelined commits", () => {
   });
 });
 
-describePostgres("a worker's pipelined commits, after a failure that stops the run", () => {
-  /** The spend ledger's rows by series: committed with their page, or written as paid and not committed. */
-  const ledger = (url: string) =>
-    sql(url, `SELECT series_id AS series, COUNT(*) FILTER (WHERE NOT uncommitted)::int AS committed, COUNT(*) FILTER (WHERE uncommitted)::int AS uncommitted FROM webdata.spend GROUP BY 1 ORDER BY 1`);
+/** The spend ledger's rows by series: committed with their page, or written as paid and not committed. */
+const ledger = (url: string) =>
+  sql(url, `SELECT series_id AS series, COUNT(*) FILTER (WHERE NOT uncommitted)::int AS committed, COUNT(*) FILTER (WHERE uncommitted)::int AS uncommitted FROM webdata.spend GROUP BY 1 ORDER BY 1`);
 
-  it('a page sent behind the failed one that landed, its answer lost with the connection, is committed, not paid-and-not-committed: each answer in the ledger once', async () => {
+describePostgres("a worker's pipelined commits, when the connection is cut", () => {
+  it('after a failure that stops the run: a page sent behind the failed one that landed, its answer lost with the connection, is committed, not paid-and-not-committed: each answer in the ledger once', async () => {
     await using w = await worker({ proxied: true });
     const through = w.through as NonNullable<typeof w.through>;
     const [x, y] = [seriesOf('x'), seriesOf('y')];
@@ -219,5 +219,44 @@ describePostgres("a worker's pipelined commits, after a failure that stops the r
       { series: x.id, committed: 1, uncommitted: 1 },
       { series: y.id, committed: 2, uncommitted: 0 },
     ]);
+  });
+
+  it("a page whose answer was lost with the connection while the server still ran it lands once: the server's session ends before the page is asked after or sent again", async () => {
+    await using w = await worker({ proxied: true });
+    const through = w.through as NonNullable<typeof w.through>;
+    const x = seriesOf('x');
+    const commit = (each: Page<unknown>) => {
+      void w.committer.spend(spendRowOf({ runId: RUN, seriesId: each.series.id }));
+      return w.committer.commit(each);
+    };
+    await commit(page(x, 1));
+    const waiting = async () =>
+      (await sql(w.db.url, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() ORDER BY query_start`)).map((row) => row.pid as number);
+    // Another session holds x's row: x's second page, down the pipeline, waits for it on the server...
+    const other = new pg.Client({ connectionString: w.db.url });
+    await other.connect();
+    let result: Awaited<ReturnType<typeof commit>>;
+    try {
+      await other.query('BEGIN');
+      await other.query(`SELECT 1 FROM webdata.series WHERE run_id = $1 AND series_id = $2 FOR UPDATE`, [RUN, x.id]);
+      through.mute();
+      const committing = commit(page(x, 2));
+      await until(async () => (await waiting()).length === 1, "the pipeline's statement waiting for x's row");
+      const [pipelined] = await waiting();
+      // ... when its connection is cut: the worker hears nothing of it, but the server's session still waits to run it.
+      through.cut();
+      await until(async () => (await waiting()).some((pid) => pid !== pipelined), 'the page sent again, waiting for the row');
+      await other.query('COMMIT');
+      result = await committing;
+    } finally {
+      await other.end();
+    }
+    await w.committer.flush();
+    // Before: the cut session's statement landed first, and the page sent again was refused by the fence (the series
+    // past it): the page was taken for lost (the series dropped as another worker's) and its answer written twice.
+    expect(result.lost).toBeUndefined();
+    expect(await w.series()).toEqual([{ query: 'x', next_page: 3, pages: 2 }]);
+    expect(await w.journal()).toEqual([`${x.id}#1`, `${x.id}#2`]);
+    expect(await ledger(w.db.url)).toEqual([{ series: x.id, committed: 2, uncommitted: 0 }]);
   });
 });

@@ -3,7 +3,8 @@ import { SeriesLostError } from '../../errors/series-lost-error.ts';
 import { isRefusedValue } from '../../errors/unstorable-page-error.ts';
 import { isTransient } from '../../postgres/failure.ts';
 import { openPipelinedClient } from '../../postgres/pools.ts';
-import type { PostgresTarget } from '../../postgres/target.ts';
+import { endSession, type PipelineSession, sessionOf } from './pipeline-session.ts';
+import type { StoreParts } from './store-parts.ts';
 
 /**
  * A worker's page statements sent one behind the other on one connection in pipeline mode (docs/design.md#the-run-host):
@@ -22,9 +23,14 @@ import type { PostgresTarget } from '../../postgres/target.ts';
  * again, but whether it landed is asked once (`landed`): one that did is committed, not paid-and-not-committed, so
  * that its answer is counted once in the spend ledger (docs/design.md#the-run-host).
  */
-export function commitPipeline(target: PostgresTarget) {
+export function commitPipeline(parts: StoreParts) {
   let client: pg.Client | undefined;
   let connected: Promise<unknown> | undefined;
+  // The connection's session on the server, known before any page is sent on it; once the connection is cut, it is
+  // ended (once) before a page sent on it is asked after or sent again (`pipeline-session.ts`).
+  let session: PipelineSession | undefined;
+  let ending: Promise<void> | undefined;
+  const ended = (): Promise<void> => (ending ??= session ? endSession(parts, session) : Promise.resolve());
   // Once a page failed (the connection, or refused), no page goes down the pipeline again in this run: a page sent
   // behind one being retried or committed again could land before it.
   let broken = false;
@@ -48,12 +54,14 @@ export function commitPipeline(target: PostgresTarget) {
   };
   const open = (): pg.Client => {
     if (client) return client;
-    const opened = openPipelinedClient(target);
+    const opened = openPipelinedClient(parts.target);
     // A connection cut (a restart) is reported on the client: heard here, the statements on it fail, and are retried.
     opened.on('error', () => {
       broken = true;
     });
-    connected = opened.connect();
+    connected = opened.connect().then(async () => {
+      session = await sessionOf(opened);
+    });
     client = opened;
     return opened;
   };
@@ -75,7 +83,17 @@ export function commitPipeline(target: PostgresTarget) {
             if (!isTransient(error)) throw error;
             broken = true;
             await before;
-            if (fatal) return landedBefore(fatal.error, landed);
+            // Nothing of the cut session can land any more, or the page fails: asked after or sent again, it could
+            // land twice (a page taken for another worker's, its answer counted twice).
+            const unended = await ended().then(
+              () => undefined,
+              (failure: unknown) => ({ failure }),
+            );
+            if (fatal) {
+              if (unended) throw fatal.error;
+              return landedBefore(fatal.error, landed);
+            }
+            if (unended) throw unended.failure;
             return serial();
           });
       }

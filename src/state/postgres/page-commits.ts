@@ -34,7 +34,7 @@ export interface SeriesFence {
  */
 export function postgresPageCommits(parts: StoreParts, fence?: SeriesFence): Pick<RunStore, 'commitPage' | 'queuesCommits' | 'close' | 'endSeries'> {
   const sql = runStatements(parts.s);
-  const pipeline = fence ? commitPipeline(parts.target) : undefined;
+  const pipeline = fence ? commitPipeline(parts) : undefined;
   // `sent`: the page may have gone down the pipeline already (its answer lost): whether it landed is asked first.
   const commitAlone = async (commit: PageCommit, sent: boolean): Promise<readonly number[]> => {
     const appends = commit.appends ?? [];
