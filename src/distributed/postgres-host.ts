@@ -9,10 +9,10 @@ import { UsageError } from '../errors/usage-error.ts';
 export const WORKER_COMMIT_WINDOW_VARIABLE = 'WEBDATA_WORKER_COMMIT_WINDOW';
 
 /**
- * A worker's commit window unless the variable says otherwise. 1: above it the pipeline lets the process run ahead of
- * the server, but on (g) that measured no faster beyond the spread of a shared machine (docs/benchmarks.md#postgresql).
+ * A worker's commit window unless the variable says otherwise: room for the pipeline to run ahead of the server (on a
+ * quiet machine (g) at 8 gave 0.68–0.74 of the fastest raw method against 0.46–0.53 at 1: docs/benchmarks.md#postgresql).
  */
-export const WORKER_COMMIT_WINDOW = 1;
+export const WORKER_COMMIT_WINDOW = 8;
 
 /**
  * Pages a worker has committing at once (docs/design.md#the-run-host): the journal's number is read before the first
