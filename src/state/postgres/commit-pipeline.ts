@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { SeriesLostError } from '../../errors/series-lost-error.ts';
 import { isRefusedValue } from '../../errors/unstorable-page-error.ts';
-import { isTransient } from '../../postgres/failure.ts';
+import { explainPostgresFailure, isTransient } from '../../postgres/failure.ts';
 import { openPipelinedClient } from '../../postgres/pools.ts';
 import { endSession, type PipelineSession, sessionOf } from './pipeline-session.ts';
 import type { StoreParts } from './store-parts.ts';
@@ -80,7 +80,9 @@ export function commitPipeline(parts: StoreParts) {
         done = (connected as Promise<unknown>)
           .then(() => pipelined(db))
           .catch(async (error: unknown) => {
-            if (!isTransient(error)) throw error;
+            // Said as the database's, as a page committed on the pool is (`retrying`): a full disk, a statement past
+            // its time limit (exit 75, to run again). A refused value or a fence's refusal is passed on as it is.
+            if (!isTransient(error)) throw explainPostgresFailure(error, parts.where);
             broken = true;
             await before;
             // Nothing of the cut session can land any more, or the page fails: asked after or sent again, it could
