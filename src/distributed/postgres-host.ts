@@ -9,15 +9,20 @@ import { UsageError } from '../errors/usage-error.ts';
 export const WORKER_COMMIT_WINDOW_VARIABLE = 'WEBDATA_WORKER_COMMIT_WINDOW';
 
 /**
- * Pages a worker has committing at once. A window above 1 is safe (docs/design.md#the-run-host): the journal's number
- * is read before the first page, and a page the fence refuses keeps the pages behind it in order. But it measured no
- * faster on (g) (docs/benchmarks.md#postgresql): a worker's page statements still go one after the other, so a wider
- * window overlaps only the next page's stages with a commit (on two shared cores, CPU the server needs too: not traced
- * further). So one, unless the variable says otherwise.
+ * A worker's commit window unless the variable says otherwise: room for the pipeline to run ahead of the server (on a
+ * quiet machine (g) at 8 gave 0.68–0.74 of the fastest raw method against 0.46–0.53 at 1: docs/benchmarks.md#postgresql).
+ */
+export const WORKER_COMMIT_WINDOW = 8;
+
+/**
+ * Pages a worker has committing at once (docs/design.md#the-run-host): the journal's number is read before the first
+ * page, a page the fence refuses keeps the pages behind it in order, and the pages in the window go down the worker's
+ * pipelined connection one behind the other, so that the server runs one page's statement while this process makes
+ * the next ones (bench (g), docs/benchmarks.md#postgresql). At 1 the process and the server take turns.
  */
 export function workerCommitWindow(env: NodeJS.ProcessEnv = process.env): number {
   const text = env[WORKER_COMMIT_WINDOW_VARIABLE];
-  if (text === undefined || text === '') return 1;
+  if (text === undefined || text === '') return WORKER_COMMIT_WINDOW;
   const window = Number(text);
   if (!Number.isInteger(window) || window < 1 || window > 64) {
     throw new UsageError(`${WORKER_COMMIT_WINDOW_VARIABLE} must be a whole number of pages from 1 to 64, not ${JSON.stringify(text.slice(0, 40))}`);

@@ -42,23 +42,37 @@ export type PoolClient = pg.PoolClient;
  */
 export function openPool(target: PostgresTarget, max: number, options: { cursors?: boolean } = {}): pg.Pool {
   checkConnection(target);
+  const pool = new (pgDriver().Pool)({ ...connectionConfig(target, options), max });
+  pool.on('error', () => undefined);
+  watchContact(pool, target);
+  return pool;
+}
+
+/**
+ * One connection to `target` in node-postgres' pipeline mode (its statements sent without waiting for the answers of
+ * those before, run by the server in the order sent, each its own transaction: docs/design.md#the-run-host), with the
+ * pool's bounds. Not connected yet; a cut connection is reported on it, which the caller must hear.
+ */
+export function openPipelinedClient(target: PostgresTarget): pg.Client {
+  checkConnection(target);
+  return new (pgDriver().Client)({ ...connectionConfig(target, {}), pipeline: true });
+}
+
+/** A connection's configuration, every wait bounded (`postgresTimeouts`). */
+function connectionConfig(target: PostgresTarget, options: { cursors?: boolean }): pg.ClientConfig {
   const timeouts = postgresTimeouts();
   // The URL's parameters as node-postgres reads them, under our bounds rather than over them: given a connection
   // string, node-postgres lets its parameters override the options beside it, so a file's
   // `?statement_timeout=0&query_timeout=0&idle_in_transaction_session_timeout=0` unbounded every wait.
-  const pool = new (pgDriver().Pool)({
+  return {
     application_name: 'webdata-etl',
     ...(target.connectionString === undefined ? {} : driverConfig(target.connectionString)),
-    max,
     connectionTimeoutMillis: timeouts.connect,
     statement_timeout: timeouts.statement,
     ...(options.cursors ? {} : { idle_in_transaction_session_timeout: timeouts.idleInTransaction }),
     query_timeout: timeouts.query,
     keepAlive: true,
-  });
-  pool.on('error', () => undefined);
-  watchContact(pool, target);
-  return pool;
+  };
 }
 
 /**

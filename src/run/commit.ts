@@ -129,9 +129,11 @@ export class PageCommitter {
       this.#seq = undefined;
       return Promise.reject(error);
     }
-    // A store that queues its commits takes the page at once (it commits in order, and the journal's number refuses a
-    // page whose predecessor failed): pages that wait there commit together. What follows each commit keeps to the chain.
-    const handedOver = this.#store.queuesCommits ? this.#handOver(prepared.commit) : undefined;
+    // A store that queues its commits takes the page at once (it commits in order, and the journal's number or a
+    // worker's fence refuses a page whose predecessor in its series failed): pages that wait there commit together, or
+    // go down a pipelined connection. What follows each commit keeps to the chain. A page of a series one of whose
+    // pages was refused is not handed over: it commits emptied, in the chain.
+    const handedOver = this.#store.queuesCommits && !this.#book.refusal(page.series.id) ? this.#handOver(prepared.commit) : undefined;
     handedOver?.catch(() => undefined);
     const done = this.#previousCommit
       .then(() => this.#commitPrepared(prepared, handedOver))
@@ -243,11 +245,13 @@ export class PageCommitter {
       lengths = await (handedOver ?? this.#handOver(commit));
     } catch (error) {
       // A value the database refused (the transaction rolled back, the number not taken): the page commits without it.
-      if (handedOver === undefined && isRefusedValue(error)) return this.#commitRefused(prepared, error);
+      if (isRefusedValue(error)) return this.#commitRefused(prepared, error);
       // Refused by a worker's fence, the page took no number (its statement numbers pages, whoever commits), and the
       // pages after it, numbered already, go on: forgetting the number here would make each of them wait for it again,
-      // in whatever order the reads answer (docs/design.md#the-run-host).
-      if (error instanceof SeriesLostError) return this.#lose(prepared);
+      // in whatever order the reads answer (docs/design.md#the-run-host). Handed over behind a page of its series that
+      // the database refused, the fence refused it for that (the series stayed where that page found it): it commits
+      // emptied as well, after it.
+      if (error instanceof SeriesLostError) return unstorable ? this.#commitRefused(prepared, unstorable.cause) : this.#lose(prepared);
       // Where the journal stands is no longer known (the commit may or may not have taken its number).
       this.#seq = undefined;
       throw error;
@@ -321,6 +325,8 @@ export class PageCommitter {
       dedupe: null,
     };
     delete emptied.claimKeys;
+    // Known before the emptied page is handed over, so that no later page of the series is (`commit`).
+    this.#book.refuse(id, unstorable);
     let lengths: readonly number[];
     try {
       lengths = await this.#handOver(emptied);
@@ -331,7 +337,6 @@ export class PageCommitter {
       if (commit.dedupe) this.#keys?.settled(commit.dedupe);
     }
     prepared.transacted = true;
-    this.#book.refuse(id, unstorable);
     for (const { commits } of inside) commits.committed(commit.seq);
     this.#taking.before.forEach(({ commits }, index) => commits.committed({ seq: commit.seq, bytes: lengths[index] as number }));
     await this.#book.pageDone(id);

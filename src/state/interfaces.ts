@@ -263,9 +263,11 @@ export interface RunStore extends RunRecords {
   commitPage(commit: PageCommit): Promise<readonly number[]>;
   /**
    * Whether pages may be handed to `commitPage` before the one before them has committed: the store then commits them
-   * in the order given, those waiting sharing a transaction (each still whole), and a page after one that failed fails
-   * with it (SQLite, on its commit thread). Otherwise each is handed over once the one before has committed, so that a
-   * page whose values the database refused can be committed without its rows first (PostgreSQL).
+   * in the order given — those waiting sharing a transaction (each still whole), and a page after one that failed
+   * failing with it (SQLite, on its commit thread); or a worker's page statements sent down one pipelined connection,
+   * where a page behind one of its series that failed is refused by the fence (PostgreSQL behind a fence). Otherwise
+   * each is handed over once the one before has committed, so that a page whose values the database refused can be
+   * committed without its rows first (PostgreSQL alone).
    */
   readonly queuesCommits: boolean;
   /**

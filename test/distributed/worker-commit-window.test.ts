@@ -71,9 +71,9 @@ function fedPages(queries: readonly string[], pages: number): Source {
 }
 
 describe('a worker\'s commit window', () => {
-  it('is 1 unless WEBDATA_WORKER_COMMIT_WINDOW says otherwise, and a bad value is refused naming the variable', () => {
-    expect(workerCommitWindow({})).toBe(1);
-    expect(workerCommitWindow({ [WORKER_COMMIT_WINDOW_VARIABLE]: '8' })).toBe(8);
+  it('is 8 unless WEBDATA_WORKER_COMMIT_WINDOW says otherwise, and a bad value is refused naming the variable', () => {
+    expect(workerCommitWindow({})).toBe(8);
+    expect(workerCommitWindow({ [WORKER_COMMIT_WINDOW_VARIABLE]: '1' })).toBe(1);
     for (const bad of ['0', '2.5', 'many', '65']) {
       expect(() => workerCommitWindow({ [WORKER_COMMIT_WINDOW_VARIABLE]: bad })).toThrow(UsageError);
       expect(() => workerCommitWindow({ [WORKER_COMMIT_WINDOW_VARIABLE]: bad })).toThrow(/WEBDATA_WORKER_COMMIT_WINDOW must be a whole number of pages from 1 to 64/);

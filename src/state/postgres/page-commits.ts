@@ -4,7 +4,9 @@ import { crashPoint } from '../../crash-points.ts';
 import { OutputError } from '../../errors/output-error.ts';
 import { SeriesLostError } from '../../errors/series-lost-error.ts';
 import { retrying } from '../../postgres/failure.ts';
+import type { Client } from 'pg';
 import { type Pool, type PoolClient, transaction } from '../../postgres/pools.ts';
+import { commitPipeline } from './commit-pipeline.ts';
 import { storable } from '../../postgres/storable.ts';
 import type { PageCommit, RunStore } from '../interfaces.ts';
 import { pageStatement } from './page-statement.ts';
@@ -24,36 +26,55 @@ export interface SeriesFence {
 /**
  * How a PostgreSQL store commits pages and ends series: alone (this process holds the pipeline's lease), or behind a
  * worker's `fence` (docs/design.md#the-run-host). A page commits as one statement (`page-statement.ts`), with the rows
- * of the sinks on this database in it, its files' bytes appended just before on this thread; one at a time, each
- * handed over once the one before has committed (`queuesCommits`: false), so that a page whose values the database
- * refused can be committed without its rows first.
+ * of the sinks on this database in it, its files' bytes appended just before on this thread. Alone, one at a time,
+ * each handed over once the one before has committed (`queuesCommits`: false). Behind a fence, pages are handed over
+ * at once and go one behind the other down a pipelined connection (`commit-pipeline.ts`): the server commits one while
+ * this process makes the next; a page that ends its series, or brings file bytes, goes its own way once those before
+ * it have settled.
  */
 export function postgresPageCommits(parts: StoreParts, fence?: SeriesFence): Pick<RunStore, 'commitPage' | 'queuesCommits' | 'close' | 'endSeries'> {
   const sql = runStatements(parts.s);
+  const pipeline = fence ? commitPipeline(parts) : undefined;
+  // `sent`: the page may have gone down the pipeline already (its answer lost): whether it landed is asked first.
+  const commitAlone = async (commit: PageCommit, sent: boolean): Promise<readonly number[]> => {
+    const appends = commit.appends ?? [];
+    const files = appendFiles(appends);
+    const checkpoints = appends.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: files.lengths[index] as number } }));
+    const whole: PageCommit = { ...commit, checkpoints: [...commit.checkpoints, ...checkpoints] };
+    try {
+      await retrying(
+        parts.where,
+        async (attempt) => {
+          // A lost answer to COMMIT leaves the page committed or not: `landed` says which.
+          if ((attempt > 1 || sent) && (await landed(parts, sql, whole, fence))) return void fence?.committed();
+          await commitOnce(parts, sql, whole, fence);
+        },
+        { idempotent: true },
+      );
+    } catch (error) {
+      // Another worker has the series: nothing of the page was written, and its bytes go, as a crash's would.
+      if (error instanceof SeriesLostError) files.takeBack();
+      throw error;
+    }
+    return files.lengths;
+  };
   return {
-    queuesCommits: false,
-    close: async () => undefined,
+    queuesCommits: pipeline !== undefined,
+    close: async () => pipeline?.close(),
     async commitPage(commit) {
-      const appends = commit.appends ?? [];
-      const files = appendFiles(appends);
-      const checkpoints = appends.map(({ sinkId }, index) => ({ sinkId, checkpoint: { seq: commit.seq, bytes: files.lengths[index] as number } }));
-      const whole: PageCommit = { ...commit, checkpoints: [...commit.checkpoints, ...checkpoints] };
-      try {
-        await retrying(
-          parts.where,
-          async (attempt) => {
-            // A lost answer to COMMIT leaves the page committed or not: `landed` says which.
-            if (attempt > 1 && (await landed(parts, sql, whole, fence))) return void fence?.committed();
-            await commitOnce(parts, sql, whole, fence);
-          },
-          { idempotent: true },
-        );
-      } catch (error) {
-        // Another worker has the series: nothing of the page was written, and its bytes go, as a crash's would.
-        if (error instanceof SeriesLostError) files.takeBack();
-        throw error;
-      }
-      return files.lengths;
+      if (!pipeline) return commitAlone(commit, false);
+      // A transaction (the series' job completed with its last page) cannot share the pipelined connection, and file
+      // bytes taken back for a refused page must be the file's last.
+      const alone = (commit.appends?.length ?? 0) > 0 || commit.progress.status === 'ended';
+      return pipeline.commit(
+        alone,
+        async (db) => {
+          await commitOnce(parts, sql, commit, fence, db);
+          return [];
+        },
+        () => commitAlone(commit, !alone),
+        async () => ((await landed(parts, sql, commit, fence)) ? (fence?.committed(), []) : undefined),
+      );
     },
     async endSeries(runId, series, end) {
       const write = async (db: Pool | PoolClient) =>
@@ -83,7 +104,7 @@ type Statements = ReturnType<typeof runStatements>;
  * The whole page — its state, and the rows and checkpoints of the sinks on this database — is one statement
  * (page-statement.ts), which applies only if the page took its place.
  */
-async function commitOnce(parts: StoreParts, sql: Statements, commit: PageCommit, fence: SeriesFence | undefined): Promise<void> {
+async function commitOnce(parts: StoreParts, sql: Statements, commit: PageCommit, fence: SeriesFence | undefined, pipelined?: Client): Promise<void> {
   const { pool, pipeline } = parts;
   const { statement: page, claiming } = pageStatement(parts.s, pipeline, commit, fence?.workerId);
   const dedupe = commit.dedupe;
@@ -98,7 +119,7 @@ async function commitOnce(parts: StoreParts, sql: Statements, commit: PageCommit
           if (rows.length > 0 && !(await fence.finish(commit.series.seriesId, client))) throw lost(commit.series.seriesId);
           return rows;
         })
-      : (await pool.query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values))).rows;
+      : (await (pipelined ?? pool).query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values))).rows;
   const refused = claiming && taken[0] ? (dedupe?.keys.length ?? 0) - (taken[0].claimed ?? 0) : 0;
   // Rows dropped for keys another worker took first were counted as written by the stages: the series' counts
   // are put right (a row of the series cannot be changed twice in the page's own statement).
