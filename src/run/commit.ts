@@ -104,9 +104,9 @@ export class PageCommitter {
     this.#book.resume(seriesId, streak);
   }
 
-  /** Spend of a request (`SpendLedger.record`). */
-  spend(row: SpendRow): Promise<void> {
-    return this.#ledger.record(row);
+  /** Spend of a request for `page` of its series, where told (`SpendLedger.record`). */
+  spend(row: SpendRow, page?: number): Promise<void> {
+    return this.#ledger.record(row, page);
   }
 
   /** The journal's number now: pages can then be handed over without waiting (`commit`). */
@@ -210,7 +210,7 @@ export class PageCommitter {
         // A series that ends here is never resumed: its stage state (ranks, keys) would only weigh on the file.
         state: this.#states.write(id, end !== undefined),
       },
-      spend: this.#ledger.take(id),
+      spend: this.#ledger.take(id, page.number),
       journal: this.#needsJournal
         ? { seq, runId: this.#runId, pageKey: page.key, seriesId: id, number: page.number, meta: toJson({ ...page.meta, series: page.series }), output: toJson(page.items), raw: null }
         : null,

@@ -169,7 +169,7 @@ export function recordSpend(
         latencyMs: Math.round(event.latencyMs),
         pipeline: run.pipeline,
         key: run.spendKey?.(event.key, event.period),
-      })
+      }, event.page)
       .catch(fail);
   });
   return () => failure;

@@ -249,7 +249,7 @@ class RequestScheduler implements Scheduler {
     this.#pool.settle(lane, weight, weight, period);
     const status = answer.status ?? 200;
     this.#countStatus(status);
-    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits: weight, uncertain: false, ...this.#keyOf(lane, period) });
+    this.#emit({ type: 'response', series, path, attempt: task.attempts, status, latencyMs: this.#clock.now() - sentAt, credits: weight, uncertain: false, page: task.page, ...this.#keyOf(lane, period) });
     this.#lastSuccessAt = this.#clock.now();
     this.#consecutiveRateLimits = 0;
     lane.throttle.onSuccess(sentAt);

@@ -62,6 +62,8 @@ export type SchedulerEvent =
       key?: string;
       /** The allowance's period its credits were held in (docs/credits.md#allowances), when the key has one. */
       period?: string;
+      /** The page it asked for (`Work.page`), where told: the spend ledger waits for that page's commit. */
+      page?: number | undefined;
     }
   | { type: 'retry'; series: string; path: string; reason: 'rate_limited' | 'transient'; attempt: number; delayMs: number }
   | {
