@@ -131,10 +131,8 @@ export async function* fetchAll(
  * says what it sends.
  */
 export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
-  const { series, ctx, push, paginator, limits, stopAfterNoNew } = options;
-  let previous = options.resume?.digest;
-  let fetched = options.resume?.pages ?? 0;
-  let pushed = 0;
+  const { series, ctx, paginator } = options;
+  const state: PagingState = { previous: options.resume?.digest, fetched: options.resume?.pages ?? 0, pushed: 0 };
   let request = paginator.first(options.resume);
   for (;;) {
     await options.ready?.();
@@ -142,71 +140,93 @@ export async function pageSeries(options: SeriesPaging): Promise<SeriesEnd> {
     // A worker waits for its permit until it knows its series are still its own (after a freeze, they may not be).
     if (ctx.lost?.(series)) {
       release();
-      return { reason: 'lost', pages: pushed };
+      return { reason: 'lost', pages: state.pushed };
     }
     const refused = ctx.refused?.(series);
     if (refused) {
       release();
-      return { reason: 'failed', pages: pushed, error: refused };
+      return { reason: 'failed', pages: state.pushed, error: refused };
     }
-    let outcome: Outcome<AnsweredPage & { next: PageRequest | null }>;
-    try {
-      const asked = request;
-      outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint, page: asked.number }, async (signal, key) => {
-        const answer = await options.fetch(asked, signal, key);
-        // Inside the request: a paginator that cannot read the answer fails the series as a malformed answer does.
-        return { ...answer, next: following(paginator, answer, asked) };
-      });
-    } catch (error) {
-      release();
-      throw error;
-    }
-    if (!outcome.ok) {
-      release();
-      if (outcome.kind === 'failed') return { reason: 'failed', pages: pushed, error: outcome.error };
-      if (outcome.reason === 'budget' || outcome.reason === 'forbidden') return { reason: outcome.reason, pages: pushed, error: outcome.error };
-      return { reason: 'stopped', stop: outcome.reason, pages: pushed, error: outcome.error };
-    }
-    fetched += 1;
-    pushed += 1;
-    const answer = outcome.value;
-    const digest = createHash('sha1').update(toJson(answer.items)).digest('base64');
-    // The rules that need only the page as served, decided now so that the end commits with the page.
-    const end = pageEnd({ items: answer.items.length, digest, previousDigest: previous, hasNext: answer.next !== null, fetched }, limits);
-    previous = digest;
-    const cursor = answer.next?.cursor;
-    const page: Page = {
-      key: pageKey(series, request.number),
-      series,
-      number: request.number,
-      items: answer.items as Page['items'],
-      meta: {
-        status: answer.status,
-        requestId: answer.requestId,
-        fetchedAt: new Date().toISOString(),
-        latencyMs: Math.round(answer.durationMs),
-        bytes: answer.bytes,
-        served: answer.items.length,
-        digest,
-        ...(cursor ? { cursor } : {}),
-        ...(end ? { end } : {}),
-        ...(stopAfterNoNew === undefined ? {} : { noNewLimit: stopAfterNoNew }),
-      },
-    };
-    // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
-    const committed = ctx.processed(page);
-    void committed.then(release);
-    const afterStages = !end && (stopAfterNoNew !== undefined || ctx.endsAfterStages?.(series) === true) ? committed : undefined;
-    // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
-    await push(page);
-    if (end) return { reason: end, pages: pushed };
-    if (afterStages) {
-      const result = await afterStages;
-      if (result.end) return { reason: result.end, pages: pushed };
-    }
-    // No end: the paginator found a next page (else the `end` rule held).
-    request = answer.next as PageRequest;
+    // The page is asked for and handed on by a function of its own, so that nothing of it is left in this loop's frame
+    // while the series waits for its next permit: a suspended async function keeps every value its frame held, and each
+    // of a run's active series (up to four times its concurrency) held its last answer, parsed, and its page
+    // (docs/benchmarks.md#memory).
+    const step = await pageOnce(options, request, release, state);
+    if ('end' in step) return step.end;
+    request = step.next;
   }
+}
+
+/** What `pageSeries` carries from one page of a series to the next. */
+interface PagingState {
+  /** The last page's digest (the `repeat` rule). */
+  previous: string | undefined;
+  /** Pages fetched in the series, those of earlier invocations included (`maxPages`). */
+  fetched: number;
+  /** Pages handed on in this invocation. */
+  pushed: number;
+}
+
+/** One page of the series: its request under the permit `release` lets go, the page handed on; its end or the next request. */
+async function pageOnce(options: SeriesPaging, request: PageRequest, release: () => void, state: PagingState): Promise<{ end: SeriesEnd } | { next: PageRequest }> {
+  const { series, ctx, push, paginator, limits, stopAfterNoNew } = options;
+  let outcome: Outcome<AnsweredPage & { next: PageRequest | null }>;
+  try {
+    outcome = await ctx.scheduler.request({ series: series.id, path: series.endpoint, page: request.number }, async (signal, key) => {
+      const answer = await options.fetch(request, signal, key);
+      // Inside the request: a paginator that cannot read the answer fails the series as a malformed answer does.
+      return { ...answer, next: following(paginator, answer, request) };
+    });
+  } catch (error) {
+    release();
+    throw error;
+  }
+  const pages = state.pushed;
+  if (!outcome.ok) {
+    release();
+    if (outcome.kind === 'failed') return { end: { reason: 'failed', pages, error: outcome.error } };
+    if (outcome.reason === 'budget' || outcome.reason === 'forbidden') return { end: { reason: outcome.reason, pages, error: outcome.error } };
+    return { end: { reason: 'stopped', stop: outcome.reason, pages, error: outcome.error } };
+  }
+  state.fetched += 1;
+  state.pushed += 1;
+  const answer = outcome.value;
+  const digest = createHash('sha1').update(toJson(answer.items)).digest('base64');
+  // The rules that need only the page as served, decided now so that the end commits with the page.
+  const end = pageEnd({ items: answer.items.length, digest, previousDigest: state.previous, hasNext: answer.next !== null, fetched: state.fetched }, limits);
+  state.previous = digest;
+  const cursor = answer.next?.cursor;
+  const page: Page = {
+    key: pageKey(series, request.number),
+    series,
+    number: request.number,
+    items: answer.items as Page['items'],
+    meta: {
+      status: answer.status,
+      requestId: answer.requestId,
+      fetchedAt: new Date().toISOString(),
+      latencyMs: Math.round(answer.durationMs),
+      bytes: answer.bytes,
+      served: answer.items.length,
+      digest,
+      ...(cursor ? { cursor } : {}),
+      ...(end ? { end } : {}),
+      ...(stopAfterNoNew === undefined ? {} : { noNewLimit: stopAfterNoNew }),
+    },
+  };
+  // Ask before handing the page on, so that the answer cannot be missed however fast the stages are.
+  const committed = ctx.processed(page);
+  void committed.then(release);
+  const afterStages = !end && (stopAfterNoNew !== undefined || ctx.endsAfterStages?.(series) === true) ? committed : undefined;
+  // Every paid page goes on to the sinks, the empty and repeated ones too: they are part of the record.
+  await push(page);
+  if (end) return { end: { reason: end, pages: state.pushed } };
+  if (afterStages) {
+    const result = await afterStages;
+    if (result.end) return { end: { reason: result.end, pages: state.pushed } };
+  }
+  // No end: the paginator found a next page (else the `end` rule held).
+  return { next: answer.next as PageRequest };
 }
 
 /** The paginator's next request; its number must follow (page keys and a resume's next page depend on it). */
