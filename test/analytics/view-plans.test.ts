@@ -24,6 +24,14 @@ function fullScans(path: string, view: string): string[] {
   }
 }
 
+/** A daily pipeline of one page a series into the SQLite file `path`. */
+const daily = (path: string, series: { queries: string[]; countries: string[]; langs?: string[] }) => ({
+  name: 'daily',
+  source: searchPages({ ...series, maxPages: 1 }),
+  stages: [normalize()],
+  sinks: [toSqlite({ path, table: 'results' })],
+});
+
 /** Rows as sorted text, each with its columns in name order. */
 const byKey = (rows: Row[]) => rows.map((row) => JSON.stringify(Object.entries(row).sort(([a], [b]) => (a < b ? -1 : 1)))).sort();
 
@@ -32,12 +40,7 @@ describe('the views read what they show', () => {
     await using sim = await simulator({ seed: 7 });
     using dir = workdir();
     const path = dir.path('daily.sqlite');
-    const pipeline = {
-      name: 'daily',
-      source: searchPages({ queries: ['tea', 'coffee', 'kettle'], countries: ['us', 'gb', 'de'], langs: ['en', 'de'], maxPages: 1 }),
-      stages: [normalize()],
-      sinks: [toSqlite({ path, table: 'results' })],
-    };
+    const pipeline = daily(path, { queries: ['tea', 'coffee', 'kettle'], countries: ['us', 'gb', 'de'], langs: ['en', 'de'] });
     // Three days' runs: each series has a current and a previous complete run.
     for (const day of [0, 1, 2]) {
       sim.setDay(day);
@@ -79,12 +82,7 @@ describe('the outcomes table is read from an index that covers it', () => {
     await using sim = await simulator({ seed: 7 });
     using dir = workdir();
     const path = dir.path('daily.sqlite');
-    const pipeline = {
-      name: 'daily',
-      source: searchPages({ queries: ['tea', 'coffee'], countries: ['us', 'gb'], maxPages: 1 }),
-      stages: [normalize()],
-      sinks: [toSqlite({ path, table: 'results' })],
-    };
+    const pipeline = daily(path, { queries: ['tea', 'coffee'], countries: ['us', 'gb'] });
     expect((await runOn(sim, pipeline)).status).toBe('completed');
     // As a table made before the index was: none. The next run opening it makes it.
     const db = new Database(path);
