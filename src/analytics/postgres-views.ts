@@ -20,12 +20,12 @@ import { markPostgresViews, type PlannedViews, postgresViewsCurrent } from './vi
 export async function createPostgresResultsViews(pool: Pool, schema: string, table: string, views: readonly ResultsView[], mode: 'append' | 'replace' | 'upsert' = 'append'): Promise<void> {
   const s = quoteIdentifier(schema);
   const quoted = (view: string) => `${s}.${quoteIdentifier(view)}`;
-  if (await postgresViewsCurrent(pool, schema, await plannedResultsViews(pool, schema, table, views, mode), false)) return;
+  if (await postgresViewsCurrent(pool, schema, await plannedResultsViews(pool, schema, table, views, mode))) return;
   await transaction(pool, async (client) => {
     // Two runs opening at once would race to re-create them: one at a time; the second finds the first's current.
     await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.${table}`]);
     const planned = await plannedResultsViews(client, schema, table, views, mode);
-    if (await postgresViewsCurrent(client, schema, planned, true)) return;
+    if (await postgresViewsCurrent(client, schema, planned)) return;
     if (views.length > 0) await preparePostgresOutcomes(client, schema, table, `schema ${schema}`);
     for (const view of DROP_ORDER) await client.query(viewStatements.drop(quoted(viewName(table, view))));
     await client.query(viewStatements.drop(quoted(viewName(table, 'tracked_latest'))));
@@ -76,10 +76,10 @@ export async function createPostgresSpendView(pool: Pool, schema: string): Promi
     ],
     absent: [],
   };
-  if (await postgresViewsCurrent(pool, schema, planned, false)) return;
+  if (await postgresViewsCurrent(pool, schema, planned)) return;
   await transaction(pool, async (client) => {
     await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.spend`]);
-    if (await postgresViewsCurrent(client, schema, planned, true)) return;
+    if (await postgresViewsCurrent(client, schema, planned)) return;
     for (const view of planned.create) await client.query(viewStatements.createOrReplace(quoted(view.name), view.select));
     await markPostgresViews(client, schema, planned, quoted);
   });

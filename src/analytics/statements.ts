@@ -22,12 +22,15 @@ export const viewStatements = {
 };
 
 /**
- * PostgreSQL: the views of a schema by name (`$1` the schema, `$2` the names) with the definition the server keeps and
- * their comment, which webdata-etl marks with what it made them from (`view-marks.ts`).
+ * PostgreSQL: the views of a schema by name (`$1` the schema, `$2` the names) with the version of their rule (its row's
+ * xmin: a new one with every CREATE OR REPLACE) and their comment, which webdata-etl marks with what it made them from
+ * (`view-marks.ts`). Catalog rows alone: no view is locked.
  */
 export const viewMarkStatements = {
-  read: `SELECT c.relname AS name, pg_get_viewdef(c.oid) AS definition, obj_description(c.oid, 'pg_class') AS note
+  read: `SELECT c.relname AS name, r.xmin::text AS version, d.description AS note
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_rewrite r ON r.ev_class = c.oid AND r.rulename = '_RETURN'
+    LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
     WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND c.relkind = 'v'`,
   /** COMMENT takes no parameter: the mark is inlined, and made only of the words and hex digits checked here. */
   mark: (view: string, mark: string) => {
