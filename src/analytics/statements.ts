@@ -22,6 +22,24 @@ export const viewStatements = {
 };
 
 /**
+ * PostgreSQL: the views of a schema by name (`$1` the schema, `$2` the names) with the version of their rule (its row's
+ * xmin: a new one with every CREATE OR REPLACE) and their comment, which webdata-etl marks with what it made them from
+ * (`view-marks.ts`). Catalog rows alone: no view is locked.
+ */
+export const viewMarkStatements = {
+  read: `SELECT c.relname AS name, r.xmin::text AS version, d.description AS note
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_rewrite r ON r.ev_class = c.oid AND r.rulename = '_RETURN'
+    LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
+    WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND c.relkind = 'v'`,
+  /** COMMENT takes no parameter: the mark is inlined, and made only of the words and hex digits checked here. */
+  mark: (view: string, mark: string) => {
+    if (!/^[a-z0-9 -]+$/.test(mark)) throw new Error(`a view's mark holds only words and hex digits, not ${JSON.stringify(mark)}`);
+    return `COMMENT ON VIEW ${view} IS '${mark}'`;
+  },
+};
+
+/**
  * A report's rows: its `columns` (names, quoted here) from `relation` (quoted, and qualified in PostgreSQL), filtered
  * by `where` (a `filterClause`, its values bound), in `order` (see `orderByBytes`). Columns in `absent` (a view made by
  * an older webdata-etl, which had fewer) are NULL.
@@ -70,6 +88,8 @@ export const postgresReaderStatements = {
   relationExists: `SELECT to_regclass($1) IS NOT NULL AS found`,
   /** A table's columns and their types (`$1`: the schema, `$2`: the table). */
   tableColumns: `SELECT column_name AS name, data_type AS type FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`,
+  /** The columns of several tables at once (`$1`: the schema, `$2`: the tables' names), table by table. */
+  tablesColumns: `SELECT table_name AS relation, column_name AS name FROM information_schema.columns WHERE table_schema = $1 AND table_name = ANY($2::text[]) ORDER BY table_name, ordinal_position`,
   /** Rows read behind a cursor, `rows` at a time, in a read-only transaction. */
   begin: 'BEGIN READ ONLY',
   declareCursor: (select: string) => `DECLARE reading NO SCROLL CURSOR FOR ${select}`,

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import type { ApiKey } from '../client/api-keys.ts';
 import { UsageError } from '../errors/usage-error.ts';
 import type { RunOptions } from '../run/run-types.ts';
-import { LAST_DAY } from '../simulator/days.ts';
-import { type Simulator, startSimulator } from '../simulator/server.ts';
+import { LAST_DAY } from '../simulator/last-day.ts';
+import type { Simulator } from '../simulator/server.ts';
 import { parseSimulatorKeys, type SimulatorKeyPlan } from './simulator-keys.ts';
 
 /**
@@ -78,6 +78,8 @@ export function simulatedDay(source: string, text: string): number {
  */
 export async function startCliSimulator(name: string, credits: number, pool?: readonly SimulatorKeyPlan[], day?: number): Promise<CliSimulator> {
   const keys = pool?.map((plan) => ({ label: plan.label, key: simulatorKey(plan.label) }));
+  // Loaded when asked for: a run against the real API does not load the simulator's modules as it starts.
+  const { startSimulator } = await import('../simulator/server.ts');
   const sim = await startSimulator({
     latencyMs: { min: 20, max: 80 },
     driftEveryMs: CLI_SIMULATOR_DRIFT_MS,

@@ -1,7 +1,8 @@
-import { type Attributes, type BatchObservableResult, metrics, type Observable } from '@opentelemetry/api';
+import type { Attributes, BatchObservableResult, Meter, Observable } from '@opentelemetry/api';
 import type { FleetFigures } from '../host/run-host.ts';
 import type { SchedulerStats } from '../schedule/types.ts';
 import { VERSION } from '../version.ts';
+import { registeredOpenTelemetry } from './open-telemetry.ts';
 import type { RunEvent } from './run-types.ts';
 
 /** What the run's gauges read when a reader collects: the scheduler, the pages between network and commit, the fleet. */
@@ -51,8 +52,10 @@ export interface RunMetrics {
  * the endpoint, the status, a distributed run's worker, a pool's key label — never the key, never a query's text.
  */
 export function runMetrics(pipeline: string): RunMetrics {
-  // Taken per run: an SDK registered after the package was loaded, before the run, is the one they report to.
-  const meter = metrics.getMeter('webdata-etl', VERSION);
+  // Taken per run: an SDK registered after the package was loaded, before the run, is the one they report to. None
+  // registered: the API's meter would be its no-op one, and the API is not loaded for it.
+  const meter = registeredOpenTelemetry()?.metrics.getMeter('webdata-etl', VERSION);
+  if (meter === undefined) return { record() {}, observe: () => () => undefined };
   const requests = meter.createCounter('webdata_etl.requests', { description: 'Requests answered (or failed without an answer), by status class', unit: '{request}' });
   const duration = meter.createHistogram('webdata_etl.request.duration', { description: 'Time from sending a request to its answer', unit: 's', advice: SECONDS });
   const credits = meter.createCounter('webdata_etl.credits.spent', { description: 'Credits counted as spent, the uncertain ones included', unit: '{credit}' });
@@ -149,7 +152,7 @@ export function runMetrics(pipeline: string): RunMetrics {
 }
 
 /** The gauges a run reports while it runs. */
-function runGauges(meter: ReturnType<typeof metrics.getMeter>) {
+function runGauges(meter: Meter) {
   const gauge = (name: string, description: string, unit: string) => meter.createObservableGauge(name, { description, unit });
   return {
     budget: gauge('webdata_etl.budget', 'The most credits the run may spend in all (absent: no budget)', '{credit}'),

@@ -1,4 +1,5 @@
-import { type Attributes, type Context, context, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import type { Attributes, Context, Span, Tracer } from '@opentelemetry/api';
+import { type OpenTelemetry, registeredOpenTelemetry } from './open-telemetry.ts';
 import { SEARCH_PATH } from '../client/client.ts';
 import { VERSION } from '../version.ts';
 import type { RunEvent } from './run-types.ts';
@@ -25,13 +26,19 @@ export interface RunSpans {
  */
 export function runSpans(pipeline: string, options?: TelemetryOptions): RunSpans {
   const { queryText } = telemetryOf(options);
-  // Taken now, while the caller's context is active (run() has not awaited yet).
-  const parent = context.active();
+  // Taken now, while the caller's context is active (run() has not awaited yet); none without a registered context manager.
+  const parent = registeredOpenTelemetry()?.context.active();
   const startTime = performance.now();
   let spans: RunSpans | undefined;
   // The span starts (dated from here) at the run's first event or its end, not now: a run refused before that (its
-  // client's options) leaves no span open, as one whose pipeline is refused has none.
-  const started = (): RunSpans => (spans ??= startRun(pipeline, parent, startTime, queryText));
+  // client's options) leaves no span open, as one whose pipeline is refused has none. With nothing registered with
+  // OpenTelemetry then, the API's tracer would make a span nobody records: nothing is done, and the API not loaded.
+  const started = (): RunSpans => {
+    if (spans !== undefined) return spans;
+    const api = registeredOpenTelemetry();
+    spans = api === undefined ? NOBODY : startRun(api, pipeline, parent ?? api.ROOT_CONTEXT, startTime, queryText);
+    return spans;
+  };
   return {
     observe: (event) => started().observe(event),
     ended: (summary) => started().ended(summary),
@@ -39,12 +46,15 @@ export function runSpans(pipeline: string, options?: TelemetryOptions): RunSpans
   };
 }
 
-function startRun(pipeline: string, parent: Context, startTime: number, queryText: boolean): RunSpans {
+/** A run observed by nobody: no OpenTelemetry registered as it began. */
+const NOBODY: RunSpans = { observe() {}, ended: (summary) => summary, failed: (error) => error };
+
+function startRun(api: OpenTelemetry, pipeline: string, parent: Context, startTime: number, queryText: boolean): RunSpans {
   // Taken per run: an SDK registered after the package was loaded, before the run, is the one they report to.
-  const tracer = trace.getTracer('webdata-etl', VERSION);
-  const span = tracer.startSpan('webdata_etl.run', { kind: SpanKind.INTERNAL, startTime, attributes: { 'webdata_etl.pipeline': pipeline } }, parent);
+  const tracer = api.trace.getTracer('webdata-etl', VERSION);
+  const span = tracer.startSpan('webdata_etl.run', { kind: api.SpanKind.INTERNAL, startTime, attributes: { 'webdata_etl.pipeline': pipeline } }, parent);
   if (!span.isRecording()) return unrecorded(span);
-  return new RecordedRun(tracer, span, trace.setSpan(parent, span), queryText);
+  return new RecordedRun(api, tracer, span, api.trace.setSpan(parent, span), queryText);
 }
 
 /** A run nobody records: its span is ended all the same (the API asks that of every span), and that is all. */
@@ -87,6 +97,7 @@ interface RequestSpan {
 }
 
 class RecordedRun implements RunSpans {
+  readonly #api: OpenTelemetry;
   readonly #tracer: Tracer;
   readonly #span: Span;
   readonly #context: Context;
@@ -97,7 +108,8 @@ class RecordedRun implements RunSpans {
   /** `server.address` and `server.port` of every request, from the start event's destination. */
   #server: Attributes = {};
 
-  constructor(tracer: Tracer, span: Span, runContext: Context, queryText: boolean) {
+  constructor(api: OpenTelemetry, tracer: Tracer, span: Span, runContext: Context, queryText: boolean) {
+    this.#api = api;
     this.#tracer = tracer;
     this.#span = span;
     this.#context = runContext;
@@ -181,7 +193,7 @@ class RecordedRun implements RunSpans {
       ...(summary.worker ? { 'webdata_etl.worker.pages': summary.worker.pages, 'webdata_etl.worker.credits': summary.worker.credits } : {}),
     });
     // Stopped by a 401, a 402, a quota or a stall: the run could not go on. Its reason is a word of ours, never text.
-    if (summary.status === 'stopped') this.#span.setStatus({ code: SpanStatusCode.ERROR, message: summary.reason ?? 'stopped' });
+    if (summary.status === 'stopped') this.#span.setStatus({ code: this.#api.SpanStatusCode.ERROR, message: summary.reason ?? 'stopped' });
     this.#span.end();
     return summary;
   }
@@ -194,7 +206,7 @@ class RecordedRun implements RunSpans {
     const message = this.#queryText ? (error instanceof Error ? error.message : String(error)) : undefined;
     this.#span.setAttribute('error.type', type);
     this.#span.addEvent('exception', { 'exception.type': type, ...(message === undefined ? {} : { 'exception.message': message }) });
-    this.#span.setStatus({ code: SpanStatusCode.ERROR, message: message ?? type });
+    this.#span.setStatus({ code: this.#api.SpanStatusCode.ERROR, message: message ?? type });
     this.#span.end();
     return error;
   }
@@ -206,10 +218,10 @@ class RecordedRun implements RunSpans {
     const span = this.#tracer.startSpan(
       'webdata_etl.series',
       // The ordinal stands for the series (its id holds its query): the n-th this process started in this invocation.
-      { kind: SpanKind.INTERNAL, attributes: { 'webdata_etl.series.ordinal': this.#ordinal, ...attributes } },
+      { kind: this.#api.SpanKind.INTERNAL, attributes: { 'webdata_etl.series.ordinal': this.#ordinal, ...attributes } },
       this.#context,
     );
-    const series: SeriesSpan = { span, context: trace.setSpan(this.#context, span), request: undefined, requests: 0, retries: 0, credits: 0, uncertain: 0 };
+    const series: SeriesSpan = { span, context: this.#api.trace.setSpan(this.#context, span), request: undefined, requests: 0, retries: 0, credits: 0, uncertain: 0 };
     this.#series.set(id, series);
     return series;
   }
@@ -226,7 +238,7 @@ class RecordedRun implements RunSpans {
       'webdata_etl.credits.spent': series.credits,
       'webdata_etl.credits.uncertain': series.uncertain,
     });
-    if (end?.reason === 'failed' || end?.reason === 'forbidden') series.span.setStatus({ code: SpanStatusCode.ERROR, message: end.reason });
+    if (end?.reason === 'failed' || end?.reason === 'forbidden') series.span.setStatus({ code: this.#api.SpanStatusCode.ERROR, message: end.reason });
     series.span.end();
   }
 
@@ -240,7 +252,7 @@ class RecordedRun implements RunSpans {
     const span = this.#tracer.startSpan(
       'webdata_etl.request',
       {
-        kind: SpanKind.CLIENT,
+        kind: this.#api.SpanKind.CLIENT,
         attributes: {
           // The path alone: the query string holds the query.
           'url.path': event.path,
@@ -291,7 +303,7 @@ class RecordedRun implements RunSpans {
     // Any answer but a 2xx failed the attempt (the contract: any status of 300 or more is a failure).
     const status = request.status;
     if (status !== undefined && !(typeof status === 'number' && status >= 200 && status < 300)) {
-      request.span.setStatus({ code: SpanStatusCode.ERROR, message: String(status) });
+      request.span.setStatus({ code: this.#api.SpanStatusCode.ERROR, message: String(status) });
     }
     request.span.end();
   }

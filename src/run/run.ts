@@ -25,7 +25,7 @@ import type { RunSummary } from './summary.ts';
 import { obeySignals, type WiredRun, wireRun } from './wiring.ts';
 import { readyWebhooks } from '../notify/ready-webhooks.ts';
 import { secretForms, SECRET_VARIABLE } from '../notify/webhook-secret.ts';
-import { redactError, redactor } from '../redact.ts';
+import { redactError, redactor, warmRedactors } from '../redact.ts';
 import { phase } from '../phase-marks.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 
@@ -89,7 +89,11 @@ export async function run(definition: PipelineDefinition | Pipeline | URL, optio
     // The budget caps the run across all its invocations (and, distributed, all its workers).
     const spentBefore = opened.previous ? (await store.spendOf(runId)).spent : 0;
     // Where the run runs, as the opening decided: this process alone, or one of its workers (docs/design.md#the-run-host).
-    const host = await hostFor(pipeline, plan, opened, spentBefore, held);
+    const hosting = hostFor(pipeline, plan, opened, spentBefore, held);
+    // The redactors' patterns compiled while the host is made: a worker's waits on its database (the planning lock,
+    // pg-boss, the plan), not its first answer, pay for them.
+    warmRedactors();
+    const host = await hosting;
     phase('hosted');
     // A label is one key across a distributed run's workers: this one's, checked before it sends anything.
     await claimFleetKeys(host, store, identities);

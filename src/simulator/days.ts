@@ -1,5 +1,6 @@
 import { fullItem } from './full-items.ts';
 import { hash, pick, unit } from './rng.ts';
+import { LAST_DAY } from './last-day.ts';
 import { build, pageOf, rankedList, type Result, type ResultSettings, type SearchQuery, type Series } from './search-results.ts';
 
 /**
@@ -11,8 +12,8 @@ import { build, pageOf, rankedList, type Result, type ResultSettings, type Searc
  * exactly, and `ranking` is the ground truth a test or a benchmark measures what a run caught against.
  */
 
-/** The last day the simulator lives to (about ten years of daily runs): a bound on the work one answer can cost. */
-export const LAST_DAY = 3650;
+/** The last day the simulator lives to (last-day.ts). */
+export { LAST_DAY };
 
 /** One result of a day's ranking, as the ground truth gives it. */
 export interface RankedResult {

@@ -6,7 +6,7 @@ import { normalize, type RunEvent, searchPages, toCsv, toJsonl, toSqlite, Valida
 import { createClient } from '../../src/client/index.ts';
 import { type Simulator } from '../../src/simulator/index.ts';
 import { resolveClientOptions } from '../../src/client/options.ts';
-import { redactor } from '../../src/redact.ts';
+import { redactor, warmRedactors } from '../../src/redact.ts';
 import { cli, envFor, ROOT } from '../cli-helpers.ts';
 import { clientFor, rejection, simulator, TEST_KEY } from '../helpers.ts';
 import { filesHolding, runOn, sqliteRows, workdir } from '../pipeline-helpers.ts';
@@ -178,6 +178,19 @@ describe('a secret cut or encoded by the server is still redacted', () => {
     expect(redact.cut(`error: ${TEST_KEY} trailing`, 12)).toBe('error: [reda');
     expect(redact.cut(`error: ${encodeURIComponent(ECHO_KEY)}`, 20)).toBe('error: sk_live%2FAb%');
     expect(redactor([ECHO_KEY]).cut(`error: ${encodeURIComponent(ECHO_KEY)}`, 20)).toBe('error: [redacted]');
+  });
+
+  it('redactors warmed ahead of their first use (a run compiles them while it waits on its database) redact and cut as before', () => {
+    const secret = `warm_${TEST_KEY}`;
+    const redact = redactor([secret, ECHO_KEY]);
+    warmRedactors();
+    warmRedactors();
+    const text = `a ${secret} b ${encodeURIComponent(ECHO_KEY)} c ${Buffer.from(`x${secret}`).toString('base64')} d`;
+    expect(redact(text)).toBe(redact(text));
+    expect(redact(text)).not.toContain(secret.slice(4));
+    expect(redact(text)).toMatch(/^a \[redacted\] b \[redacted\] c .*\[redacted\].* d$/);
+    expect(redact.cut(`error: ${secret.slice(0, 9)}`, 100)).toBe('error: [redacted]');
+    expect(redact.cut(`error: ${secret} trailing`, 12)).toBe('error: [reda');
   });
 
   it('one redactor for one set of secrets, in any order: a pool’s clients (each its own key first) share its patterns, compiled once', () => {

@@ -71,6 +71,24 @@ describePostgres('the PostgreSQL state schema and its migrations', () => {
     }
   });
 
+  it('a store opening a schema already at this version reads its version once: no advisory lock, no transaction, no DDL', async () => {
+    const db = await testDatabase();
+    const first = new pg.Pool({ connectionString: db.url, max: 1 });
+    const second = new pg.Pool({ connectionString: db.url, max: 2 });
+    const sent = spiedStatements(second);
+    try {
+      await postgresStateStore(first, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+      await postgresStateStore(second, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
+      expect(sent.filter((text) => /advisory|^\s*(BEGIN|CREATE|ALTER|DROP)\b/i.test(text))).toEqual([]);
+      expect(sent.filter((text) => /schema_version/.test(text))).toHaveLength(1);
+      // Nothing held by it in the server's lock table either, once it has opened.
+      expect(await sql(db.url, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'`)).toEqual([{ n: 0 }]);
+    } finally {
+      await Promise.all([first.end(), second.end()]);
+      await db.drop();
+    }
+  });
+
   it('a schema of a newer webdata-etl is refused before anything in it changes', async () => {
     const db = await testDatabase();
     const pool = new pg.Pool({ connectionString: db.url, max: 1 });
@@ -88,3 +106,17 @@ describePostgres('the PostgreSQL state schema and its migrations', () => {
     }
   });
 });
+
+/** The text of every statement the pool's connections send (each connection's `query` wrapped as it connects). */
+function spiedStatements(pool: pg.Pool): string[] {
+  const sent: string[] = [];
+  pool.on('connect', (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      const first = args[0];
+      sent.push(typeof first === 'string' ? first : String((first as { text?: unknown }).text));
+      return query(...args);
+    };
+  });
+  return sent;
+}

@@ -278,31 +278,55 @@ export const POSTGRES_STATE_VERSION = MIGRATIONS.length;
 
 /**
  * Creates the schema and brings it to this version, once, however many processes start together: the migrations
- * run in one transaction under an advisory lock. A schema of a newer webdata-etl is refused before anything changes.
- * Returns the version found before (0: a new schema).
+ * run in one transaction under an advisory lock. A schema already at this version is found by one read, without the
+ * lock or a transaction (every worker of a fleet opens the store; only the first to reach a new database migrates,
+ * and the others would queue behind its lock to find nothing to do: docs/benchmarks.md's start-up). A version table
+ * committed at this version has every table of it: a migration's rows commit with its DDL. A schema of a newer
+ * webdata-etl is refused before anything changes. Returns the version found before (0: a new schema).
  */
 export async function migrate(pool: Pool, schema: string, label: string): Promise<number> {
   const s = quoteIdentifier(schema);
   const sql = schemaStatements(s);
+  const current = await versionFound(pool, sql.version);
+  if (current !== undefined && current >= POSTGRES_STATE_VERSION) return checkedVersion(current, schema, label);
   return transaction(pool, async (client) => {
     await client.query(sql.lock, [`webdata-etl:migrate:${schema}`]);
     const exists = (await client.query(sql.schemaExists, [schema])).rowCount === 1;
     if (!exists) await client.query(sql.createSchema);
     await client.query(sql.versionTable);
     const { rows } = await client.query<{ version: number | null }>(sql.version);
-    const found = rows[0]?.version ?? 0;
-    if (found > POSTGRES_STATE_VERSION) {
-      throw new ValidationError('Invalid state store', [
-        {
-          path: 'state.url',
-          message: `${label}, schema "${schema}", holds state written by a newer webdata-etl (state schema ${found}; this one knows ${POSTGRES_STATE_VERSION}): upgrade webdata-etl, or give the pipeline another state.schema`,
-        },
-      ]);
-    }
+    const found = checkedVersion(rows[0]?.version ?? 0, schema, label);
     for (let version = found + 1; version <= POSTGRES_STATE_VERSION; version++) {
       await client.query((MIGRATIONS[version - 1] as (s: string) => string)(s));
       await client.query(sql.applied, [version]);
     }
     return found;
   });
+}
+
+/**
+ * The version the schema records, read outside any transaction; undefined where there is no schema or version table
+ * yet, or the role may not read it (SQLSTATE classes 42 and 3F): the locked path then finds out, and says why.
+ */
+async function versionFound(pool: Pool, statement: string): Promise<number | undefined> {
+  try {
+    const { rows } = await pool.query<{ version: number | null }>(statement);
+    return rows[0]?.version ?? undefined;
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === 'string' && (code.startsWith('42') || code.startsWith('3F'))) return undefined;
+    throw error;
+  }
+}
+
+function checkedVersion(found: number, schema: string, label: string): number {
+  if (found > POSTGRES_STATE_VERSION) {
+    throw new ValidationError('Invalid state store', [
+      {
+        path: 'state.url',
+        message: `${label}, schema "${schema}", holds state written by a newer webdata-etl (state schema ${found}; this one knows ${POSTGRES_STATE_VERSION}): upgrade webdata-etl, or give the pipeline another state.schema`,
+      },
+    ]);
+  }
+  return found;
 }
