@@ -55,3 +55,17 @@ export async function privateCluster(): Promise<Cluster | undefined> {
   const bin = postgresBin();
   return bin === undefined ? undefined : startCluster(bin);
 }
+
+/** The text of every statement the pool's connections send (each connection's `query` wrapped as it connects). */
+export function spiedStatements(pool: pg.Pool): string[] {
+  const sent: string[] = [];
+  pool.on('connect', (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      const first = args[0];
+      sent.push(typeof first === 'string' ? first : String((first as { text?: unknown }).text));
+      return query(...args);
+    };
+  });
+  return sent;
+}

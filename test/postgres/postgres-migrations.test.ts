@@ -4,7 +4,7 @@ import { MIGRATIONS, migrate, POSTGRES_STATE_VERSION } from '../../src/state/pos
 import { postgresTarget } from '../../src/postgres/target.ts';
 import { postgresStateStore } from '../../src/state/postgres/store.ts';
 import { rejection } from '../helpers.ts';
-import { describePostgres, sql, testDatabase } from './pg.ts';
+import { describePostgres, spiedStatements, sql, testDatabase } from './pg.ts';
 
 const tables = async (url: string) => (await sql(url, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'webdata' ORDER BY table_name`)).map((r) => r.table_name);
 
@@ -106,17 +106,3 @@ describePostgres('the PostgreSQL state schema and its migrations', () => {
     }
   });
 });
-
-/** The text of every statement the pool's connections send (each connection's `query` wrapped as it connects). */
-function spiedStatements(pool: pg.Pool): string[] {
-  const sent: string[] = [];
-  pool.on('connect', (client) => {
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as { query: unknown }).query = (...args: unknown[]) => {
-      const first = args[0];
-      sent.push(typeof first === 'string' ? first : String((first as { text?: unknown }).text));
-      return query(...args);
-    };
-  });
-  return sent;
-}

@@ -8,7 +8,7 @@ import { createPostgresResultsViews, createPostgresSpendView } from '../../src/a
 import { normalize, type PipelineDefinition, searchPages, toPostgres } from '../../src/index.ts';
 import { simulator } from '../helpers.ts';
 import { runOn } from '../pipeline-helpers.ts';
-import { describePostgres, sql, testDatabase } from './pg.ts';
+import { describePostgres, spiedStatements, sql, testDatabase } from './pg.ts';
 
 const viewOids = async (url: string) =>
   Object.fromEntries(
@@ -118,17 +118,3 @@ describePostgres('the analytics views, kept when current', () => {
     }
   });
 });
-
-/** The text of every statement the pool's connections send (each connection's `query` wrapped as it connects). */
-function spiedStatements(pool: pg.Pool): string[] {
-  const sent: string[] = [];
-  pool.on('connect', (client) => {
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as { query: unknown }).query = (...args: unknown[]) => {
-      const first = args[0];
-      sent.push(typeof first === 'string' ? first : String((first as { text?: unknown }).text));
-      return query(...args);
-    };
-  });
-  return sent;
-}
