@@ -2,23 +2,15 @@ import { createRequire } from 'node:module';
 import type pg from 'pg';
 import { checkConnection } from './before-connect.ts';
 import { driverConfig } from './driver-parse.ts';
+import { isTransient } from './failure.ts';
 import { watchContact } from './reached.ts';
+import { endSession, knownSession, learnSession, type ServerSession } from './sessions.ts';
 import type { PostgresTarget } from './target.ts';
+import { postgresTimeouts } from './timeouts.ts';
 import { transactionStatements } from './statements.ts';
 
 /** Connections per database within a run: pages commit one at a time, so a few cover commits, reads and the lease. */
 const POOL_SIZE = 4;
-
-/**
- * Bounded waits on everything (a hostile or stuck server must not hang a run): connecting, a statement, a
- * transaction left idle, and a reply on the socket. Milliseconds. A statement's limit can be set by
- * WEBDATA_POSTGRES_STATEMENT_TIMEOUT_MS (a busy server may need longer; a test, shorter).
- */
-export function postgresTimeouts(env: Readonly<Record<string, string | undefined>> = process.env) {
-  const set = Number(env.WEBDATA_POSTGRES_STATEMENT_TIMEOUT_MS);
-  const statement = Number.isInteger(set) && set > 0 ? set : 60_000;
-  return { connect: 10_000, statement, idleInTransaction: Math.max(statement, 60_000), query: statement + 15_000 };
-}
 
 /**
  * The pg driver, loaded on first use: a run with no PostgreSQL in it does not carry it, nor pg-boss, which only a
@@ -42,7 +34,7 @@ export type PoolClient = pg.PoolClient;
  */
 export function openPool(target: PostgresTarget, max: number, options: { cursors?: boolean } = {}): pg.Pool {
   checkConnection(target);
-  const pool = new (pgDriver().Pool)({ ...connectionConfig(target, options), max });
+  const pool = new (pgDriver().Pool)({ ...connectionConfig(target, options), max, onConnect: learnSession });
   pool.on('error', () => undefined);
   watchContact(pool, target);
   return pool;
@@ -103,10 +95,10 @@ export function postgresPools() {
 export type PostgresPools = ReturnType<typeof postgresPools>;
 
 /**
- * Runs `work` in a transaction on one connection of the pool. A connection that failed is destroyed, not returned
- * to the pool, so the next transaction does not inherit a broken socket.
+ * Runs `work` on one connection of the pool, its own until it settles. A connection whose work failed is destroyed, not
+ * returned to the pool, so that the next work does not inherit a broken socket or a session in a state nobody knows.
  */
-export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function onConnection<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   // A connection cut while checked out (a server restart) emits 'error' on it, which pg-pool listens for only while
   // the connection is idle: unheard, it would crash the process. The statement waiting on it fails, and is retried.
@@ -116,19 +108,50 @@ export async function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient
   client.on('error', heard);
   let broken: Error | undefined;
   try {
-    await client.query(transactionStatements.begin);
-    const result = await work(client);
-    await client.query(transactionStatements.commit);
-    return result;
+    return await work(client);
   } catch (error) {
-    try {
-      await client.query(transactionStatements.rollback);
-    } catch (rollback) {
-      broken = rollback as Error;
-    }
+    broken ??= error instanceof Error ? error : new Error(String(error));
     throw error;
   } finally {
     client.off('error', heard);
     client.release(broken);
+  }
+}
+
+/** Runs `work` in a transaction on `client`: committed if it resolves, rolled back if it rejects. */
+export async function inTransaction<T>(client: pg.PoolClient, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  await client.query(transactionStatements.begin);
+  try {
+    const result = await work(client);
+    await client.query(transactionStatements.commit);
+    return result;
+  } catch (error) {
+    // A rollback that fails leaves the connection to be destroyed (`onConnection`), which ends the transaction too.
+    await client.query(transactionStatements.rollback).catch(() => undefined);
+    throw error;
+  }
+}
+
+/** Runs `work` in a transaction on one connection of the pool (`onConnection`, `inTransaction`). */
+export function transaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return onConnection(pool, (client) => inTransaction(client, work));
+}
+
+/**
+ * Runs a write on one connection of the pool whose server session is known (`sessions.ts`); if the connection is cut
+ * (the answer lost), that session is ended before the failure is passed on, so that whoever asks whether the write
+ * landed, or sends it again, does so once nothing of it can still land (docs/design.md#the-run-host). The connection is
+ * given back (destroyed) first: the session is ended on another, and a full pool must not wait on itself.
+ */
+export async function onKnownSession<T>(db: { readonly pool: pg.Pool; readonly where: string }, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  let session: ServerSession | undefined;
+  try {
+    return await onConnection(db.pool, async (client) => {
+      session = await knownSession(client);
+      return work(client);
+    });
+  } catch (error) {
+    if (session && isTransient(error)) await endSession(db, session);
+    throw error;
   }
 }

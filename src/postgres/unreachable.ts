@@ -1,4 +1,4 @@
-import { postgresTimeouts } from './pools.ts';
+import { postgresTimeouts } from './timeouts.ts';
 import type { PostgresTarget } from './target.ts';
 
 /**

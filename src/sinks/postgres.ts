@@ -3,7 +3,7 @@ import type { Page } from '../pipeline/page.ts';
 import { ValidationError } from '../errors/validation-error.ts';
 import type { HeldLock } from '../postgres/advisory-lock.ts';
 import { atDatabase, retrying } from '../postgres/failure.ts';
-import { type Pool, type PoolClient, transaction } from '../postgres/pools.ts';
+import { onKnownSession, type Pool, type PoolClient, transaction } from '../postgres/pools.ts';
 import { postgresNameSchema, type PostgresTarget, postgresTarget, postgresUrlSchema } from '../postgres/target.ts';
 import { toJson } from '../json.ts';
 import { addRows } from '../commits/postgres-rows.ts';
@@ -188,9 +188,10 @@ class PostgresTable {
     await retrying(
       this.#where,
       async (attempt) => {
-        // A lost answer: the checkpoint says whether the page went in.
+        // A lost answer: the checkpoint says whether the page went in, once the cut connection's session has ended
+        // (`onKnownSession`): the statement is not guarded, and one still running would land beside the one sent again.
         if (attempt > 1 && ((await this.#checkpoint(pool)) ?? 0) >= seq) return;
-        await ownStatement(pool, rows, seq);
+        await onKnownSession({ pool, where: this.#where }, (client) => ownStatement(client, rows, seq));
       },
       { idempotent: true },
     );
@@ -303,11 +304,11 @@ function pageRows(
  * The rows and the checkpoint as a statement of the sink's own (a database other than the state's, or a replay):
  * data-modifying CTEs, one round trip, atomic on its own.
  */
-async function ownStatement(pool: Pool, rows: PostgresRows, seq: number): Promise<void> {
+async function ownStatement(client: PoolClient, rows: PostgresRows, seq: number): Promise<void> {
   const parts: string[] = [];
   const values: unknown[] = [];
   addRows({ guard: 'true', p: (value) => `$${values.push(storable(value))}`, add: (sql) => void parts.push(sql) }, rows, seq);
-  await pool.query(preparedQuery(postgresSinkStatements.ownPage(parts), values));
+  await client.query(preparedQuery(postgresSinkStatements.ownPage(parts), values));
 }
 
 function lastPerKey(items: readonly Record<string, unknown>[]): Record<string, unknown>[] {

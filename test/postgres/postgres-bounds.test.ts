@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
-import { openPool, postgresTimeouts } from '../../src/postgres/pools.ts';
+import { openPool } from '../../src/postgres/pools.ts';
+import { postgresTimeouts } from '../../src/postgres/timeouts.ts';
 import { postgresTarget } from '../../src/postgres/target.ts';
 import { describePostgres, testDatabase } from './pg.ts';
 

@@ -1,4 +1,3 @@
-import { connect, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { expect, it } from 'vitest';
 import { seriesStates } from '../../src/pipeline/context.ts';
@@ -7,6 +6,7 @@ import { postgresTarget } from '../../src/postgres/target.ts';
 import { createCommitter } from '../../src/run/commit.ts';
 import type { StateStore } from '../../src/state/interfaces.ts';
 import { postgresStateStore } from '../../src/state/postgres/store.ts';
+import { cutProxy, lockWaiters, until } from '../postgres/cut-proxy.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
 import { spendRowOf } from './spend-rows.ts';
 
@@ -38,49 +38,12 @@ function counted(store: StateStore): { store: StateStore; most(): number } {
 }
 
 /**
- * A TCP proxy to the database at `url` (node:net), for the worker's pipelined connection alone: `mute` stops what the
- * server says from reaching the client (statements still go through and run), `cut` ends every connection through it.
- */
-async function proxy(url: string) {
-  const target = new URL(url);
-  const sockets = new Set<Socket>();
-  let muted = false;
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port || 5432), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => {
-        sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.on('data', (data) => upstream.write(data));
-    upstream.on('data', (data) => void (muted || client.write(data)));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const through = new URL(url);
-  through.hostname = '127.0.0.1';
-  through.port = String((server.address() as { port: number }).port);
-  return {
-    url: through.toString(),
-    mute: () => void (muted = true),
-    cut: () => sockets.forEach((socket) => socket.destroy()),
-    [Symbol.asyncDispose]: () => new Promise<void>((resolve) => {
-      sockets.forEach((socket) => socket.destroy());
-      server.close(() => resolve());
-    }),
-  };
-}
-
-/**
  * A worker's store and committer on a new database, the journal kept (a row per committed page). `through`: the
  * pipelined connection goes there (a proxy) instead of to the database.
  */
 async function worker(options: { proxied?: boolean } = {}) {
   const db = await testDatabase();
-  const through = options.proxied ? await proxy(db.url) : undefined;
+  const through = options.proxied ? await cutProxy(db.url) : undefined;
   const pool = new pg.Pool({ connectionString: db.url, max: 4 });
   const shared = await postgresStateStore(pool, postgresTarget(through?.url ?? db.url), { schema: 'webdata', pipeline: 'p' });
   const watched = counted(shared.fenced({ workerId: 'w1', finish: async () => true, committed: () => undefined }));
@@ -103,15 +66,6 @@ async function worker(options: { proxied?: boolean } = {}) {
       await db.drop();
     },
   };
-}
-
-/** Waits (bounded) until `check` holds. */
-async function until(check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 describePostgres("a worker's pipelined commits", () => {
@@ -230,8 +184,7 @@ describePostgres("a worker's pipelined commits, when the connection is cut", () 
       return w.committer.commit(each);
     };
     await commit(page(x, 1));
-    const waiting = async () =>
-      (await sql(w.db.url, `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() ORDER BY query_start`)).map((row) => row.pid as number);
+    const waiting = () => lockWaiters((text) => sql(w.db.url, text));
     // Another session holds x's row: x's second page, down the pipeline, waits for it on the server...
     const other = new pg.Client({ connectionString: w.db.url });
     await other.connect();

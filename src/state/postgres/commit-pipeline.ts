@@ -3,7 +3,7 @@ import { SeriesLostError } from '../../errors/series-lost-error.ts';
 import { isRefusedValue } from '../../errors/unstorable-page-error.ts';
 import { explainPostgresFailure, isTransient } from '../../postgres/failure.ts';
 import { openPipelinedClient } from '../../postgres/pools.ts';
-import { endSession, type PipelineSession, sessionOf } from './pipeline-session.ts';
+import { endSession, type ServerSession, sessionOf } from '../../postgres/sessions.ts';
 import type { StoreParts } from './store-parts.ts';
 
 /**
@@ -27,8 +27,8 @@ export function commitPipeline(parts: StoreParts) {
   let client: pg.Client | undefined;
   let connected: Promise<unknown> | undefined;
   // The connection's session on the server, known before any page is sent on it; once the connection is cut, it is
-  // ended (once) before a page sent on it is asked after or sent again (`pipeline-session.ts`).
-  let session: PipelineSession | undefined;
+  // ended (once) before a page sent on it is asked after or sent again (`postgres/sessions.ts`).
+  let session: ServerSession | undefined;
   let ending: Promise<void> | undefined;
   const ended = (): Promise<void> => (ending ??= session ? endSession(parts, session) : Promise.resolve());
   // Once a page failed (the connection, or refused), no page goes down the pipeline again in this run: a page sent

@@ -5,7 +5,7 @@ import { OutputError } from '../../errors/output-error.ts';
 import { SeriesLostError } from '../../errors/series-lost-error.ts';
 import { retrying } from '../../postgres/failure.ts';
 import type { Client } from 'pg';
-import { type Pool, type PoolClient, transaction } from '../../postgres/pools.ts';
+import { inTransaction, onKnownSession, type Pool, type PoolClient, transaction } from '../../postgres/pools.ts';
 import { commitPipeline } from './commit-pipeline.ts';
 import { storable } from '../../postgres/storable.ts';
 import type { PageCommit, RunStore } from '../interfaces.ts';
@@ -105,21 +105,27 @@ type Statements = ReturnType<typeof runStatements>;
  * (page-statement.ts), which applies only if the page took its place.
  */
 async function commitOnce(parts: StoreParts, sql: Statements, commit: PageCommit, fence: SeriesFence | undefined, pipelined?: Client): Promise<void> {
-  const { pool, pipeline } = parts;
+  const { pipeline } = parts;
   const { statement: page, claiming } = pageStatement(parts.s, pipeline, commit, fence?.workerId);
   const dedupe = commit.dedupe;
   crashPoint('page-transaction');
   const statement = page.sql(claiming ? sql.pageTakenClaimed : sql.pageTaken);
   // The page that ends its series completes the series' job in the same transaction: a crash between the two
   // would otherwise leave a finished series queued, or a completed job whose last page never landed.
-  const taken =
-    fence && commit.progress.status === 'ended'
-      ? await transaction(pool, async (client) => {
-          const { rows } = await client.query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values));
+  const send = (db: Client | PoolClient) => db.query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values));
+  // On the pool, a connection whose session is known: cut, that session ends before the page is asked after or sent
+  // again (`onKnownSession`). A page that ends its series completes the series' job in the same transaction: a crash
+  // between the two would otherwise leave a finished series queued, or a completed job whose last page never landed.
+  const taken = pipelined
+    ? (await send(pipelined)).rows
+    : await onKnownSession(parts, async (client) => {
+        if (!fence || commit.progress.status !== 'ended') return (await send(client)).rows;
+        return inTransaction(client, async () => {
+          const { rows } = await send(client);
           if (rows.length > 0 && !(await fence.finish(commit.series.seriesId, client))) throw lost(commit.series.seriesId);
           return rows;
-        })
-      : (await (pipelined ?? pool).query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values))).rows;
+        });
+      });
   const refused = claiming && taken[0] ? (dedupe?.keys.length ?? 0) - (taken[0].claimed ?? 0) : 0;
   // Rows dropped for keys another worker took first were counted as written by the stages: the series' counts
   // are put right (a row of the series cannot be changed twice in the page's own statement).
