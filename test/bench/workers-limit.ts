@@ -4,7 +4,8 @@
 // access log. Then the same pipeline again on the same state (a new run: what the first remembered of the limit,
 // per key fingerprint in the state store), measured the same way. The reference: one process on the same plan.
 // Alone: `node scripts/with-node.mjs test/bench/workers-limit.ts [repeats] [shared|alone|both]` (a throwaway cluster);
-// BENCH_DEBUG=1 prints each worker's rate changes, pauses and phase marks (WEBDATA_PHASES) with their time since the first spawn.
+// BENCH_DEBUG=1 prints each worker's rate changes, pauses and phase marks (WEBDATA_PHASES) with their time since the first spawn,
+// and nginx's log as a timeline (what each 429 followed: docs/benchmarks.md, "The first run's 429s, counted by cause").
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -78,7 +79,24 @@ async function invocation(nginx: NginxLimiter, spec: Record<string, unknown>, wo
     if (into) into[second] = (into[second] ?? 0) + 1;
   }
   const first = Math.min(...logged.map((entry) => entry.at * 1000));
+  if (process.env.BENCH_DEBUG) process.stderr.write(`${label} nginx ${timeline(logged, t0)}\n`);
   return { seconds: round(seconds, 2), accepted, rejected, exitCodes: exits.map((exit) => exit.code), statuses: exits.map((exit) => exit.status), pagesByWorker: exits.map((exit) => exit.pages), firstRequestMs: exits.map((exit) => exit.firstRequestMs ?? null), firstAnswerMs: Math.round(first - t0), perSecond, loadBefore: round(load, 2) };
+}
+
+/**
+ * nginx's log as a timeline (BENCH_DEBUG): the ms since `t0` each answer ended at, by 250 ms; `n` accepted, `xk` k 429s.
+ * With the workers' rate changes beside it, what each 429 followed (a start, a raise) shows.
+ */
+function timeline(logged: { at: number; status: string }[], t0: number): string {
+  const slices = new Map<number, { accepted: number; rejected: number }>();
+  for (const entry of logged) {
+    const slice = Math.floor((entry.at * 1000 - t0) / 250) * 250;
+    const counts = slices.get(slice) ?? { accepted: 0, rejected: 0 };
+    if (entry.status === '429') counts.rejected += 1;
+    else counts.accepted += 1;
+    slices.set(slice, counts);
+  }
+  return [...slices].toSorted(([a], [b]) => a - b).map(([at, { accepted, rejected }]) => `${at}:${accepted}${rejected > 0 ? `x${rejected}` : ''}`).join(' ');
 }
 
 /**
