@@ -61,8 +61,12 @@ async function fiveRuns(sinks: () => PipelineDefinition['sinks'], read: Read) {
   const recorded3 = new Map(rows3.map((o) => [String(o.query), String(o.reason)]));
   for (const [query, reason] of failed3) expect(reason).toBe(recorded3.get(query) ?? 'not_reached');
   expect([...failed3.values()].filter((r) => r === 'not_reached').length).toBeGreaterThan(80);
-  const compared3 = await read(`SELECT DISTINCT previous_run_id FROM report_changes WHERE change = 'failed' AND run_id = '${third.runId}'`);
-  expect(compared3.map((r) => r.previous_run_id)).toEqual([first]);
+  // Each is compared with the last run that completed it: run 2 for a series run 2 completed and run 3 did not (a
+  // request of run 3's that timed out under load leaves its budget short of run 2's series), run 1 for the others.
+  const complete2 = new Set((await written(second.runId)).filter((o) => Number(o.complete) === 1).map((o) => String(o.query)));
+  const compared3 = await read(`SELECT query, previous_run_id FROM report_changes WHERE change = 'failed' AND run_id = '${third.runId}'`);
+  expect(compared3.length).toBe(failed3.size);
+  for (const row of compared3) expect(row.previous_run_id).toBe(complete2.has(String(row.query)) ? second.runId : first);
 
   const fourth = (await runOn(sim, plan(sinks()))).runId;
   expect((await readAt(read, fourth)).size).toBe(0);
