@@ -35,7 +35,8 @@ type CommitResult = { new: number; end?: SeriesEndReason; lost?: true };
 /** A page's commit as taken when it left the stages (`PageCommitter.#prepare`). */
 interface PreparedPage {
   readonly page: Page<unknown>;
-  readonly commit: PageCommit;
+  /** Without its rows once handed over (`commit`). */
+  commit: PageCommit;
   /** New items, for the source's no_new rule. */
   readonly fresh: number;
   readonly end: SeriesEndReason | undefined;
@@ -135,6 +136,10 @@ export class PageCommitter {
     // pages was refused is not handed over: it commits emptied, in the chain.
     const handedOver = this.#store.queuesCommits && !this.#book.refusal(page.series.id) ? this.#handOver(prepared.commit) : undefined;
     handedOver?.catch(() => undefined);
+    // Handed over, its rows are the store's (SQLite's commit thread has a copy of them already): held here until the
+    // page commits, each page's rows — every item's `raw` as JSON text — outlived the young generation and went to the
+    // old one (docs/benchmarks.md#memory). Nothing here reads them again: a refused page makes its rows anew.
+    if (handedOver) prepared.commit = { ...prepared.commit, rows: [] };
     const done = this.#previousCommit
       .then(() => this.#commitPrepared(prepared, handedOver))
       .catch(async (error: unknown) => {
