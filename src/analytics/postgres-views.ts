@@ -8,6 +8,7 @@ import { tagColumnsOf } from './view-tags.ts';
 import { CREATE_ORDER, DROP_ORDER, KEY_SPEND_VIEW, runsRead, viewName } from './views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { preparePostgresOutcomes } from '../sinks/postgres-outcomes.ts';
+import { postgresSinkStatements } from '../sinks/statements.ts';
 import { markPostgresViews, type PlannedViews, postgresViewsCurrent } from './view-marks.ts';
 
 /**
@@ -46,7 +47,9 @@ async function plannedResultsViews(db: Pool | PoolClient, schema: string, table:
   const { rows } = await db.query<{ relation: string; name: string }>(postgresReaderStatements.tablesColumns, [schema, [table, trackedTable(table), outcomesTable(table)]]);
   const columnsOf = (relation: string) => rows.filter((row) => row.relation === relation).map((row) => row.name);
   const [columns, tracked, outcomes] = [columnsOf(table), columnsOf(trackedTable(table)), columnsOf(outcomesTable(table))];
-  const sql = resultsViewsSql(quoted(table), quoted(outcomesTable(table)), (view) => quoted(viewName(table, view)), POSTGRES, runsRead(mode), tagColumnsOf(columns));
+  // Where the table has its series index (the sink makes it), the views walk it rather than read the table whole.
+  const indexed = (await db.query(postgresSinkStatements.seriesRunsIndexed, [schema, table])).rowCount === 1;
+  const sql = resultsViewsSql(quoted(table), quoted(outcomesTable(table)), (view) => quoted(viewName(table, view)), POSTGRES, runsRead(mode), tagColumnsOf(columns), indexed);
   const create: { name: string; select: string }[] = CREATE_ORDER.filter((view) => views.includes(view)).map((view) => ({ name: viewName(table, view), select: sql[view] }));
   const absent: string[] = CREATE_ORDER.filter((view) => !views.includes(view)).map((view) => viewName(table, view));
   const trackedNames = [viewName(table, 'tracked'), viewName(table, 'tracked_latest')] as const;

@@ -2,6 +2,7 @@ import { NOT_REACHED, SKIPPED } from '../sinks/series-outcomes.ts';
 import { quoteIdentifier } from '../sql-identifier.ts';
 import { type Dialect, POSTGRES } from './dialect.ts';
 import { latestRunsCtes } from './latest-runs.ts';
+import { postgresChangesEnd } from './postgres-changes.ts';
 import { changesTags, rankingsTags } from './view-tags.ts';
 
 /*
@@ -148,7 +149,7 @@ function triedSql(o: string, d: Dialect): string {
         FROM ${o} GROUP BY query, country, lang),
       tried AS (
         SELECT y.query, y.country, y.lang,
-          CASE WHEN y.run_id = y.last_row AND EXISTS (SELECT 1 FROM ${o} x WHERE x.query = y.query AND x.country = y.country AND x.lang = y.lang
+          CASE WHEN y.run_id = y.last_row AND EXISTS (SELECT 1 FROM ${o} x WHERE ${d.sameQuery('x', 'y')} AND x.country = y.country AND x.lang = y.lang
               AND x.run_id = y.run_id AND x.reason = '${NOT_REACHED}')
             THEN (SELECT MAX(${d.bytes('run_id')}) FROM ${o}) ELSE y.run_id END AS run_id
         FROM tried_rows y WHERE y.run_id IS NOT NULL)`;
@@ -173,6 +174,10 @@ export function resultsViewsSql(
   // Each series' latest run in the table: `latest` where runs are not history, else `seen` (latest-runs.ts).
   const seen = latestRunsCtes(t, runs === 'latest' ? 'latest' : 'seen', d, seriesIndexed);
   const series = (a: string, b: string) => `${a}.query = ${b}.query AND ${a}.country = ${b}.country AND ${a}.lang = ${b}.lang`;
+  // A series' rows in the results table (as `r`) at the run `run` of another relation's series `a`, as the table's B-tree
+  // index (series and run, the run by its bytes) looks them up: PostgreSQL's by the query's digest (`sameQuery`).
+  const rowsAt = (a: string, run: string) => `${d.sameQuery(a, 'r')} AND ${a}.country = r.country AND ${a}.lang = r.lang AND ${d.bytes('r.run_id')} = ${run}`;
+  const postgres = d === POSTGRES;
   const q = quoteIdentifier;
   // A series' tags are its query's (one value in a run): taken whole with its rows, as the greatest of them.
   const tagged = changesTags(tags);
@@ -213,7 +218,13 @@ export function resultsViewsSql(
       SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at, latest.age_runs${rankingsTags(tags)
         .map((tag) => `, r.${q(tag.column)}${tag.as === tag.column ? '' : ` AS ${q(tag.as)}`}`)
         .join('')}
-      FROM ${t} r JOIN aged latest ON ${series('latest', 'r')} AND latest.run_id = r.run_id`,
+      FROM ${
+        postgres
+          ? // A lookup of each series' rows (OFFSET 0: not flattened into a join, which PostgreSQL, taking the walk for a
+            // million series, made a sort of the whole table).
+            `aged latest CROSS JOIN LATERAL (SELECT * FROM ${t} r WHERE ${rowsAt('latest', 'latest.run_id')} OFFSET 0) r`
+          : `${t} r JOIN aged latest ON ${series('latest', 'r')} AND latest.run_id = r.run_id`
+      }`,
     // Who dominates a query in a country: results, best and average rank, share of the latest results.
     domains: `
       SELECT query, country, domain, ${d.int('COUNT(*)')} AS results, MIN(rank) AS best_rank, ${d.real('ROUND(AVG(rank), 2)')} AS average_rank,
@@ -250,7 +261,7 @@ export function resultsViewsSql(
         FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id
         LEFT JOIN done p ON ${series('p', 'c')} AND p.run_id < c.run_id
         GROUP BY c.query, c.country, c.lang, c.run_id),
-      cur AS (${rowsOf('run_id')}),
+      ${postgres ? postgresChangesEnd(t, rowsAt, tagsOf, tagCells, failedTags) : `cur AS (${rowsOf('run_id')}),
       prev AS (${rowsOf('previous_run_id')})${failedTags}
       SELECT c.query, c.country, c.lang, c.dedupe_key, c.url, c.title, p.rank AS previous_rank, c.rank AS current_rank,
         p.rank - c.rank AS rank_delta,
@@ -262,7 +273,7 @@ export function resultsViewsSql(
       SELECT p.query, p.country, p.lang, p.dedupe_key, p.url, p.title, p.rank, NULL, NULL, 'lost', x.run_id, x.previous_run_id, NULL${tagCells((column) => `p.${column}`)}
       FROM prev p JOIN compared x ON ${series('x', 'p')}
       LEFT JOIN cur c ON ${series('c', 'p')} AND c.dedupe_key = p.dedupe_key
-      WHERE c.dedupe_key IS NULL
+      WHERE c.dedupe_key IS NULL`}
       UNION ALL
       SELECT f.query, f.country, f.lang, NULL, NULL, NULL, NULL, NULL, NULL, 'failed', f.run_id, c.run_id, f.reason${tagCells((column) => `COALESCE(ft.${column}, ct.${column})`)}
       FROM failed f LEFT JOIN last_done c ON ${series('c', 'f')}${

@@ -83,6 +83,15 @@ export const postgresSinkStatements = {
   /** A hash index has no size limit: lookups and joins by query, whatever its length. */
   seriesIndex: (schema: string, table: string) => `CREATE INDEX IF NOT EXISTS ${q(`${table}_series`)} ON ${postgresTable(schema, table)} USING hash (query)`,
   dedupeKeyIndex: (schema: string, table: string) => `CREATE INDEX IF NOT EXISTS ${q(`${table}_dedupe_key`)} ON ${postgresTable(schema, table)} (dedupe_key)`,
+  /**
+   * The series with its runs as a B-tree, which the views walk and look a series' rows up by (analytics/latest-runs.ts):
+   * the query's digest (a B-tree entry holds 2,704 bytes, a query may be longer), country, lang, and the run by its
+   * bytes, as the views order runs. The hash index above answers a query's rows alone, all its runs'.
+   */
+  seriesRunsIndex: (schema: string, table: string) =>
+    `CREATE INDEX IF NOT EXISTS ${q(`${table}_series_runs`)} ON ${postgresTable(schema, table)} (md5(query), country, lang, run_id COLLATE "C")`,
+  /** Whether a table (`$1`: its schema, `$2`: its name) has that index, whatever its name. */
+  seriesRunsIndexed: `SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 AND indexdef LIKE '%USING btree (md5(query), country, lang, run_id COLLATE "C")'`,
   /** Whether a relation is there (`$1`: its quoted, qualified name, as a value: `postgresCheckpoints`). */
   relationExists: 'SELECT to_regclass($1) AS t',
   createCheckpoints: (schema: string) =>
@@ -94,6 +103,7 @@ export const postgresSinkStatements = {
   /** The upsert's unique index is tried within a savepoint: a table holding several rows per key refuses it. */
   savepoint: 'SAVEPOINT unique_key',
   releaseSavepoint: 'RELEASE SAVEPOINT unique_key',
+  rollbackSavepoint: 'ROLLBACK TO SAVEPOINT unique_key',
   upsertKeyIndex: (schema: string, table: string) => `CREATE UNIQUE INDEX IF NOT EXISTS ${q(`${table}_upsert_key`)} ON ${postgresTable(schema, table)} (${upsertTarget(true)})`,
   /** An index's definition (`$1`: its schema, `$2`: its name), to tell which upsert key a table has. */
   indexDefinition: 'SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = $2',

@@ -10,13 +10,20 @@
 // series at a time, in process: a day of 1,000 series is about a second. `--dir` keeps the files there
 // (`without.sqlite`, `with.sqlite`) instead of removing them; `--measure <file>` only measures a file kept so, after
 // re-creating its views as a run opening it does (so that a change to the views is measured on the same year).
+// `--store postgres`: the sink (schema public) and the state (schema webdata) in a throwaway PostgreSQL cluster
+// instead (year-postgres.ts), measured likewise (pg_database_size and each table's size); with `--dir` the clusters
+// are kept there, stopped (`without/`, `with/`), and `--measure <dir>/without` starts one again to measure it, its
+// views re-created first; `--plans <file>` writes each view's EXPLAIN (ANALYZE, BUFFERS) there.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { definePipeline, normalize, run, searchPages, toSqlite } from '../../src/index.ts';
+import { definePipeline, normalize, run, searchPages, toPostgres, toSqlite } from '../../src/index.ts';
+import { postgresPruneDatabase } from '../../src/state/postgres/prune.ts';
+import { postgresTarget } from '../../src/postgres/target.ts';
+import { measurePostgres, recreatePostgresViews, yearCluster } from './year-postgres.ts';
 import { startSimulator } from '../../src/simulator/index.ts';
 import { applicableViews, createResultsViews } from '../../src/analytics/views.ts';
 import { sqlitePruneDatabase } from '../../src/state/sqlite/prune.ts';
@@ -31,6 +38,8 @@ const { values } = parseArgs({
     variant: { type: 'string' },
     dir: { type: 'string' },
     measure: { type: 'string' },
+    store: { type: 'string' },
+    plans: { type: 'string' },
   },
 });
 const DAYS = Number(values.days ?? 365);
@@ -38,6 +47,8 @@ const SERIES = Number(values.series ?? 1000);
 const KEEP = Number(values.keep ?? 90);
 const CONCURRENCY = Number(values.concurrency ?? 32);
 const VARIANT = values.variant ?? 'both';
+const POSTGRES = values.store === 'postgres';
+if (values.store !== undefined && !['sqlite', 'postgres'].includes(values.store)) throw new Error(`--store: sqlite or postgres, not ${values.store}`);
 const COUNTRIES = ['us', 'gb', 'de', 'fr'];
 const KEY = 'sk_year_0123456789abcdef';
 // The built command line, as a user runs it (dist/, which the tests' global setup builds; `npm run build`).
@@ -74,13 +85,17 @@ async function year(keep: number | undefined) {
   const dir = values.dir ?? mkdtempSync(join(tmpdir(), 'webdata-year-'));
   const path = join(dir, keep === undefined ? 'without.sqlite' : 'with.sqlite');
   if (values.dir !== undefined) rmSync(path, { force: true });
+  const kept = join(dir, keep === undefined ? 'without' : 'with');
+  if (POSTGRES && values.dir !== undefined) rmSync(kept, { recursive: true, force: true });
+  const cluster = POSTGRES ? await yearCluster(values.dir === undefined ? undefined : kept) : undefined;
   const sim = await startSimulator({ keys: [{ key: KEY, name: 'main' }], day: 0 });
   const queries = Array.from({ length: Math.ceil(SERIES / COUNTRIES.length) }, (_, i) => `product ${i + 1}`);
   const pipeline = definePipeline({
     name: 'daily',
     source: searchPages({ queries, countries: COUNTRIES, maxPages: 1 }),
     stages: [normalize()],
-    sinks: [toSqlite({ path, table: 'results' })],
+    sinks: [cluster === undefined ? toSqlite({ path, table: 'results' }) : toPostgres({ url: cluster.url, table: 'results' })],
+    ...(cluster === undefined ? {} : { state: { url: cluster.url } }),
     rate: { concurrency: CONCURRENCY },
     ...(keep === undefined ? {} : { retention: { runs: keep } }),
   });
@@ -93,7 +108,7 @@ async function year(keep: number | undefined) {
       if (summary.status !== 'completed') throw new Error(`day ${day}: ${summary.status}`);
       if (day % 30 === 29) process.stderr.write(`${keep === undefined ? 'without' : 'with'}: day ${day + 1}, ${Math.round((Date.now() - began) / 1000)} s\n`);
       if (keep === undefined) continue;
-      const db = sqlitePruneDatabase(path);
+      const db = cluster === undefined ? sqlitePruneDatabase(path) : await postgresPruneDatabase(postgresTarget(cluster.url), 'webdata');
       try {
         const started = performance.now();
         const report = await prune(db, [{ pipeline: 'daily', runs: keep, spendDays: null }], { apply: true });
@@ -105,9 +120,11 @@ async function year(keep: number | undefined) {
         await db.close();
       }
     }
-    return { retention: keep === undefined ? null : { runs: keep }, seconds: Math.round((Date.now() - began) / 1000), ...measure(path), ...(keep === undefined ? {} : { prune: { ...pruned, ms: Math.round(pruned.ms) } }) };
+    const measured = cluster === undefined ? measure(path) : await measurePostgres(cluster.url, CLI, values.plans === undefined ? undefined : `${values.plans}.${keep === undefined ? 'without' : 'with'}`);
+    return { retention: keep === undefined ? null : { runs: keep }, seconds: Math.round((Date.now() - began) / 1000), ...measured, ...(keep === undefined ? {} : { prune: { ...pruned, ms: Math.round(pruned.ms) } }) };
   } finally {
     await sim.close();
+    cluster?.destroy();
     if (values.dir === undefined) rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -123,10 +140,18 @@ function remeasure(path: string) {
   return measure(path);
 }
 
-if (values.measure !== undefined) {
+if (values.measure !== undefined && POSTGRES) {
+  const cluster = await yearCluster(values.measure);
+  try {
+    const made = await recreatePostgresViews(cluster.url);
+    process.stdout.write(`${JSON.stringify({ cluster: values.measure, ...made, ...(await measurePostgres(cluster.url, CLI, values.plans)) }, null, 2)}\n`);
+  } finally {
+    cluster.destroy();
+  }
+} else if (values.measure !== undefined) {
   process.stdout.write(`${JSON.stringify({ file: values.measure, ...remeasure(values.measure) }, null, 2)}\n`);
 } else {
   const without = VARIANT === 'with' ? null : await year(undefined);
   const withRetention = VARIANT === 'without' ? null : await year(KEEP);
-  process.stdout.write(`${JSON.stringify({ days: DAYS, series: SERIES, concurrency: CONCURRENCY, without, with: withRetention }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ store: POSTGRES ? 'postgres' : 'sqlite', days: DAYS, series: SERIES, concurrency: CONCURRENCY, without, with: withRetention }, null, 2)}\n`);
 }

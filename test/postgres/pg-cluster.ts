@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -40,8 +40,14 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startCluster(bin: string): Promise<Cluster> {
-  const root = mkdtempSync(join(tmpdir(), 'webdata-pg-'));
+/**
+ * `kept`: a directory of the caller's (created when missing, postgres's when root) that holds the cluster and outlives
+ * it: a cluster already there (its `data`) is started again rather than made, and `destroy` stops it without removing
+ * anything (a bench's year measured again later: test/bench/year.ts).
+ */
+export async function startCluster(bin: string, kept?: string): Promise<Cluster> {
+  const root = kept ?? mkdtempSync(join(tmpdir(), 'webdata-pg-'));
+  if (kept !== undefined) mkdirSync(kept, { recursive: true });
   const dataDir = join(root, 'data');
   const log = join(root, 'log');
   const asRoot = userInfo().uid === 0;
@@ -73,7 +79,7 @@ export async function startCluster(bin: string): Promise<Cluster> {
         // Not running after all (it exited on its own): nothing to stop.
       }
     }
-    rmSync(root, { recursive: true, force: true });
+    if (kept === undefined) rmSync(root, { recursive: true, force: true });
   };
   try {
     if (asRoot) {
@@ -81,7 +87,7 @@ export async function startCluster(bin: string): Promise<Cluster> {
       chownSync(root, uid, gid);
       chmodSync(root, 0o700);
     }
-    run('initdb', ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--encoding=UTF8', '--locale=C.UTF-8']);
+    if (!existsSync(join(dataDir, 'PG_VERSION'))) run('initdb', ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--encoding=UTF8', '--locale=C.UTF-8']);
     // Between freePort closing its socket and the server binding the port, another process may take it: rare, and
     // then only that start fails, so a new port is tried.
     for (let attempt = 1; ; attempt++) {
@@ -97,7 +103,7 @@ export async function startCluster(bin: string): Promise<Cluster> {
     destroy();
     throw error;
   }
-  watch(root, command('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', 'stop']));
+  watch(root, command('pg_ctl', ['-D', dataDir, '-m', kept === undefined ? 'immediate' : 'fast', '-w', 'stop']), kept === undefined);
   return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, dataDir, start, stop, destroy };
 }
 
@@ -107,9 +113,11 @@ export async function startCluster(bin: string): Promise<Cluster> {
  * watchdog is a shell in a session of its own (a terminal's Ctrl-C does not reach it) that looks once a second whether
  * its owner is alive and the directory still there; it exits on its own once destroy() has removed the directory.
  */
-function watch(root: string, [file, args]: [string, string[]]): void {
-  const script = 'owner=$1; root=$2; shift 2; while kill -0 "$owner" 2>/dev/null && [ -d "$root" ]; do sleep 1; done; ' +
-    '[ -d "$root" ] || exit 0; "$@" >/dev/null 2>&1; rm -rf "$root"';
+function watch(root: string, [file, args]: [string, string[]], remove: boolean): void {
+  // A kept cluster's directory stays: the watchdog watches its pid file instead, gone once destroy() stopped it.
+  const there = remove ? '-d "$root"' : '-f "$root/data/postmaster.pid"';
+  const script = `owner=$1; root=$2; shift 2; while kill -0 "$owner" 2>/dev/null && [ ${there} ]; do sleep 1; done; ` +
+    `[ ${there} ] || exit 0; "$@" >/dev/null 2>&1; ${remove ? 'rm -rf "$root"' : ''}`;
   spawn('/bin/sh', ['-c', script, 'webdata-pg-watchdog', String(process.pid), root, file, ...args], { cwd: root, detached: true, stdio: 'ignore' }).unref();
 }
 
