@@ -23,14 +23,14 @@ const ENDING_MS = 10_000;
 export async function sessionOf(client: pg.ClientBase): Promise<ServerSession> {
   const { rows } = await client.query<{ pid: number; start: string }>(`SELECT pid, ${STARTED} AS start FROM pg_stat_get_activity(pg_backend_pid())`);
   const row = rows[0];
-  if (!row) throw new Error('a connection could not find its own session in pg_stat_activity');
+  if (!row) throw new Error('a connection could not find its own session in pg_stat_get_activity');
   return { pid: row.pid, start: row.start };
 }
 
 // Each pooled connection's session, asked once in the connection's life: not a statement a page.
 const known = new WeakMap<pg.ClientBase, Promise<ServerSession>>();
 
-/** The session of a pool's connection: asked on its first use (or as it connects, `learnSessions`), then remembered. */
+/** The session of a pool's connection: asked on its first use (or as it connects, `learnSession`), then remembered. */
 export function knownSession(client: pg.ClientBase): Promise<ServerSession> {
   let session = known.get(client);
   if (!session) {

@@ -110,8 +110,6 @@ async function commitOnce(parts: StoreParts, sql: Statements, commit: PageCommit
   const dedupe = commit.dedupe;
   crashPoint('page-transaction');
   const statement = page.sql(claiming ? sql.pageTakenClaimed : sql.pageTaken);
-  // The page that ends its series completes the series' job in the same transaction: a crash between the two
-  // would otherwise leave a finished series queued, or a completed job whose last page never landed.
   const send = (db: Client | PoolClient) => db.query<{ seq: string; claimed?: number }>(preparedQuery(statement, page.values));
   // On the pool, a connection whose session is known: cut, that session ends before the page is asked after or sent
   // again (`onKnownSession`). A page that ends its series completes the series' job in the same transaction: a crash
