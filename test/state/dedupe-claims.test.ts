@@ -6,6 +6,7 @@ import { postgresTarget } from '../../src/postgres/target.ts';
 import { toPostgres } from '../../src/sinks/postgres.ts';
 import type { PageCommit, StateStore } from '../../src/state/interfaces.ts';
 import { postgresStateStore } from '../../src/state/postgres/store.ts';
+import { cutProxy, until } from '../postgres/cut-proxy.ts';
 import { describePostgres, sql, testDatabase } from '../postgres/pg.ts';
 
 // Two workers of one distributed run whose dedupe is global: each one's stages looked the key up before the other
@@ -56,42 +57,51 @@ function pageOf(query: string, items: ReturnType<typeof item>[]): { page: Page<N
   };
 }
 
+type Worker = { store: StateStore; sink: ReturnType<typeof toPostgres> };
+
+/** A fenced store and a PostgreSQL sink for each pool, as the workers of one run have them. */
+async function workersOn(url: string, pools: pg.Pool[]): Promise<Worker[]> {
+  const workers: Worker[] = [];
+  for (const [index, pool] of pools.entries()) {
+    const shared = await postgresStateStore(pool, postgresTarget(url), { schema: 'webdata', pipeline: 'p' });
+    const store = shared.fenced({ workerId: `w${index}`, finish: async () => true, committed: () => undefined });
+    const sink = toPostgres({ url, table: 'results' });
+    await sink.open({
+      runId: RUN,
+      pipeline: 'p',
+      database: () => {
+        throw new Error('no SQLite here');
+      },
+      postgres: () => pool,
+      stateCheckpoints: store.checkpoints,
+      currentSeq: 0,
+      statePath: '',
+      tagColumns: [],
+      shared: true,
+    });
+    workers.push({ store, sink });
+  }
+  return workers;
+}
+
+/** A page's commit with its sink's rows, as the committer hands it to the store. */
+function withRows(sink: Worker['sink'], of: ReturnType<typeof pageOf>): PageCommit {
+  if (sink.commits.kind !== 'rows') throw new Error('the PostgreSQL sink takes part with rows');
+  return { ...of.commit, rows: [sink.commits.rows(of.page, 0)] };
+}
+
 describePostgres('dedupe across series in a distributed run: keys are claimed in the page statement', () => {
   it("a key two workers both took as new is written once: the second page's row for it is dropped, its sighting is not first, its series' counts say so", async () => {
     const db = await testDatabase();
     const pools = [new pg.Pool({ connectionString: db.url, max: 2 }), new pg.Pool({ connectionString: db.url, max: 2 })];
     try {
-      const workers: { store: StateStore; sink: ReturnType<typeof toPostgres> }[] = [];
-      for (const [index, pool] of pools.entries()) {
-        const shared = await postgresStateStore(pool, postgresTarget(db.url), { schema: 'webdata', pipeline: 'p' });
-        const store = shared.fenced({ workerId: `w${index}`, finish: async () => true, committed: () => undefined });
-        const sink = toPostgres({ url: db.url, table: 'results' });
-        await sink.open({
-          runId: RUN,
-          pipeline: 'p',
-          database: () => {
-            throw new Error('no SQLite here');
-          },
-          postgres: () => pool,
-          stateCheckpoints: store.checkpoints,
-          currentSeq: 0,
-          statePath: '',
-          tagColumns: [],
-          shared: true,
-        });
-        workers.push({ store, sink });
-      }
-      const [first, second] = workers as [(typeof workers)[0], (typeof workers)[0]];
+      const workers = await workersOn(db.url, pools);
+      const [first, second] = workers as [Worker, Worker];
       await first.store.startRun({ runId: RUN, pipeline: 'p', startedAt: '2026-11-23T00:00:00.000Z', fingerprint: 'f', plan: {}, budget: null });
       expect(first.sink.claimsDedupeKeys).toBe(true);
 
       const a = pageOf('alpha', [item('https://shared.example/', 'alpha', 1), item('https://alpha.example/', 'alpha', 2), item(null, 'alpha', 3)]);
       const b = pageOf('beta', [item('https://beta.example/', 'beta', 1), item('https://shared.example/', 'beta', 2), item(null, 'beta', 3)]);
-      // Each page carries its sink's rows, as the committer hands them to the store.
-      const withRows = (sink: (typeof workers)[0]['sink'], of: ReturnType<typeof pageOf>): PageCommit => {
-        if (sink.commits.kind !== 'rows') throw new Error('the PostgreSQL sink takes part with rows');
-        return { ...of.commit, rows: [sink.commits.rows(of.page, 0)] };
-      };
       await first.store.commitPage(withRows(first.sink, a));
       await second.store.commitPage(withRows(second.sink, b));
 
@@ -114,6 +124,35 @@ describePostgres('dedupe across series in a distributed run: keys are claimed in
       expect(counts).toEqual([
         { query: 'alpha', items_written: 3, duplicates: 0 },
         { query: 'beta', items_written: 2, duplicates: 1 },
+      ]);
+    } finally {
+      for (const pool of pools) await pool.end();
+      await db.drop();
+    }
+  });
+
+  it("a worker's refused claims come off its series' counts once, when the answer to that statement was lost and it was sent again", async () => {
+    const db = await testDatabase();
+    await using through = await cutProxy(db.url);
+    const pools = [new pg.Pool({ connectionString: db.url, max: 2 }), new pg.Pool({ connectionString: through.url, max: 2 })];
+    try {
+      const [first, second] = (await workersOn(db.url, pools)) as [Worker, Worker];
+      await first.store.startRun({ runId: RUN, pipeline: 'p', startedAt: '2026-11-23T00:00:00.000Z', fingerprint: 'f', plan: {}, budget: null });
+      await first.store.commitPage(withRows(first.sink, pageOf('alpha', [item('https://shared.example/', 'alpha', 1)])));
+      const b = pageOf('beta', [item('https://beta.example/', 'beta', 1), item('https://shared.example/', 'beta', 2)]);
+      // The statement that takes the refused row off beta's counts runs on the server; its answer never comes back.
+      const muted = through.muteOn('items_written - $3');
+      const committing = second.store.commitPage(withRows(second.sink, b));
+      const cut = await muted;
+      const beta = `SELECT items_written, duplicates FROM webdata.series WHERE query = 'beta'`;
+      await until(async () => (await sql(db.url, beta))[0]?.duplicates === 1, "beta's counts put right on the server");
+      cut();
+      await committing;
+      // Before: sent again on a new connection, it took the row off a second time (items_written 0, duplicates 2).
+      expect(await sql(db.url, beta)).toEqual([{ items_written: 1, duplicates: 1 }]);
+      expect(await sql(db.url, `SELECT query, position FROM results ORDER BY query, position`)).toEqual([
+        { query: 'alpha', position: 1 },
+        { query: 'beta', position: 1 },
       ]);
     } finally {
       for (const pool of pools) await pool.end();

@@ -126,8 +126,9 @@ async function commitOnce(parts: StoreParts, sql: Statements, commit: PageCommit
       });
   const refused = claiming && taken[0] ? (dedupe?.keys.length ?? 0) - (taken[0].claimed ?? 0) : 0;
   // Rows dropped for keys another worker took first were counted as written by the stages: the series' counts
-  // are put right (a row of the series cannot be changed twice in the page's own statement).
-  if (refused > 0) await storeQuery(parts, sql.uncountRefused, [commit.runId, commit.series.seriesId, refused]);
+  // are put right (a row of the series cannot be changed twice in the page's own statement), once for the page
+  // however often the statement is sent.
+  if (refused > 0) await storeQuery(parts, sql.uncountRefused, [commit.runId, commit.series.seriesId, refused, commit.progress.nextPage - 1]);
   if (taken.length > 0) return void fence?.committed();
   if (fence) throw lost(commit.series.seriesId);
   throw new OutputError('locked', `the page journal of pipeline "${pipeline}" moved under this run: another process is writing its state. Run again once it has finished`, undefined);

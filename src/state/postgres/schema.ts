@@ -271,6 +271,9 @@ export const MIGRATIONS: readonly ((s: string) => string)[] = [
     ALTER TABLE ${s}.run_limits ADD COLUMN accepted_sent float8[] NOT NULL DEFAULT '{}', ADD COLUMN accepted_sent_count bigint NOT NULL DEFAULT 0;
     ALTER TABLE ${s}.run_key_limits ADD COLUMN accepted_sent float8[] NOT NULL DEFAULT '{}', ADD COLUMN accepted_sent_count bigint NOT NULL DEFAULT 0;
   `,
+  // 13: the pages of a series whose refused dedupe claims were taken off its counts, so that the statement that does it
+  // applies once however often it is sent (docs/distributed.md#dedupe-across-series); null: none.
+  (s) => `ALTER TABLE ${s}.series ADD COLUMN refused_pages integer[];`,
 ];
 
 /** The schema version this webdata-etl writes. */

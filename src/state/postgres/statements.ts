@@ -60,8 +60,12 @@ export function runStatements(s: string) {
     pageTaken: 'SELECT seq FROM w_seq',
     /** The same, and how many of the page's dedupe keys it claimed for the run (the others' rows were not written). */
     pageTakenClaimed: 'SELECT seq, (SELECT count(*) FROM w_claimed)::int AS claimed FROM w_seq',
-    /** Rows a worker's page dropped for keys another worker claimed first: counted as duplicates, not written. */
-    uncountRefused: `UPDATE ${s}.series SET items_written = items_written - $3, duplicates = duplicates + $3 WHERE run_id = $1 AND series_id = $2`,
+    /**
+     * Rows a worker's page ($4, its number) dropped for keys another worker claimed first: counted as duplicates, not
+     * written; once for the page, so that it is safe to send again when its answer was lost.
+     */
+    uncountRefused: `UPDATE ${s}.series SET items_written = items_written - $3, duplicates = duplicates + $3, refused_pages = array_append(refused_pages, $4::int)
+      WHERE run_id = $1 AND series_id = $2 AND $4::int <> ALL (COALESCE(refused_pages, '{}'))`,
     /** An end that came without a page (null next page: where the series' last page left it). */
     endSeries: END_SERIES,
     /** The same for a worker: a series another worker ended stays as that worker left it. */
