@@ -64,18 +64,20 @@ export function postgresChangesStart(o: string): string {
 const lastRun = (o: string) => `(SELECT MAX(run_id COLLATE "C") FROM ${o})`;
 
 /**
- * `rankings`' `latest` (each series of `seen`, the results' walk, at its latest complete run, else its latest run)
- * and `aged` (with the runs recorded since), for a WITH RECURSIVE in PostgreSQL: the complete run looked up by the
- * series index; the runs recorded walked along the runs index, a seek after the last (365 at a year, where a DISTINCT
- * read every row); each series' age counted by a subquery rather than a join grouped again, which PostgreSQL took for a
- * row per series and run (12,288 at a year) and priced each with a lookup of its rows, past `jit_above_cost`; and
- * counted once a series (MATERIALIZED), not once for each of its rows the view reads.
+ * `rankings`' `latest` and `aged` for a WITH RECURSIVE in PostgreSQL, after the results' walk: `latest` each series of
+ * `seen` at its latest complete run, else its latest run (`complete`: looked up by the series index), or the walk
+ * itself where runs are not history (`latest`: `seen` is named so); `aged` each with the runs recorded since, walked
+ * along the runs index, a seek after the last (365 at a year, where a DISTINCT read every row), and counted by a
+ * subquery rather than a join grouped again, which PostgreSQL took for a row per series and run (12,288 at a year) and
+ * priced each with a lookup of its rows, past `jit_above_cost`; counted once a series (MATERIALIZED), not once for each
+ * of its rows the view reads.
  */
-export function postgresRankingsLatest(o: string): string {
-  return `latest AS (
+export function postgresRankingsLatest(o: string, runs: 'complete' | 'latest'): string {
+  const latest = `latest AS (
         SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id
         FROM seen s LEFT JOIN LATERAL ${latestRow(o, 's', ' AND x.complete = 1')} c ON true),
-      runs(run_id) AS (
+      `;
+  return `${runs === 'complete' ? latest : ''}runs(run_id) AS (
         SELECT MIN(run_id COLLATE "C") FROM ${o}
         UNION ALL
         SELECT (SELECT MIN(x.run_id COLLATE "C") FROM ${o} x WHERE x.run_id COLLATE "C" > u.run_id) FROM runs u WHERE u.run_id IS NOT NULL),

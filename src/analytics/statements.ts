@@ -4,6 +4,7 @@ import { type Dialect, POSTGRES } from './dialect.ts';
 import { latestRunsCtes } from './latest-runs.ts';
 import { postgresChangesEnd } from './postgres-changes.ts';
 import { postgresChangesStart, postgresRankingsLatest } from './postgres-outcomes.ts';
+import { postgresOverlapSql } from './postgres-overlap.ts';
 import { changesTags, rankingsTags } from './view-tags.ts';
 
 /*
@@ -210,18 +211,16 @@ export function resultsViewsSql(
     // recorded in the outcomes table since that one (0: the latest; a series a refresh plan skipped, or that failed since).
     rankings: `
       WITH ${seen.recursive || walkOutcomes ? 'RECURSIVE ' : ''}${
-        runs === 'latest'
-          ? seen.sql
-          : walkOutcomes
-            ? `${seen.sql},
-      ${postgresRankingsLatest(o)}`
-            : `${seen.sql},
+        walkOutcomes
+          ? `${seen.sql},
+      ${postgresRankingsLatest(o, runs)}`
+          : `${
+              runs === 'latest'
+                ? seen.sql
+                : `${seen.sql},
       complete AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE complete = 1 GROUP BY query, country, lang),
       latest AS (SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id FROM seen s LEFT JOIN complete c ON ${series('c', 's')})`
-      }${
-        runs === 'complete' && walkOutcomes
-          ? ''
-          : `,
+            },
       runs AS (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}),
       aged AS (
         SELECT l.query, l.country, l.lang, l.run_id, ${d.int('COUNT(u.run_id)')} AS age_runs
@@ -243,13 +242,14 @@ export function resultsViewsSql(
         ${d.real('ROUND(1.0 * COUNT(*) / SUM(COUNT(*)) OVER (PARTITION BY query, country), 4)')} AS share
       FROM ${name('rankings')} WHERE domain IS NOT NULL
       GROUP BY query, country, domain`,
-    // How alike two countries' top ${OVERLAP_TOP} are for a query: Jaccard similarity of their URL sets. In PostgreSQL
-    // `shared` is MATERIALIZED: taken for a row or so (the walks' estimates), it was joined by grouping it again for each
-    // pair of countries (1,500 times at 1,000 series, 0.6 s: docs/benchmarks.md#a-year-on-one-database).
-    overlap: `
+    // How alike two countries' top ${OVERLAP_TOP} are for a query: Jaccard similarity of their URL sets (PostgreSQL's
+    // text: postgres-overlap.ts).
+    overlap: postgres
+      ? postgresOverlapSql(name('rankings'), OVERLAP_TOP)
+      : `
       WITH top AS (SELECT DISTINCT query, lang, country, dedupe_key FROM ${name('rankings')} WHERE rank <= ${OVERLAP_TOP} AND dedupe_key IS NOT NULL),
       sizes AS (SELECT query, lang, country, ${d.int('COUNT(*)')} AS n FROM top GROUP BY query, lang, country),
-      shared AS ${postgres ? 'MATERIALIZED ' : ''}(
+      shared AS (
         SELECT a.query, a.lang, a.country AS country_a, b.country AS country_b, ${d.int('COUNT(*)')} AS n
         FROM top a JOIN top b ON a.query = b.query AND a.lang = b.lang AND a.dedupe_key = b.dedupe_key AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
         GROUP BY a.query, a.lang, a.country, b.country)

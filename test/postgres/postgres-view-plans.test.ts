@@ -11,6 +11,7 @@ import pg from 'pg';
 import { POSTGRES } from '../../src/analytics/dialect.ts';
 import { createPostgresResultsViews } from '../../src/analytics/postgres-views.ts';
 import { resultsViewsSql } from '../../src/analytics/statements.ts';
+import { applicableViews, runsRead } from '../../src/analytics/views.ts';
 import { normalize, type PipelineDefinition, searchPages, toPostgres } from '../../src/index.ts';
 import { transaction } from '../../src/postgres/pools.ts';
 import { preparePostgresOutcomes } from '../../src/sinks/postgres-outcomes.ts';
@@ -42,24 +43,30 @@ interface PlanNode {
   'Relation Name'?: string;
   'Index Name'?: string;
   'Index Cond'?: string;
+  'Recheck Cond'?: string;
   Plans?: PlanNode[];
 }
 
 /**
  * The steps of each view's plan (in `schema`) that read the outcomes table whole, seq scans priced out: a Seq Scan of
- * it, or a scan of one of its indexes with no condition that is not a walk's first step (under a LIMIT).
+ * it, a scan of one of its indexes with no condition that is not a walk's first step (under a LIMIT), or a bitmap of
+ * a whole index.
  */
-async function outcomeReads(url: string, schema = 'public'): Promise<Record<string, string[]>> {
+async function outcomeReads(url: string, schema = 'public', views = VIEWS): Promise<Record<string, string[]>> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     await client.query('SET enable_seqscan = off');
     const reads: Record<string, string[]> = {};
-    for (const view of VIEWS) {
+    for (const view of views) {
       const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) SELECT * FROM ${schema}.${view}`);
       const found: string[] = [];
       const walk = (node: PlanNode, parent: string) => {
-        const whole = node['Node Type'] === 'Seq Scan' || (/Index/.test(node['Node Type']) && node['Index Cond'] === undefined && parent !== 'Limit');
+        const type = node['Node Type'];
+        const whole =
+          type === 'Seq Scan' ||
+          (/^Index/.test(type) && node['Index Cond'] === undefined && parent !== 'Limit') ||
+          (type === 'Bitmap Heap Scan' && node['Recheck Cond'] === undefined);
         if (node['Relation Name'] === 'results_outcomes' && whole) found.push(`${node['Node Type']} on results_outcomes${node['Index Name'] ? ` using ${node['Index Name']}` : ''}`);
         for (const child of node.Plans ?? []) walk(child, node['Node Type']);
       };
@@ -73,19 +80,22 @@ async function outcomeReads(url: string, schema = 'public'): Promise<Record<stri
 }
 
 /** Every view's rows (in `schema`) as sorted text, each row's columns in name order. */
-async function viewRows(url: string, schema = 'public'): Promise<Record<string, string[]>> {
+async function viewRows(url: string, schema = 'public', views = VIEWS): Promise<Record<string, string[]>> {
   const rows: Record<string, string[]> = {};
-  for (const view of VIEWS) {
+  for (const view of views) {
     rows[view] = (await sql(url, `SELECT * FROM ${schema}.${view}`)).map((row) => JSON.stringify(Object.entries(row).sort(([a], [b]) => (a < b ? -1 : 1)))).sort();
   }
   return rows;
 }
 
-/** The views as they read the outcomes without their indexes (a GROUP BY of the whole table), in the schema `grouped`. */
-async function groupedViews(url: string): Promise<void> {
-  const texts = resultsViewsSql('public.results', 'public.results_outcomes', (view) => `grouped.report_${view}`, POSTGRES, 'complete', [], true, false);
+/**
+ * The views as they read the outcomes without their indexes (a GROUP BY of the whole table), in the schema `grouped`,
+ * for a table written in `mode`.
+ */
+async function groupedViews(url: string, mode: 'append' | 'upsert' = 'append'): Promise<void> {
+  const texts = resultsViewsSql('public.results', 'public.results_outcomes', (view) => `grouped.report_${view}`, POSTGRES, runsRead(mode), [], true, false);
   await sql(url, 'CREATE SCHEMA grouped');
-  for (const view of ['rankings', 'domains', 'overlap', 'changes'] as const) await sql(url, `CREATE VIEW grouped.report_${view} AS ${texts[view]}`);
+  for (const view of applicableViews(mode, true)) await sql(url, `CREATE VIEW grouped.report_${view} AS ${texts[view]}`);
 }
 
 const seriesIndex = async (url: string) => (await sql(url, `SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'results' AND indexdef LIKE '%md5(query), country, lang, run_id COLLATE "C"%'`)).length;
@@ -150,6 +160,34 @@ describePostgres('the PostgreSQL views read what they show', () => {
       expect(await outcomesIndexes(db.url)).toBe(2);
       expect(await tableScans(db.url)).toEqual(NONE);
       expect(await outcomeReads(db.url)).toEqual(NONE);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('upsert: the rankings and their ages walk the outcomes too, and answer as the grouping texts', async () => {
+    await using sim = await simulator({ seed: 11 });
+    const db = await testDatabase();
+    try {
+      const pipeline: PipelineDefinition = {
+        name: 'latest',
+        source: searchPages({ queries: ['tea', 'coffee'], countries: ['us', 'gb'], maxPages: 1 }),
+        stages: [normalize()],
+        sinks: [toPostgres({ url: db.url, table: 'results', mode: 'upsert' })],
+        state: { url: db.url },
+      };
+      for (const day of [0, 1, 2]) {
+        sim.setDay(day);
+        expect((await runOn(sim, pipeline)).status).toBe('completed');
+      }
+      const views = ['report_rankings', 'report_domains', 'report_overlap'];
+      expect(await outcomesIndexes(db.url)).toBe(2);
+      expect(await outcomeReads(db.url, 'public', views)).toEqual(Object.fromEntries(views.map((view) => [view, []])));
+      const walked = await viewRows(db.url, 'public', views);
+      expect(walked.report_rankings?.length).toBeGreaterThan(0);
+      await groupedViews(db.url, 'upsert');
+      expect(await viewRows(db.url, 'grouped', views)).toEqual(walked);
+      expect((await outcomeReads(db.url, 'grouped', views)).report_rankings?.length).toBeGreaterThan(0);
     } finally {
       await db.drop();
     }
