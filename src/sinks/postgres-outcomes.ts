@@ -25,7 +25,9 @@ export async function preparePostgresOutcomes(client: PoolClient, schema: string
 /**
  * The indexes the views walk (`seriesRunsIndex`, `runsIndex`), made on a table made before them too, as a run opens it
  * (a year of 365,000 rows: about a second). Looked up first: a role that may write the table but not own it cannot
- * make an index, and its views then read the table whole as they did (analytics/postgres-views.ts asks).
+ * make an index (42501), and its views then read the table whole as they did (analytics/postgres-views.ts asks). Two
+ * runs opening the table at once (workers of a distributed run) both make them: the second waits on the first's name
+ * in the catalog, then is refused it (23505) and finds them made.
  */
 async function outcomesSeriesIndex(client: PoolClient, schema: string, table: string): Promise<void> {
   const sql = postgresOutcomeStatements(schema, table);
@@ -36,7 +38,7 @@ async function outcomesSeriesIndex(client: PoolClient, schema: string, table: st
     await client.query(sql.runsIndex);
     await client.query(postgresSinkStatements.releaseSavepoint);
   } catch (error) {
-    if ((error as { code?: string }).code !== '42501') throw error;
+    if (!['42501', '23505'].includes((error as { code?: string }).code ?? '')) throw error;
     await client.query(postgresSinkStatements.rollbackSavepoint);
   }
 }

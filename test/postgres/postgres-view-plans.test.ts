@@ -13,8 +13,9 @@ import { createPostgresResultsViews } from '../../src/analytics/postgres-views.t
 import { resultsViewsSql } from '../../src/analytics/statements.ts';
 import { applicableViews, runsRead } from '../../src/analytics/views.ts';
 import { normalize, type PipelineDefinition, searchPages, toPostgres } from '../../src/index.ts';
-import { transaction } from '../../src/postgres/pools.ts';
+import { type PoolClient, transaction } from '../../src/postgres/pools.ts';
 import { preparePostgresOutcomes } from '../../src/sinks/postgres-outcomes.ts';
+import { prepareTable } from '../../src/sinks/postgres-table.ts';
 import { simulator } from '../helpers.ts';
 import { runOn } from '../pipeline-helpers.ts';
 import { describePostgres, sql, testDatabase } from './pg.ts';
@@ -189,6 +190,48 @@ describePostgres('the PostgreSQL views read what they show', () => {
       expect(await viewRows(db.url, 'grouped', views)).toEqual(walked);
       expect((await outcomeReads(db.url, 'grouped', views)).report_rankings?.length).toBeGreaterThan(0);
     } finally {
+      await db.drop();
+    }
+  });
+
+  it('two runs opening a table made before the indexes at once: the second finds them made by the first, and goes on', async () => {
+    const db = await testDatabase();
+    const first = new pg.Pool({ connectionString: db.url, max: 1 });
+    const second = new pg.Pool({ connectionString: db.url, max: 1 });
+    // What a run opening the table does of it (the sink's `#prepare`): the table and its series index, the outcomes.
+    const names = { schema: 'public', table: 'results', where: 'the test database' };
+    const open = async (client: PoolClient) => {
+      await prepareTable(client, names, ['run_id', 'query', 'country', 'lang'], []);
+      await preparePostgresOutcomes(client, 'public', 'results', names.where);
+    };
+    try {
+      await transaction(first, open);
+      await sql(db.url, 'DROP INDEX public.results_series_runs, public.results_outcomes_series, public.results_outcomes_runs');
+      const held = await first.connect();
+      try {
+        // The first makes the indexes and holds its transaction open; the second, not seeing them yet, makes them too
+        // and waits on the first's (an index's name is a row of the catalog), then finds them there.
+        await held.query('BEGIN');
+        await open(held);
+        const settled = transaction(second, open).then(
+          () => 'opened',
+          (error: unknown) => String(error),
+        );
+        const waiting = async () => (await sql(db.url, `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX%'`)).length > 0;
+        for (let tries = 0; !(await waiting()); tries++) {
+          if (tries > 200) throw new Error('the second never waited on the first');
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+        await held.query('COMMIT');
+        expect(await settled).toBe('opened');
+      } finally {
+        held.release();
+      }
+      expect(await seriesIndex(db.url)).toBe(1);
+      expect(await outcomesIndexes(db.url)).toBe(2);
+    } finally {
+      await first.end();
+      await second.end();
       await db.drop();
     }
   });
