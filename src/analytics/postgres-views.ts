@@ -8,7 +8,7 @@ import { tagColumnsOf } from './view-tags.ts';
 import { CREATE_ORDER, DROP_ORDER, KEY_SPEND_VIEW, runsRead, viewName } from './views.ts';
 import { outcomesTable } from '../sinks/series-outcomes.ts';
 import { preparePostgresOutcomes } from '../sinks/postgres-outcomes.ts';
-import { postgresSinkStatements } from '../sinks/statements.ts';
+import { OUTCOMES_INDEXED, postgresSinkStatements } from '../sinks/statements.ts';
 import { markPostgresViews, type PlannedViews, postgresViewsCurrent } from './view-marks.ts';
 
 /**
@@ -25,9 +25,10 @@ export async function createPostgresResultsViews(pool: Pool, schema: string, tab
   await transaction(pool, async (client) => {
     // Two runs opening at once would race to re-create them: one at a time; the second finds the first's current.
     await client.query(viewStatements.lock, [`webdata-etl:views:${schema}.${table}`]);
+    // The outcomes table (and its series index) first: the views are planned over what it has.
+    if (views.length > 0) await preparePostgresOutcomes(client, schema, table, `schema ${schema}`);
     const planned = await plannedResultsViews(client, schema, table, views, mode);
     if (await postgresViewsCurrent(client, schema, planned)) return;
-    if (views.length > 0) await preparePostgresOutcomes(client, schema, table, `schema ${schema}`);
     for (const view of DROP_ORDER) await client.query(viewStatements.drop(quoted(viewName(table, view))));
     await client.query(viewStatements.drop(quoted(viewName(table, 'tracked_latest'))));
     await client.query(viewStatements.drop(quoted(viewName(table, 'tracked'))));
@@ -49,7 +50,18 @@ async function plannedResultsViews(db: Pool | PoolClient, schema: string, table:
   const [columns, tracked, outcomes] = [columnsOf(table), columnsOf(trackedTable(table)), columnsOf(outcomesTable(table))];
   // Where the table has its series index (the sink makes it), the views walk it rather than read the table whole.
   const indexed = (await db.query(postgresSinkStatements.seriesRunsIndexed, [schema, table])).rowCount === 1;
-  const sql = resultsViewsSql(quoted(table), quoted(outcomesTable(table)), (view) => quoted(viewName(table, view)), POSTGRES, runsRead(mode), tagColumnsOf(columns), indexed);
+  // Likewise the outcomes table's: the views look each series' runs, and the runs, up along them (postgres-outcomes.ts).
+  const outcomesIndexed = (await db.query(OUTCOMES_INDEXED, [schema, outcomesTable(table)])).rowCount === 1;
+  const sql = resultsViewsSql(
+    quoted(table),
+    quoted(outcomesTable(table)),
+    (view) => quoted(viewName(table, view)),
+    POSTGRES,
+    runsRead(mode),
+    tagColumnsOf(columns),
+    indexed,
+    outcomesIndexed,
+  );
   const create: { name: string; select: string }[] = CREATE_ORDER.filter((view) => views.includes(view)).map((view) => ({ name: viewName(table, view), select: sql[view] }));
   const absent: string[] = CREATE_ORDER.filter((view) => !views.includes(view)).map((view) => viewName(table, view));
   const trackedNames = [viewName(table, 'tracked'), viewName(table, 'tracked_latest')] as const;

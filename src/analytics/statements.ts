@@ -3,6 +3,8 @@ import { quoteIdentifier } from '../sql-identifier.ts';
 import { type Dialect, POSTGRES } from './dialect.ts';
 import { latestRunsCtes } from './latest-runs.ts';
 import { postgresChangesEnd } from './postgres-changes.ts';
+import { postgresChangesStart, postgresRankingsLatest } from './postgres-outcomes.ts';
+import { postgresOverlapSql } from './postgres-overlap.ts';
 import { changesTags, rankingsTags } from './view-tags.ts';
 
 /*
@@ -160,7 +162,8 @@ function triedSql(o: string, d: Dialect): string {
  * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
  * lack). Run ids sort by time, so the latest run is the greatest. `tags`: the table's tag columns (`tagColumnsOf`),
  * which `rankings` and `changes` carry after their own. `seriesIndexed`: `t` has its series index (query, country, lang,
- * run_id), which the views then walk rather than read the whole table (latest-runs.ts).
+ * run_id), which the views then walk rather than read the whole table (latest-runs.ts); `outcomesIndexed`: `o` has
+ * PostgreSQL's series and runs indexes, which its views then walk likewise (postgres-outcomes.ts).
  */
 export function resultsViewsSql(
   t: string,
@@ -170,6 +173,7 @@ export function resultsViewsSql(
   runs: RunsRead = 'complete',
   tags: readonly string[] = [],
   seriesIndexed = false,
+  outcomesIndexed = false,
 ): Record<ResultsView, string> {
   // Each series' latest run in the table: `latest` where runs are not history, else `seen` (latest-runs.ts).
   const seen = latestRunsCtes(t, runs === 'latest' ? 'latest' : 'seen', d, seriesIndexed);
@@ -178,6 +182,8 @@ export function resultsViewsSql(
   // index (series and run, the run by its bytes) looks them up: PostgreSQL's by the query's digest (`sameQuery`).
   const rowsAt = (a: string, run: string) => `${d.sameQuery(a, 'r')} AND ${a}.country = r.country AND ${a}.lang = r.lang AND ${d.bytes('r.run_id')} = ${run}`;
   const postgres = d === POSTGRES;
+  // PostgreSQL's outcomes with their indexes: each series' runs, and the runs, looked up along them (postgres-outcomes.ts).
+  const walkOutcomes = postgres && outcomesIndexed;
   const q = quoteIdentifier;
   // A series' tags are its query's (one value in a run): taken whole with its rows, as the greatest of them.
   const tagged = changesTags(tags);
@@ -204,17 +210,22 @@ export function resultsViewsSql(
     // The rows of the run each (query, country, lang) is read at (`RunsRead`), best rank first, and `age_runs`: the runs
     // recorded in the outcomes table since that one (0: the latest; a series a refresh plan skipped, or that failed since).
     rankings: `
-      WITH ${seen.recursive ? 'RECURSIVE ' : ''}${
-        runs === 'latest'
-          ? seen.sql
-          : `${seen.sql},
+      WITH ${seen.recursive || walkOutcomes ? 'RECURSIVE ' : ''}${
+        walkOutcomes
+          ? `${seen.sql},
+      ${postgresRankingsLatest(o, runs)}`
+          : `${
+              runs === 'latest'
+                ? seen.sql
+                : `${seen.sql},
       complete AS (SELECT query, country, lang, MAX(${d.bytes('run_id')}) AS run_id FROM ${o} WHERE complete = 1 GROUP BY query, country, lang),
       latest AS (SELECT s.query, s.country, s.lang, COALESCE(c.run_id, s.run_id) AS run_id FROM seen s LEFT JOIN complete c ON ${series('c', 's')})`
-      },
+            },
       runs AS (SELECT DISTINCT ${d.bytes('run_id')} AS run_id FROM ${o}),
       aged AS (
         SELECT l.query, l.country, l.lang, l.run_id, ${d.int('COUNT(u.run_id)')} AS age_runs
-        FROM latest l LEFT JOIN runs u ON u.run_id > l.run_id GROUP BY l.query, l.country, l.lang, l.run_id)
+        FROM latest l LEFT JOIN runs u ON u.run_id > l.run_id GROUP BY l.query, l.country, l.lang, l.run_id)`
+      }
       SELECT r.query, r.country, r.lang, r.rank, r.title, r.url, r.domain, r.page, r.position, r.dedupe_key, r.run_id, r.fetched_at, latest.age_runs${rankingsTags(tags)
         .map((tag) => `, r.${q(tag.column)}${tag.as === tag.column ? '' : ` AS ${q(tag.as)}`}`)
         .join('')}
@@ -231,8 +242,11 @@ export function resultsViewsSql(
         ${d.real('ROUND(1.0 * COUNT(*) / SUM(COUNT(*)) OVER (PARTITION BY query, country), 4)')} AS share
       FROM ${name('rankings')} WHERE domain IS NOT NULL
       GROUP BY query, country, domain`,
-    // How alike two countries' top ${OVERLAP_TOP} are for a query: Jaccard similarity of their URL sets.
-    overlap: `
+    // How alike two countries' top ${OVERLAP_TOP} are for a query: Jaccard similarity of their URL sets (PostgreSQL's
+    // text: postgres-overlap.ts).
+    overlap: postgres
+      ? postgresOverlapSql(name('rankings'), OVERLAP_TOP)
+      : `
       WITH top AS (SELECT DISTINCT query, lang, country, dedupe_key FROM ${name('rankings')} WHERE rank <= ${OVERLAP_TOP} AND dedupe_key IS NOT NULL),
       sizes AS (SELECT query, lang, country, ${d.int('COUNT(*)')} AS n FROM top GROUP BY query, lang, country),
       shared AS (
@@ -250,7 +264,10 @@ export function resultsViewsSql(
     // A run that skipped a series (`SKIPPED`) is passed over: the series keeps the comparison of its last two fetched
     // runs, and is compared with the last when it is fetched again.
     changes: `
-      WITH ${triedSql(o, d)},
+      WITH ${
+        walkOutcomes
+          ? `RECURSIVE ${postgresChangesStart(o)}`
+          : `${triedSql(o, d)},
       done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
       last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
       failed AS (
@@ -260,7 +277,8 @@ export function resultsViewsSql(
         SELECT c.query, c.country, c.lang, c.run_id, MAX(p.run_id) AS previous_run_id
         FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id
         LEFT JOIN done p ON ${series('p', 'c')} AND p.run_id < c.run_id
-        GROUP BY c.query, c.country, c.lang, c.run_id),
+        GROUP BY c.query, c.country, c.lang, c.run_id)`
+      },
       ${postgres ? postgresChangesEnd(t, rowsAt, tagsOf, tagCells, failedTags) : `cur AS (${rowsOf('run_id')}),
       prev AS (${rowsOf('previous_run_id')})${failedTags}
       SELECT c.query, c.country, c.lang, c.dedupe_key, c.url, c.title, p.rank AS previous_rank, c.rank AS current_rank,

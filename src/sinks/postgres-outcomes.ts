@@ -7,16 +7,40 @@ import { postgresOutcomeStatements, postgresSinkStatements } from './statements.
  * The outcomes table beside a PostgreSQL results table (`series-outcomes.ts`), created when missing, in the caller's
  * transaction. Created beside a table that already holds runs (one written before outcomes were recorded), it records
  * each of them as complete (`unrecorded`), but `opening`, the run being opened now, which records its own as it closes.
- * Existence is looked up first: PostgreSQL checks the CREATE privilege before IF NOT EXISTS.
+ * Existence is looked up first: PostgreSQL checks the CREATE privilege before IF NOT EXISTS. Its indexes for the views are made
+ * when missing, on a table made before it too.
  */
 export async function preparePostgresOutcomes(client: PoolClient, schema: string, table: string, where: string, opening = ''): Promise<void> {
   const name = outcomesTable(table);
   const sql = postgresOutcomeStatements(schema, table);
   const existing = (await client.query<{ name: string }>(postgresSinkStatements.tableColumns, [schema, name])).rows.map((r) => r.name);
   checkOutcomeColumns(existing, name, where, 'postgres.table');
-  if (existing.length > 0) return;
-  for (const statement of sql.create) await client.query(statement);
-  await client.query(sql.backfill, [UNRECORDED, opening]);
+  if (existing.length === 0) {
+    for (const statement of sql.create) await client.query(statement);
+    await client.query(sql.backfill, [UNRECORDED, opening]);
+  }
+  await outcomesSeriesIndex(client, schema, table);
+}
+
+/**
+ * The indexes the views walk (`seriesRunsIndex`, `runsIndex`), made on a table made before them too, as a run opens it
+ * (a year of 365,000 rows: about a second). Looked up first: a role that may write the table but not own it cannot
+ * make an index (42501), and its views then read the table whole as they did (analytics/postgres-views.ts asks). Two
+ * runs opening the table at once (workers of a distributed run) both make them: the second waits on the first's name
+ * in the catalog, then is refused it (23505) and finds them made.
+ */
+async function outcomesSeriesIndex(client: PoolClient, schema: string, table: string): Promise<void> {
+  const sql = postgresOutcomeStatements(schema, table);
+  if ((await client.query(sql.indexed, [schema, outcomesTable(table)])).rowCount === 1) return;
+  await client.query(postgresSinkStatements.savepoint);
+  try {
+    await client.query(sql.seriesRunsIndex);
+    await client.query(sql.runsIndex);
+    await client.query(postgresSinkStatements.releaseSavepoint);
+  } catch (error) {
+    if (!['42501', '23505'].includes((error as { code?: string }).code ?? '')) throw error;
+    await client.query(postgresSinkStatements.rollbackSavepoint);
+  }
 }
 
 /** Writes, and takes back, the outcomes of a PostgreSQL results table's runs. */

@@ -47,7 +47,9 @@ export async function prepareTable(client: PoolClient, names: TableNames, column
 /**
  * The series index the views walk (`seriesRunsIndex`), made on a table made before it too, as a run opens it (a year of
  * 3.65 million rows: see docs/benchmarks.md#a-year-on-one-database). Looked up first: a role that may write the table
- * but not own it cannot make an index, and its views then read the table as they did (`seriesRunsIndexed`).
+ * but not own it cannot make an index (42501), and its views then read the table as they did (`seriesRunsIndexed`).
+ * Two runs opening the table at once (workers of a distributed run) both make it: the second waits on the first's name
+ * in the catalog, then is refused it (23505) and finds it made.
  */
 async function seriesRunsIndex(client: PoolClient, schema: string, table: string): Promise<void> {
   if ((await client.query(sql.seriesRunsIndexed, [schema, table])).rowCount === 1) return;
@@ -56,7 +58,7 @@ async function seriesRunsIndex(client: PoolClient, schema: string, table: string
     await client.query(sql.seriesRunsIndex(schema, table));
     await client.query(sql.releaseSavepoint);
   } catch (error) {
-    if ((error as { code?: string }).code !== '42501') throw error;
+    if (!['42501', '23505'].includes((error as { code?: string }).code ?? '')) throw error;
     await client.query(sql.rollbackSavepoint);
   }
 }

@@ -100,7 +100,10 @@ export const postgresSinkStatements = {
   checkpoint: (schema: string) => `SELECT seq FROM ${postgresCheckpoints(schema)} WHERE pipeline = $1 AND sink_id = $2`,
   /** A sink's first checkpoint (`$1`: the pipeline, `$2`: the sink's id, `$3`: the page it starts at). */
   addCheckpoint: (schema: string) => `INSERT INTO ${postgresCheckpoints(schema)} (pipeline, sink_id, seq) VALUES ($1, $2, $3)`,
-  /** The upsert's unique index is tried within a savepoint: a table holding several rows per key refuses it. */
+  /**
+   * The upsert's unique index is tried within a savepoint (a table holding several rows per key refuses it), and so are
+   * the series indexes (a role that does not own the table may not make them).
+   */
   savepoint: 'SAVEPOINT unique_key',
   releaseSavepoint: 'RELEASE SAVEPOINT unique_key',
   rollbackSavepoint: 'ROLLBACK TO SAVEPOINT unique_key',
@@ -181,6 +184,14 @@ export function sqliteOutcomeStatements(table: string) {
 }
 
 /**
+ * Whether a PostgreSQL outcomes table (`$1`: its schema, `$2`: its name) has the indexes the views walk
+ * (`seriesRunsIndex` and `runsIndex` below): one row if so.
+ */
+export const OUTCOMES_INDEXED = `SELECT 1 WHERE EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND tablename = $2
+    AND indexdef LIKE '%USING btree (md5(query), country, lang, run_id COLLATE "C")')
+  AND EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 AND indexdef LIKE '%USING btree (run_id COLLATE "C")')`;
+
+/**
  * The same beside a PostgreSQL results table, in its schema; values as `$n`. A B-tree entry holds 2,704 bytes at most
  * and a query may be longer: the key takes the query's digest, as a results table's upsert key does.
  */
@@ -194,6 +205,17 @@ export function postgresOutcomeStatements(schema: string, table: string) {
       `CREATE TABLE IF NOT EXISTS ${o} (run_id text NOT NULL, query text NOT NULL, country text NOT NULL, lang text NOT NULL, complete integer NOT NULL, reason text NOT NULL)`,
       `CREATE UNIQUE INDEX IF NOT EXISTS ${q(`${name}_key`)} ON ${o} (${target})`,
     ],
+    /**
+     * The series with their runs in the order the views compare runs (by their bytes), which the key's default collation
+     * does not give: PostgreSQL's views walk it a series at a time for its latest, last complete and last tried runs
+     * (analytics/postgres-outcomes.ts) rather than group the whole table (a year of 1,000 series: 365,000 rows;
+     * docs/benchmarks.md#a-year-on-one-database). Made on a table made before it too, as a run opens it.
+     */
+    seriesRunsIndex: `CREATE INDEX IF NOT EXISTS ${q(`${name}_series`)} ON ${o} (md5(query), country, lang, run_id COLLATE "C")`,
+    /** The runs by their bytes: the views walk the runs recorded (a seek each) to count those since a series' latest. */
+    runsIndex: `CREATE INDEX IF NOT EXISTS ${q(`${name}_runs`)} ON ${o} (run_id COLLATE "C")`,
+    /** Whether the table has both, whatever their names (`$1`: the schema, `$2`: the outcomes table). */
+    indexed: OUTCOMES_INDEXED,
     backfill: `INSERT INTO ${o} (${COLUMNS}) SELECT DISTINCT run_id, query, country, lang, 1, $1 FROM ${t} WHERE run_id IS NOT NULL AND run_id <> $2 ON CONFLICT DO NOTHING`,
     /**
      * A slice of the plan's outcomes, one array per column (`$1`: the run); a `not_reached` one only where it is news

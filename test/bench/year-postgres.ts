@@ -8,7 +8,7 @@ import { createPostgresResultsViews } from '../../src/analytics/postgres-views.t
 import { applicableViews } from '../../src/analytics/views.ts';
 import { openPool } from '../../src/postgres/pools.ts';
 import { postgresTarget } from '../../src/postgres/target.ts';
-import { postgresSinkStatements } from '../../src/sinks/statements.ts';
+import { postgresOutcomeStatements, postgresSinkStatements } from '../../src/sinks/statements.ts';
 import { postgresBin, startCluster, type Cluster } from '../postgres/pg-cluster.ts';
 
 const STATE = ['runs', 'series', 'series_state', 'pages', 'run_sinks', 'spend'];
@@ -76,10 +76,11 @@ export async function measurePostgres(url: string, cli: string, plans?: string) 
 }
 
 /**
- * The results' views re-created as the next run opening the sink would, and the series index it makes first on a table
- * made before it: how long that took, in ms (0: there already).
+ * The results' views re-created as the next run opening the sink would, and the indexes it makes first on tables made
+ * before them (the results' series index, the outcomes' series and runs indexes): how long each took, in ms (0: there
+ * already).
  */
-export async function recreatePostgresViews(url: string): Promise<{ seriesIndexMs: number }> {
+export async function recreatePostgresViews(url: string): Promise<{ seriesIndexMs: number; outcomesIndexesMs?: number }> {
   const pool = openPool(postgresTarget(url), 1);
   try {
     // A checkout from before the index (src/ of an older commit, to measure a year before and after): none made.
@@ -90,9 +91,19 @@ export async function recreatePostgresViews(url: string): Promise<{ seriesIndexM
     }
     const indexed = (await pool.query(postgresSinkStatements.seriesRunsIndexed, ['public', 'results'])).rowCount === 1;
     const seriesIndexMs = indexed ? 0 : await timed(() => pool.query(postgresSinkStatements.seriesRunsIndex('public', 'results')));
+    const outcomes = postgresOutcomeStatements('public', 'results');
+    // A checkout from before the outcomes' indexes: none made.
+    const outcomesIndexesMs = !('indexed' in outcomes)
+      ? undefined
+      : (await pool.query(outcomes.indexed, ['public', 'results_outcomes'])).rowCount === 1
+        ? 0
+        : await timed(async () => {
+            await pool.query(outcomes.seriesRunsIndex);
+            await pool.query(outcomes.runsIndex);
+          });
     await pool.query('DROP VIEW IF EXISTS public.report_changes, public.report_overlap, public.report_domains, public.report_rankings');
     await createPostgresResultsViews(pool, 'public', 'results', applicableViews('append', true), 'append');
-    return { seriesIndexMs };
+    return { seriesIndexMs, ...(outcomesIndexesMs === undefined ? {} : { outcomesIndexesMs }) };
   } finally {
     await pool.end();
   }
