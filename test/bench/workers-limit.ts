@@ -3,7 +3,8 @@
 // behind nginx's `limit_req` at 10 r/s (burst 2, no Retry-After) over an unlimited simulator; 429s from nginx's own
 // access log. Then the same pipeline again on the same state (a new run: what the first remembered of the limit,
 // per key fingerprint in the state store), measured the same way. The reference: one process on the same plan.
-// Alone: `node scripts/with-node.mjs test/bench/workers-limit.ts [repeats] [shared|alone|both]` (a throwaway cluster);
+// Alone: `node scripts/with-node.mjs test/bench/workers-limit.ts [repeats] [shared|alone|both|first]` (a throwaway cluster;
+// `first`: the three workers' first run only, what (j)'s 429s are counted on);
 // BENCH_DEBUG=1 prints each worker's rate changes, pauses and phase marks (WEBDATA_PHASES) with their time since the first spawn,
 // and nginx's log as a timeline (what each 429 followed: docs/benchmarks.md, "The first run's 429s, counted by cause").
 import { spawn } from 'node:child_process';
@@ -103,7 +104,7 @@ function timeline(logged: { at: number; status: string }[], t0: number): string 
  * A pipeline run twice on one state behind one nginx (the same API, so that the second run finds what the first
  * remembered): `workers` processes each time. Achieved: the pages each run stored over its spawn-to-exit time, over the limit.
  */
-export async function limitedTwice(admin: string, name: string, workers: number, concurrency: number, distributed: boolean) {
+export async function limitedTwice(admin: string, name: string, workers: number, concurrency: number, distributed: boolean, once = false) {
   const upstream = await startSimulator({ latencyMs: LIMIT_RUN.latencyMs, keys: [{ key: KEY, name: 'main' }] });
   const nginx = await startNginx({ upstreamPort: upstream.port, ratePerSecond: LIMIT_RUN.limit, burst: LIMIT_RUN.burst });
   const url = await freshDatabase(admin, name);
@@ -114,7 +115,7 @@ export async function limitedTwice(admin: string, name: string, workers: number,
     const state = distributed ? { sinks: ['postgres'], stateUrl: url } : { sinks: ['postgres', 'sqlite'] };
     const spec = { baseUrl: nginx.url, dir, name: 'bench-limit', postgresUrl: url, countries: ['us'], queries, maxPages: LIMIT_RUN.pagesPerSeries, concurrency, requestsPerSecond: LIMIT_RUN.configured, ...state };
     const runs = [];
-    for (const which of ['first', 'second'] as const) {
+    for (const which of once ? (['first'] as const) : (['first', 'second'] as const)) {
       const measured = await invocation(nginx, spec, workers, `${name} ${which}`);
       const [stored] = await query<{ pages: number }>(url, `SELECT COUNT(DISTINCT (query, country, page))::int AS pages FROM results WHERE run_id = (SELECT run_id FROM results GROUP BY run_id ORDER BY max(fetched_at) DESC LIMIT 1)`);
       const pages = stored?.pages ?? 0;
@@ -133,16 +134,17 @@ export async function limitedTwice(admin: string, name: string, workers: number,
  * (j) 3 workers of one run configured at 30 r/s each, concurrency 3, behind nginx at 10 r/s (burst 2) they are not
  * told, 180 pages, run twice on the same state; the reference: one process (concurrency 4) on the same plan, twice.
  */
-export async function scenarioWorkersAboveLimit(admin: string, which: 'shared' | 'alone' | 'both' = 'both') {
+export async function scenarioWorkersAboveLimit(admin: string, which: 'shared' | 'alone' | 'both' | 'first' = 'both') {
   const pages = LIMIT_RUN.series * LIMIT_RUN.pagesPerSeries;
-  const shared = which === 'alone' ? undefined : (log(`(j) distributed: 3 workers at ${LIMIT_RUN.configured} r/s, concurrency 3 each, nginx allows ${LIMIT_RUN.limit} r/s (burst ${LIMIT_RUN.burst}, no Retry-After), ${pages} pages, twice on one state`), await limitedTwice(admin, 'bench_workers_limit', 3, 3, true));
-  const alone = which === 'shared' ? undefined : (log('(j) reference: one process, concurrency 4, the same plan and limiter, twice'), await limitedTwice(admin, 'bench_workers_limit_alone', 1, 4, false));
+  const once = which === 'first';
+  const shared = which === 'alone' ? undefined : (log(`(j) distributed: 3 workers at ${LIMIT_RUN.configured} r/s, concurrency 3 each, nginx allows ${LIMIT_RUN.limit} r/s (burst ${LIMIT_RUN.burst}, no Retry-After), ${pages} pages, ${once ? 'the first run only' : 'twice on one state'}`), await limitedTwice(admin, 'bench_workers_limit', 3, 3, true, once));
+  const alone = which === 'shared' || once ? undefined : (log('(j) reference: one process, concurrency 4, the same plan and limiter, twice'), await limitedTwice(admin, 'bench_workers_limit_alone', 1, 4, false));
   return { limiter: 'nginx limit_req (leaky bucket, nodelay)', ...LIMIT_RUN, plannedPages: pages, measured: 'pages stored / (first spawn → last exit) / limit; 429s from nginx\'s log', shared, oneProcessReference: alone };
 }
 
 if (import.meta.main) {
   const repeats = Number(process.argv[2] ?? 1);
-  const which = (process.argv[3] ?? 'shared') as 'shared' | 'alone' | 'both';
+  const which = (process.argv[3] ?? 'shared') as 'shared' | 'alone' | 'both' | 'first';
   const postgres = await benchPostgres();
   if (!postgres) throw new Error('no PostgreSQL binaries and no WEBDATA_BENCH_DATABASE_URL');
   try {
