@@ -32,6 +32,8 @@ interface WayRun {
   peakRssMb: number;
   seconds: number;
   itemsPerSecond: number;
+  /** The process's CPU time, all its threads (what a setting that trades memory for collections costs). */
+  cpuSeconds: number;
   stderr?: string;
 }
 
@@ -70,12 +72,12 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS,
         }[way];
         const run = await measuredNode(args, { cwd: dir, env: { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir } });
         const total = queries * MEMORY_COUNTRIES.length * 1000;
-        const result = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, itemsPerSecond: Math.round(total / run.seconds), ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
+        const result = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, itemsPerSecond: Math.round(total / run.seconds), cpuSeconds: run.cpuSeconds, ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
         if (itemSize === 'real' || !sizes.includes('real')) results[way] = result;
         // The load average beside every figure: the machine is shared.
         const load = loadavg().map((l) => l.toFixed(2)).join(' ');
         runs.push({ way, itemSize, load, ...result });
-        log(`(n) ${way}, ${itemSize} items: peak ${run.peakRssMb} MB, ${run.seconds} s (${result.itemsPerSecond} items/s, spawn to exit), exit ${run.code}, load ${load}`);
+        log(`(n) ${way}, ${itemSize} items: peak ${run.peakRssMb} MB, ${run.seconds} s (${result.itemsPerSecond} items/s, spawn to exit), CPU ${run.cpuSeconds} s, exit ${run.code}, load ${load}`);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
