@@ -4,12 +4,12 @@ import { setFlagsFromString } from 'node:v8';
  * How far past its live set V8 lets a heap of this process grow before its next full collection, in percent: V8's
  * `--heap-growing-percent`, for every heap (isolate) of the process, the run's and commit threads' among them.
  *
- * Why: V8 picks the factor from the heap's ceiling — 1.3 at 256 MB up to 2.0 near 2 GB on 64-bit, so 1.6 for a run's
- * thread of 1 GiB (bounded-thread.ts), and 4.0 for what it allows outside the heap (external memory) — and the run's
- * thread, whose pages of large answers pass through its old generation, held its old space at about 1.6 times its
- * live set at the peak. 30 % is V8's own factor for a 256 MB heap, without lowering the ceiling a pipeline's own stages
- * may fill (WEBDATA_HEAP_MB). Measured at 1,000,000 items (docs/benchmarks.md#memory): the peak 13 MB lower at about
- * 5 % more CPU (the run's thread marks more often); 20 % cost twice that CPU for no more.
+ * Why: V8 caps the factor by the heap's ceiling — 1.3 at 256 MB up to 2.0 near 2 GB on 64-bit, so 1.6 for a run's
+ * thread of 1 GiB (bounded-thread.ts), the factor it used at every full collection traced — and the run's thread,
+ * whose pages of large answers pass through its old generation, held its old space at about 1.6 times its live set.
+ * 30 % is V8's own factor for a 256 MB heap, without lowering the ceiling a pipeline's own stages may fill
+ * (WEBDATA_HEAP_MB). Measured at 1,000,000 items (docs/benchmarks.md#memory): the peak 9–15 MB lower in each of five
+ * pairs, at about 5 % more CPU (the run's thread marks more often); 20 % cost twice that CPU for no more.
  */
 export const HEAP_GROWING_PERCENT = 30;
 

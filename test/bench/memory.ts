@@ -21,7 +21,13 @@ const ROOT = resolve(import.meta.dirname, '../..');
  * run(url), and one calling run(pipeline).
  */
 const WAYS = ['cli', 'cliSource', 'cliPipelineFile', 'pipelineFile', 'runCall', 'runObject'] as const;
-type Way = (typeof WAYS)[number];
+/**
+ * Named only, never run by default: the built command line with V8's own heap growing factors (`node
+ * --heap-growing-percent=0 dist/cli/main.js run config.json`), what `cli` was before src/threads/heap-growth.ts, to
+ * interleave with it (`cli,cliV8Growth,cli,cliV8Growth`).
+ */
+const COMPARISONS = ['cliV8Growth'] as const;
+type Way = (typeof WAYS)[number] | (typeof COMPARISONS)[number];
 /** The ways the aim (< 250 MB) is for: run(pipeline) works in the host's heap, sized by the host's flags. */
 export const AIMED_WAYS = WAYS.filter((way) => way !== 'runObject');
 const KEY = `bench_${Date.now().toString(36)}_memory`;
@@ -65,6 +71,7 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS,
           cli: [join(ROOT, 'dist/cli/main.js'), 'run', 'config.json'],
           // The same from the sources (`node src/cli/main.ts run config.json`): Node strips the types as it loads.
           cliSource: [join(ROOT, 'src/cli/main.ts'), 'run', 'config.json'],
+          cliV8Growth: ['--heap-growing-percent=0', join(ROOT, 'dist/cli/main.js'), 'run', 'config.json'],
           cliPipelineFile: [join(ROOT, 'dist/cli/main.js'), 'run', pipelineFile],
           pipelineFile: [pipelineFile],
           runCall: [runProgram],
