@@ -8,8 +8,9 @@ import { setFlagsFromString } from 'node:v8';
  * thread of 1 GiB (bounded-thread.ts), the factor it used at every full collection traced — and the run's thread,
  * whose pages of large answers pass through its old generation, held its old space at about 1.6 times its live set.
  * 30 % is V8's own factor for a 256 MB heap, without lowering the ceiling a pipeline's own stages may fill
- * (WEBDATA_HEAP_MB). Measured at 1,000,000 items (docs/benchmarks.md#memory): the peak 9–15 MB lower in each of five
- * pairs, at about 5 % more CPU (the run's thread marks more often); 20 % cost twice that CPU for no more.
+ * (WEBDATA_HEAP_MB). Measured at 1,000,000 items (docs/benchmarks.md#memory): the peak 9–15 MB lower in eight pairs
+ * of nine (median 251 → 240 MB), at about 6 % more CPU (the run's thread marks more often); 20 % cost more CPU for no
+ * lower peak.
  */
 export const HEAP_GROWING_PERCENT = 30;
 
