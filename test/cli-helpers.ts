@@ -13,7 +13,7 @@ export interface Result {
 }
 
 /** The CLI as a user runs it: a child process, in a directory of its own, with the environment given. */
-export function cli(args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<Result> {
+export function cli(args: string[], options: { cwd: string; env?: Record<string, string>; nodeFlags?: string[] }): Promise<Result> {
   return startCli(args, options).done;
 }
 
@@ -22,8 +22,8 @@ export function cli(args: string[], options: { cwd: string; env?: Record<string,
  * the run is where it needs it and cannot move on (held by the simulator's gate: `whileRunning(gate.reached())`),
  * never after a guessed time: a loaded machine starts processes and runs pages at any speed.
  */
-export function startCli(args: string[], options: { cwd: string; env?: Record<string, string> }) {
-  return startNode(['--conditions=webdata-etl:source', CLI, ...args], `webdata-etl ${args.join(' ')}`, options);
+export function startCli(args: string[], options: { cwd: string; env?: Record<string, string>; nodeFlags?: string[] }) {
+  return startNode([...(options.nodeFlags ?? []), '--conditions=webdata-etl:source', CLI, ...args], `webdata-etl ${args.join(' ')}`, options);
 }
 
 /** A pipeline file run by node as a user runs it (`node pipeline.ts …`: the built package, no flags of ours). */

@@ -1,4 +1,5 @@
 import { entryBeside, heapLimitMb } from '../threads/bounded-thread.ts';
+import { boundHeapGrowth } from '../threads/heap-growth.ts';
 import { onRunThread } from '../threads/run-thread.ts';
 import { EXIT } from '../run/exit-codes.ts';
 import { stopOnSignals } from './signals.ts';
@@ -25,6 +26,8 @@ export async function runOnThread(task: ThreadTask): Promise<number | undefined>
     process.stderr.write(`webdata-etl: ${(error as Error).message}\n`);
     return EXIT.usage;
   }
+  // Before the run's thread (and its commit thread) start: their heaps grow less past what they hold.
+  boundHeapGrowth();
   let report: ThreadReport | undefined;
   // The process's signals are counted here, the first a stop and the second an abort, named by the signal: the thread
   // says what each does, where its progress goes.

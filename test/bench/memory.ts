@@ -21,7 +21,13 @@ const ROOT = resolve(import.meta.dirname, '../..');
  * run(url), and one calling run(pipeline).
  */
 const WAYS = ['cli', 'cliSource', 'cliPipelineFile', 'pipelineFile', 'runCall', 'runObject'] as const;
-type Way = (typeof WAYS)[number];
+/**
+ * Named only, never run by default: the built command line with V8's own heap growing factors (`node
+ * --heap-growing-percent=0 dist/cli/main.js run config.json`), what `cli` was before src/threads/heap-growth.ts, to
+ * interleave with it (`cli,cliV8Growth,cli,cliV8Growth`).
+ */
+const COMPARISONS = ['cliV8Growth'] as const;
+type Way = (typeof WAYS)[number] | (typeof COMPARISONS)[number];
 /** The ways the aim (< 250 MB) is for: run(pipeline) works in the host's heap, sized by the host's flags. */
 export const AIMED_WAYS = WAYS.filter((way) => way !== 'runObject');
 const KEY = `bench_${Date.now().toString(36)}_memory`;
@@ -32,6 +38,8 @@ interface WayRun {
   peakRssMb: number;
   seconds: number;
   itemsPerSecond: number;
+  /** The process's CPU time, all its threads (what a setting that trades memory for collections costs). */
+  cpuSeconds: number;
   stderr?: string;
 }
 
@@ -63,6 +71,7 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS,
           cli: [join(ROOT, 'dist/cli/main.js'), 'run', 'config.json'],
           // The same from the sources (`node src/cli/main.ts run config.json`): Node strips the types as it loads.
           cliSource: [join(ROOT, 'src/cli/main.ts'), 'run', 'config.json'],
+          cliV8Growth: ['--heap-growing-percent=0', join(ROOT, 'dist/cli/main.js'), 'run', 'config.json'],
           cliPipelineFile: [join(ROOT, 'dist/cli/main.js'), 'run', pipelineFile],
           pipelineFile: [pipelineFile],
           runCall: [runProgram],
@@ -70,12 +79,12 @@ export async function scenarioMemory(items: number, ways: readonly Way[] = WAYS,
         }[way];
         const run = await measuredNode(args, { cwd: dir, env: { ...env, MEMORY_QUERIES: String(queries), MEMORY_DIR: dir } });
         const total = queries * MEMORY_COUNTRIES.length * 1000;
-        const result = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, itemsPerSecond: Math.round(total / run.seconds), ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
+        const result = { exitCode: run.code, peakRssMb: run.peakRssMb, seconds: run.seconds, itemsPerSecond: Math.round(total / run.seconds), cpuSeconds: run.cpuSeconds, ...(run.code === 0 ? {} : { stderr: run.stderr.slice(-600) }) };
         if (itemSize === 'real' || !sizes.includes('real')) results[way] = result;
         // The load average beside every figure: the machine is shared.
         const load = loadavg().map((l) => l.toFixed(2)).join(' ');
         runs.push({ way, itemSize, load, ...result });
-        log(`(n) ${way}, ${itemSize} items: peak ${run.peakRssMb} MB, ${run.seconds} s (${result.itemsPerSecond} items/s, spawn to exit), exit ${run.code}, load ${load}`);
+        log(`(n) ${way}, ${itemSize} items: peak ${run.peakRssMb} MB, ${run.seconds} s (${result.itemsPerSecond} items/s, spawn to exit), CPU ${run.cpuSeconds} s, exit ${run.code}, load ${load}`);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
