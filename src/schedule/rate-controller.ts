@@ -203,7 +203,8 @@ class BracketingController implements RateController {
     if (this.#settling && sentAt > this.#settling.sentAt) return this.#settle(now);
     // A failed raise's fall back is judged again once what was sent before its 429 is heard; no raise before that.
     const recounted = this.#recount.due(now);
-    if (recounted !== undefined) return recounted !== 'waiting' && this.#settleAt(recounted, now);
+    if (recounted === 'waiting') return false;
+    if (recounted !== undefined) return this.#settleAt(recounted.rate, now, recounted.above);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst
@@ -367,9 +368,10 @@ class BracketingController implements RateController {
     return this.#settleAt(rate, now);
   }
 
-  /** A fall back counted again: lower, it is the rate, and what the server is known to allow. */
-  #settleAt(counted: number, now: number): boolean {
+  /** A fall back counted again: lower, it is the rate, and what the server is known to allow; under `above`, the limit. */
+  #settleAt(counted: number, now: number, above?: number): boolean {
     const rate = Math.max(this.#minRate, counted);
+    if (above !== undefined && this.#bad !== undefined) this.#bad = Math.max(Math.min(rate, this.#rate) * 1.02, Math.min(this.#bad, above));
     if (rate >= this.#rate) return false;
     this.#rate = rate;
     this.#floor = rate;

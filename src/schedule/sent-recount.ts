@@ -1,6 +1,12 @@
 import type { Burst, Unproven } from './burst.ts';
 import type { SendSamples } from './send-samples.ts';
 
+/** A failed raise counted again: its fall back, and what it was sent at when under its rate (the limit is under it). */
+export interface Recounted {
+  rate: number;
+  above: number | undefined;
+}
+
 /**
  * A failed raise's fall back, counted again from the requests sent, once those sent before its 429 were all heard (a
  * distributed run's leader hears its followers' answers with their reports, late): what the rate it was raised from
@@ -38,14 +44,20 @@ export class SentRecount {
   }
 
   /** At `now`: undefined, nothing due; 'waiting' for what was sent to be heard; or the fall back, counted. */
-  due(now: number): number | 'waiting' | undefined {
+  due(now: number): Recounted | 'waiting' | undefined {
     const due = this.#due;
     if (due === undefined) return undefined;
     if (now < due.at) return 'waiting';
     this.#due = undefined;
     const held = this.#held?.to === due.unproven.at ? this.#held : undefined;
     const fromHeld = held ? sentShown(this.#samples, this.#burst, { at: held.from, from: held.rate, rate: held.rate, fromHeld: true }, held.to) : 0;
-    return Math.max(fromHeld, sentShown(this.#samples, this.#burst, due.unproven, due.sentAt));
+    const rate = Math.max(fromHeld, sentShown(this.#samples, this.#burst, due.unproven, due.sentAt));
+    const ms = due.sentAt - due.unproven.at;
+    const sent = this.#samples.sentBetween(due.unproven.at, due.sentAt);
+    // The raise failed at what was sent (n + 1 over t, as in sentShown): a bound above that the next raise bisects
+    // towards, where the rate set, never sent, sent it back over the limit (12.79's 12.3: 10.9 set, a 429 more).
+    const above = sent === undefined || ms <= 0 ? undefined : ((sent + 1) * 1000) / ms;
+    return { rate, above: above !== undefined && above < due.unproven.rate ? above : undefined };
   }
 }
 
