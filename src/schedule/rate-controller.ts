@@ -1,8 +1,10 @@
 import { Burst, type Unproven } from './burst.ts';
 import { type KnownLimit, LimitKnowledge } from './limit-knowledge.ts';
 import type { RateStart } from './options.ts';
+import { nextRaise } from './next-raise.ts';
 import { ProvenLimit } from './proven-limit.ts';
 import { SendSamples } from './send-samples.ts';
+import { SentRecount } from './sent-recount.ts';
 import { type Settling, SlowStart, settledRate } from './slow-start.ts';
 
 export type { KnownLimit } from './limit-knowledge.ts';
@@ -133,6 +135,8 @@ class BracketingController implements RateController {
   #slowHeld = false;
   /** A slow start's failed doubling, counted again once the answers on their way at its 429 are in (#settle). */
   #settling: Settling | undefined;
+  /** A failed raise's fall back, counted again from what was sent once it is heard (sent-recount.ts). */
+  readonly #recount: SentRecount;
 
   constructor(options: RateControllerOptions, clock: { now(): number }) {
     this.#clock = clock;
@@ -142,6 +146,8 @@ class BracketingController implements RateController {
     this.#minRate = options.minRate ?? 0.05;
     this.#samples = new SendSamples(options.windowMs ?? 3000, options.learnAfterMs ?? 1000);
     this.#proven = new ProvenLimit(this.#samples, (options.learnAfterMs ?? 1000) > 1000);
+    // A leader hears its followers' answers with their reports, up to a second late (learnAfterMs: 2000).
+    this.#recount = new SentRecount(this.#samples, this.#burst, Math.max(0, (options.learnAfterMs ?? 1000) - 1000));
     this.#rate = options.maxRate;
     this.#concurrency = options.maxConcurrency;
     this.#lastChangeAt = clock.now();
@@ -195,6 +201,10 @@ class BracketingController implements RateController {
     this.#samples.success(sentAt, latencyMs);
     if (this.#slow) return this.#doubled(now);
     if (this.#settling && sentAt > this.#settling.sentAt) return this.#settle(now);
+    // A failed raise's fall back is judged again once what was sent before its 429 is heard; no raise before that.
+    const recounted = this.#recount.due(now);
+    if (recounted === 'waiting') return false;
+    if (recounted !== undefined) return this.#settleAt(recounted.rate, now, recounted.above);
     const rate = this.#rate;
     const bad = this.#bad;
     // Near the lowest rate that failed, success must last longer before it counts: a server's burst
@@ -217,13 +227,15 @@ class BracketingController implements RateController {
     }
     // Held since it was set: once a limit was seen, it is at least this rate less what the burst could have hidden.
     if (this.#bad !== undefined) this.#floor = Math.max(this.#floor ?? 0, Math.min(rate, this.#burst.shown({ at: this.#lastChangeAt, from: rate, rate, fromHeld: true }, now)));
+    this.#recount.held(this.#lastChangeAt, now, rate);
     this.#lastChangeAt = now;
     if (this.#bad !== undefined) this.#knowledge.held(Math.min(rate, this.#floor ?? rate), this.#samples.sendingRate(now));
     const highest = this.#good;
     // Once a limit was seen, what held is what the server is known to allow, not the rate: a burst hides excess.
     this.#good = Math.max(this.#good ?? 0, this.#floor ?? rate);
-    this.#probing = false;
-    this.#rate = Math.min(this.#maxRate, this.#raised(rate, probe, highest));
+    const raise = nextRaise(rate, this.#bad, this.#maxRate, probe, highest);
+    [this.#bad, this.#probing] = [raise.bad, raise.probing];
+    this.#rate = Math.min(this.#maxRate, raise.rate);
     // Whether the rate it was raised from is known to be allowed: held long enough that the burst could not hide an
     // excess. A small key's rate holds for seconds behind a burst of 2 or 3 whatever its excess (the floor reads low).
     const fromHeld = this.#good >= rate * 0.9;
@@ -248,6 +260,7 @@ class BracketingController implements RateController {
     if (sentAt < this.#lastCutAt + (Number.isFinite(this.#rate) ? 1000 / this.#rate : 0)) return false;
     // With no rate configured, the rate that earned the 429 is the one we were actually sending at.
     const failedRate = Number.isFinite(this.#rate) ? this.#rate : (this.#samples.sendingRate(now) ?? 10);
+    this.#recount.cut();
     const first = this.#bad === undefined;
     this.#bad = Math.min(this.#bad ?? failedRate, failedRate);
     const learned = this.#samples.saturatedRate(now);
@@ -274,6 +287,8 @@ class BracketingController implements RateController {
         this.#good = Math.max(this.#good, this.#floor);
         const hidden = Math.min(LEAST_HIDDEN, Math.max(0, this.#burst.size(unproven.from) - 1));
         this.#bad = Math.max(rate * 1.02, Math.min(this.#bad, unproven.rate - (hidden * 1000) / heldMs));
+        // Counted again from what was sent, once heard (a slow start's doubling is, by #settle).
+        if (!this.#settling) this.#recount.failed(unproven, sentAt, now);
       }
       // A probe that failed: the limit has not risen; the next probe waits twice as long.
       if (this.#probing) this.#probeEveryMs = Math.min(PROBE_EVERY_MS.max, this.#probeEveryMs * 2);
@@ -350,6 +365,13 @@ class BracketingController implements RateController {
   #settle(now: number): boolean {
     const rate = settledRate(this.#settling as Settling, this.#burst, this.#minRate);
     this.#settling = undefined;
+    return this.#settleAt(rate, now);
+  }
+
+  /** A fall back counted again: lower, it is the rate, and what the server is known to allow; under `above`, the limit. */
+  #settleAt(counted: number, now: number, above?: number): boolean {
+    const rate = Math.max(this.#minRate, counted);
+    if (above !== undefined && this.#bad !== undefined) this.#bad = Math.max(Math.min(rate, this.#rate) * 1.02, Math.min(this.#bad, above));
     if (rate >= this.#rate) return false;
     this.#rate = rate;
     this.#floor = rate;
@@ -362,28 +384,6 @@ class BracketingController implements RateController {
     const before = this.#cap?.rate;
     this.#cap = { rate: Math.max(this.#minRate, next), until };
     return before !== this.#cap.rate;
-  }
-
-  /** The next rate after sustained success at `rate`; `highest` is the highest rate that held before this one. */
-  #raised(rate: number, probe: boolean, highest: number | undefined): number {
-    const bad = this.#bad;
-    if (bad === undefined) {
-      // No limit seen yet: close half the gap to the configured rate.
-      return rate + Math.max((this.#maxRate - rate) / 2, rate * 0.02);
-    }
-    if (rate < bad * 0.95) {
-      // Far below the lowest rate that failed: halve the gap (a bisection between good and bad).
-      return rate + Math.max((bad * 0.97 - rate) / 2, rate * 0.02);
-    }
-    if (!probe && highest !== undefined) {
-      // Back from a failed probe: up to the highest rate that held, no further, at the pace near the limit.
-      return Math.min(rate * 1.01, highest);
-    }
-    // Close to it: probe upwards slowly, in case the limit rose.
-    const next = rate * 1.01;
-    this.#bad = Math.max(bad, next);
-    this.#probing = true;
-    return next;
   }
 
   /**

@@ -113,6 +113,17 @@ export class SendSamples {
     return Math.ceil((rate * this.latency * 2) / 1000) + 1;
   }
 
+  /**
+   * The requests sent from `from` until `to` (accepted and refused) that were answered so far; undefined when the
+   * samples kept (SAMPLE_LIMIT of each kind) may have lost some of them.
+   */
+  sentBetween(from: number, to: number): number | undefined {
+    const lost = (list: number[]) => list.length >= SAMPLE_LIMIT && (list[0] as number) >= from;
+    if (lost(this.accepted) || lost(this.rejected)) return undefined;
+    const within = (sentAt: number) => sentAt >= from && sentAt < to;
+    return this.accepted.filter(within).length + this.rejected.filter(within).length;
+  }
+
   /** Attempts per second over the window (accepted and rejected), when there are a few to go on. */
   sendingRate(now: number): number | undefined {
     const from = now - this.#windowMs;
