@@ -4,7 +4,7 @@ import { type Dialect, POSTGRES } from './dialect.ts';
 import { latestRunsCtes } from './latest-runs.ts';
 import { postgresChangesEnd } from './postgres-changes.ts';
 import { postgresChangesStart, postgresRankingsLatest } from './postgres-outcomes.ts';
-import { postgresOverlapSql } from './postgres-overlap.ts';
+import { overlapSql } from './overlap-sql.ts';
 import { changesTags, rankingsTags } from './view-tags.ts';
 
 /*
@@ -158,6 +158,25 @@ function triedSql(o: string, d: Dialect): string {
 }
 
 /**
+ * `changes`' CTEs up to `compared` (`tried`, `done`, `last_done`, `failed`, `compared`) as groupings of the outcomes
+ * table `o`: SQLite's, and PostgreSQL's where `o` has no indexes to walk (postgres-outcomes.ts walks them).
+ */
+function changesStartSql(o: string, d: Dialect): string {
+  const series = (a: string, b: string) => `${a}.query = ${b}.query AND ${a}.country = ${b}.country AND ${a}.lang = ${b}.lang`;
+  return `${triedSql(o, d)},
+      done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
+      last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
+      failed AS (
+        SELECT y.query, y.country, y.lang, y.run_id, COALESCE(f.reason, '${NOT_REACHED}') AS reason
+        FROM tried y LEFT JOIN ${o} f ON ${series('f', 'y')} AND ${d.bytes('f.run_id')} = y.run_id WHERE COALESCE(f.complete, 0) = 0),
+      compared AS (
+        SELECT c.query, c.country, c.lang, c.run_id, MAX(p.run_id) AS previous_run_id
+        FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id
+        LEFT JOIN done p ON ${series('p', 'c')} AND p.run_id < c.run_id
+        GROUP BY c.query, c.country, c.lang, c.run_id)`;
+}
+
+/**
  * The views over a results table `t` and its outcomes table `o` (both quoted, qualified if need be), named by `name`,
  * in the order they depend on each other. Plain SQL, readable by any SQLite tool (no FULL JOIN, which older ones
  * lack). Run ids sort by time, so the latest run is the greatest. `tags`: the table's tag columns (`tagColumnsOf`),
@@ -242,21 +261,8 @@ export function resultsViewsSql(
         ${d.real('ROUND(1.0 * COUNT(*) / SUM(COUNT(*)) OVER (PARTITION BY query, country), 4)')} AS share
       FROM ${name('rankings')} WHERE domain IS NOT NULL
       GROUP BY query, country, domain`,
-    // How alike two countries' top ${OVERLAP_TOP} are for a query: Jaccard similarity of their URL sets (PostgreSQL's
-    // text: postgres-overlap.ts).
-    overlap: postgres
-      ? postgresOverlapSql(name('rankings'), OVERLAP_TOP)
-      : `
-      WITH top AS (SELECT DISTINCT query, lang, country, dedupe_key FROM ${name('rankings')} WHERE rank <= ${OVERLAP_TOP} AND dedupe_key IS NOT NULL),
-      sizes AS (SELECT query, lang, country, ${d.int('COUNT(*)')} AS n FROM top GROUP BY query, lang, country),
-      shared AS (
-        SELECT a.query, a.lang, a.country AS country_a, b.country AS country_b, ${d.int('COUNT(*)')} AS n
-        FROM top a JOIN top b ON a.query = b.query AND a.lang = b.lang AND a.dedupe_key = b.dedupe_key AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
-        GROUP BY a.query, a.lang, a.country, b.country)
-      SELECT a.query, a.lang, a.country AS country_a, b.country AS country_b, COALESCE(s.n, 0) AS shared, a.n AS top_a, b.n AS top_b,
-        ${d.real('ROUND(1.0 * COALESCE(s.n, 0) / (a.n + b.n - COALESCE(s.n, 0)), 4)')} AS jaccard
-      FROM sizes a JOIN sizes b ON a.query = b.query AND a.lang = b.lang AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
-      LEFT JOIN shared s ON s.query = a.query AND s.lang = a.lang AND s.country_a = a.country AND s.country_b = b.country`,
+    // How alike two countries' top ${OVERLAP_TOP} are for a query: Jaccard similarity of their URL sets (overlap-sql.ts).
+    overlap: overlapSql(name('rankings'), OVERLAP_TOP, d),
     // What changed in each (query, country, lang) between its last two complete runs: new, lost, up, down
     // (rank_delta > 0 is up), same. A series whose latest run did not complete (failed, budget, stopped, not reached)
     // is not compared: one row says so, `failed`, with why and the complete run it would be compared with
@@ -267,17 +273,7 @@ export function resultsViewsSql(
       WITH ${
         walkOutcomes
           ? `RECURSIVE ${postgresChangesStart(o)}`
-          : `${triedSql(o, d)},
-      done AS (SELECT query, country, lang, ${d.bytes('run_id')} AS run_id FROM ${o} WHERE complete = 1),
-      last_done AS (SELECT query, country, lang, MAX(run_id) AS run_id FROM done GROUP BY query, country, lang),
-      failed AS (
-        SELECT y.query, y.country, y.lang, y.run_id, COALESCE(f.reason, '${NOT_REACHED}') AS reason
-        FROM tried y LEFT JOIN ${o} f ON ${series('f', 'y')} AND ${d.bytes('f.run_id')} = y.run_id WHERE COALESCE(f.complete, 0) = 0),
-      compared AS (
-        SELECT c.query, c.country, c.lang, c.run_id, MAX(p.run_id) AS previous_run_id
-        FROM last_done c JOIN tried y ON ${series('y', 'c')} AND y.run_id = c.run_id
-        LEFT JOIN done p ON ${series('p', 'c')} AND p.run_id < c.run_id
-        GROUP BY c.query, c.country, c.lang, c.run_id)`
+          : changesStartSql(o, d)
       },
       ${postgres ? postgresChangesEnd(t, rowsAt, tagsOf, tagCells, failedTags) : `cur AS (${rowsOf('run_id')}),
       prev AS (${rowsOf('previous_run_id')})${failedTags}

@@ -1,7 +1,27 @@
-import { POSTGRES } from './dialect.ts';
+import { type Dialect, POSTGRES } from './dialect.ts';
 
 /**
- * PostgreSQL's `overlap` view (statements.ts, `resultsViewsSql`, writes SQLite's): how alike two countries' top `top`
+ * The `overlap` view's text in the dialect `d`: how alike two countries' top `top` are for a query, the Jaccard
+ * similarity of their URL sets, over `rankings` (the rankings view, quoted and qualified), the same columns and numbers
+ * in both. SQLite's joins the pairs of countries with the URLs they share (plain SQL, no FULL JOIN).
+ */
+export function overlapSql(rankings: string, top: number, d: Dialect): string {
+  if (d === POSTGRES) return postgresOverlapSql(rankings, top);
+  return `
+      WITH top AS (SELECT DISTINCT query, lang, country, dedupe_key FROM ${rankings} WHERE rank <= ${top} AND dedupe_key IS NOT NULL),
+      sizes AS (SELECT query, lang, country, ${d.int('COUNT(*)')} AS n FROM top GROUP BY query, lang, country),
+      shared AS (
+        SELECT a.query, a.lang, a.country AS country_a, b.country AS country_b, ${d.int('COUNT(*)')} AS n
+        FROM top a JOIN top b ON a.query = b.query AND a.lang = b.lang AND a.dedupe_key = b.dedupe_key AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
+        GROUP BY a.query, a.lang, a.country, b.country)
+      SELECT a.query, a.lang, a.country AS country_a, b.country AS country_b, COALESCE(s.n, 0) AS shared, a.n AS top_a, b.n AS top_b,
+        ${d.real('ROUND(1.0 * COALESCE(s.n, 0) / (a.n + b.n - COALESCE(s.n, 0)), 4)')} AS jaccard
+      FROM sizes a JOIN sizes b ON a.query = b.query AND a.lang = b.lang AND ${d.bytes('a.country')} < ${d.bytes('b.country')}
+      LEFT JOIN shared s ON s.query = a.query AND s.lang = a.lang AND s.country_a = a.country AND s.country_b = b.country`;
+}
+
+/**
+ * PostgreSQL's `overlap` view (`overlapSql` writes SQLite's): how alike two countries' top `top`
  * are for a query, the Jaccard similarity of their URL sets, over `rankings` (the rankings view, quoted and qualified),
  * with the same columns and numbers. SQLite's joins the pairs of countries with the URLs they share; PostgreSQL takes
  * both for a row or so (its estimate of the walks the rankings come from) and nested-looped them, comparing every pair
@@ -9,7 +29,7 @@ import { POSTGRES } from './dialect.ts';
  * each doubling of the series (docs/benchmarks.md#a-year-on-one-database). Here the pairs and the URLs shared are rows
  * of one UNION ALL, summed by pair: no join between them, one pass whatever the estimates.
  */
-export function postgresOverlapSql(rankings: string, top: number): string {
+function postgresOverlapSql(rankings: string, top: number): string {
   const d = POSTGRES;
   const before = (a: string, b: string) => `${d.bytes(`${a}.country`)} < ${d.bytes(`${b}.country`)}`;
   return `
