@@ -63,6 +63,14 @@ export interface ThrottleOptions {
   slowStart?: boolean;
 }
 
+/**
+ * Why answers changed the rate from `before` to `after`: a raise after sustained success, or a rate lowered by answers
+ * counted again once in (a failed raise's fall back from the requests sent, a slow start's failed doubling settled).
+ */
+function succeeded(before: number, after: number): AdaptReason {
+  return after < before ? 'recounted' : 'sustained_success';
+}
+
 // Requests leave 1% under the allowed rate: arrival jitter on the network then cannot bunch two of them
 // inside one interval of a leaky bucket set exactly at the plan's rate.
 const PACING_MARGIN = 0.99;
@@ -142,7 +150,8 @@ class AdaptiveThrottle implements Throttle {
     // Whether it learns first: a leadership taken over here replaces the controller (#takeOver).
     const learning = this.#learning();
     const controller = this.#controller;
-    if (learning && controller.onSuccess(sentAt, this.#latencyMs)) this.#applyRate('sustained_success');
+    const before = controller.rate;
+    if (learning && controller.onSuccess(sentAt, this.#latencyMs)) this.#applyRate(succeeded(before, controller.rate));
     // A cap from rate-limit headers may have expired since the pacer last heard.
     else if (this.#pacer.rate !== paced(controller.rate)) this.#pacer.setRate(paced(controller.rate));
   }
@@ -178,10 +187,11 @@ class AdaptiveThrottle implements Throttle {
     let cut = false;
     for (let i = 0; i < rejected; i++) cut = this.#controller.onRateLimited(limitedAt) || cut;
     let raised = false;
+    const before = this.#controller.rate;
     const timed = acceptedSentAt.slice(-accepted).toSorted((a, b) => a - b);
     for (let i = 0; i < accepted; i++) raised = this.#controller.onSuccess(timed[i] ?? sentAt, this.#latencyMs) || raised;
     if (cut) this.#applyRate('rate_limited');
-    else if (raised) this.#applyRate('sustained_success');
+    else if (raised) this.#applyRate(succeeded(before, this.#controller.rate));
   }
 
   // Whether this throttle learns the rate: always alone; with a shared pacer, only while it is the run's leader.

@@ -77,8 +77,9 @@ export type SchedulerEvent =
       /** In a pool of keys, the key held back (the others go on). */
       key?: string;
     }
-  // `leader`: a worker of a distributed run took the run's rate over from the shared row as it became the leader.
-  | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'rate_limit_headers' | 'leader'; key?: string }
+  // `leader`: a worker of a distributed run took the run's rate over from the shared row as it became the leader;
+  // `recounted`: answers counted again once in lowered it (a failed raise's fall back from the requests sent).
+  | { type: 'adapt'; rate: number; concurrency: number; reason: 'rate_limited' | 'sustained_success' | 'recounted' | 'rate_limit_headers' | 'leader'; key?: string }
   | {
       type: 'key_retired';
       key: string;

@@ -3,7 +3,40 @@
 // counted from what was sent, not from the rate set (src/schedule/rate-controller.ts; docs/benchmarks.md, "The rate
 // sent, not the rate set").
 import { describe, expect, it } from 'vitest';
+import { resolveSchedulerOptions } from '../../src/schedule/options.ts';
 import { createRateController } from '../../src/schedule/rate-controller.ts';
+import { createThrottle } from '../../src/schedule/throttle.ts';
+import type { SchedulerEvent } from '../../src/schedule/types.ts';
+
+/** What the model drives: a rate controller, or a throttle around one (which says why each rate changed). */
+interface Learner {
+  readonly rate: number;
+  readonly concurrency: number;
+  onSuccess(sentAt: number, latencyMs: number): unknown;
+  onRateLimited(sentAt: number): unknown;
+}
+
+/** A leader's throttle (it learns, from 2 s of answers: `learns`), on the model's clock, its events kept in `events`. */
+function leaderThrottle(clock: { now(): number }, events: SchedulerEvent[]): Learner {
+  const queue = { concurrency: 9, pause: () => undefined, start: () => undefined };
+  const throttle = createThrottle({
+    config: resolveSchedulerOptions({ rate: { requestsPerSecond: 30 }, concurrency: 9, learns: () => true }),
+    clock: { now: clock.now, sleep: async () => undefined },
+    queue,
+    emit: (event) => void events.push(event),
+    halt: new AbortController().signal,
+  });
+  return {
+    get rate() {
+      return throttle.rate;
+    },
+    get concurrency() {
+      return queue.concurrency;
+    },
+    onSuccess: (sentAt) => throttle.onSuccess(sentAt),
+    onRateLimited: (sentAt) => throttle.onRateLimited(sentAt, 0, 'the model'),
+  };
+}
 
 /**
  * Three workers' requests, paced by one controller (a shared pacer's leader) at `maxRate` 30/s with nine in flight at
@@ -13,11 +46,17 @@ import { createRateController } from '../../src/schedule/rate-controller.ts';
  * worker's slot statement, the answer, the page's commit): nine in flight send 9000 / `cycleMs` a second at most,
  * whatever the rate set. Requests leave paced at 0.99 of the rate (the throttle's margin), none for 125 ms after a 429.
  * Every third request is the leader's, heard as it is answered; the followers' are heard with their next report, every
- * `reportMs` (their 429s at once: a pause reports). Returns when each 429 was sent and the rates set.
+ * `reportMs` (their 429s at once: a pause reports). Returns when each 429 was sent and the rates set. `learner`: what
+ * learns (default: the rate controller a leader has).
  */
-function fleetBehindNginx(limit: number, seconds: number, { cycleMs = 0, jitterMs = 0, seed = 0, reportMs = 500, latencyMs = 200 } = {}) {
+function fleetBehindNginx(
+  limit: number,
+  seconds: number,
+  { cycleMs = 0, jitterMs = 0, seed = 0, reportMs = 500, latencyMs = 200, learner = undefined as ((clock: { now(): number }) => Learner) | undefined } = {},
+) {
   let now = 0;
-  const controller = createRateController({ maxRate: 30, maxConcurrency: 9, learnAfterMs: 2000 }, { now: () => now });
+  const clock = { now: () => now };
+  const controller: Learner = learner?.(clock) ?? createRateController({ maxRate: 30, maxConcurrency: 9, learnAfterMs: 2000 }, clock);
   let excess = 0;
   let lastAt = 0;
   let next = 0;
@@ -79,5 +118,17 @@ describe('a fleet held back under the rate its leader sets', () => {
     // the fall back is 9.56, then 9.95.
     expect(refused.length).toBeLessThanOrEqual(3);
     expect(accepted / 300).toBeGreaterThan(0.975);
+  });
+
+  it("a rate lowered by what was sent says so in its event, `recounted`, never `sustained_success`", () => {
+    const events: SchedulerEvent[] = [];
+    for (let seed = 0; seed < 4; seed++) fleetBehindNginx(10, 20, { cycleMs: 920, jitterMs: 150, seed, learner: (clock) => leaderThrottle(clock, events) });
+    const adapts = events.filter((e): e is Extract<SchedulerEvent, { type: 'adapt' }> => e.type === 'adapt');
+    const lowered = adapts.slice(1).filter((change, i) => change.rate < (adapts[i] as { rate: number }).rate);
+    const raised = adapts.slice(1).filter((change, i) => change.rate > (adapts[i] as { rate: number }).rate);
+    // Before: the recounted fall back came down as `sustained_success`, as a raise does.
+    expect(lowered.filter((change) => change.reason === 'recounted').length).toBeGreaterThan(0);
+    for (const change of lowered) expect(['rate_limited', 'recounted']).toContain(change.reason);
+    for (const change of raised) expect(change.reason).not.toBe('recounted');
   });
 });
