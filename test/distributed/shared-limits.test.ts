@@ -64,9 +64,11 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     const leader = sharedPacer(pool(), S, id, { leads: () => true, onSlot: (slot) => slots.push(slot) })(1, clock);
     const dbNow = async () => Number((await sql(db.url, 'SELECT extract(epoch FROM clock_timestamp()) * 1000 AS now'))[0]?.now);
     // Five slots a second apart: the row's next free slot is five seconds ahead (the workers holding them were told
-    // of the change and take theirs again under the new terms).
+    // of the change and take theirs again under the new terms). Counted from the database's time before they were
+    // asked for, not after: a slow second between the two was enough to fail it.
+    const beforeSlots = await dbNow();
     await Promise.all(Array.from({ length: 5 }, () => leader.acquire()));
-    expect((slots.at(-1)?.slotEpochMs ?? 0) - (await dbNow())).toBeGreaterThan(3_000);
+    expect((slots.at(-1)?.slotEpochMs ?? 0) - beforeSlots).toBeGreaterThan(3_000);
     leader.setRate(50);
     slots.length = 0;
     await leader.acquire();
@@ -74,8 +76,9 @@ describePostgres('limits shared by the workers of a run, in PostgreSQL', () => {
     expect(slots[0]?.slotEpochMs).toBeLessThan(afterRate + 1_000);
 
     // The same for a short pause: the first slot after it is an interval after its end, not after the old reservations.
+    const beforeMore = await dbNow();
     await Promise.all(Array.from({ length: 50 }, () => leader.acquire()));
-    expect((slots.at(-1)?.slotEpochMs ?? 0) - (await dbNow())).toBeGreaterThan(500);
+    expect((slots.at(-1)?.slotEpochMs ?? 0) - beforeMore).toBeGreaterThan(500);
     leader.pauseUntil(clock.now() + 100);
     slots.length = 0;
     await leader.acquire();
